@@ -1,0 +1,23 @@
+"""mlx-native: fused Triton kernels for LLM inference with MLX-compatible semantics.
+
+CUDA tensors run Triton kernels; CPU tensors run an exact PyTorch reference
+(or the Triton kernels under ``TRITON_INTERPRET=1``).
+"""
+
+from . import errors
+from .errors import (
+    BackendError,
+    ConfigError,
+    DeviceMismatchError,
+    FormatError,
+    InvalidArgumentError,
+    MlxError,
+    UnsupportedDTypeError,
+    UnsupportedError,
+)
+from .ops.activations import gelu_mul, sigmoid_mul, silu_mul, softcap, softmax
+from .ops.norms import add_rms_norm, l2_norm, rms_norm
+from .ops.rope import head_norm_rope, rope, rope_multi
+from .runtime import current_backend, device_info, use_backend
+
+__version__ = "0.1.0"

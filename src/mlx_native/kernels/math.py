@@ -1,0 +1,41 @@
+"""Device math helpers usable in every Triton build and in the interpreter.
+
+``libdevice`` is not available under ``TRITON_INTERPRET=1``, so functions it
+would provide are written here from ``tl`` primitives, accurate to a few fp32
+ulps.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def tanh(x):
+    """tanh in fp32: odd Taylor series near 0 (no cancellation), exp form elsewhere."""
+    ax = tl.abs(x)
+    x2 = ax * ax
+    # |x| < 0.25: x - x^3/3 + 2x^5/15 - 17x^7/315 + 62x^9/2835 (rel. error < 1e-8)
+    small = ax * (1.0 + x2 * (-0.3333333333 + x2 * (0.1333333333 + x2 * (-0.0539682540 + x2 * 0.0218694885))))
+    e = tl.exp(-2.0 * ax)
+    large = (1.0 - e) / (1.0 + e)
+    t = tl.where(ax < 0.25, small, large)
+    return tl.where(x < 0, -t, t)
+
+
+@triton.jit
+def gelu_tanh(x):
+    """GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    return 0.5 * x * (1.0 + tanh(inner))
+
+
+@triton.jit
+def gelu_erf(x):
+    """Exact GELU: 0.5 x (1 + erf(x / sqrt(2)))."""
+    return 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
+
+
+@triton.jit
+def sigmoid(x):
+    """1 / (1 + exp(-x)) in fp32, safe for large |x|."""
+    return 1.0 / (1.0 + tl.exp(-x))

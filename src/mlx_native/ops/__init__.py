@@ -1,0 +1,1 @@
+"""Public ops, one folder per family: validate -> dispatch -> kernel or reference."""

@@ -1,0 +1,156 @@
+"""Triton kernel for row norms: rms_norm, add_rms_norm (residual fused), l2_norm.
+
+One program normalizes ``BLOCK_R`` rows. Rows up to ``MAX_TILE_COLS`` columns
+stay in registers (one read and one write of each element); longer rows take
+two passes over column chunks (the second read mostly hits L2).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import triton
+import triton.language as tl
+
+from ...runtime.memory import empty_like, row_layout
+from ..common import next_pow2
+
+MAX_TILE_COLS = 16384  # longest row kept whole in registers
+CHUNK_COLS = 4096  # column chunk of the two-pass path
+TILE_ELEMS = 2048  # rows are batched until a program holds this many elements
+ELEMS_PER_THREAD = 16  # sets num_warps: tile elements / (32 * this)
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def _norm_kernel(
+    x_ptr,  # [R, N] rows at (r // x_inner) * x_so + (r % x_inner) * x_si, unit column stride
+    res_ptr,  # [R, N] residual rows, addressed like x with r_* (HAS_RESIDUAL)
+    w_ptr,  # [N] weight, any float dtype (HAS_WEIGHT)
+    y_ptr,  # [R, N] contiguous output
+    h_ptr,  # [R, N] contiguous x + residual, rounded to its dtype (HAS_RESIDUAL)
+    n_rows,
+    n_cols,
+    x_inner,
+    x_so,
+    x_si,
+    r_inner,
+    r_so,
+    r_si,
+    eps,
+    w_offset,
+    MEAN: tl.constexpr,  # True: rms norm (sum / N); False: l2 norm (sum)
+    HAS_WEIGHT: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    SINGLE_TILE: tl.constexpr,  # BLOCK_N >= n_cols
+):
+    rows = (tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)
+    row_ok = rows < n_rows
+    x_row = (rows // x_inner) * x_so + (rows % x_inner) * x_si
+    out_row = rows * n_cols
+    r_row = out_row
+    if HAS_RESIDUAL:
+        r_row = (rows // r_inner) * r_so + (rows % r_inner) * r_si
+    cols = tl.arange(0, BLOCK_N)
+
+    if SINGLE_TILE:
+        col_ok = cols < n_cols
+        mask = row_ok[:, None] & col_ok[None, :]
+        x = tl.load(x_ptr + x_row[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        if HAS_RESIDUAL:
+            r = tl.load(res_ptr + r_row[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            h = (x + r).to(h_ptr.dtype.element_ty)
+            tl.store(h_ptr + out_row[:, None] + cols[None, :], h, mask=mask)
+            x = h.to(tl.float32)
+        ss = tl.sum(x * x, axis=1)
+        if MEAN:
+            ss = ss / n_cols
+        y = x * tl.rsqrt(ss + eps)[:, None]
+        if HAS_WEIGHT:
+            w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32) + w_offset
+            y = y * w[None, :]
+        tl.store(y_ptr + out_row[:, None] + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+    else:
+        acc = tl.zeros([BLOCK_R, BLOCK_N], dtype=tl.float32)
+        for start in range(0, n_cols, BLOCK_N):
+            c = start + cols
+            mask = row_ok[:, None] & (c < n_cols)[None, :]
+            x = tl.load(x_ptr + x_row[:, None] + c[None, :], mask=mask, other=0.0).to(tl.float32)
+            if HAS_RESIDUAL:
+                r = tl.load(res_ptr + r_row[:, None] + c[None, :], mask=mask, other=0.0).to(tl.float32)
+                h = (x + r).to(h_ptr.dtype.element_ty)
+                tl.store(h_ptr + out_row[:, None] + c[None, :], h, mask=mask)
+                x = h.to(tl.float32)
+            acc += x * x
+        ss = tl.sum(acc, axis=1)
+        if MEAN:
+            ss = ss / n_cols
+        inv = tl.rsqrt(ss + eps)
+        for start in range(0, n_cols, BLOCK_N):
+            c = start + cols
+            col_ok = c < n_cols
+            mask = row_ok[:, None] & col_ok[None, :]
+            if HAS_RESIDUAL:
+                x = tl.load(h_ptr + out_row[:, None] + c[None, :], mask=mask, other=0.0).to(tl.float32)
+            else:
+                x = tl.load(x_ptr + x_row[:, None] + c[None, :], mask=mask, other=0.0).to(tl.float32)
+            y = x * inv[:, None]
+            if HAS_WEIGHT:
+                w = tl.load(w_ptr + c, mask=col_ok, other=0.0).to(tl.float32) + w_offset
+                y = y * w[None, :]
+            tl.store(y_ptr + out_row[:, None] + c[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _config(n_rows: int, n_cols: int) -> tuple[int, int, bool, int]:
+    """(BLOCK_R, BLOCK_N, SINGLE_TILE, num_warps) for a [n_rows, n_cols] problem."""
+    single = n_cols <= MAX_TILE_COLS
+    block_n = next_pow2(n_cols) if single else CHUNK_COLS
+    block_r = min(next_pow2(n_rows), max(1, TILE_ELEMS // block_n))
+    num_warps = min(16, max(1, block_r * block_n // (32 * ELEMS_PER_THREAD)))
+    return block_r, block_n, single, num_warps
+
+
+def norm(
+    x: torch.Tensor,
+    weight: Optional[torch.Tensor],
+    residual: Optional[torch.Tensor],
+    eps: float,
+    weight_offset: float,
+    mean: bool,
+) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """Launch the norm kernel on validated, non-empty inputs.
+
+    Args:
+        x: ``[..., N]`` with a unit-stride last dim.
+        weight: ``[N]`` or None.
+        residual: ``[..., N]`` like ``x``, or None.
+        eps, weight_offset: see the public ops.
+        mean: True for rms norm, False for l2 norm.
+
+    Returns:
+        ``(y, h)``: normalized ``[..., N]`` and, with a residual, ``x + residual``.
+    """
+    n_cols = x.shape[-1]
+    x, xl = row_layout(x)
+    y = empty_like(x)
+    h = None
+    rl = xl
+    res = x
+    if residual is not None:
+        res, rl = row_layout(residual)
+        h = empty_like(x)
+    block_r, block_n, single, num_warps = _config(xl.n_rows, n_cols)
+    grid = (triton.cdiv(xl.n_rows, block_r),)
+    _norm_kernel[grid](
+        x, res, weight if weight is not None else x, y, h if h is not None else y,
+        xl.n_rows, n_cols,
+        xl.inner, xl.stride_outer, xl.stride_inner,
+        rl.inner, rl.stride_outer, rl.stride_inner,
+        float(eps), float(weight_offset),
+        MEAN=mean, HAS_WEIGHT=weight is not None, HAS_RESIDUAL=residual is not None,
+        BLOCK_R=block_r, BLOCK_N=block_n, SINGLE_TILE=single,
+        num_warps=num_warps,
+    )
+    return y, h

@@ -1,0 +1,333 @@
+"""Public rotary-embedding ops: ``rope``, ``rope_multi``, ``head_norm_rope``.
+
+Conventions:
+  * ``rope`` follows MLX ``mx.fast.rope``: x is ``[..., L, D]`` and row l of the
+    L axis sits at position ``offset + l`` (``offset`` an int, a 1-element
+    tensor, or a ``[B]`` tensor of per-batch offsets for dim 0) unless
+    ``positions`` (broadcastable to ``x.shape[:-1]``) gives every row's position.
+  * ``rope_multi``: ``positions`` is ``[S, ...]``, one stream per section,
+    each broadcastable to ``x.shape[:-1]``.
+  * ``head_norm_rope``: x is ``[..., H, D]``; ``positions`` broadcast to
+    ``x.shape[:-2]`` (the token dims), the same for every head.
+
+No ``from __future__ import annotations``: torch.library reads the annotations.
+"""
+
+from typing import Optional, Sequence, Union
+
+import torch
+
+from ...errors import InvalidArgumentError
+from ...runtime import checks
+from ...runtime.dispatch import use_triton
+from ...runtime.library import register_op
+from ...runtime.memory import broadcast_index, empty_like
+from . import ref
+from .kernel import NO_INDEX, Positions
+from .kernel import rope as _launch
+
+
+def _check_dims(op: str, x: torch.Tensor, dims: int) -> None:
+    if isinstance(dims, bool) or not isinstance(dims, int):
+        raise InvalidArgumentError(f"{op}: dims must be an int, got {type(dims).__name__}")
+    if dims <= 0 or dims % 2:
+        raise InvalidArgumentError(f"{op}: dims must be a positive even number, got {dims}")
+    if dims > x.shape[-1]:
+        raise InvalidArgumentError(f"{op}: dims {dims} is larger than the last dim of x ({x.shape[-1]})")
+
+
+def _check_common(op: str, x: torch.Tensor, dims: int, base: float, scale: float,
+                  freqs: Optional[torch.Tensor]) -> None:
+    checks.check_tensor(op, "x", x)
+    checks.check_last_dim_contiguous(op, "x", x)
+    _check_dims(op, x, dims)
+    checks.check_finite_float(op, "scale", scale)
+    if freqs is None:
+        checks.check_finite_float(op, "base", base)
+        checks.check_positive(op, "base", base)
+    else:
+        checks.check_tensor(op, "freqs", freqs)
+        checks.check_same_device(op, "x", x, freqs=freqs)
+        checks.check_vector(op, "freqs", freqs, dims // 2, "dims / 2")
+
+
+def _check_positions(op: str, x: torch.Tensor, positions: torch.Tensor, shape: Sequence[int], what: str) -> None:
+    checks.check_tensor(op, "positions", positions, dtypes=checks.INT_DTYPES)
+    checks.check_same_device(op, "x", x, positions=positions)
+    try:
+        broadcast = torch.broadcast_shapes(positions.shape, tuple(shape))
+    except RuntimeError:
+        broadcast = None
+    if broadcast != tuple(shape):
+        raise InvalidArgumentError(
+            f"{op}: positions of shape {tuple(positions.shape)} do not broadcast to {what} {tuple(shape)}"
+        )
+
+
+def _check_sections(op: str, dims: int, sections: Sequence[int], interleaved: bool) -> None:
+    if not 1 <= len(sections) <= 4 or any(s < 0 for s in sections):
+        raise InvalidArgumentError(f"{op}: sections must be 1 to 4 non-negative ints, got {list(sections)}")
+    if sum(sections) != dims // 2:
+        raise InvalidArgumentError(
+            f"{op}: sections {list(sections)} sum to {sum(sections)}, expected dims / 2 = {dims // 2}"
+        )
+    if interleaved and len(sections) != 3:
+        raise InvalidArgumentError(f"{op}: the interleaved layout takes 3 sections (t, h, w), got {len(sections)}")
+
+
+def _positions_index(positions: torch.Tensor, shape: Sequence[int], n_streams: int) -> Positions:
+    """Kernel addressing of ``positions`` (``[S, *b]`` when multi-section) over rows of ``shape``."""
+    if n_streams == 1:
+        tensor, index = broadcast_index(positions, shape)
+        return Positions(tensor, index)
+    streams = positions.expand(n_streams, *shape)
+    first, index = broadcast_index(streams[0], shape)
+    if first.data_ptr() != streams[0].data_ptr() or first.stride() != streams[0].stride():
+        streams = streams.contiguous()  # the per-row index needed a copy: copy all streams alike
+        first, index = broadcast_index(streams[0], shape)
+    return Positions(streams, index, section_stride=streams.stride(0))
+
+
+# --------------------------------------------------------------------------- rope
+
+def _validate_rope(x, dims, base, scale, offset_tensor, freqs, positions):
+    op = "rope"
+    _check_common(op, x, dims, base, scale, freqs)
+    if positions is not None:
+        if offset_tensor is not None:
+            raise InvalidArgumentError(f"{op}: pass either offset or positions, not both")
+        _check_positions(op, x, positions, x.shape[:-1], "x.shape[:-1]")
+    elif x.dim() < 2:
+        raise InvalidArgumentError(f"{op}: x must be [..., L, D] (at least 2 dims) unless positions are given, "
+                                   f"got shape {tuple(x.shape)}")
+    if offset_tensor is not None:
+        checks.check_tensor(op, "offset", offset_tensor, dtypes=checks.INT_DTYPES, min_ndim=0)
+        checks.check_same_device(op, "x", x, offset=offset_tensor)
+        n = offset_tensor.numel()
+        if n != 1 and not (offset_tensor.dim() == 1 and n == x.shape[0]):
+            raise InvalidArgumentError(
+                f"{op}: offset tensor must hold 1 value or one per batch ({x.shape[0]}), got shape "
+                f"{tuple(offset_tensor.shape)}"
+            )
+
+
+def _fake_rope(x, dims, traditional, base, scale, offset, offset_tensor, freqs, positions):
+    _validate_rope(x, dims, base, scale, offset_tensor, freqs, positions)
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@register_op("rope", fake=_fake_rope)
+def _rope(x: torch.Tensor, dims: int, traditional: bool, base: float, scale: float, offset: int,
+          offset_tensor: Optional[torch.Tensor], freqs: Optional[torch.Tensor],
+          positions: Optional[torch.Tensor]) -> torch.Tensor:
+    _validate_rope(x, dims, base, scale, offset_tensor, freqs, positions)
+    if x.numel() == 0:
+        return empty_like(x)
+    if not use_triton("rope", x):
+        return ref.rope(x, dims, traditional, base, scale, offset, offset_tensor, freqs, positions)
+    rows = x.shape[:-1]
+    if positions is not None:
+        pos = _positions_index(positions, rows, 1)
+    elif offset_tensor is not None:
+        per_batch = offset_tensor.reshape(-1)
+        per_batch = per_batch.reshape(-1, *([1] * (x.dim() - 2))) if per_batch.numel() > 1 else per_batch.reshape(())
+        tensor, index = broadcast_index(per_batch, rows)
+        pos = Positions(tensor, index, offset=offset, seq_len=x.shape[-2])
+    else:
+        pos = Positions(None, NO_INDEX, offset=offset, seq_len=x.shape[-2])
+    return _launch(x, dims, pos, traditional=traditional, base=base, scale=scale, freqs=freqs)
+
+
+def rope(
+    x: torch.Tensor,
+    dims: int,
+    *,
+    traditional: bool = False,
+    base: Optional[float] = 10000.0,
+    scale: float = 1.0,
+    offset: Union[int, torch.Tensor] = 0,
+    freqs: Optional[torch.Tensor] = None,
+    positions: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Rotary positional embedding with MLX ``mx.fast.rope`` semantics, fp32 math.
+
+    Args:
+        x: ``[..., L, D]`` float32/float16/bfloat16, unit-stride last dim.
+        dims: rotated feature dims (even, <= D); dims..D pass through unchanged.
+        traditional: False: NeoX/half-split pairs ``(i, i + dims/2)``;
+            True: interleaved pairs ``(2i, 2i+1)``.
+        base: frequency base, ``inv_freq[i] = base ** (-2i / dims)``; ignored
+            (may be None) when ``freqs`` is given.
+        scale: positions are multiplied by this.
+        offset: position of row 0 of the L axis: an int, a 1-element integer
+            tensor, or a ``[B]`` tensor of per-batch offsets (dim 0 of x).
+        freqs: ``[dims/2]`` frequencies (MLX: ``inv_freq = 1 / freqs``).
+        positions: integer tensor broadcastable to ``x.shape[:-1]``: explicit
+            per-row positions instead of ``offset + l``.
+
+    Returns:
+        ``[..., L, D]`` contiguous, dtype of ``x``.
+
+    Example:
+        >>> q = mn.rope(q, 128, offset=cache_len)          # q: [B, H, L, 128]
+        >>> q = mn.rope(q, 64, positions=pos[:, None, :])  # pos: [B, L]
+    """
+    offset_tensor = offset if isinstance(offset, torch.Tensor) else None
+    offset_int = 0 if offset_tensor is not None else int(offset)
+    base_f = 10000.0 if base is None else float(base)
+    if base is None and freqs is None:
+        raise InvalidArgumentError("rope: base is None and no freqs were given; pass one of them")
+    return _rope(x, dims, bool(traditional), base_f, float(scale), offset_int, offset_tensor, freqs, positions)
+
+
+# --------------------------------------------------------------------------- rope_multi
+
+def _validate_rope_multi(x, dims, positions, sections, interleaved, base, scale, freqs):
+    op = "rope_multi"
+    _check_common(op, x, dims, base, scale, freqs)
+    _check_sections(op, dims, sections, interleaved)
+    _check_positions(op, x, positions, (len(sections), *x.shape[:-1]), "[len(sections), *x.shape[:-1]]")
+
+
+def _fake_rope_multi(x, dims, positions, sections, interleaved, traditional, base, scale, freqs):
+    _validate_rope_multi(x, dims, positions, sections, interleaved, base, scale, freqs)
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@register_op("rope_multi", fake=_fake_rope_multi)
+def _rope_multi(x: torch.Tensor, dims: int, positions: torch.Tensor, sections: list[int], interleaved: bool,
+                traditional: bool, base: float, scale: float, freqs: Optional[torch.Tensor]) -> torch.Tensor:
+    _validate_rope_multi(x, dims, positions, sections, interleaved, base, scale, freqs)
+    if x.numel() == 0:
+        return empty_like(x)
+    if not use_triton("rope_multi", x):
+        return ref.rope_multi(x, dims, positions, sections, interleaved, traditional, base, scale, freqs)
+    pos = _positions_index(positions, x.shape[:-1], len(sections))
+    return _launch(x, dims, pos, traditional=traditional, base=base, scale=scale, freqs=freqs,
+                   sections=sections, interleaved=interleaved)
+
+
+def rope_multi(
+    x: torch.Tensor,
+    dims: int,
+    positions: torch.Tensor,
+    sections: Sequence[int],
+    *,
+    interleaved: bool = False,
+    traditional: bool = False,
+    base: float = 10000.0,
+    scale: float = 1.0,
+    freqs: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Multimodal RoPE (Qwen2-VL M-RoPE, Qwen3-VL/Qwen3.5 interleaved M-RoPE).
+
+    Each of the ``dims/2`` frequencies takes its position from one of the
+    ``S = len(sections)`` streams (temporal, height, width, ...):
+    contiguous layout (``interleaved=False``, Qwen2-VL): the first
+    ``sections[0]`` frequencies use stream 0, the next ``sections[1]`` stream
+    1, and so on; interleaved layout (Qwen3-VL, Qwen3.5): frequency i uses
+    stream 1 if ``i % 3 == 1 and i < 3*sections[1]``, stream 2 if
+    ``i % 3 == 2 and i < 3*sections[2]``, else stream 0.
+
+    Args:
+        x: ``[..., D]`` float32/float16/bfloat16.
+        dims: rotated dims (even, <= D); the rest pass through.
+        positions: integer ``[S, ...]``, each stream broadcastable to ``x.shape[:-1]``
+            (e.g. ``[3, B, 1, L]`` for x ``[B, H, L, D]``).
+        sections: ``S`` ints (1 to 4) summing to ``dims / 2``.
+        interleaved, traditional, base, scale, freqs: as described above and in :func:`rope`.
+
+    Returns:
+        ``[..., D]`` contiguous, dtype of ``x``.
+    """
+    return _rope_multi(x, dims, positions, [int(s) for s in sections], bool(interleaved), bool(traditional),
+                       float(base), float(scale), freqs)
+
+
+# --------------------------------------------------------------------------- head_norm_rope
+
+def _validate_head_norm_rope(x, weight, eps, dims, base, scale, positions, freqs, sections, interleaved):
+    op = "head_norm_rope"
+    _check_common(op, x, dims, base, scale, freqs)
+    if x.dim() < 2:
+        raise InvalidArgumentError(f"{op}: x must be [..., H, D] (at least 2 dims), got shape {tuple(x.shape)}")
+    if weight is not None:
+        checks.check_tensor(op, "weight", weight)
+        checks.check_same_device(op, "x", x, weight=weight)
+        checks.check_vector(op, "weight", weight, x.shape[-1], "the head dim of x")
+    checks.check_finite_float(op, "eps", eps)
+    checks.check_positive(op, "eps", eps)
+    tokens = tuple(x.shape[:-2])
+    if sections is None:
+        _check_positions(op, x, positions, tokens, "the token dims x.shape[:-2]")
+    else:
+        _check_sections(op, dims, sections, interleaved)
+        _check_positions(op, x, positions, (len(sections), *tokens), "[len(sections), *x.shape[:-2]]")
+
+
+def _fake_head_norm_rope(x, weight, eps, weight_offset, dims, base, scale, positions, traditional, freqs,
+                         sections, interleaved):
+    _validate_head_norm_rope(x, weight, eps, dims, base, scale, positions, freqs, sections, interleaved)
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@register_op("head_norm_rope", fake=_fake_head_norm_rope)
+def _head_norm_rope(x: torch.Tensor, weight: Optional[torch.Tensor], eps: float, weight_offset: float, dims: int,
+                    base: float, scale: float, positions: torch.Tensor, traditional: bool,
+                    freqs: Optional[torch.Tensor], sections: Optional[list[int]],
+                    interleaved: bool) -> torch.Tensor:
+    _validate_head_norm_rope(x, weight, eps, dims, base, scale, positions, freqs, sections, interleaved)
+    if x.numel() == 0:
+        return empty_like(x)
+    if not use_triton("head_norm_rope", x):
+        return ref.head_norm_rope(x, weight, eps, weight_offset, dims, base, scale, positions, traditional, freqs,
+                                  sections, interleaved)
+    per_row = positions.unsqueeze(-1)  # token dims -> rows of [..., H]
+    pos = _positions_index(per_row, x.shape[:-1], 1 if sections is None else len(sections))
+    return _launch(x, dims, pos, traditional=traditional, base=base, scale=scale, freqs=freqs,
+                   sections=sections, interleaved=interleaved, norm=True, weight=weight, eps=eps,
+                   weight_offset=weight_offset)
+
+
+def head_norm_rope(
+    x: torch.Tensor,
+    weight: Optional[torch.Tensor],
+    *,
+    positions: torch.Tensor,
+    eps: float = 1e-6,
+    dims: Optional[int] = None,
+    base: float = 10000.0,
+    traditional: bool = False,
+    freqs: Optional[torch.Tensor] = None,
+    scale: float = 1.0,
+    weight_offset: float = 0.0,
+    sections: Optional[Sequence[int]] = None,
+    interleaved: bool = False,
+) -> torch.Tensor:
+    """Per-head RMS norm then RoPE in one kernel (one read and one write of x).
+
+    The q/k path of Qwen3, Gemma 3/4 and Qwen3.5 attention: each ``[D]`` head
+    row is RMS-normalized (times ``weight + weight_offset``), then its first
+    ``dims`` features are rotated; nothing is rounded in between.
+
+    Args:
+        x: ``[..., H, D]`` float32/float16/bfloat16 (e.g. ``[B, T, H, D]``).
+        weight: ``[D]`` norm weight or None (unit norm, e.g. Gemma 4's v-norm).
+        positions: integer tensor broadcastable to the token dims
+            ``x.shape[:-2]`` (with ``sections``: ``[S, *token dims]``).
+        eps: RMS-norm epsilon (> 0).
+        dims: rotated dims (even, default D).
+        base, traditional, freqs, scale: as in :func:`rope`.
+        weight_offset: 1.0 for Gemma's ``(1 + w)`` norms.
+        sections, interleaved: multi-section positions as in :func:`rope_multi`.
+
+    Returns:
+        ``[..., H, D]`` contiguous, dtype of ``x``.
+
+    Example:
+        >>> q = mn.head_norm_rope(q.view(B, T, H, 128), q_norm_w, positions=pos, eps=1e-6)
+    """
+    dims = x.shape[-1] if dims is None and isinstance(x, torch.Tensor) and x.dim() else dims
+    return _head_norm_rope(x, weight, float(eps), float(weight_offset), dims, float(base), float(scale), positions,
+                           bool(traditional), freqs, None if sections is None else [int(s) for s in sections],
+                           bool(interleaved))

@@ -1,0 +1,80 @@
+"""The one place that reads environment variables (documented in docs/ENV.md).
+
+Settings are parsed once, at import, into a frozen :class:`Settings`; a bad
+value raises :class:`~mlx_native.errors.ConfigError` naming the variable and
+the values it accepts. Tests that change the environment call
+:func:`reload_settings`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+from ..errors import ConfigError
+
+BACKENDS = ("auto", "reference", "triton")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Parsed environment.
+
+    Attributes:
+        backend: ``MLX_NATIVE_BACKEND``: "auto" (CUDA tensors -> Triton, CPU
+            tensors -> reference, or Triton's interpreter when
+            ``TRITON_INTERPRET=1``), "reference" or "triton".
+        nan_fill: ``MLX_NATIVE_NAN_FILL``: pre-fill every op output with NaN
+            (integers with -1) so unwritten elements show up in tests.
+        triton_interpret: ``TRITON_INTERPRET`` (Triton's own variable): Triton
+            kernels run on CPU tensors through Triton's interpreter.
+    """
+
+    backend: str = "auto"
+    nan_fill: bool = False
+    triton_interpret: bool = False
+
+
+def _parse_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(f"{name}={raw!r}: expected one of 1/0, true/false, yes/no, on/off")
+
+
+def _parse_choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value not in choices:
+        raise ConfigError(f"{name}={raw!r}: expected one of {', '.join(choices)}")
+    return value
+
+
+def parse_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Parse ``env`` (default: ``os.environ``) into :class:`Settings`."""
+    env = os.environ if env is None else env
+    return Settings(
+        backend=_parse_choice(env, "MLX_NATIVE_BACKEND", BACKENDS, "auto"),
+        nan_fill=_parse_bool(env, "MLX_NATIVE_NAN_FILL", False),
+        triton_interpret=_parse_bool(env, "TRITON_INTERPRET", False),
+    )
+
+
+settings: Settings = parse_settings()
+
+
+def reload_settings() -> Settings:
+    """Re-read the environment (for tests); returns the new settings."""
+    global settings
+    settings = parse_settings()
+    return settings
