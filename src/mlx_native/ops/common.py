@@ -13,3 +13,8 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def next_pow2(n: int) -> int:
     return triton.next_power_of_2(max(int(n), 1))
+
+
+def prev_pow2(n: int) -> int:
+    """Largest power of two <= n (n >= 1)."""
+    return 1 << (max(int(n), 1).bit_length() - 1)

@@ -40,6 +40,7 @@ def _softmax_kernel(
     if SINGLE_TILE:
         mask = row_ok[:, None] & (cols < n_cols)[None, :]
         x = tl.load(x_ptr + x_row[:, None] + cols[None, :], mask=mask, other=-float("inf")).to(tl.float32)
+        x = tl.where(row_ok[:, None], x, 0.0)  # padding rows stay finite
         e = tl.exp(x - tl.max(x, axis=1)[:, None])
         y = e / tl.sum(e, axis=1)[:, None]
         tl.store(y_ptr + y_row[:, None] + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)

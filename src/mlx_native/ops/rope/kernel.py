@@ -5,12 +5,12 @@ One kernel serves ``rope`` (MLX positions or explicit ones), ``rope_multi``
 row, then the rotation, with one read and one write of x). Each program
 handles ``BLOCK_R`` rows of ``D`` elements: the rotated pairs ``(a, b)`` and
 the pass-through tail ``dims..D`` are loaded once, cos/sin are computed in
-registers from the positions (no cos/sin cache is read).
+registers from the positions and an inverse-frequency table (no cos/sin
+cache is read).
 """
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple, Optional, Sequence
 
 import torch
@@ -18,7 +18,8 @@ import triton
 import triton.language as tl
 
 from ...runtime.memory import BroadcastIndex, empty_like, row_layout
-from ..common import next_pow2
+from ..common import next_pow2, prev_pow2
+from . import ref
 
 TILE_ELEMS = 2048  # rows are batched until a program holds this many elements
 ELEMS_PER_THREAD = 8  # sets num_warps: tile elements / (32 * this)
@@ -30,7 +31,7 @@ def _rope_kernel(
     x_ptr,  # [R, D] rows at (r // x_inner) * x_so + (r % x_inner) * x_si, unit column stride
     y_ptr,  # [R, D] contiguous output
     w_ptr,  # [D] norm weight (DO_NORM and HAS_WEIGHT)
-    freqs_ptr,  # [dims/2] MLX freqs, inv_freq = 1 / freqs (HAS_FREQS)
+    freq_ptr,  # [dims/2] fp32 inv_freq table, or MLX freqs with inv_freq = 1 / freqs (HAS_FREQS)
     pos_ptr,  # positions: row r at BroadcastIndex (p_*); stream k at + k * p_sec (HAS_POS_TENSOR)
     n_rows,
     head_dim,
@@ -49,7 +50,6 @@ def _rope_kernel(
     sec1,  # contiguous sections: cumulative bounds; interleaved: 3 * sections[1]
     sec2,  # contiguous: cumulative; interleaved: 3 * sections[2]
     sec3,  # contiguous: cumulative (4 sections)
-    freq_exp,  # inv_freq[i] = exp2(i * freq_exp) = base ** (-2 i / dims)
     scale,
     eps,
     w_offset,
@@ -110,9 +110,9 @@ def _rope_kernel(
 
     # --- angles -----------------------------------------------------------------
     if HAS_FREQS:
-        inv_freq = 1.0 / tl.load(freqs_ptr + i, mask=i_ok, other=1.0).to(tl.float32)
+        inv_freq = tl.math.div_rn(1.0, tl.load(freq_ptr + i, mask=i_ok, other=1.0).to(tl.float32))
     else:
-        inv_freq = tl.exp2(i.to(tl.float32) * freq_exp)
+        inv_freq = tl.load(freq_ptr + i, mask=i_ok, other=0.0)
     p_row = (rows // (p_n1 * p_n2)) * p_s0 + ((rows // p_n2) % p_n1) * p_s1 + (rows % p_n2) * p_s2
     if N_SECTIONS == 1:
         pos = tl.zeros([BLOCK_R], dtype=tl.int64) + pos_offset
@@ -166,6 +166,23 @@ class Positions(NamedTuple):
 NO_INDEX = BroadcastIndex(1, 1, 0, 0, 0)
 
 
+_INV_FREQ_TABLES: dict[tuple[int, float, torch.device], torch.Tensor] = {}
+
+
+def inv_freq_table(dims: int, base: float, device: torch.device) -> torch.Tensor:
+    """``[dims/2]`` fp32 ``base ** (-2i / dims)``, correctly rounded from fp64; cached per device.
+
+    A table instead of in-kernel ``exp2``: the angle ``pos * inv_freq`` then
+    carries only the rounding of the product, as in a PyTorch model.
+    """
+    key = (dims, base, device)
+    table = _INV_FREQ_TABLES.get(key)
+    if table is None:
+        table = ref.inv_freq(dims, base, None, torch.float32, device)
+        _INV_FREQ_TABLES[key] = table
+    return table
+
+
 def _section_bounds(sections: Optional[Sequence[int]], interleaved: bool) -> tuple[int, int, int]:
     if sections is None:
         return _NO_SECTION, _NO_SECTION, _NO_SECTION
@@ -201,7 +218,7 @@ def rope(
     block_h = next_pow2(half)
     block_t = next_pow2(tail) if tail > 0 else 1
     row_elems = 2 * block_h + (block_t if tail > 0 else 0)
-    block_r = min(next_pow2(xl.n_rows), max(1, TILE_ELEMS // row_elems))
+    block_r = min(next_pow2(xl.n_rows), prev_pow2(max(1, TILE_ELEMS // row_elems)))
     num_warps = min(16, max(1, block_r * row_elems // (32 * ELEMS_PER_THREAD)))
     sec1, sec2, sec3 = _section_bounds(sections, interleaved)
     p = positions.index
@@ -209,14 +226,13 @@ def rope(
     _rope_kernel[(triton.cdiv(xl.n_rows, block_r),)](
         x, y,
         weight if weight is not None else dummy,
-        freqs if freqs is not None else dummy,
+        freqs if freqs is not None else inv_freq_table(dims, base, x.device),
         positions.tensor if positions.tensor is not None else dummy,
         xl.n_rows, head_dim, half,
         xl.inner, xl.stride_outer, xl.stride_inner,
         p.n1, p.n2, p.s0, p.s1, p.s2, positions.section_stride,
         positions.offset, max(positions.seq_len, 1),
         sec1, sec2, sec3,
-        -2.0 * math.log2(base) / dims if freqs is None else 0.0,
         float(scale), float(eps), float(weight_offset),
         BLOCK_R=block_r, BLOCK_H=block_h, BLOCK_T=block_t,
         HAS_POS_TENSOR=positions.tensor is not None,

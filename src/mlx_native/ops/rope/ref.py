@@ -17,11 +17,12 @@ from ..common import compute_dtype
 
 
 def inv_freq(dims: int, base: float, freqs: Optional[torch.Tensor], dtype: torch.dtype, device) -> torch.Tensor:
-    """``[dims/2]`` inverse frequencies."""
+    """``[dims/2]`` inverse frequencies in ``dtype``: ``1 / freqs``, or
+    ``base ** (-2i / dims)`` computed in fp64 and rounded once."""
     if freqs is not None:
         return 1.0 / freqs.to(dtype=dtype, device=device)
-    i = torch.arange(dims // 2, dtype=dtype, device=device)
-    return torch.pow(torch.tensor(base, dtype=dtype, device=device), -2.0 * i / dims)
+    i = torch.arange(dims // 2, dtype=torch.float64, device=device)
+    return (float(base) ** (-2.0 * i / dims)).to(dtype)
 
 
 def rotate(x: torch.Tensor, dims: int, theta: torch.Tensor, traditional: bool) -> torch.Tensor:
