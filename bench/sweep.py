@@ -1,0 +1,83 @@
+"""Launch-config sweep for the row/elementwise kernels (developer tool).
+
+    python bench/sweep.py
+
+For each kernel module it varies TILE_ELEMS (elements per program) and
+ELEMS_PER_THREAD (which sets num_warps), times ours on large and decode
+shapes, and prints the best setting per shape. The heuristics in the kernel
+modules are chosen from these tables (see bench/NOTES.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import common  # noqa: E402
+import mlx_native as mn  # noqa: E402
+from mlx_native.ops.activations import elementwise  # noqa: E402
+from mlx_native.ops.norms import kernel as norm_kernel  # noqa: E402
+from mlx_native.ops.rope import kernel as rope_kernel  # noqa: E402
+
+BF16 = torch.bfloat16
+
+
+def _norm_case(rows, hidden):
+    def make():
+        return torch.randn(rows, hidden, device="cuda", dtype=BF16), torch.randn(hidden, device="cuda", dtype=BF16)
+    return make, (lambda x, w: mn.rms_norm(x, w)), 2 * rows * hidden * 2
+
+
+def _silu_case(rows, cols):
+    def make():
+        return torch.randn(rows, cols, device="cuda", dtype=BF16), torch.randn(rows, cols, device="cuda", dtype=BF16)
+    return make, mn.silu_mul, 3 * rows * cols * 2
+
+
+def _hnr_case(tokens, heads, dim):
+    def make():
+        return (torch.randn(tokens, heads, dim, device="cuda", dtype=BF16), torch.randn(dim, device="cuda", dtype=BF16),
+                torch.arange(tokens, device="cuda"))
+    return make, (lambda x, w, p: mn.head_norm_rope(x, w, positions=p)), 2 * tokens * heads * dim * 2
+
+
+SWEEPS = [
+    ("norm", norm_kernel, [1024, 2048, 4096, 8192], [4, 8, 16, 32],
+     {"16384x4096": _norm_case(16384, 4096), "65536x1024": _norm_case(65536, 1024),
+      "8192x8192": _norm_case(8192, 8192), "16x4096": _norm_case(16, 4096), "1x576": _norm_case(1, 576)}),
+    ("elementwise", elementwise, [2048, 4096, 8192, 16384], [8, 16, 32],
+     {"8192x8192": _silu_case(8192, 8192), "16x14336": _silu_case(16, 14336), "1x8960": _silu_case(1, 8960)}),
+    ("rope", rope_kernel, [1024, 2048, 4096, 8192], [4, 8, 16],
+     {"T32768 H16 D128": _hnr_case(32768, 16, 128), "T8192 H32 D256": _hnr_case(8192, 32, 256),
+      "T16 H32 D128": _hnr_case(16, 32, 128)}),
+]
+
+
+def main() -> None:
+    copy_bw = common.copy_bandwidth()
+    print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s")
+    for name, module, tiles, epts, shapes in SWEEPS:
+        saved = module.TILE_ELEMS, module.ELEMS_PER_THREAD
+        print(f"\n== {name}: TILE_ELEMS x ELEMS_PER_THREAD (default {saved}) ==")
+        for label, (make, fn, nbytes) in shapes.items():
+            sets = [make() for _ in range(max(1, min(32, (256 << 20) // nbytes)))]
+            results = []
+            for tile, ept in itertools.product(tiles, epts):
+                module.TILE_ELEMS, module.ELEMS_PER_THREAD = tile, ept
+                t = common.time_graph(fn, sets, reps=10) or common.time_eager(fn, sets, reps=10)
+                results.append((t, tile, ept))
+            results.sort()
+            best = results[0]
+            row = "  ".join(f"{tile}/{ept}:{t:.1f}" for t, tile, ept in sorted(results, key=lambda r: (r[1], r[2])))
+            print(f"{label:18s} best {best[1]}/{best[2]} {best[0]:.2f} us ({nbytes / best[0] / 1e6:.2f} TB/s)  | {row}")
+            del sets
+        module.TILE_ELEMS, module.ELEMS_PER_THREAD = saved
+
+
+if __name__ == "__main__":
+    main()
