@@ -188,7 +188,11 @@ def check_agreement(case: Case) -> dict[str, float]:
     for name, impl in case.impls.items():
         if name == "mlx-native":
             continue
-        theirs = _flatten(impl.fn(*fresh()))
+        try:
+            theirs = _flatten(impl.fn(*fresh()))
+        except Exception as exc:  # noqa: BLE001 - a peer that cannot run this shape
+            errors[name] = f"unsupported: {exc!r}"[:160]
+            continue
         err = 0.0
         for a, b in zip(ours, theirs):
             scale = a.float().abs().max().item() or 1.0
@@ -202,6 +206,7 @@ def check_agreement(case: Case) -> dict[str, float]:
 def run_case(case: Case, modes: Sequence[str], reps: int = 20) -> dict[str, Any]:
     """Time every implementation of ``case``; returns a result row."""
     agreement = check_agreement(case)
+    unsupported = {k for k, v in agreement.items() if isinstance(v, str)}
     sets = _input_sets(case)
     row: dict[str, Any] = {k: getattr(case, k) for k in ("family", "op", "shape", "dtype", "regime", "bytes", "flops")}
     row["agreement"] = agreement
@@ -209,7 +214,7 @@ def run_case(case: Case, modes: Sequence[str], reps: int = 20) -> dict[str, Any]
     for mode in modes:
         times = {}
         for name, impl in case.impls.items():
-            if mode == "graph" and not impl.graph_ok:
+            if name in unsupported or (mode == "graph" and not impl.graph_ok):
                 continue
             t = time_eager(impl.fn, sets, reps) if mode == "eager" else time_graph(impl.fn, sets, reps)
             if t is not None:

@@ -21,22 +21,22 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 import mlx_native as mn  # noqa: E402
 from mlx_native.ops.activations import elementwise  # noqa: E402
-from mlx_native.ops.norms import kernel as norm_kernel  # noqa: E402
 from mlx_native.ops.rope import kernel as rope_kernel  # noqa: E402
+from mlx_native.runtime.plans import clear_all  # noqa: E402
 
 BF16 = torch.bfloat16
-
-
-def _norm_case(rows, hidden):
-    def make():
-        return torch.randn(rows, hidden, device="cuda", dtype=BF16), torch.randn(hidden, device="cuda", dtype=BF16)
-    return make, (lambda x, w: mn.rms_norm(x, w)), 2 * rows * hidden * 2
 
 
 def _silu_case(rows, cols):
     def make():
         return torch.randn(rows, cols, device="cuda", dtype=BF16), torch.randn(rows, cols, device="cuda", dtype=BF16)
     return make, mn.silu_mul, 3 * rows * cols * 2
+
+
+def _rope_bhld_case(batch, heads, seq, dim):
+    def make():
+        return (torch.randn(batch, heads, seq, dim, device="cuda", dtype=BF16),)
+    return make, (lambda x: mn.rope(x, dim, base=1e6, offset=3)), 2 * batch * heads * seq * dim * 2
 
 
 def _hnr_case(tokens, heads, dim):
@@ -47,14 +47,12 @@ def _hnr_case(tokens, heads, dim):
 
 
 SWEEPS = [
-    ("norm", norm_kernel, [1024, 2048, 4096, 8192], [4, 8, 16, 32],
-     {"16384x4096": _norm_case(16384, 4096), "65536x1024": _norm_case(65536, 1024),
-      "8192x8192": _norm_case(8192, 8192), "16x4096": _norm_case(16, 4096), "1x576": _norm_case(1, 576)}),
-    ("elementwise", elementwise, [2048, 4096, 8192, 16384], [8, 16, 32],
-     {"8192x8192": _silu_case(8192, 8192), "16x14336": _silu_case(16, 14336), "1x8960": _silu_case(1, 8960)}),
-    ("rope", rope_kernel, [1024, 2048, 4096, 8192], [4, 8, 16],
-     {"T32768 H16 D128": _hnr_case(32768, 16, 128), "T8192 H32 D256": _hnr_case(8192, 32, 256),
-      "T16 H32 D128": _hnr_case(16, 32, 128)}),
+    ("rope", rope_kernel, [1024, 2048, 4096, 8192], [4, 8, 16, 32],
+     {"hnr T32768 H16 D128": _hnr_case(32768, 16, 128), "hnr T8192 H32 D256": _hnr_case(8192, 32, 256),
+      "hnr T16 H32 D128": _hnr_case(16, 32, 128), "hnr T1 H32 D128": _hnr_case(1, 32, 128),
+      "rope BHLD 4x32x4096x128": _rope_bhld_case(4, 32, 4096, 128)}),
+    ("elementwise", elementwise, [2048, 4096, 8192], [8, 16],
+     {"16x14336": _silu_case(16, 14336), "1x8960": _silu_case(1, 8960)}),
 ]
 
 
@@ -69,6 +67,7 @@ def main() -> None:
             results = []
             for tile, ept in itertools.product(tiles, epts):
                 module.TILE_ELEMS, module.ELEMS_PER_THREAD = tile, ept
+                clear_all()
                 t = common.time_graph(fn, sets, reps=10) or common.time_eager(fn, sets, reps=10)
                 results.append((t, tile, ept))
             results.sort()
@@ -77,6 +76,7 @@ def main() -> None:
             print(f"{label:18s} best {best[1]}/{best[2]} {best[0]:.2f} us ({nbytes / best[0] / 1e6:.2f} TB/s)  | {row}")
             del sets
         module.TILE_ELEMS, module.ELEMS_PER_THREAD = saved
+        clear_all()
 
 
 if __name__ == "__main__":

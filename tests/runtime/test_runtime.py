@@ -6,7 +6,7 @@ import torch
 import mlx_native as mn
 from mlx_native.runtime import dispatch, env
 from mlx_native.runtime.device import device_info
-from mlx_native.runtime.memory import broadcast_index, collapse_dims, row_layout
+from mlx_native.runtime.memory import collapse_dims, index_levels, plan_rows
 from op_cases import CASE_IDS, CASES
 
 
@@ -84,9 +84,9 @@ class TestLayouts:
 
     def test_row_layout_two_levels(self):
         base = torch.arange(4 * 6 * 2 * 5).reshape(4, 6, 2, 5)
-        x = base[:, :, 1, :]
-        x2, lay = row_layout(x)
-        assert x2 is x
+        x = base[:, :3, 1, :]
+        lay = plan_rows(x.shape, x.stride())
+        assert lay.two_level
         rows = torch.arange(lay.n_rows)
         starts = (rows // lay.inner) * lay.stride_outer + (rows % lay.inner) * lay.stride_inner
         assert torch.equal(base.flatten()[starts + x.storage_offset()], x[..., 0].flatten())
@@ -94,10 +94,15 @@ class TestLayouts:
     def test_broadcast_index(self):
         t = torch.arange(2 * 5).reshape(2, 1, 5)
         shape = (2, 3, 5)
-        src, idx = broadcast_index(t, shape)
+        expanded = t.expand(shape)
+        idx = index_levels(expanded.shape, expanded.stride())
         r = torch.arange(30)
         off = (r // (idx.n1 * idx.n2)) * idx.s0 + ((r // idx.n2) % idx.n1) * idx.s1 + (r % idx.n2) * idx.s2
         assert torch.equal(t.flatten()[off], t.expand(shape).flatten())
+
+    def test_row_layout_needs_copy_beyond_two_levels(self):
+        x = torch.empty(3, 4, 5, 2, 8)[:, ::2, :, 0, :].transpose(0, 1)
+        assert plan_rows(x.shape, x.stride()) is None
 
     def test_device_info_cpu(self):
         info = device_info("cpu")

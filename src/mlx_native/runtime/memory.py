@@ -7,7 +7,7 @@ kernel that leaves an element unwritten then fails its test.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 import torch
 
@@ -54,25 +54,34 @@ class RowLayout(NamedTuple):
     stride_outer: int
     stride_inner: int
 
+    @property
+    def two_level(self) -> bool:
+        return self.inner != self.n_rows
 
-def row_layout(x: torch.Tensor) -> tuple[torch.Tensor, RowLayout]:
-    """Describe ``x``'s rows (all dims but the last) as at most two strided levels.
 
-    Returns ``(x, layout)``; ``x`` is copied to contiguous only when its leading
-    dims cannot be expressed with two strides (rare: three or more
-    non-mergeable strided dims).
-    """
-    n_rows = x.numel() // max(x.shape[-1], 1) if x.dim() > 0 else 1
-    levels = collapse_dims(x.shape[:-1], x.stride()[:-1])
+def plan_rows(shape: Sequence[int], strides: Sequence[int]) -> Optional[RowLayout]:
+    """The row layout of a tensor with ``shape``/``strides`` (last dim excluded from
+    the rows), or None when its leading dims need more than two strided levels."""
+    n_rows = 1
+    for s in shape[:-1]:
+        n_rows *= s
+    levels = collapse_dims(shape[:-1], strides[:-1])
     if len(levels) > 2:
-        x = x.contiguous()
-        levels = collapse_dims(x.shape[:-1], x.stride()[:-1])
+        return None
     if not levels:
-        return x, RowLayout(n_rows, 1, 0, 0)
+        return RowLayout(n_rows, n_rows, 0, 0)
     if len(levels) == 1:
-        return x, RowLayout(n_rows, levels[0][0], 0, levels[0][1])
+        return RowLayout(n_rows, n_rows, 0, levels[0][1])
     (_, s0), (n1, s1) = levels
-    return x, RowLayout(n_rows, n1, s0, s1)
+    return RowLayout(n_rows, n1, s0, s1)
+
+
+def contiguous_rows(shape: Sequence[int]) -> RowLayout:
+    """The row layout of a contiguous tensor of ``shape``."""
+    n_rows = 1
+    for s in shape[:-1]:
+        n_rows *= s
+    return RowLayout(n_rows, n_rows, 0, shape[-1] if len(shape) else 0)
 
 
 class BroadcastIndex(NamedTuple):
@@ -86,17 +95,20 @@ class BroadcastIndex(NamedTuple):
     s2: int
 
 
-def broadcast_index(t: torch.Tensor, shape: Sequence[int]) -> tuple[torch.Tensor, BroadcastIndex]:
-    """Index ``t`` (broadcastable to ``shape``) by the row-major position in ``shape``.
-
-    Up to three strided levels; otherwise ``t`` is expanded and copied (a
-    small tensor of per-row values, such as positions).
-    """
-    expanded = t.expand(*shape) if len(shape) else t.reshape(())
-    levels = collapse_dims(expanded.shape, expanded.stride())
+def index_levels(shape: Sequence[int], strides: Sequence[int]) -> Optional[BroadcastIndex]:
+    """Three-level index of a (broadcast) view with ``shape``/``strides`` by the
+    row-major position in ``shape``, or None if it needs more levels."""
+    levels = collapse_dims(shape, strides)
     if len(levels) > 3:
-        expanded = expanded.contiguous()
-        levels = collapse_dims(expanded.shape, expanded.stride())
+        return None
     levels = [(1, 0)] * (3 - len(levels)) + levels
     (_, s0), (n1, s1), (n2, s2) = levels
-    return expanded, BroadcastIndex(n1, n2, s0, s1, s2)
+    return BroadcastIndex(n1, n2, s0, s1, s2)
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= s
+    return tuple(reversed(strides))

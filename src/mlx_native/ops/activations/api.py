@@ -16,9 +16,10 @@ from ...runtime import checks
 from ...runtime.dispatch import use_triton
 from ...runtime.library import register_op
 from ...runtime.memory import empty_like
+from ...runtime.plans import EMPTY, PlanCache, tensor_key
 from . import elementwise as ew
 from . import ref
-from .softmax import softmax_last
+from .softmax import SoftmaxPlan
 
 
 def _validate_pair(op: str, a_name: str, a: torch.Tensor, b_name: str, b: torch.Tensor) -> None:
@@ -35,12 +36,27 @@ def _fake_like_first(*args):
     return torch.empty_like(args[0], memory_format=torch.contiguous_format)
 
 
-def _run(op_name: str, code: int, a: torch.Tensor, b: Optional[torch.Tensor], reference, cap: float = 1.0):
-    if a.numel() == 0:
+def _pair_plans(op_name: str, a_name: str, b_name: str, code: int) -> PlanCache:
+    def build(a, b):
+        _validate_pair(op_name, a_name, a, b_name, b)
+        return EMPTY if a.numel() == 0 else ew.ElementwisePlan(code, a, b)
+
+    return PlanCache(build)
+
+
+def _run_pair(plans: PlanCache, op_name: str, a: torch.Tensor, b: torch.Tensor, reference) -> torch.Tensor:
+    plan = plans.get((tensor_key(a), tensor_key(b)), a, b)
+    if plan is EMPTY:
         return empty_like(a)
     if use_triton(op_name, a):
-        return ew.elementwise(code, a, b, cap)
-    return reference()
+        return plan(a, b)
+    return reference(a, b)
+
+
+_SILU_PLANS = _pair_plans("silu_mul", "gate", "up", ew.OP_SILU_MUL)
+_GELU_TANH_PLANS = _pair_plans("gelu_mul", "gate", "up", ew.OP_GELU_TANH_MUL)
+_GELU_ERF_PLANS = _pair_plans("gelu_mul", "gate", "up", ew.OP_GELU_ERF_MUL)
+_SIGMOID_PLANS = _pair_plans("sigmoid_mul", "x", "gate", ew.OP_SIGMOID_MUL)
 
 
 # --------------------------------------------------------------------------- silu_mul
@@ -52,8 +68,7 @@ def _fake_silu_mul(gate, up):
 
 @register_op("silu_mul", fake=_fake_silu_mul)
 def _silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    _validate_pair("silu_mul", "gate", gate, "up", up)
-    return _run("silu_mul", ew.OP_SILU_MUL, gate, up, lambda: ref.silu_mul(gate, up))
+    return _run_pair(_SILU_PLANS, "silu_mul", gate, up, ref.silu_mul)
 
 
 def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
@@ -88,9 +103,8 @@ def _fake_gelu_mul(gate, up, approximate):
 @register_op("gelu_mul", fake=_fake_gelu_mul)
 def _gelu_mul(gate: torch.Tensor, up: torch.Tensor, approximate: str) -> torch.Tensor:
     _check_approximate(approximate)
-    _validate_pair("gelu_mul", "gate", gate, "up", up)
-    code = ew.OP_GELU_TANH_MUL if approximate == "tanh" else ew.OP_GELU_ERF_MUL
-    return _run("gelu_mul", code, gate, up, lambda: ref.gelu_mul(gate, up, approximate))
+    plans = _GELU_TANH_PLANS if approximate == "tanh" else _GELU_ERF_PLANS
+    return _run_pair(plans, "gelu_mul", gate, up, lambda g, u: ref.gelu_mul(g, u, approximate))
 
 
 def gelu_mul(gate: torch.Tensor, up: torch.Tensor, approximate: str = "tanh") -> torch.Tensor:
@@ -115,8 +129,7 @@ def _fake_sigmoid_mul(x, gate):
 
 @register_op("sigmoid_mul", fake=_fake_sigmoid_mul)
 def _sigmoid_mul(x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
-    _validate_pair("sigmoid_mul", "x", x, "gate", gate)
-    return _run("sigmoid_mul", ew.OP_SIGMOID_MUL, x, gate, lambda: ref.sigmoid_mul(x, gate))
+    return _run_pair(_SIGMOID_PLANS, "sigmoid_mul", x, gate, ref.sigmoid_mul)
 
 
 def sigmoid_mul(x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
@@ -145,10 +158,22 @@ def _fake_softcap(x, cap):
     return _fake_like_first(x)
 
 
+def _build_softcap(x, cap):
+    _validate_softcap(x, cap)
+    return EMPTY if x.numel() == 0 else ew.ElementwisePlan(ew.OP_SOFTCAP, x, None)
+
+
+_SOFTCAP_PLANS = PlanCache(_build_softcap)
+
+
 @register_op("softcap", fake=_fake_softcap)
 def _softcap(x: torch.Tensor, cap: float) -> torch.Tensor:
-    _validate_softcap(x, cap)
-    return _run("softcap", ew.OP_SOFTCAP, x, None, lambda: ref.softcap(x, cap), cap)
+    plan = _SOFTCAP_PLANS.get((tensor_key(x), cap), x, cap)
+    if plan is EMPTY:
+        return empty_like(x)
+    if use_triton("softcap", x):
+        return plan(x, None, cap)
+    return ref.softcap(x, cap)
 
 
 def softcap(x: torch.Tensor, cap: float) -> torch.Tensor:
@@ -176,19 +201,29 @@ def _fake_softmax(x, axis):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
-@register_op("softmax", fake=_fake_softmax)
-def _softmax(x: torch.Tensor, axis: int) -> torch.Tensor:
+def _build_softmax(x, axis):
     axis = _validate_softmax(x, axis)
     if x.numel() == 0:
+        return EMPTY
+    if axis == x.dim() - 1:
+        return axis, SoftmaxPlan(x)
+    return axis, SoftmaxPlan(x.movedim(axis, -1))  # the plan copies the moved view to contiguous rows
+
+
+_SOFTMAX_PLANS = PlanCache(_build_softmax)
+
+
+@register_op("softmax", fake=_fake_softmax)
+def _softmax(x: torch.Tensor, axis: int) -> torch.Tensor:
+    plan = _SOFTMAX_PLANS.get((tensor_key(x), axis), x, axis)
+    if plan is EMPTY:
         return empty_like(x)
+    axis, kernel_plan = plan
     if not use_triton("softmax", x):
         return ref.softmax(x, axis).contiguous()
     if axis == x.dim() - 1:
-        if x.shape[-1] > 1 and x.stride(-1) != 1:
-            x = x.contiguous()
-        return softmax_last(x)
-    moved = x.movedim(axis, -1).contiguous()
-    return softmax_last(moved).movedim(-1, axis).contiguous()
+        return kernel_plan(x)
+    return kernel_plan(x.movedim(axis, -1)).movedim(-1, axis).contiguous()
 
 
 def softmax(x: torch.Tensor, axis: int = -1) -> torch.Tensor:

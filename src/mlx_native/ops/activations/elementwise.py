@@ -1,6 +1,6 @@
 """Triton kernel for the elementwise ops: silu_mul, gelu_mul, sigmoid_mul, softcap.
 
-Operands are ``[R, C]`` row views (each with its own row strides, so gate and
+Operands are ``[R, C]`` row views (each with its own row layout, so gate and
 up may be the two halves of one fused projection); the output is contiguous.
 Fully contiguous operands are processed as one flat row.
 """
@@ -14,7 +14,9 @@ import triton
 import triton.language as tl
 
 from ...kernels import math as km
-from ...runtime.memory import empty_like, row_layout
+from ...kernels.launch import Launch
+from ...kernels.rows import row_offsets
+from ...runtime.memory import contiguous_rows, empty, plan_rows
 from ..common import next_pow2
 
 OP_SILU_MUL = 0
@@ -29,8 +31,8 @@ ELEMS_PER_THREAD = 16
 
 @triton.jit(do_not_specialize=["n_rows"])
 def _elementwise_kernel(
-    a_ptr,  # [R, C] rows at (r // a_inner) * a_so + (r % a_inner) * a_si
-    b_ptr,  # [R, C] second operand (HAS_B), addressed with b_*
+    a_ptr,  # [R, C] rows (layout a_*), unit column stride
+    b_ptr,  # [R, C] second operand (HAS_B), layout b_*
     y_ptr,  # [R, C] contiguous output
     n_rows,
     n_cols,
@@ -43,18 +45,20 @@ def _elementwise_kernel(
     cap,  # softcap value
     OP: tl.constexpr,
     HAS_B: tl.constexpr,
+    A_TWO_LEVEL: tl.constexpr,
+    B_TWO_LEVEL: tl.constexpr,
     BLOCK_R: tl.constexpr,
     BLOCK_C: tl.constexpr,
 ):
-    pid = tl.program_id(0).to(tl.int64)
+    pid = tl.program_id(0)
     n_col_blocks = tl.cdiv(n_cols, BLOCK_C)
     rows = (pid // n_col_blocks) * BLOCK_R + tl.arange(0, BLOCK_R)
-    cols = (pid % n_col_blocks) * BLOCK_C + tl.arange(0, BLOCK_C)
+    cols = (pid % n_col_blocks).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
     mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
-    a_off = ((rows // a_inner) * a_so + (rows % a_inner) * a_si)[:, None] + cols[None, :]
+    a_off = row_offsets(rows, a_inner, a_so, a_si, A_TWO_LEVEL)[:, None] + cols[None, :]
     a = tl.load(a_ptr + a_off, mask=mask, other=0.0).to(tl.float32)
     if HAS_B:
-        b_off = ((rows // b_inner) * b_so + (rows % b_inner) * b_si)[:, None] + cols[None, :]
+        b_off = row_offsets(rows, b_inner, b_so, b_si, B_TWO_LEVEL)[:, None] + cols[None, :]
         b = tl.load(b_ptr + b_off, mask=mask, other=0.0).to(tl.float32)
     if OP == 0:
         y = a * km.sigmoid(a) * b
@@ -66,34 +70,44 @@ def _elementwise_kernel(
         y = a * km.sigmoid(b)
     else:
         y = cap * km.tanh(a / cap)
-    y_off = rows[:, None] * n_cols + cols[None, :]
+    y_off = rows.to(tl.int64)[:, None] * n_cols + cols[None, :]
     tl.store(y_ptr + y_off, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def elementwise(op: int, a: torch.Tensor, b: Optional[torch.Tensor] = None, cap: float = 1.0) -> torch.Tensor:
-    """Launch ``op`` on validated, non-empty ``a`` (and ``b`` of a's shape); returns a's shape."""
-    out_shape = a.shape
-    if a.is_contiguous() and (b is None or b.is_contiguous()):
-        a, b = a.reshape(1, -1), (b.reshape(1, -1) if b is not None else None)
-    elif a.dim() == 1:
-        a, b = a.reshape(1, -1), (b.reshape(1, -1) if b is not None else None)
-    n_cols = a.shape[-1]
-    a, al = row_layout(a)
-    bl = al
-    if b is not None:
-        b, bl = row_layout(b)
-    y = empty_like(a)
-    block_c = min(next_pow2(n_cols), TILE_ELEMS)
-    block_r = min(next_pow2(al.n_rows), max(1, TILE_ELEMS // block_c))
-    num_warps = min(16, max(1, block_r * block_c // (32 * ELEMS_PER_THREAD)))
-    grid = (triton.cdiv(al.n_rows, block_r) * triton.cdiv(n_cols, block_c),)
-    _elementwise_kernel[grid](
-        a, b if b is not None else a, y,
-        al.n_rows, n_cols,
-        al.inner, al.stride_outer, al.stride_inner,
-        bl.inner, bl.stride_outer, bl.stride_inner,
-        float(cap),
-        OP=op, HAS_B=b is not None, BLOCK_R=block_r, BLOCK_C=block_c,
-        num_warps=num_warps,
-    )
-    return y.view(out_shape)
+class ElementwisePlan:
+    """The elementwise kernel prepared for one signature of (a, b)."""
+
+    def __init__(self, op: int, a: torch.Tensor, b: Optional[torch.Tensor]):
+        self.shape, self.dtype, self.device = a.shape, a.dtype, a.device
+        flat = a.is_contiguous() and (b is None or b.is_contiguous())
+        if flat:  # one flat row of numel elements
+            al = bl = contiguous_rows((1, a.numel()))
+            n_cols = a.numel()
+        else:
+            n_cols = a.shape[-1]
+            al = plan_rows(a.shape, a.stride())
+            bl = plan_rows(b.shape, b.stride()) if b is not None else al
+        self.copy_a, self.copy_b = al is None, bl is None
+        al = al or contiguous_rows(a.shape)
+        bl = bl or contiguous_rows(a.shape)
+        block_c = min(next_pow2(n_cols), TILE_ELEMS)
+        block_r = min(next_pow2(al.n_rows), max(1, TILE_ELEMS // block_c))
+        num_warps = min(16, max(1, block_r * block_c // (32 * ELEMS_PER_THREAD)))
+        self.has_b = b is not None
+        self.ints = (al.n_rows, n_cols, al.inner, al.stride_outer, al.stride_inner, bl.inner, bl.stride_outer,
+                     bl.stride_inner)
+        self.launch = Launch(
+            _elementwise_kernel, (triton.cdiv(al.n_rows, block_r) * triton.cdiv(n_cols, block_c),),
+            dict(OP=op, HAS_B=b is not None, A_TWO_LEVEL=al.two_level, B_TWO_LEVEL=bl.two_level, BLOCK_R=block_r,
+                 BLOCK_C=block_c),
+            num_warps=num_warps,
+        )
+
+    def __call__(self, a: torch.Tensor, b: Optional[torch.Tensor], cap: float = 1.0) -> torch.Tensor:
+        if self.copy_a:
+            a = a.contiguous()
+        if self.copy_b:
+            b = b.contiguous()
+        y = empty(self.shape, dtype=self.dtype, device=self.device)
+        self.launch(a, b if b is not None else a, y, *self.ints, cap)
+        return y

@@ -10,7 +10,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ...runtime.memory import empty_like, row_layout
+from ...kernels.launch import Launch
+from ...kernels.rows import row_offsets
+from ...runtime.memory import contiguous_rows, empty, plan_rows
 from ..common import next_pow2
 
 MAX_TILE_COLS = 16384
@@ -28,14 +30,15 @@ def _softmax_kernel(
     x_inner,
     x_so,
     x_si,
+    X_TWO_LEVEL: tl.constexpr,
     BLOCK_R: tl.constexpr,
     BLOCK_N: tl.constexpr,
     SINGLE_TILE: tl.constexpr,
 ):
-    rows = (tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     row_ok = rows < n_rows
-    x_row = (rows // x_inner) * x_so + (rows % x_inner) * x_si
-    y_row = rows * n_cols
+    x_row = row_offsets(rows, x_inner, x_so, x_si, X_TWO_LEVEL)
+    y_row = rows.to(tl.int64) * n_cols
     cols = tl.arange(0, BLOCK_N)
     if SINGLE_TILE:
         mask = row_ok[:, None] & (cols < n_cols)[None, :]
@@ -66,17 +69,27 @@ def _softmax_kernel(
             tl.store(y_ptr + y_row[:, None] + c[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def softmax_last(x: torch.Tensor) -> torch.Tensor:
-    """Softmax over the last dim of validated, non-empty ``x [..., N]``."""
-    n_cols = x.shape[-1]
-    x, xl = row_layout(x)
-    y = empty_like(x)
-    single = n_cols <= MAX_TILE_COLS
-    block_n = next_pow2(n_cols) if single else CHUNK_COLS
-    block_r = min(next_pow2(xl.n_rows), max(1, TILE_ELEMS // block_n))
-    num_warps = min(16, max(1, block_r * block_n // (32 * ELEMS_PER_THREAD)))
-    _softmax_kernel[(triton.cdiv(xl.n_rows, block_r),)](
-        x, y, xl.n_rows, n_cols, xl.inner, xl.stride_outer, xl.stride_inner,
-        BLOCK_R=block_r, BLOCK_N=block_n, SINGLE_TILE=single, num_warps=num_warps,
-    )
-    return y
+class SoftmaxPlan:
+    """The softmax kernel prepared for one signature of ``x [..., N]`` (softmax over N)."""
+
+    def __init__(self, x: torch.Tensor):
+        self.shape, self.dtype, self.device = x.shape, x.dtype, x.device
+        n_cols = x.shape[-1]
+        xl = plan_rows(x.shape, x.stride()) if x.stride(-1) == 1 or n_cols == 1 else None
+        self.copy_x = xl is None
+        xl = xl or contiguous_rows(x.shape)
+        single = n_cols <= MAX_TILE_COLS
+        block_n = next_pow2(n_cols) if single else CHUNK_COLS
+        block_r = min(next_pow2(xl.n_rows), max(1, TILE_ELEMS // block_n))
+        num_warps = min(16, max(1, block_r * block_n // (32 * ELEMS_PER_THREAD)))
+        self.ints = (xl.n_rows, n_cols, xl.inner, xl.stride_outer, xl.stride_inner)
+        self.launch = Launch(_softmax_kernel, (triton.cdiv(xl.n_rows, block_r),),
+                             dict(X_TWO_LEVEL=xl.two_level, BLOCK_R=block_r, BLOCK_N=block_n, SINGLE_TILE=single),
+                             num_warps=num_warps)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.copy_x:
+            x = x.contiguous()
+        y = empty(self.shape, dtype=self.dtype, device=self.device)
+        self.launch(x, y, *self.ints)
+        return y

@@ -12,8 +12,9 @@ from ...runtime import checks
 from ...runtime.dispatch import use_triton
 from ...runtime.library import register_op
 from ...runtime.memory import empty_like
+from ...runtime.plans import EMPTY, PlanCache, tensor_key
 from . import ref
-from .kernel import norm
+from .kernel import NormPlan
 
 
 def _validate(op: str, x: torch.Tensor, weight: Optional[torch.Tensor], eps: float,
@@ -34,6 +35,19 @@ def _validate(op: str, x: torch.Tensor, weight: Optional[torch.Tensor], eps: flo
     checks.check_positive(op, "eps", eps)
 
 
+def _plan(op: str, mean: bool):
+    def build(x, weight, residual, eps):
+        _validate(op, x, weight, eps, residual)
+        return EMPTY if x.numel() == 0 else NormPlan(x, weight, residual, mean)
+
+    return PlanCache(build)
+
+
+_RMS_PLANS = _plan("rms_norm", mean=True)
+_ADD_RMS_PLANS = _plan("add_rms_norm", mean=True)
+_L2_PLANS = _plan("l2_norm", mean=False)
+
+
 def _fake_rms_norm(x, weight, eps, weight_offset):
     _validate("rms_norm", x, weight, eps)
     return torch.empty_like(x, memory_format=torch.contiguous_format)
@@ -41,11 +55,11 @@ def _fake_rms_norm(x, weight, eps, weight_offset):
 
 @register_op("rms_norm", fake=_fake_rms_norm)
 def _rms_norm(x: torch.Tensor, weight: Optional[torch.Tensor], eps: float, weight_offset: float) -> torch.Tensor:
-    _validate("rms_norm", x, weight, eps)
-    if x.numel() == 0:
+    plan = _RMS_PLANS.get((tensor_key(x), tensor_key(weight), eps), x, weight, None, eps)
+    if plan is EMPTY:
         return empty_like(x)
     if use_triton("rms_norm", x):
-        return norm(x, weight, None, eps, weight_offset, mean=True)[0]
+        return plan(x, weight, None, eps, weight_offset)[0]
     return ref.rms_norm(x, weight, eps, weight_offset)
 
 
@@ -83,11 +97,12 @@ def _fake_add_rms_norm(x, residual, weight, eps, weight_offset):
 @register_op("add_rms_norm", fake=_fake_add_rms_norm)
 def _add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torch.Tensor], eps: float,
                   weight_offset: float) -> tuple[torch.Tensor, torch.Tensor]:
-    _validate("add_rms_norm", x, weight, eps, residual)
-    if x.numel() == 0:
+    plan = _ADD_RMS_PLANS.get((tensor_key(x), tensor_key(weight), tensor_key(residual), eps), x, weight, residual,
+                              eps)
+    if plan is EMPTY:
         return empty_like(x), empty_like(x)
     if use_triton("add_rms_norm", x):
-        return norm(x, weight, residual, eps, weight_offset, mean=True)
+        return plan(x, weight, residual, eps, weight_offset)
     return ref.add_rms_norm(x, residual, weight, eps, weight_offset)
 
 
@@ -116,11 +131,11 @@ def _fake_l2_norm(x, eps):
 
 @register_op("l2_norm", fake=_fake_l2_norm)
 def _l2_norm(x: torch.Tensor, eps: float) -> torch.Tensor:
-    _validate("l2_norm", x, None, eps)
-    if x.numel() == 0:
+    plan = _L2_PLANS.get((tensor_key(x), eps), x, None, None, eps)
+    if plan is EMPTY:
         return empty_like(x)
     if use_triton("l2_norm", x):
-        return norm(x, None, None, eps, 0.0, mean=False)[0]
+        return plan(x, None, None, eps, 0.0)[0]
     return ref.l2_norm(x, eps)
 
 

@@ -13,7 +13,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ...runtime.memory import empty_like, row_layout
+from ...kernels.launch import Launch
+from ...kernels.rows import row_offsets
+from ...runtime.memory import contiguous_rows, empty, plan_rows
 from ..common import next_pow2
 
 MAX_TILE_COLS = 16384  # longest row kept whole in registers
@@ -24,8 +26,8 @@ ELEMS_PER_THREAD = 16  # sets num_warps: tile elements / (32 * this)
 
 @triton.jit(do_not_specialize=["n_rows"])
 def _norm_kernel(
-    x_ptr,  # [R, N] rows at (r // x_inner) * x_so + (r % x_inner) * x_si, unit column stride
-    res_ptr,  # [R, N] residual rows, addressed like x with r_* (HAS_RESIDUAL)
+    x_ptr,  # [R, N] input rows (layout x_*), unit column stride
+    res_ptr,  # [R, N] residual rows (layout r_*; HAS_RESIDUAL)
     w_ptr,  # [N] weight, any float dtype (HAS_WEIGHT)
     y_ptr,  # [R, N] contiguous output
     h_ptr,  # [R, N] contiguous x + residual, rounded to its dtype (HAS_RESIDUAL)
@@ -42,17 +44,19 @@ def _norm_kernel(
     MEAN: tl.constexpr,  # True: rms norm (sum / N); False: l2 norm (sum)
     HAS_WEIGHT: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr,
+    X_TWO_LEVEL: tl.constexpr,
+    R_TWO_LEVEL: tl.constexpr,
     BLOCK_R: tl.constexpr,
     BLOCK_N: tl.constexpr,
     SINGLE_TILE: tl.constexpr,  # BLOCK_N >= n_cols
 ):
-    rows = (tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     row_ok = rows < n_rows
-    x_row = (rows // x_inner) * x_so + (rows % x_inner) * x_si
-    out_row = rows * n_cols
+    x_row = row_offsets(rows, x_inner, x_so, x_si, X_TWO_LEVEL)
+    out_row = rows.to(tl.int64) * n_cols
     r_row = out_row
     if HAS_RESIDUAL:
-        r_row = (rows // r_inner) * r_so + (rows % r_inner) * r_si
+        r_row = row_offsets(rows, r_inner, r_so, r_si, R_TWO_LEVEL)
     cols = tl.arange(0, BLOCK_N)
 
     if SINGLE_TILE:
@@ -103,7 +107,7 @@ def _norm_kernel(
             tl.store(y_ptr + out_row[:, None] + c[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def _config(n_rows: int, n_cols: int) -> tuple[int, int, bool, int]:
+def config(n_rows: int, n_cols: int) -> tuple[int, int, bool, int]:
     """(BLOCK_R, BLOCK_N, SINGLE_TILE, num_warps) for a [n_rows, n_cols] problem."""
     single = n_cols <= MAX_TILE_COLS
     block_n = next_pow2(n_cols) if single else CHUNK_COLS
@@ -112,45 +116,48 @@ def _config(n_rows: int, n_cols: int) -> tuple[int, int, bool, int]:
     return block_r, block_n, single, num_warps
 
 
-def norm(
-    x: torch.Tensor,
-    weight: Optional[torch.Tensor],
-    residual: Optional[torch.Tensor],
-    eps: float,
-    weight_offset: float,
-    mean: bool,
-) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-    """Launch the norm kernel on validated, non-empty inputs.
+class NormPlan:
+    """The norm kernel prepared for one signature of (x, weight, residual).
 
-    Args:
-        x: ``[..., N]`` with a unit-stride last dim.
-        weight: ``[N]`` or None.
-        residual: ``[..., N]`` like ``x``, or None.
-        eps, weight_offset: see the public ops.
-        mean: True for rms norm, False for l2 norm.
-
-    Returns:
-        ``(y, h)``: normalized ``[..., N]`` and, with a residual, ``x + residual``.
+    Call with the tensors and scalars of a matching call; returns ``(y, h)``
+    (``h`` is None without a residual).
     """
-    n_cols = x.shape[-1]
-    x, xl = row_layout(x)
-    y = empty_like(x)
-    h = None
-    rl = xl
-    res = x
-    if residual is not None:
-        res, rl = row_layout(residual)
-        h = empty_like(x)
-    block_r, block_n, single, num_warps = _config(xl.n_rows, n_cols)
-    grid = (triton.cdiv(xl.n_rows, block_r),)
-    _norm_kernel[grid](
-        x, res, weight if weight is not None else x, y, h if h is not None else y,
-        xl.n_rows, n_cols,
-        xl.inner, xl.stride_outer, xl.stride_inner,
-        rl.inner, rl.stride_outer, rl.stride_inner,
-        float(eps), float(weight_offset),
-        MEAN=mean, HAS_WEIGHT=weight is not None, HAS_RESIDUAL=residual is not None,
-        BLOCK_R=block_r, BLOCK_N=block_n, SINGLE_TILE=single,
-        num_warps=num_warps,
-    )
-    return y, h
+
+    def __init__(self, x: torch.Tensor, weight: Optional[torch.Tensor], residual: Optional[torch.Tensor],
+                 mean: bool):
+        self.shape, self.dtype, self.device = x.shape, x.dtype, x.device
+        n_cols = x.shape[-1]
+        xl = plan_rows(x.shape, x.stride())
+        self.copy_x = xl is None
+        xl = xl or contiguous_rows(x.shape)
+        rl = xl
+        self.copy_r = False
+        if residual is not None:
+            rl = plan_rows(residual.shape, residual.stride())
+            self.copy_r = rl is None
+            rl = rl or contiguous_rows(residual.shape)
+        self.has_residual = residual is not None
+        block_r, block_n, single, num_warps = config(xl.n_rows, n_cols)
+        self.ints = (xl.n_rows, n_cols, xl.inner, xl.stride_outer, xl.stride_inner, rl.inner, rl.stride_outer,
+                     rl.stride_inner)
+        self.launch = Launch(
+            _norm_kernel, (triton.cdiv(xl.n_rows, block_r),),
+            dict(MEAN=mean, HAS_WEIGHT=weight is not None, HAS_RESIDUAL=residual is not None,
+                 X_TWO_LEVEL=xl.two_level, R_TWO_LEVEL=rl.two_level, BLOCK_R=block_r, BLOCK_N=block_n,
+                 SINGLE_TILE=single),
+            num_warps=num_warps,
+        )
+
+    def __call__(self, x: torch.Tensor, weight: Optional[torch.Tensor], residual: Optional[torch.Tensor],
+                 eps: float, weight_offset: float) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        if self.copy_x:
+            x = x.contiguous()
+        y = empty(self.shape, dtype=self.dtype, device=self.device)
+        h = None
+        if self.has_residual:
+            if self.copy_r:
+                residual = residual.contiguous()
+            h = empty(self.shape, dtype=self.dtype, device=self.device)
+        self.launch(x, residual if residual is not None else x, weight if weight is not None else x, y,
+                    h if h is not None else y, *self.ints, eps, weight_offset)
+        return y, h

@@ -21,10 +21,12 @@ from ...errors import InvalidArgumentError
 from ...runtime import checks
 from ...runtime.dispatch import use_triton
 from ...runtime.library import register_op
-from ...runtime.memory import broadcast_index, empty_like
+from ...runtime.memory import empty_like
+from ...runtime.plans import EMPTY, PlanCache, tensor_key
 from . import ref
-from .kernel import NO_INDEX, Positions
-from .kernel import rope as _launch
+from .kernel import RopePlan
+
+_INT32 = 1 << 31
 
 
 def _check_dims(op: str, x: torch.Tensor, dims: int) -> None:
@@ -75,19 +77,6 @@ def _check_sections(op: str, dims: int, sections: Sequence[int], interleaved: bo
         raise InvalidArgumentError(f"{op}: the interleaved layout takes 3 sections (t, h, w), got {len(sections)}")
 
 
-def _positions_index(positions: torch.Tensor, shape: Sequence[int], n_streams: int) -> Positions:
-    """Kernel addressing of ``positions`` (``[S, *b]`` when multi-section) over rows of ``shape``."""
-    if n_streams == 1:
-        tensor, index = broadcast_index(positions, shape)
-        return Positions(tensor, index)
-    streams = positions.expand(n_streams, *shape)
-    first, index = broadcast_index(streams[0], shape)
-    if first.data_ptr() != streams[0].data_ptr() or first.stride() != streams[0].stride():
-        streams = streams.contiguous()  # the per-row index needed a copy: copy all streams alike
-        first, index = broadcast_index(streams[0], shape)
-    return Positions(streams, index, section_stride=streams.stride(0))
-
-
 # --------------------------------------------------------------------------- rope
 
 def _validate_rope(x, dims, base, scale, offset_tensor, freqs, positions):
@@ -116,26 +105,51 @@ def _fake_rope(x, dims, traditional, base, scale, offset, offset_tensor, freqs, 
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
+def _rope_view(x: torch.Tensor, positions: Optional[torch.Tensor]):
+    """Maps a call's position tensor (explicit positions or MLX offset tensor) to ``[1, *x.shape[:-1]]``."""
+    rows = tuple(x.shape[:-1])
+    if positions is not None:
+        return lambda p: p.expand(*rows).unsqueeze(0)
+
+    def offsets(o):
+        o = o.reshape(-1)
+        o = o.reshape(-1, *([1] * (len(rows) - 1))) if o.numel() > 1 else o.reshape(*([1] * len(rows)))
+        return o.expand(*rows).unsqueeze(0)
+
+    return offsets
+
+
+def _build_rope(x, dims, traditional, base, scale, offset_tensor, freqs, positions):
+    _validate_rope(x, dims, base, scale, offset_tensor, freqs, positions)
+    if x.numel() == 0:
+        return EMPTY
+    raw = positions if positions is not None else offset_tensor
+    return RopePlan(x, dims, _rope_view(x, positions), raw, 0 if positions is not None else x.shape[-2],
+                    traditional=traditional, base=base, freqs=freqs, sections=None, interleaved=False)
+
+
+_ROPE_PLANS = PlanCache(_build_rope)
+
+
+def _check_offset(op: str, offset: int) -> None:
+    if not -_INT32 <= offset < _INT32:
+        raise InvalidArgumentError(f"{op}: offset {offset} is outside the int32 range")
+
+
 @register_op("rope", fake=_fake_rope)
 def _rope(x: torch.Tensor, dims: int, traditional: bool, base: float, scale: float, offset: int,
           offset_tensor: Optional[torch.Tensor], freqs: Optional[torch.Tensor],
           positions: Optional[torch.Tensor]) -> torch.Tensor:
-    _validate_rope(x, dims, base, scale, offset_tensor, freqs, positions)
-    if x.numel() == 0:
+    key = (tensor_key(x), dims, traditional, base, scale, tensor_key(offset_tensor), tensor_key(freqs),
+           tensor_key(positions))
+    plan = _ROPE_PLANS.get(key, x, dims, traditional, base, scale, offset_tensor, freqs, positions)
+    _check_offset("rope", offset)
+    if plan is EMPTY:
         return empty_like(x)
     if not use_triton("rope", x):
         return ref.rope(x, dims, traditional, base, scale, offset, offset_tensor, freqs, positions)
-    rows = x.shape[:-1]
-    if positions is not None:
-        pos = _positions_index(positions, rows, 1)
-    elif offset_tensor is not None:
-        per_batch = offset_tensor.reshape(-1)
-        per_batch = per_batch.reshape(-1, *([1] * (x.dim() - 2))) if per_batch.numel() > 1 else per_batch.reshape(())
-        tensor, index = broadcast_index(per_batch, rows)
-        pos = Positions(tensor, index, offset=offset, seq_len=x.shape[-2])
-    else:
-        pos = Positions(None, NO_INDEX, offset=offset, seq_len=x.shape[-2])
-    return _launch(x, dims, pos, traditional=traditional, base=base, scale=scale, freqs=freqs)
+    raw = positions if positions is not None else offset_tensor
+    return plan(x, raw, offset, scale, freqs)
 
 
 def rope(
@@ -194,17 +208,29 @@ def _fake_rope_multi(x, dims, positions, sections, interleaved, traditional, bas
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
+def _build_rope_multi(x, dims, positions, sections, interleaved, traditional, base, scale, freqs):
+    _validate_rope_multi(x, dims, positions, sections, interleaved, base, scale, freqs)
+    if x.numel() == 0:
+        return EMPTY
+    rows, n = tuple(x.shape[:-1]), len(sections)
+    return RopePlan(x, dims, lambda p: p.expand(n, *rows), positions, 0, traditional=traditional, base=base,
+                    freqs=freqs, sections=sections, interleaved=interleaved)
+
+
+_ROPE_MULTI_PLANS = PlanCache(_build_rope_multi)
+
+
 @register_op("rope_multi", fake=_fake_rope_multi)
 def _rope_multi(x: torch.Tensor, dims: int, positions: torch.Tensor, sections: list[int], interleaved: bool,
                 traditional: bool, base: float, scale: float, freqs: Optional[torch.Tensor]) -> torch.Tensor:
-    _validate_rope_multi(x, dims, positions, sections, interleaved, base, scale, freqs)
-    if x.numel() == 0:
+    key = (tensor_key(x), dims, tensor_key(positions), tuple(sections), interleaved, traditional, base, scale,
+           tensor_key(freqs))
+    plan = _ROPE_MULTI_PLANS.get(key, x, dims, positions, sections, interleaved, traditional, base, scale, freqs)
+    if plan is EMPTY:
         return empty_like(x)
     if not use_triton("rope_multi", x):
         return ref.rope_multi(x, dims, positions, sections, interleaved, traditional, base, scale, freqs)
-    pos = _positions_index(positions, x.shape[:-1], len(sections))
-    return _launch(x, dims, pos, traditional=traditional, base=base, scale=scale, freqs=freqs,
-                   sections=sections, interleaved=interleaved)
+    return plan(x, positions, 0, scale, freqs)
 
 
 def rope_multi(
@@ -271,22 +297,38 @@ def _fake_head_norm_rope(x, weight, eps, weight_offset, dims, base, scale, posit
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
+def _build_head_norm_rope(x, weight, eps, dims, base, scale, positions, traditional, freqs, sections, interleaved):
+    _validate_head_norm_rope(x, weight, eps, dims, base, scale, positions, freqs, sections, interleaved)
+    if x.numel() == 0:
+        return EMPTY
+    rows = tuple(x.shape[:-1])
+    if sections is None:
+        view = lambda p: p.unsqueeze(-1).expand(*rows).unsqueeze(0)  # noqa: E731
+    else:
+        n = len(sections)
+        view = lambda p: p.unsqueeze(-1).expand(n, *rows)  # noqa: E731
+    return RopePlan(x, dims, view, positions, 0, traditional=traditional, base=base, freqs=freqs, sections=sections,
+                    interleaved=interleaved, norm=True, weight=weight)
+
+
+_HEAD_NORM_ROPE_PLANS = PlanCache(_build_head_norm_rope)
+
+
 @register_op("head_norm_rope", fake=_fake_head_norm_rope)
 def _head_norm_rope(x: torch.Tensor, weight: Optional[torch.Tensor], eps: float, weight_offset: float, dims: int,
                     base: float, scale: float, positions: torch.Tensor, traditional: bool,
                     freqs: Optional[torch.Tensor], sections: Optional[list[int]],
                     interleaved: bool) -> torch.Tensor:
-    _validate_head_norm_rope(x, weight, eps, dims, base, scale, positions, freqs, sections, interleaved)
-    if x.numel() == 0:
+    key = (tensor_key(x), tensor_key(weight), eps, dims, base, scale, tensor_key(positions), traditional,
+           tensor_key(freqs), None if sections is None else tuple(sections), interleaved)
+    plan = _HEAD_NORM_ROPE_PLANS.get(key, x, weight, eps, dims, base, scale, positions, traditional, freqs, sections,
+                                     interleaved)
+    if plan is EMPTY:
         return empty_like(x)
     if not use_triton("head_norm_rope", x):
         return ref.head_norm_rope(x, weight, eps, weight_offset, dims, base, scale, positions, traditional, freqs,
                                   sections, interleaved)
-    per_row = positions.unsqueeze(-1)  # token dims -> rows of [..., H]
-    pos = _positions_index(per_row, x.shape[:-1], 1 if sections is None else len(sections))
-    return _launch(x, dims, pos, traditional=traditional, base=base, scale=scale, freqs=freqs,
-                   sections=sections, interleaved=interleaved, norm=True, weight=weight, eps=eps,
-                   weight_offset=weight_offset)
+    return plan(x, positions, 0, scale, freqs, weight, eps, weight_offset)
 
 
 def head_norm_rope(

@@ -2,43 +2,55 @@
 
 One kernel serves ``rope`` (MLX positions or explicit ones), ``rope_multi``
 (per-section position streams) and ``head_norm_rope`` (RMS norm of each head
-row, then the rotation, with one read and one write of x). Each program
-handles ``BLOCK_R`` rows of ``D`` elements: the rotated pairs ``(a, b)`` and
-the pass-through tail ``dims..D`` are loaded once, cos/sin are computed in
-registers from the positions and an inverse-frequency table (no cos/sin
-cache is read).
+row, then the rotation, with one read and one write of x).
+
+The rows of ``x [..., D]`` (all dims but the last) are split into a *group*
+dim whose rows share their positions (usually the heads) and the remaining
+*position rows*. A program handles a ``[BLOCK_R, BLOCK_G, D]`` tile: the
+angles ``pos * scale * inv_freq`` and their cos/sin are computed once per
+position row and reused for the ``BLOCK_G`` rows of the group, so the
+transcendental work does not grow with the number of heads. Inverse
+frequencies come from a correctly rounded fp32 table (or MLX ``freqs``).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import torch
 import triton
 import triton.language as tl
 
-from ...runtime.memory import BroadcastIndex, empty_like, row_layout
+from ...kernels.launch import Launch
+from ...kernels.rows import row_offsets
+from ...runtime.memory import contiguous_strides, empty, index_levels, plan_rows
 from ..common import next_pow2, prev_pow2
 from . import ref
 
-TILE_ELEMS = 2048  # rows are batched until a program holds this many elements
-ELEMS_PER_THREAD = 8  # sets num_warps: tile elements / (32 * this)
+TILE_ELEMS = 4096  # elements per program (rows x group x head dim)
+ELEMS_PER_THREAD = 16  # sets num_warps: tile elements / (32 * this)
 _NO_SECTION = 1 << 30
 
 
-@triton.jit(do_not_specialize=["n_rows", "pos_offset", "seq_len"])
+@triton.jit(do_not_specialize=["n_rows", "pos_offset"])
 def _rope_kernel(
-    x_ptr,  # [R, D] rows at (r // x_inner) * x_so + (r % x_inner) * x_si, unit column stride
-    y_ptr,  # [R, D] contiguous output
+    x_ptr,  # [R, G, D]: position row r (layout x_*), group g at + g * x_gs, unit column stride
+    y_ptr,  # [R, G, D] output, layout y_*, group stride y_gs
     w_ptr,  # [D] norm weight (DO_NORM and HAS_WEIGHT)
     freq_ptr,  # [dims/2] fp32 inv_freq table, or MLX freqs with inv_freq = 1 / freqs (HAS_FREQS)
-    pos_ptr,  # positions: row r at BroadcastIndex (p_*); stream k at + k * p_sec (HAS_POS_TENSOR)
+    pos_ptr,  # positions of row r at index p_* (3 levels); stream k at + k * p_sec (HAS_POS_TENSOR)
     n_rows,
+    n_groups,
     head_dim,
     half,  # dims / 2 rotated pairs
     x_inner,
     x_so,
     x_si,
+    x_gs,
+    y_inner,
+    y_so,
+    y_si,
+    y_gs,
     p_n1,
     p_n2,
     p_s0,
@@ -46,7 +58,7 @@ def _rope_kernel(
     p_s2,
     p_sec,
     pos_offset,  # added to every position (MLX offset)
-    seq_len,  # MLX mode: position of row r is pos_offset + r % seq_len
+    seq_len,  # ADD_ROW_INDEX: position of row r is pos_offset + r % seq_len
     sec1,  # contiguous sections: cumulative bounds; interleaved: 3 * sections[1]
     sec2,  # contiguous: cumulative; interleaved: 3 * sections[2]
     sec3,  # contiguous: cumulative (4 sections)
@@ -54,8 +66,11 @@ def _rope_kernel(
     eps,
     w_offset,
     BLOCK_R: tl.constexpr,
+    BLOCK_G: tl.constexpr,
     BLOCK_H: tl.constexpr,
     BLOCK_T: tl.constexpr,
+    X_TWO_LEVEL: tl.constexpr,
+    Y_TWO_LEVEL: tl.constexpr,
     HAS_POS_TENSOR: tl.constexpr,
     ADD_ROW_INDEX: tl.constexpr,
     TRADITIONAL: tl.constexpr,
@@ -66,49 +81,52 @@ def _rope_kernel(
     N_SECTIONS: tl.constexpr,
     INTERLEAVED: tl.constexpr,
 ):
-    rows = (tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    groups = tl.program_id(1) * BLOCK_G + tl.arange(0, BLOCK_G)
     row_ok = rows < n_rows
-    x_row = (rows // x_inner) * x_so + (rows % x_inner) * x_si
-    y_row = rows * head_dim
+    m2 = row_ok[:, None] & (groups < n_groups)[None, :]  # [BR, BG]
+    g64 = groups.to(tl.int64)[None, :]
+    x_base = row_offsets(rows, x_inner, x_so, x_si, X_TWO_LEVEL)[:, None] + g64 * x_gs  # [BR, BG]
+    y_base = row_offsets(rows, y_inner, y_so, y_si, Y_TWO_LEVEL)[:, None] + g64 * y_gs
     i = tl.arange(0, BLOCK_H)
     i_ok = i < half
-    m = row_ok[:, None] & i_ok[None, :]
+    m = m2[:, :, None] & i_ok[None, None, :]  # [BR, BG, BH]
 
-    # --- load the pairs (a, b) and the pass-through tail -------------------
+    # --- load the pairs (a, b) and the pass-through tail --------------------------
     if TRADITIONAL:
-        j = tl.arange(0, 2)
-        pair_cols = (2 * i)[:, None] + j[None, :]  # [BLOCK_H, 2]
-        ab = tl.load(x_ptr + x_row[:, None, None] + pair_cols[None, :, :], mask=m[:, :, None], other=0.0)
+        pair_cols = (2 * i)[:, None] + tl.arange(0, 2)[None, :]  # [BH, 2]
+        ab = tl.load(x_ptr + x_base[:, :, None, None] + pair_cols[None, None, :, :], mask=m[:, :, :, None],
+                     other=0.0)
         a, b = tl.split(ab.to(tl.float32))
         col_a = 2 * i
         col_b = 2 * i + 1
     else:
         col_a = i
         col_b = i + half
-        a = tl.load(x_ptr + x_row[:, None] + col_a[None, :], mask=m, other=0.0).to(tl.float32)
-        b = tl.load(x_ptr + x_row[:, None] + col_b[None, :], mask=m, other=0.0).to(tl.float32)
+        a = tl.load(x_ptr + x_base[:, :, None] + col_a[None, None, :], mask=m, other=0.0).to(tl.float32)
+        b = tl.load(x_ptr + x_base[:, :, None] + col_b[None, None, :], mask=m, other=0.0).to(tl.float32)
     k = 2 * half + tl.arange(0, BLOCK_T)
-    mt = row_ok[:, None] & (k < head_dim)[None, :]
-    t = tl.zeros([BLOCK_R, BLOCK_T], dtype=tl.float32)
+    mt = m2[:, :, None] & (k < head_dim)[None, None, :]
+    t = tl.zeros([BLOCK_R, BLOCK_G, BLOCK_T], dtype=tl.float32)
     if HAS_TAIL:
-        t = tl.load(x_ptr + x_row[:, None] + k[None, :], mask=mt, other=0.0).to(tl.float32)
+        t = tl.load(x_ptr + x_base[:, :, None] + k[None, None, :], mask=mt, other=0.0).to(tl.float32)
 
-    # --- optional per-row RMS norm ------------------------------------------
+    # --- optional per-row RMS norm ------------------------------------------------
     if DO_NORM:
-        ss = tl.sum(a * a, axis=1) + tl.sum(b * b, axis=1)
+        ss = tl.sum(a * a, axis=2) + tl.sum(b * b, axis=2)
         if HAS_TAIL:
-            ss += tl.sum(t * t, axis=1)
-        inv_rms = tl.rsqrt(ss / head_dim + eps)[:, None]
+            ss += tl.sum(t * t, axis=2)
+        inv_rms = tl.rsqrt(ss / head_dim + eps)[:, :, None]
         a = a * inv_rms
         b = b * inv_rms
         t = t * inv_rms
         if HAS_WEIGHT:
-            a = a * (tl.load(w_ptr + col_a, mask=i_ok, other=0.0).to(tl.float32) + w_offset)[None, :]
-            b = b * (tl.load(w_ptr + col_b, mask=i_ok, other=0.0).to(tl.float32) + w_offset)[None, :]
+            a = a * (tl.load(w_ptr + col_a, mask=i_ok, other=0.0).to(tl.float32) + w_offset)[None, None, :]
+            b = b * (tl.load(w_ptr + col_b, mask=i_ok, other=0.0).to(tl.float32) + w_offset)[None, None, :]
             if HAS_TAIL:
-                t = t * (tl.load(w_ptr + k, mask=k < head_dim, other=0.0).to(tl.float32) + w_offset)[None, :]
+                t = t * (tl.load(w_ptr + k, mask=k < head_dim, other=0.0).to(tl.float32) + w_offset)[None, None, :]
 
-    # --- angles -----------------------------------------------------------------
+    # --- angles, once per position row ----------------------------------------------
     if HAS_FREQS:
         inv_freq = tl.math.div_rn(1.0, tl.load(freq_ptr + i, mask=i_ok, other=1.0).to(tl.float32))
     else:
@@ -127,43 +145,25 @@ def _rope_kernel(
             sec = tl.where((r3 == 1) & (i < sec1), 1, tl.where((r3 == 2) & (i < sec2), 2, 0))
         else:
             sec = (i >= sec1).to(tl.int32) + (i >= sec2).to(tl.int32) + (i >= sec3).to(tl.int32)
-        pos2 = tl.load(pos_ptr + p_row[:, None] + (sec * p_sec)[None, :], mask=m, other=0)
+        pos2 = tl.load(pos_ptr + p_row[:, None] + (sec * p_sec)[None, :], mask=row_ok[:, None] & i_ok[None, :],
+                       other=0)
         theta = pos2.to(tl.float32) * scale * inv_freq[None, :]
-    c = tl.cos(theta)
-    s = tl.sin(theta)
+    c = tl.cos(theta)[:, None, :]
+    s = tl.sin(theta)[:, None, :]
     out_a = a * c - b * s
     out_b = b * c + a * s
 
-    # --- store ------------------------------------------------------------------
+    # --- store ------------------------------------------------------------------------
     out_ty = y_ptr.dtype.element_ty
     if TRADITIONAL:
-        j2 = tl.arange(0, 2)
-        out_cols = (2 * i)[:, None] + j2[None, :]
-        tl.store(y_ptr + y_row[:, None, None] + out_cols[None, :, :], tl.join(out_a, out_b).to(out_ty),
-                 mask=m[:, :, None])
+        out_cols = (2 * i)[:, None] + tl.arange(0, 2)[None, :]
+        tl.store(y_ptr + y_base[:, :, None, None] + out_cols[None, None, :, :], tl.join(out_a, out_b).to(out_ty),
+                 mask=m[:, :, :, None])
     else:
-        tl.store(y_ptr + y_row[:, None] + col_a[None, :], out_a.to(out_ty), mask=m)
-        tl.store(y_ptr + y_row[:, None] + col_b[None, :], out_b.to(out_ty), mask=m)
+        tl.store(y_ptr + y_base[:, :, None] + col_a[None, None, :], out_a.to(out_ty), mask=m)
+        tl.store(y_ptr + y_base[:, :, None] + col_b[None, None, :], out_b.to(out_ty), mask=m)
     if HAS_TAIL:
-        tl.store(y_ptr + y_row[:, None] + k[None, :], t.to(out_ty), mask=mt)
-
-
-class Positions(NamedTuple):
-    """Where the kernel reads positions from.
-
-    tensor: integer tensor indexed per row by ``index`` (None: no tensor);
-    section_stride: stride between position streams (multi-section);
-    offset: added to every position; seq_len: >0 adds ``row % seq_len`` (MLX mode).
-    """
-
-    tensor: Optional[torch.Tensor]
-    index: BroadcastIndex
-    section_stride: int = 0
-    offset: int = 0
-    seq_len: int = 0
-
-
-NO_INDEX = BroadcastIndex(1, 1, 0, 0, 0)
+        tl.store(y_ptr + y_base[:, :, None] + k[None, None, :], t.to(out_ty), mask=mt)
 
 
 _INV_FREQ_TABLES: dict[tuple[int, float, torch.device], torch.Tensor] = {}
@@ -193,57 +193,95 @@ def _section_bounds(sections: Optional[Sequence[int]], interleaved: bool) -> tup
     return bounds[0], bounds[1], bounds[2]
 
 
-def rope(
-    x: torch.Tensor,
-    dims: int,
-    positions: Positions,
-    *,
-    traditional: bool,
-    base: float,
-    scale: float,
-    freqs: Optional[torch.Tensor],
-    sections: Optional[Sequence[int]] = None,
-    interleaved: bool = False,
-    norm: bool = False,
-    weight: Optional[torch.Tensor] = None,
-    eps: float = 1e-6,
-    weight_offset: float = 0.0,
-) -> torch.Tensor:
-    """Launch the rope kernel on validated, non-empty ``x [..., D]``; returns ``[..., D]``."""
-    head_dim = x.shape[-1]
-    half = dims // 2
-    tail = head_dim - dims
-    x, xl = row_layout(x)
-    y = empty_like(x)
-    block_h = next_pow2(half)
-    block_t = next_pow2(tail) if tail > 0 else 1
-    row_elems = 2 * block_h + (block_t if tail > 0 else 0)
-    block_r = min(next_pow2(xl.n_rows), prev_pow2(max(1, TILE_ELEMS // row_elems)))
-    num_warps = min(16, max(1, block_r * row_elems // (32 * ELEMS_PER_THREAD)))
-    sec1, sec2, sec3 = _section_bounds(sections, interleaved)
-    p = positions.index
-    dummy = x
-    _rope_kernel[(triton.cdiv(xl.n_rows, block_r),)](
-        x, y,
-        weight if weight is not None else dummy,
-        freqs if freqs is not None else inv_freq_table(dims, base, x.device),
-        positions.tensor if positions.tensor is not None else dummy,
-        xl.n_rows, head_dim, half,
-        xl.inner, xl.stride_outer, xl.stride_inner,
-        p.n1, p.n2, p.s0, p.s1, p.s2, positions.section_stride,
-        positions.offset, max(positions.seq_len, 1),
-        sec1, sec2, sec3,
-        float(scale), float(eps), float(weight_offset),
-        BLOCK_R=block_r, BLOCK_H=block_h, BLOCK_T=block_t,
-        HAS_POS_TENSOR=positions.tensor is not None,
-        ADD_ROW_INDEX=positions.seq_len > 0,
-        TRADITIONAL=traditional,
-        HAS_FREQS=freqs is not None,
-        DO_NORM=norm,
-        HAS_WEIGHT=weight is not None,
-        HAS_TAIL=tail > 0,
-        N_SECTIONS=1 if sections is None else len(sections),
-        INTERLEAVED=interleaved,
-        num_warps=num_warps,
-    )
-    return y
+def _drop(seq: Sequence[int], dim: Optional[int]) -> list[int]:
+    return [v for d, v in enumerate(seq) if d != dim]
+
+
+class RopePlan:
+    """The rope kernel prepared for one signature.
+
+    Args:
+        x: ``[..., D]`` input of the first call.
+        dims: rotated dims.
+        pos_view: maps the position tensor of a call (or None) to a view
+            ``[S, *x.shape[:-1]]`` of its values (S streams; 1 unless multi-section).
+        pos_raw: the position tensor of the first call (None: MLX positions from
+            ``offset + row % L`` only).
+        seq_len: > 0 adds ``row % seq_len`` along the last row dim (MLX mode).
+        traditional, base, freqs, sections, interleaved: as in the public ops.
+        norm, weight: per-row RMS norm first (head_norm_rope).
+    """
+
+    def __init__(self, x: torch.Tensor, dims: int, pos_view: Callable[[Optional[torch.Tensor]], torch.Tensor],
+                 pos_raw: Optional[torch.Tensor], seq_len: int, *, traditional: bool, base: float,
+                 freqs: Optional[torch.Tensor], sections: Optional[Sequence[int]], interleaved: bool,
+                 norm: bool = False, weight: Optional[torch.Tensor] = None):
+        self.shape, self.dtype, self.device = x.shape, x.dtype, x.device
+        rows_shape = list(x.shape[:-1])
+        head_dim, half = x.shape[-1], dims // 2
+        tail = head_dim - dims
+        self.pos_view = pos_view
+        view = pos_view(pos_raw) if pos_raw is not None else None
+        pos_strides = list(view.stride()[1:]) if view is not None else [0] * len(rows_shape)
+        self.p_sec = view.stride(0) if view is not None else 0
+
+        # the group dim: the largest row dim that positions do not depend on
+        fixed = {len(rows_shape) - 1} if seq_len > 0 else set()
+        candidates = [(size, d) for d, size in enumerate(rows_shape)
+                      if size > 1 and pos_strides[d] == 0 and d not in fixed]
+        gd = max(candidates)[1] if candidates else None
+        n_groups = rows_shape[gd] if gd is not None else 1
+
+        sub_shape = _drop(rows_shape, gd)
+        xl = plan_rows(sub_shape + [head_dim], _drop(x.stride()[:-1], gd) + [1])
+        self.copy_x = xl is None
+        x_strides = contiguous_strides(x.shape) if self.copy_x else x.stride()
+        xl = xl or plan_rows(sub_shape + [head_dim], _drop(x_strides[:-1], gd) + [1])
+        y_strides = contiguous_strides(x.shape)
+        yl = plan_rows(sub_shape + [head_dim], _drop(y_strides[:-1], gd) + [1])
+        x_gs = x_strides[gd] if gd is not None else 0
+        y_gs = y_strides[gd] if gd is not None else 0
+
+        index = index_levels(sub_shape, _drop(pos_strides, gd))
+        self.copy_pos = view is not None and index is None
+        if self.copy_pos:
+            full = contiguous_strides(view.shape)
+            self.p_sec = full[0]
+            index = index_levels(sub_shape, _drop(full[1:], gd))
+        index = index or index_levels(sub_shape, [0] * len(sub_shape))
+
+        block_h = next_pow2(half)
+        block_t = next_pow2(tail) if tail > 0 else 1
+        row_elems = 2 * block_h + (block_t if tail > 0 else 0)
+        block_g = min(next_pow2(n_groups), prev_pow2(max(1, TILE_ELEMS // row_elems)))
+        block_r = min(next_pow2(xl.n_rows), prev_pow2(max(1, TILE_ELEMS // (row_elems * block_g))))
+        num_warps = prev_pow2(min(16, max(1, block_r * block_g * row_elems // (32 * ELEMS_PER_THREAD))))
+        sec1, sec2, sec3 = _section_bounds(sections, interleaved)
+        self.has_pos = view is not None
+        self.freqs_given = freqs is not None
+        self.table = None if freqs is not None else inv_freq_table(dims, base, x.device)
+        self.ints_head = (xl.n_rows, n_groups, head_dim, half, xl.inner, xl.stride_outer, xl.stride_inner, x_gs,
+                          yl.inner, yl.stride_outer, yl.stride_inner, y_gs,
+                          index.n1, index.n2, index.s0, index.s1, index.s2)
+        self.ints_tail = (max(seq_len, 1), sec1, sec2, sec3)
+        self.launch = Launch(
+            _rope_kernel, (triton.cdiv(xl.n_rows, block_r), triton.cdiv(n_groups, block_g)),
+            dict(BLOCK_R=block_r, BLOCK_G=block_g, BLOCK_H=block_h, BLOCK_T=block_t, X_TWO_LEVEL=xl.two_level,
+                 Y_TWO_LEVEL=yl.two_level, HAS_POS_TENSOR=view is not None, ADD_ROW_INDEX=seq_len > 0,
+                 TRADITIONAL=traditional, HAS_FREQS=freqs is not None, DO_NORM=norm, HAS_WEIGHT=weight is not None,
+                 HAS_TAIL=tail > 0, N_SECTIONS=1 if sections is None else len(sections), INTERLEAVED=interleaved),
+            num_warps=num_warps,
+        )
+
+    def __call__(self, x: torch.Tensor, pos_raw: Optional[torch.Tensor], offset: int, scale: float,
+                 freqs: Optional[torch.Tensor] = None, weight: Optional[torch.Tensor] = None, eps: float = 1e-6,
+                 weight_offset: float = 0.0) -> torch.Tensor:
+        if self.copy_x:
+            x = x.contiguous()
+        pos = x
+        if self.has_pos:
+            pos = self.pos_view(pos_raw).contiguous() if self.copy_pos else pos_raw
+        y = empty(self.shape, dtype=self.dtype, device=self.device)
+        self.launch(x, y, weight if weight is not None else x, freqs if self.freqs_given else self.table, pos,
+                    *self.ints_head, self.p_sec, offset, *self.ints_tail, scale, eps, weight_offset)
+        return y
