@@ -6,6 +6,7 @@
 # With no step named it runs tests and bench. Writes under $OUT (default
 # /tmp/mlx-native-out): env.txt, pytest.log, sweep.log, bench.log and
 # bench_results.tar.gz (results.json, results.md, one PNG per family).
+# TEST_PATHS (default: tests) selects test files; BENCH_ARGS is passed to bench/run_all.py.
 # Wheels of peers/oracles missing on the device (Liger-Kernel, mlx, gguf...)
 # travel in .whl/ (see docs/DEVELOPING.md) and are installed to /tmp/site.
 set -uo pipefail
@@ -33,7 +34,7 @@ status=0
 for step in "${steps[@]}"; do
   case "$step" in
     tests)
-      python3 -m pytest tests -q -x -p no:cacheprovider -n 8 "${pytest_extra[@]}" 2>&1 | tee "$OUT/pytest.log" | tail -40
+      python3 -m pytest ${TEST_PATHS:-tests} -q -p no:cacheprovider -n 8 "${pytest_extra[@]}" 2>&1 | tee "$OUT/pytest.log" | tail -40
       [ "${PIPESTATUS[0]}" -eq 0 ] || status=1 ;;
     sweep)
       python3 bench/sweep.py 2>&1 | tee "$OUT/sweep.log" ;;
