@@ -24,7 +24,14 @@ def rows() -> list[dict]:
     q = torch.randn(1, 1, 32, 128, device="cuda", dtype=torch.bfloat16)
     pos = torch.tensor([7], device="cuda")
     lig = liger()
+    from mlx_native.ops.norms import api as norms_api
+    from mlx_native.runtime.plans import tensor_key
+
+    plan = norms_api._RMS_PLANS.get((tensor_key(x), tensor_key(w), 1e-6), x, w, None, 1e-6)
     calls = {
+        "component: torch.empty 1x4096 bf16": (lambda: torch.empty((1, 4096), dtype=torch.bfloat16, device="cuda"), ()),
+        "component: plan key + lookup": (lambda: norms_api._RMS_PLANS.get((tensor_key(x), tensor_key(w), 1e-6)), ()),
+        "component: prepared Launch only": (lambda: plan.launch(x, x, w, y, y, *plan.ints, 1e-6, 0.0), ()),
         "bare triton launch (copy kernel)": (lambda: _noop_kernel[(4,)](x, y, 4096, BLOCK=1024), ()),
         "mlx-native rms_norm": (lambda: mn.rms_norm(x, w, 1e-6), ()),
         "mlx-native add_rms_norm": (lambda: mn.add_rms_norm(x, x, w, 1e-6), ()),

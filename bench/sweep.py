@@ -2,10 +2,10 @@
 
     python bench/sweep.py
 
-For each kernel module it varies TILE_ELEMS (elements per program) and
-ELEMS_PER_THREAD (which sets num_warps), times ours on large and decode
-shapes, and prints the best setting per shape. The heuristics in the kernel
-modules are chosen from these tables (see bench/NOTES.md).
+For the rope kernel module it varies TILE_ELEMS (elements per program) and
+ELEMS_PER_THREAD (which sets num_warps) of the large-problem config, times
+ours on large and decode shapes, and prints the best setting per shape. The
+heuristics in the kernel modules were chosen from such tables (bench/NOTES.md).
 """
 
 from __future__ import annotations
@@ -20,17 +20,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402
 import mlx_native as mn  # noqa: E402
-from mlx_native.ops.activations import elementwise  # noqa: E402
 from mlx_native.ops.rope import kernel as rope_kernel  # noqa: E402
 from mlx_native.runtime.plans import clear_all  # noqa: E402
 
 BF16 = torch.bfloat16
-
-
-def _silu_case(rows, cols):
-    def make():
-        return torch.randn(rows, cols, device="cuda", dtype=BF16), torch.randn(rows, cols, device="cuda", dtype=BF16)
-    return make, mn.silu_mul, 3 * rows * cols * 2
 
 
 def _rope_bhld_case(batch, heads, seq, dim):
@@ -51,8 +44,6 @@ SWEEPS = [
      {"hnr T32768 H16 D128": _hnr_case(32768, 16, 128), "hnr T8192 H32 D256": _hnr_case(8192, 32, 256),
       "hnr T16 H32 D128": _hnr_case(16, 32, 128), "hnr T1 H32 D128": _hnr_case(1, 32, 128),
       "rope BHLD 4x32x4096x128": _rope_bhld_case(4, 32, 4096, 128)}),
-    ("elementwise", elementwise, [2048, 4096, 8192], [8, 16],
-     {"16x14336": _silu_case(16, 14336), "1x8960": _silu_case(1, 8960)}),
 ]
 
 

@@ -77,6 +77,14 @@ def test_softmax_matches_mlx(device, dtype, axis):
     assert_agrees_with(ours, theirs, torch.softmax(x.double(), axis), what=f"softmax axis {axis}")
 
 
+@pytest.mark.parametrize("shape", [(1, 5000), (2, 9000), (1, 151936)])
+def test_softmax_few_long_rows_split_over_programs(device, shape):
+    x = randn(*shape, dtype=torch.bfloat16, device=device, scale=4.0)
+    x[0, : shape[1] // 2] = float("-inf")  # whole chunks of -inf in the split path
+    out = mn.softmax(x)
+    assert_error_bar(out, torch.softmax(x.double(), -1), torch.softmax(x, -1))
+
+
 def test_softmax_masked_rows(device):
     x = randn(4, 3000, device=device)
     x[1, :2900] = float("-inf")

@@ -17,7 +17,8 @@ from ...kernels import math as km
 from ...kernels.launch import Launch
 from ...kernels.rows import row_offsets
 from ...runtime.memory import contiguous_rows, empty, plan_rows
-from ..common import next_pow2
+from ...runtime.device import device_info
+from ..common import next_pow2, prev_pow2
 
 OP_SILU_MUL = 0
 OP_GELU_TANH_MUL = 1
@@ -25,8 +26,10 @@ OP_GELU_ERF_MUL = 2
 OP_SIGMOID_MUL = 3
 OP_SOFTCAP = 4
 
-TILE_ELEMS = 4096
-ELEMS_PER_THREAD = 16
+TILE_ELEMS = 4096  # elements per program for large problems (16 per thread at 8 warps)
+MIN_TILE_ELEMS = 1024  # small problems: tiles shrink to this so that more SMs take part
+NUM_WARPS = 8
+PROGRAMS_PER_SM = 2  # tiles shrink until there are this many programs per SM (or MIN_TILE_ELEMS)
 
 
 @triton.jit(do_not_specialize=["n_rows"])
@@ -90,9 +93,11 @@ class ElementwisePlan:
         self.copy_a, self.copy_b = al is None, bl is None
         al = al or contiguous_rows(a.shape)
         bl = bl or contiguous_rows(a.shape)
-        block_c = min(next_pow2(n_cols), TILE_ELEMS)
-        block_r = min(next_pow2(al.n_rows), max(1, TILE_ELEMS // block_c))
-        num_warps = min(16, max(1, block_r * block_c // (32 * ELEMS_PER_THREAD)))
+        wanted = PROGRAMS_PER_SM * device_info(a.device).sm_count
+        tile = min(TILE_ELEMS, max(MIN_TILE_ELEMS, prev_pow2(max(1, al.n_rows * n_cols // wanted))))
+        block_c = min(next_pow2(n_cols), tile)
+        block_r = min(next_pow2(al.n_rows), max(1, tile // block_c))
+        num_warps = min(NUM_WARPS, max(1, block_r * block_c // 128))
         self.has_b = b is not None
         self.ints = (al.n_rows, n_cols, al.inner, al.stride_outer, al.stride_inner, bl.inner, bl.stride_outer,
                      bl.stride_inner)

@@ -62,9 +62,13 @@ def _norm_kernel(
     if SINGLE_TILE:
         col_ok = cols < n_cols
         mask = row_ok[:, None] & col_ok[None, :]
+        # every load is issued before the first use: one memory latency, not two
         x = tl.load(x_ptr + x_row[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         if HAS_RESIDUAL:
             r = tl.load(res_ptr + r_row[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        if HAS_WEIGHT:
+            w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32) + w_offset
+        if HAS_RESIDUAL:
             h = (x + r).to(h_ptr.dtype.element_ty)
             tl.store(h_ptr + out_row[:, None] + cols[None, :], h, mask=mask)
             x = h.to(tl.float32)
@@ -73,7 +77,6 @@ def _norm_kernel(
             ss = ss / n_cols
         y = x * tl.rsqrt(ss + eps)[:, None]
         if HAS_WEIGHT:
-            w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32) + w_offset
             y = y * w[None, :]
         tl.store(y_ptr + out_row[:, None] + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
     else:

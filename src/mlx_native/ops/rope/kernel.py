@@ -23,12 +23,21 @@ import triton.language as tl
 
 from ...kernels.launch import Launch
 from ...kernels.rows import row_offsets
+from ...runtime.device import device_info
 from ...runtime.memory import contiguous_strides, empty, index_levels, plan_rows
 from ..common import next_pow2, prev_pow2
 from . import ref
 
-TILE_ELEMS = 4096  # elements per program (rows x group x head dim)
-ELEMS_PER_THREAD = 16  # sets num_warps: tile elements / (32 * this)
+# Launch configs (bench/sweep.py, bench/NOTES.md): large problems take tiles of up to
+# LARGE_GROUP heads with many elements per thread (few warps, the angles amortized over
+# the heads); problems too small to fill the GPU that way take small tiles with more
+# warps (latency: more programs in flight).
+TILE_ELEMS = 2048  # large problems: elements per program (rows x group x head dim)
+ELEMS_PER_THREAD = 32  # large problems: sets num_warps
+LARGE_GROUP = 16  # large problems: heads per program
+SMALL_TILE_ELEMS = 1024
+SMALL_ELEMS_PER_THREAD = 4
+SMALL_PROGRAMS_PER_SM = 2  # below this many large-config programs per SM, use the small config
 _NO_SECTION = 1 << 30
 
 
@@ -111,22 +120,12 @@ def _rope_kernel(
     if HAS_TAIL:
         t = tl.load(x_ptr + x_base[:, :, None] + k[None, None, :], mask=mt, other=0.0).to(tl.float32)
 
-    # --- optional per-row RMS norm ------------------------------------------------
-    if DO_NORM:
-        ss = tl.sum(a * a, axis=2) + tl.sum(b * b, axis=2)
+    # --- every other load before any math: weights, frequencies, positions -------------
+    if DO_NORM and HAS_WEIGHT:
+        w_a = tl.load(w_ptr + col_a, mask=i_ok, other=0.0).to(tl.float32) + w_offset
+        w_b = tl.load(w_ptr + col_b, mask=i_ok, other=0.0).to(tl.float32) + w_offset
         if HAS_TAIL:
-            ss += tl.sum(t * t, axis=2)
-        inv_rms = tl.rsqrt(ss / head_dim + eps)[:, :, None]
-        a = a * inv_rms
-        b = b * inv_rms
-        t = t * inv_rms
-        if HAS_WEIGHT:
-            a = a * (tl.load(w_ptr + col_a, mask=i_ok, other=0.0).to(tl.float32) + w_offset)[None, None, :]
-            b = b * (tl.load(w_ptr + col_b, mask=i_ok, other=0.0).to(tl.float32) + w_offset)[None, None, :]
-            if HAS_TAIL:
-                t = t * (tl.load(w_ptr + k, mask=k < head_dim, other=0.0).to(tl.float32) + w_offset)[None, None, :]
-
-    # --- angles, once per position row ----------------------------------------------
+            w_t = tl.load(w_ptr + k, mask=k < head_dim, other=0.0).to(tl.float32) + w_offset
     if HAS_FREQS:
         inv_freq = tl.math.div_rn(1.0, tl.load(freq_ptr + i, mask=i_ok, other=1.0).to(tl.float32))
     else:
@@ -148,6 +147,23 @@ def _rope_kernel(
         pos2 = tl.load(pos_ptr + p_row[:, None] + (sec * p_sec)[None, :], mask=row_ok[:, None] & i_ok[None, :],
                        other=0)
         theta = pos2.to(tl.float32) * scale * inv_freq[None, :]
+
+    # --- optional per-row RMS norm ---------------------------------------------------
+    if DO_NORM:
+        ss = tl.sum(a * a, axis=2) + tl.sum(b * b, axis=2)
+        if HAS_TAIL:
+            ss += tl.sum(t * t, axis=2)
+        inv_rms = tl.rsqrt(ss / head_dim + eps)[:, :, None]
+        a = a * inv_rms
+        b = b * inv_rms
+        t = t * inv_rms
+        if HAS_WEIGHT:
+            a = a * w_a[None, None, :]
+            b = b * w_b[None, None, :]
+            if HAS_TAIL:
+                t = t * w_t[None, None, :]
+
+    # --- rotate: cos/sin once per position row, shared by the group ----------------------
     c = tl.cos(theta)[:, None, :]
     s = tl.sin(theta)[:, None, :]
     out_a = a * c - b * s
@@ -253,9 +269,14 @@ class RopePlan:
         block_h = next_pow2(half)
         block_t = next_pow2(tail) if tail > 0 else 1
         row_elems = 2 * block_h + (block_t if tail > 0 else 0)
-        block_g = min(next_pow2(n_groups), prev_pow2(max(1, TILE_ELEMS // row_elems)))
-        block_r = min(next_pow2(xl.n_rows), prev_pow2(max(1, TILE_ELEMS // (row_elems * block_g))))
-        num_warps = prev_pow2(min(16, max(1, block_r * block_g * row_elems // (32 * ELEMS_PER_THREAD))))
+        total = xl.n_rows * n_groups * row_elems
+        if total < SMALL_PROGRAMS_PER_SM * device_info(x.device).sm_count * TILE_ELEMS:
+            tile, per_thread, max_group = SMALL_TILE_ELEMS, SMALL_ELEMS_PER_THREAD, n_groups
+        else:
+            tile, per_thread, max_group = TILE_ELEMS, ELEMS_PER_THREAD, LARGE_GROUP
+        block_g = min(next_pow2(n_groups), prev_pow2(max(1, tile // row_elems)), next_pow2(max_group))
+        block_r = min(next_pow2(xl.n_rows), prev_pow2(max(1, tile // (row_elems * block_g))))
+        num_warps = prev_pow2(min(16, max(1, block_r * block_g * row_elems // (32 * per_thread))))
         sec1, sec2, sec3 = _section_bounds(sections, interleaved)
         self.has_pos = view is not None
         self.freqs_given = freqs is not None
