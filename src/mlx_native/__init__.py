@@ -16,6 +16,7 @@ from .errors import (
     UnsupportedError,
 )
 from .ops.activations import gelu_mul, sigmoid_mul, silu_mul, softcap, softmax
+from .ops.attention import KVCache, flash_attn_decode, flash_attn_prefill, kv_cache_write, scaled_dot_product_attention
 from .ops.norms import add_rms_norm, l2_norm, rms_norm
 from .ops.rope import head_norm_rope, rope, rope_multi
 from .runtime import current_backend, device_info, use_backend

@@ -1,0 +1,251 @@
+"""Split-KV decode attention (flash-decoding) with GQA packing, and its reduce kernel.
+
+Decode is memory bound: each step reads the whole visible KV cache once. To
+keep every SM streaming even at batch 1, the visible range of each sequence
+is cut into ``N_SPLITS`` contiguous chunks, one program per (chunk, batch,
+KV head). The split count comes from the SM count and the static shapes
+(batch, heads, capacity, window), never from the ``kv_lens`` values, so a
+call needs no host sync and replays from a CUDA graph with new lengths.
+
+GQA packing: the ``G = Hq / Hkv`` query heads of one KV head (times the
+``Lq`` query tokens) are the rows of one ``[BLOCK_M, D]`` tile, so each K/V
+tile is read once for all of them and ``q @ k^T`` is a real matrix product.
+
+Each split writes its normalized partial output and its log2-sum-exp (fp32);
+the reduce kernel merges the splits: ``out = sum_s w_s o_s / sum_s w_s`` with
+``w_s = exp2(lse_s - max lse)``. Empty splits write ``lse = -inf`` and zeros.
+With one split the decode kernel writes the output directly.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ...kernels.launch import Launch
+from ...kernels.math import tanh
+from ...runtime import env
+from ...runtime.device import device_info
+from ...runtime.memory import empty
+from ..common import next_pow2
+
+LOG2E = 1.4426950408889634
+
+CTAS_PER_SM = 4  # split until about this many programs per SM
+MIN_SPLIT_KEYS = 512  # never split below this many cache positions per program
+MAX_SPLITS = 64
+MAX_BLOCK_M = 64
+# (BLOCK_N, num_warps, num_stages) by BLOCK_D, 16-bit inputs on CUDA
+GPU_CONFIGS = {16: (64, 4, 4), 32: (64, 4, 4), 64: (64, 4, 4), 128: (64, 4, 4), 256: (32, 4, 4), 512: (16, 4, 3)}
+GPU_CONFIGS_F32 = {16: (32, 4, 3), 32: (32, 4, 3), 64: (32, 4, 3), 128: (32, 4, 3), 256: (16, 4, 2),
+                   512: (16, 4, 1)}
+INTERPRETER = dict(block_n=16, min_split_keys=16, max_splits=4)
+
+
+@triton.jit
+def _decode_kernel(
+    q_ptr,  # [B, Hq, Lq, D] (strides sq_*)
+    k_ptr,  # [B, Hkv, C, D] cache (strides sk_*)
+    v_ptr,  # [B, Hkv, C, D] cache (strides sv_*)
+    lens_ptr,  # [B] int32/int64: tokens in the cache, current queries included
+    o_ptr,  # [B, Hq, Lq, D] contiguous output (SINGLE)
+    po_ptr,  # [N_SPLITS, B*Hq*Lq, D] fp32 partial outputs (not SINGLE)
+    plse_ptr,  # [N_SPLITS, B*Hq*Lq] fp32 partial log2-sum-exp (not SINGLE)
+    sq_b, sq_h, sq_l,
+    sk_b, sk_h, sk_s,
+    sv_b, sv_h, sv_s,
+    Hq, Lq, C, window, R,
+    qk_scale,  # scale * log2(e)
+    softcap_in,  # scale / softcap
+    softcap_out,  # softcap * log2(e)
+    G: tl.constexpr,  # query heads per KV head
+    N_SPLITS: tl.constexpr,
+    WINDOW: tl.constexpr,  # sliding window; the cache may be a ring (slot = pos % C)
+    MULTI_Q: tl.constexpr,  # Lq > 1: causal mask among the new tokens
+    SOFTCAP: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    HEAD_D: tl.constexpr,
+    EVEN_D: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    pid_s = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    pid_m = tl.program_id(2)
+    hkv = Hq // G
+    b = pid_bh // hkv
+    hk = pid_bh % hkv
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < G * Lq
+    g = rows // Lq
+    qi = rows % Lq
+    h = hk * G + g
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_n = tl.arange(0, BLOCK_N)
+    d_ok = offs_d < HEAD_D
+    q_off = b.to(tl.int64) * sq_b + h.to(tl.int64) * sq_h + qi.to(tl.int64) * sq_l
+    q = tl.load(q_ptr + q_off[:, None] + offs_d[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+
+    n = tl.load(lens_ptr + b).to(tl.int32)
+    n = tl.maximum(n, 0)
+    if not WINDOW:
+        n = tl.minimum(n, C)  # a linear cache holds at most C positions
+    qpos = n - Lq + qi
+    lo = 0
+    if WINDOW:
+        lo = tl.maximum(tl.maximum(n - Lq - window + 1, n - C), 0)
+    chunk = tl.cdiv(tl.cdiv(n - lo, N_SPLITS), BLOCK_N) * BLOCK_N
+    start = lo + pid_s * chunk
+    end = tl.minimum(start + chunk, n)
+
+    k_base = k_ptr + b.to(tl.int64) * sk_b + hk.to(tl.int64) * sk_h
+    v_base = v_ptr + b.to(tl.int64) * sv_b + hk.to(tl.int64) * sv_h
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    for start_n in range(start, end, BLOCK_N):
+        pos = start_n + offs_n
+        kv_ok = pos < end
+        if WINDOW:
+            slot = (pos % C).to(tl.int64)
+        else:
+            slot = pos.to(tl.int64)
+        if EVEN_D:
+            ld_mask = kv_ok[:, None]
+        else:
+            ld_mask = kv_ok[:, None] & d_ok[None, :]
+        k = tl.load(k_base + slot[:, None] * sk_s + offs_d[None, :], mask=ld_mask, other=0.0)
+        qk = tl.dot(q, tl.trans(k), input_precision=PRECISION)
+        if SOFTCAP:
+            s = tanh(qk * softcap_in) * softcap_out
+        else:
+            s = qk * qk_scale
+        vis = kv_ok[None, :]
+        if MULTI_Q:
+            vis = vis & (pos[None, :] <= qpos[:, None])
+            if WINDOW:
+                vis = vis & (pos[None, :] > qpos[:, None] - window)
+        s = tl.where(vis, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.math.exp2(s - m_use[:, None])
+        alpha = tl.math.exp2(m_i - m_use)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = tl.load(v_base + slot[:, None] * sv_s + offs_d[None, :], mask=ld_mask, other=0.0)
+        acc = acc * alpha[:, None]
+        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=PRECISION)
+        m_i = m_new
+
+    seen = l_i > 0.0
+    out = acc / tl.where(seen, l_i, 1.0)[:, None]
+    r = (b.to(tl.int64) * Hq + h) * Lq + qi
+    st_mask = row_ok[:, None] & d_ok[None, :]
+    if N_SPLITS == 1:
+        tl.store(o_ptr + r[:, None] * HEAD_D + offs_d[None, :], out.to(o_ptr.dtype.element_ty), mask=st_mask)
+    else:
+        pr = pid_s * R + r
+        tl.store(po_ptr + pr[:, None] * HEAD_D + offs_d[None, :], out, mask=st_mask)
+        lse = tl.where(seen, m_i + tl.log2(tl.where(seen, l_i, 1.0)), float("-inf"))
+        tl.store(plse_ptr + pr, lse, mask=row_ok)
+
+
+@triton.jit
+def _reduce_kernel(
+    po_ptr,  # [N_SPLITS, R, D] fp32 partial outputs
+    plse_ptr,  # [N_SPLITS, R] fp32 partial log2-sum-exp
+    o_ptr,  # [R, D] output, q's dtype
+    R,
+    N_SPLITS: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    HEAD_D: tl.constexpr,
+):
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    r_ok = rows < R
+    s = tl.arange(0, BLOCK_S)
+    offs_d = tl.arange(0, BLOCK_D)
+    st_mask = r_ok[:, None] & (offs_d < HEAD_D)[None, :]
+    lse = tl.load(plse_ptr + s[:, None].to(tl.int64) * R + rows[None, :],
+                  mask=(s < N_SPLITS)[:, None] & r_ok[None, :], other=float("-inf"))  # [S, R]
+    mx = tl.max(lse, axis=0)
+    mx = tl.where(mx == float("-inf"), 0.0, mx)
+    tot = tl.zeros([BLOCK_R], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_R, BLOCK_D], dtype=tl.float32)
+    for sp in range(N_SPLITS):
+        pr = sp * R + rows.to(tl.int64)
+        w = tl.math.exp2(tl.load(plse_ptr + pr, mask=r_ok, other=float("-inf")) - mx)
+        o = tl.load(po_ptr + pr[:, None] * HEAD_D + offs_d[None, :], mask=st_mask, other=0.0)
+        tot += w
+        acc += w[:, None] * o
+    out = acc / tl.where(tot > 0.0, tot, 1.0)[:, None]
+    tl.store(o_ptr + rows[:, None].to(tl.int64) * HEAD_D + offs_d[None, :], out.to(o_ptr.dtype.element_ty),
+             mask=st_mask)
+
+
+def num_splits(batch: int, hkv: int, m_blocks: int, span: int, block_n: int, sm_count: int, on_cuda: bool) -> int:
+    """Split count from the device and the static shapes (``span``: most positions one query block can see)."""
+    if not on_cuda:
+        return max(1, min(INTERPRETER["max_splits"], triton.cdiv(span, INTERPRETER["min_split_keys"])))
+    base = batch * hkv * m_blocks
+    want = triton.cdiv(CTAS_PER_SM * sm_count, base)
+    by_len = triton.cdiv(span, max(MIN_SPLIT_KEYS, block_n))
+    return max(1, min(want, by_len, MAX_SPLITS))
+
+
+class DecodePlan:
+    """The decode (+ reduce) kernels prepared for one signature of (q, caches, kv_lens) and options."""
+
+    def __init__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_lens: torch.Tensor, *,
+                 window: int, softcap: float):
+        b, hq, lq, d = q.shape
+        hkv, cap = k_cache.shape[1], k_cache.shape[2]
+        g = hq // hkv
+        self.shape, self.dtype, self.device = (b, hq, lq, d), q.dtype, q.device
+        on_cuda = q.is_cuda and not env.settings.triton_interpret
+        block_d = max(16, next_pow2(d))
+        block_m = min(MAX_BLOCK_M, max(16, next_pow2(g * lq)))
+        m_blocks = triton.cdiv(g * lq, block_m)
+        if on_cuda:
+            table = GPU_CONFIGS if q.dtype != torch.float32 else GPU_CONFIGS_F32
+            block_n, warps, stages = table[block_d]
+            sm_count = device_info(q.device).sm_count
+        else:
+            block_n, warps, stages, sm_count = INTERPRETER["block_n"], 4, 1, 1
+        span = cap if window <= 0 else min(cap, window + lq - 1)
+        self.splits = num_splits(b, hkv, m_blocks, span, block_n, sm_count, on_cuda)
+        self.rows = b * hq * lq
+        self.ints = (*q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], hq, lq, cap, window, self.rows)
+        self.launch = Launch(
+            _decode_kernel, (self.splits, b * hkv, m_blocks),
+            dict(G=g, N_SPLITS=self.splits, WINDOW=window > 0, MULTI_Q=lq > 1, SOFTCAP=softcap > 0, BLOCK_M=block_m,
+                 BLOCK_N=block_n, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d,
+                 PRECISION="ieee" if q.dtype == torch.float32 else "tf32"),
+            num_warps=warps, num_stages=stages,
+        )
+        self.reduce = None
+        if self.splits > 1:
+            block_s = next_pow2(self.splits)
+            block_r = max(1, min(16, 4096 // block_d))
+            self.reduce = Launch(
+                _reduce_kernel, (triton.cdiv(self.rows, block_r),),
+                dict(N_SPLITS=self.splits, BLOCK_S=block_s, BLOCK_R=block_r, BLOCK_D=block_d, HEAD_D=d),
+                num_warps=4,
+            )
+
+    def __call__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_lens: torch.Tensor,
+                 scale: float, softcap: float) -> torch.Tensor:
+        out = empty(self.shape, dtype=self.dtype, device=self.device)
+        d = self.shape[3]
+        if self.reduce is None:
+            po = plse = out
+        else:
+            po = empty((self.splits, self.rows, d), dtype=torch.float32, device=self.device)
+            plse = empty((self.splits, self.rows), dtype=torch.float32, device=self.device)
+        cap_in = scale / softcap if softcap > 0 else 0.0
+        self.launch(q, k_cache, v_cache, kv_lens, out, po, plse, *self.ints, scale * LOG2E, cap_in, softcap * LOG2E)
+        if self.reduce is not None:
+            self.reduce(po, plse, out, self.rows)
+        return out
