@@ -38,4 +38,43 @@ CASES = [
     ("softmax", lambda x: mn.softmax(x, 0), lambda d: (torch.randn(7, 100, device=d),)),
 ]
 
+
+# --- quantization (MLX affine, GGUF blocks) and MoE ---------------------------------
+
+def _qweight(d, *lead, n=40, k=128, gs=64, bits=4):
+    wq, s, b = mn.quantize(torch.randn(*lead, n, k) * 0.05, gs, bits)
+    return wq.view(torch.int32).to(d), s.to(d), b.to(d)  # int32 storage: copy_ works everywhere
+
+
+def _q8_0_raw(d, rows, k):
+    blocks = torch.randint(0, 256, (rows * k // 32, 34), dtype=torch.uint8)
+    blocks[:, :2] = torch.full((rows * k // 32, 1), 0.01, dtype=torch.float16).view(torch.uint8)
+    return blocks.reshape(-1).to(d)
+
+
+CASES += [
+    ("quantize", lambda w: mn.quantize(w, 64, 4), lambda d: (torch.randn(8, 128, device=d),)),
+    ("dequantize", lambda w, s, b: mn.dequantize(w, s, b, 64, 4), lambda d: _qweight(d)),
+    ("quantized_matmul", lambda x, w, s, b: mn.quantized_matmul(x, w, s, b, True, 64, 4),
+     lambda d: (torch.randn(3, 128, device=d, dtype=torch.bfloat16), *_qweight(d))),
+    ("quantized_matmul_prefill", lambda x, w, s, b: mn.quantized_matmul(x, w, s, b, True, 64, 4),
+     lambda d: (torch.randn(40, 128, device=d), *_qweight(d))),
+    ("gather_qmm", lambda x, w, s, b, i: mn.gather_qmm(x, w, s, b, rhs_indices=i),
+     lambda d: (torch.randn(3, 1, 1, 128, device=d), *_qweight(d, 4), torch.randint(0, 4, (3, 2), device=d))),
+    ("ggml_dequantize", lambda r: mn.ggml_dequantize(r, "Q8_0", (6, 64)), lambda d: (_q8_0_raw(d, 6, 64),)),
+    ("ggml_matmul", lambda x, r: mn.ggml_matmul(x, r, "Q8_0", (6, 64)),
+     lambda d: (torch.randn(2, 64, device=d), _q8_0_raw(d, 6, 64))),
+    ("ggml_embedding", lambda i, r: mn.ggml_embedding(i, r, "Q8_0", (6, 64)),
+     lambda d: (torch.randint(0, 6, (2, 3), device=d), _q8_0_raw(d, 6, 64))),
+    ("moe_route", lambda z: mn.moe_route(z, 4), lambda d: (torch.randn(3, 16, device=d),)),
+    ("moe_qmm", lambda x, i, w, s, b: mn.moe_qmm(x, i, w, s, b, w_up=w, scales_up=s, biases_up=b),
+     lambda d: (torch.randn(3, 128, device=d), torch.randint(0, 4, (3, 2), device=d, dtype=torch.int32),
+                *_qweight(d, 4))),
+    ("moe_ggml_matmul", lambda x, i, r: mn.moe_ggml_matmul(x, i, r, "Q8_0", (3, 6, 64)),
+     lambda d: (torch.randn(2, 2, 64, device=d), torch.randint(0, 3, (2, 2), device=d, dtype=torch.int32),
+                _q8_0_raw(d, 18, 64))),
+    ("moe_weighted_reduce", lambda y, w: mn.moe_weighted_reduce(y, w),
+     lambda d: (torch.randn(3, 4, 100, device=d), torch.rand(3, 4, device=d))),
+]
+
 CASE_IDS = [c[0] for c in CASES]

@@ -1,0 +1,356 @@
+"""Mixture-of-experts ops: ``moe_route``, ``moe_qmm`` (MLX affine experts),
+``moe_ggml_matmul`` (GGUF experts), ``moe_weighted_reduce``.
+
+A MoE FFN step with these ops (Qwen3-MoE, Qwen3.5/3.6-A3B, Gemma-style)::
+
+    ids, w = mn.moe_route(router_logits, 8)                        # [T, 8] int32, float32
+    h = mn.moe_qmm(x, ids, gate_q, gate_s, gate_b,                 # [T, 8, I]: act(x Wg^T) * (x Wu^T)
+                   w_up=up_q, scales_up=up_s, biases_up=up_b)
+    y = mn.moe_qmm(h, ids, down_q, down_s, down_b)                 # [T, 8, H] (x per slot)
+    out = mn.moe_weighted_reduce(y, w)                             # [T, H]
+
+Rows are grouped by expert on the GPU (no host sync, static sizes); a few rows
+(decode) run one mat-vec program set per row instead.
+
+No ``from __future__ import annotations`` here: torch.library reads the annotations.
+"""
+
+import math
+from typing import Optional, Sequence
+
+import torch
+
+from ...errors import InvalidArgumentError
+from ...runtime import checks
+from ...runtime.dispatch import use_triton
+from ...runtime.library import register_op
+from ...runtime.memory import empty
+from ...runtime.plans import PlanCache, tensor_key
+from ..ggml import formats
+from ..ggml.api import TypeArg, _shape_list, check_raw
+from ..quant.api import check_format, check_packed
+from . import ref
+from .ref import ACTIVATIONS
+
+SCORINGS = ("softmax", "sigmoid")
+ID_DTYPES = (torch.int32, torch.int64)
+
+
+# --------------------------------------------------------------------------- moe_route
+
+def _validate_route(logits, top_k, scoring, renormalize, bias):
+    op = "moe_route"
+    checks.check_tensor(op, "router_logits", logits, checks.FLOAT_DTYPES + (torch.float64,))
+    checks.check_last_dim_contiguous(op, "router_logits", logits)
+    e = logits.shape[-1]
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= min(e, 64):
+        raise InvalidArgumentError(
+            f"{op}: top_k must be an int in [1, min(n_experts, 64)] = [1, {min(e, 64)}], got {top_k!r}")
+    if scoring not in SCORINGS:
+        raise InvalidArgumentError(f"{op}: scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
+    if bias is not None:
+        checks.check_tensor(op, "selection_bias", bias)
+        checks.check_same_device(op, "router_logits", logits, selection_bias=bias)
+        checks.check_vector(op, "selection_bias", bias, e, "the number of experts")
+
+
+def _route_plan(logits, top_k, scoring, renormalize, bias):
+    _validate_route(logits, top_k, scoring, renormalize, bias)
+    from .kernel import RoutePlan
+
+    return RoutePlan(logits, top_k, scoring, renormalize, bias)
+
+
+_ROUTE_PLANS = PlanCache(_route_plan)
+
+
+def _fake_route(logits, top_k, scoring, renormalize, bias):
+    _validate_route(logits, top_k, scoring, renormalize, bias)
+    shape = (*logits.shape[:-1], top_k)
+    return logits.new_empty(shape, dtype=torch.int32), logits.new_empty(shape, dtype=torch.float32)
+
+
+@register_op("moe_route", fake=_fake_route)
+def _moe_route(logits: torch.Tensor, top_k: int, scoring: str, renormalize: bool,
+               bias: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    plan = _ROUTE_PLANS.get((tensor_key(logits), top_k, scoring, renormalize, tensor_key(bias)), logits, top_k,
+                            scoring, renormalize, bias)
+    if plan.empty:
+        shape = (*logits.shape[:-1], top_k)
+        return (empty(shape, dtype=torch.int32, device=logits.device),
+                empty(shape, dtype=torch.float32, device=logits.device))
+    if use_triton("moe_route", logits):
+        return plan(logits, bias)
+    return ref.route(logits, top_k, scoring, renormalize, bias)
+
+
+def moe_route(router_logits: torch.Tensor, top_k: int, *, scoring: str = "softmax", renormalize: bool = True,
+              selection_bias: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Choose ``top_k`` experts per token and their mixing weights, on the device.
+
+    ``scores = softmax(logits)`` (or ``sigmoid(logits)``, DeepSeek-V3/GLM style); the
+    experts with the largest ``scores + selection_bias`` are chosen (the bias only
+    steers the choice, as DeepSeek-V3's correction bias); their weights are their
+    scores, divided by their sum when ``renormalize`` (Qwen3 ``norm_topk_prob``).
+    Ties go to the lower expert id. Per-expert output scales (Gemma) are the
+    caller's: multiply ``weights`` by ``scale[expert_ids]``.
+
+    Args:
+        router_logits: ``[..., E]`` float (E experts, 1 <= top_k <= min(E, 64)).
+        top_k: experts per token.
+        scoring: "softmax" or "sigmoid".
+        renormalize: normalize the chosen weights to sum to 1.
+        selection_bias: optional ``[E]`` added to the scores for the choice only.
+
+    Returns:
+        ``(expert_ids, weights)``: ``[..., top_k]`` int32 sorted by decreasing score, and
+        float32 weights.
+
+    Raises:
+        InvalidArgumentError, UnsupportedDTypeError.
+
+    Example:
+        >>> ids, w = mn.moe_route(h @ router_w.T, 8)
+    """
+    return _moe_route(router_logits, top_k, scoring, bool(renormalize), selection_bias)
+
+
+# --------------------------------------------------------------------------- shared checks
+
+def _check_rows(op: str, x: torch.Tensor, ids: torch.Tensor, k_features: int) -> tuple[int, int]:
+    """``ids [T, k]``; ``x [T, K]`` (shared by the k slots) or ``[T, k, K]`` (one per slot)."""
+    checks.check_tensor(op, "x", x, min_ndim=2)
+    checks.check_tensor(op, "expert_ids", ids, ID_DTYPES, min_ndim=2)
+    checks.check_same_device(op, "x", x, expert_ids=ids)
+    checks.check_last_dim_contiguous(op, "x", x)
+    if ids.dim() != 2:
+        raise InvalidArgumentError(f"{op}: expert_ids must be [tokens, top_k], got shape {tuple(ids.shape)}")
+    t, k = ids.shape
+    if x.dim() == 2:
+        ok = x.shape[0] == t
+    elif x.dim() == 3:
+        ok = x.shape[:2] == ids.shape
+    else:
+        ok = False
+    if not ok:
+        raise InvalidArgumentError(
+            f"{op}: x has shape {tuple(x.shape)}; expected [{t}, K] or [{t}, {k}, K] for expert_ids {tuple(ids.shape)}")
+    if x.shape[-1] != k_features:
+        raise InvalidArgumentError(f"{op}: x has {x.shape[-1]} features in its last dim but the experts take K={k_features}")
+    return t, k
+
+
+def check_ids_range(op: str, ids: torch.Tensor, n_experts: int) -> None:
+    """Expert ids in ``[0, n_experts)``, checked when host-visible (CPU): reading CUDA ids would sync.
+    On CUDA the kernels never read outside the weights and rows of bad ids come out NaN."""
+    if ids.device.type == "cpu" and ids.numel():
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or hi >= n_experts:
+            raise InvalidArgumentError(
+                f"{op}: expert_ids holds {lo if lo < 0 else hi}, out of range for {n_experts} experts")
+
+
+def _check_activation(op: str, activation: str) -> None:
+    if activation not in ACTIVATIONS:
+        raise InvalidArgumentError(f"{op}: activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
+
+
+# --------------------------------------------------------------------------- moe_qmm
+
+def _validate_qmm(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation):
+    op = "moe_qmm"
+    check_format(op, group_size, bits)
+    k_feat = check_packed(op, w, scales, biases, group_size, bits)
+    if w.dim() != 3:
+        raise InvalidArgumentError(f"{op}: w must be [experts, N, K * bits / 32], got shape {tuple(w.shape)}")
+    t, k = _check_rows(op, x, ids, k_feat)
+    checks.check_same_device(op, "x", x, w=w)
+    has_up = w_up is not None
+    if has_up != (scales_up is not None) or has_up != (biases_up is not None):
+        raise InvalidArgumentError(f"{op}: w_up, scales_up and biases_up must be given together")
+    if has_up:
+        check_packed(op, w_up, scales_up, biases_up, group_size, bits)
+        for name, a, b in (("w_up", w_up, w), ("scales_up", scales_up, scales), ("biases_up", biases_up, biases)):
+            if a.shape != b.shape:
+                raise InvalidArgumentError(f"{op}: {name} has shape {tuple(a.shape)}, expected {tuple(b.shape)}")
+        checks.check_same_device(op, "x", x, w_up=w_up)
+        _check_activation(op, activation)
+    return t, k, w.shape[1]
+
+
+def _moe_qmm_plan(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation):
+    t, k, n = _validate_qmm(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation)
+    from .kernel import MoeQmmPlan
+
+    return MoeQmmPlan(x, ids, w, scales, biases, w_up is not None, group_size, bits, activation, t, k, n)
+
+
+_QMM_PLANS = PlanCache(_moe_qmm_plan)
+
+
+def _fake_moe_qmm(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation):
+    t, k, n = _validate_qmm(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation)
+    return x.new_empty((t, k, n))
+
+
+@register_op("moe_qmm", fake=_fake_moe_qmm)
+def _moe_qmm(x: torch.Tensor, ids: torch.Tensor, w: torch.Tensor, scales: torch.Tensor, biases: torch.Tensor,
+             w_up: Optional[torch.Tensor], scales_up: Optional[torch.Tensor], biases_up: Optional[torch.Tensor],
+             group_size: int, bits: int, activation: str) -> torch.Tensor:
+    key = (tensor_key(x), tensor_key(ids), tensor_key(w), tensor_key(scales), tensor_key(biases), tensor_key(w_up),
+           tensor_key(scales_up), tensor_key(biases_up), group_size, bits, activation)
+    plan = _QMM_PLANS.get(key, x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation)
+    check_ids_range("moe_qmm", ids, w.shape[0])
+    if plan.empty:
+        return empty(plan.out_shape, dtype=x.dtype, device=x.device)
+    if use_triton("moe_qmm", x):
+        return plan(x, ids, w, scales, biases, w_up, scales_up, biases_up)
+    return plan.reference(x, ids, w, scales, biases, w_up, scales_up, biases_up)
+
+
+def moe_qmm(x: torch.Tensor, expert_ids: torch.Tensor, w: torch.Tensor, scales: torch.Tensor, biases: torch.Tensor,
+            *, group_size: int = 64, bits: int = 4, w_up: Optional[torch.Tensor] = None,
+            scales_up: Optional[torch.Tensor] = None, biases_up: Optional[torch.Tensor] = None,
+            activation: str = "silu") -> torch.Tensor:
+    """Expert-routed quantized matmul on MLX-affine experts stacked as ``[E, N, K*bits/32]``.
+
+    ``out[t, j] = x[t] @ W[expert_ids[t, j]].T`` (``x [T, K]``, shared by the slots) or
+    ``x[t, j] @ W[...].T`` (``x [T, k, K]``, e.g. the down projection). With ``w_up``
+    (the up projection, same shapes as ``w``, the gate) the gate/up pair is fused:
+    ``act(x Wg^T) * (x Wu^T)`` in fp32, one rounding (``activation`` "silu": SwiGLU;
+    "gelu_tanh": GeGLU as Gemma).
+
+    Args:
+        x: ``[T, K]`` or ``[T, top_k, K]`` float32/float16/bfloat16.
+        expert_ids: ``[T, top_k]`` int32/int64 in ``[0, E)`` (as :func:`moe_route` returns).
+        w, scales, biases: stacked experts as mlx-lm's SwitchLinear holds them
+            (``[E, N, K*bits/32]`` uint32, ``[E, N, K/group_size]``).
+        group_size, bits: the quantization.
+        w_up, scales_up, biases_up: optional up projection for the fused gate/up.
+        activation: "silu" or "gelu_tanh" (used with ``w_up``).
+
+    Returns:
+        ``[T, top_k, N]`` in x's dtype.
+
+    Raises:
+        InvalidArgumentError (shapes, ids out of range on CPU), UnsupportedError, UnsupportedDTypeError.
+    """
+    return _moe_qmm(x, expert_ids, w, scales, biases, w_up, scales_up, biases_up, int(group_size), int(bits),
+                    activation)
+
+
+# --------------------------------------------------------------------------- moe_ggml_matmul
+
+def _validate_ggml(x, ids, raw, type_id, shape, raw_up, activation):
+    op = "moe_ggml_matmul"
+    t = formats.parse_type(op, type_id)
+    dims = formats.parse_shape(op, shape, t, min_ndim=3)
+    if len(dims) != 3:
+        raise InvalidArgumentError(f"{op}: shape must be (experts, N, K), got {tuple(dims)}")
+    check_raw(op, raw, t, dims)
+    tt, k = _check_rows(op, x, ids, dims[2])
+    checks.check_same_device(op, "x", x, raw=raw)
+    if raw_up is not None:
+        check_raw(op, raw_up, t, dims, name="raw_up")
+        checks.check_same_device(op, "x", x, raw_up=raw_up)
+        _check_activation(op, activation)
+    return t, dims, tt, k
+
+
+def _moe_ggml_plan(x, ids, raw, type_id, shape, raw_up, activation):
+    t, dims, tt, k = _validate_ggml(x, ids, raw, type_id, shape, raw_up, activation)
+    from .kernel import MoeGgmlPlan
+
+    return MoeGgmlPlan(x, ids, raw, t, dims, raw_up is not None, activation, tt, k)
+
+
+_GGML_PLANS = PlanCache(_moe_ggml_plan)
+
+
+def _fake_moe_ggml(x, ids, raw, type_id, shape, raw_up, activation):
+    _, dims, tt, k = _validate_ggml(x, ids, raw, type_id, shape, raw_up, activation)
+    return x.new_empty((tt, k, dims[1]))
+
+
+@register_op("moe_ggml_matmul", fake=_fake_moe_ggml)
+def _moe_ggml_matmul(x: torch.Tensor, ids: torch.Tensor, raw: torch.Tensor, type_id: int, shape: list[int],
+                     raw_up: Optional[torch.Tensor], activation: str) -> torch.Tensor:
+    key = (tensor_key(x), tensor_key(ids), tensor_key(raw), type_id, tuple(shape), tensor_key(raw_up), activation)
+    plan = _GGML_PLANS.get(key, x, ids, raw, type_id, shape, raw_up, activation)
+    check_ids_range("moe_ggml_matmul", ids, plan.n_experts)
+    if plan.empty:
+        return empty(plan.out_shape, dtype=x.dtype, device=x.device)
+    if use_triton("moe_ggml_matmul", x):
+        return plan(x, ids, raw, raw_up)
+    return plan.reference(x, ids, raw, raw_up)
+
+
+def moe_ggml_matmul(x: torch.Tensor, expert_ids: torch.Tensor, raw: torch.Tensor, ggml_type: TypeArg,
+                    shape: Sequence[int], *, raw_up: Optional[torch.Tensor] = None,
+                    activation: str = "silu") -> torch.Tensor:
+    """Expert-routed matmul on GGUF experts (``ffn_gate_exps`` & co.), straight on the raw blocks.
+
+    Args:
+        x: ``[T, K]`` or ``[T, top_k, K]``.
+        expert_ids: ``[T, top_k]`` int32/int64.
+        raw: uint8 bytes of the stacked experts as in the file.
+        ggml_type: any type :func:`ggml_matmul` takes.
+        shape: ``(E, N, K)`` (GGUF ``ne = [K, N, E]``).
+        raw_up, activation: the fused gate/up pair, as in :func:`moe_qmm`.
+
+    Returns:
+        ``[T, top_k, N]`` in x's dtype.
+    """
+    return _moe_ggml_matmul(x, expert_ids, raw, formats.parse_type("moe_ggml_matmul", ggml_type).id,
+                            _shape_list(shape), raw_up, activation)
+
+
+# --------------------------------------------------------------------------- moe_weighted_reduce
+
+def _validate_reduce(y, weights):
+    op = "moe_weighted_reduce"
+    checks.check_tensor(op, "y", y, min_ndim=2)
+    checks.check_tensor(op, "weights", weights)
+    checks.check_same_device(op, "y", y, weights=weights)
+    checks.check_last_dim_contiguous(op, "y", y)
+    if weights.shape != y.shape[:-1]:
+        raise InvalidArgumentError(
+            f"{op}: weights has shape {tuple(weights.shape)}, expected {tuple(y.shape[:-1])} (y's shape without its last dim)")
+
+
+def _reduce_plan(y, weights):
+    _validate_reduce(y, weights)
+    from .kernel import ReducePlan
+
+    return ReducePlan(y, weights)
+
+
+_REDUCE_PLANS = PlanCache(_reduce_plan)
+
+
+def _fake_reduce(y, weights):
+    _validate_reduce(y, weights)
+    return y.new_empty((*y.shape[:-2], y.shape[-1]))
+
+
+@register_op("moe_weighted_reduce", fake=_fake_reduce)
+def _moe_weighted_reduce(y: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    plan = _REDUCE_PLANS.get((tensor_key(y), tensor_key(weights)), y, weights)
+    if plan.empty:
+        return empty(plan.out_shape, dtype=y.dtype, device=y.device)
+    if use_triton("moe_weighted_reduce", y):
+        return plan(y, weights)
+    return ref.weighted_reduce(y, weights)
+
+
+def moe_weighted_reduce(y: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Mix the experts' outputs: ``out[..., :] = sum_j weights[..., j] * y[..., j, :]`` (fp32 math).
+
+    Args:
+        y: ``[..., top_k, H]`` expert outputs.
+        weights: ``[..., top_k]`` (any float dtype, e.g. float32 from :func:`moe_route`).
+
+    Returns:
+        ``[..., H]`` in y's dtype.
+    """
+    return _moe_weighted_reduce(y, weights)

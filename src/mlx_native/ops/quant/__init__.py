@@ -1,0 +1,4 @@
+"""MLX affine quantization: quantize, dequantize, quantized_matmul, gather_qmm."""
+from .api import dequantize, gather_qmm, quantize, quantized_matmul
+
+__all__ = ["quantize", "dequantize", "quantized_matmul", "gather_qmm"]

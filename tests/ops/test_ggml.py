@@ -1,0 +1,262 @@
+"""GGUF blocks: ``gguf.quants`` (llama.cpp's Python package) is the oracle of every type's
+dequantization (bit-exact, random and crafted blocks, extreme scales); matmuls against
+dequantize + fp64 matmul with the error bar; embedding rows; bad input."""
+
+import gguf
+import numpy as np
+import pytest
+import torch
+from gguf.quants import dequantize as gguf_dequantize
+from gguf.quants import quantize as gguf_quantize
+
+import mlx_native as mn
+from helpers import assert_error_bar, randn
+from mlx_native.ops.ggml import formats
+
+QTYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
+MATMUL_TYPES = ("Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K")
+# byte offsets of the fp16 scale fields of each block
+FP16_FIELDS = {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q8_0": (0,), "Q2_K": (80, 82),
+               "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,)}
+EXTREME = np.array([65504.0, -65504.0, 6e-8, -6e-8, 1e-5, 3.0e4, 0.0, -0.0, np.inf, -np.inf, np.nan],
+                   dtype=np.float16)
+
+
+def crafted_blocks(name: str, n_blocks: int, rng: np.random.Generator, extreme: bool = False) -> np.ndarray:
+    """Random code bytes with controlled fp16 scale fields (``[n_blocks * block_bytes]`` uint8)."""
+    t = formats.BY_NAME[name]
+    raw = rng.integers(0, 256, (n_blocks, t.block_bytes), dtype=np.uint8)
+    for off in FP16_FIELDS[name]:
+        if extreme:
+            vals = rng.choice(EXTREME, n_blocks)
+        else:
+            vals = (rng.uniform(2e-3, 2e-2, n_blocks) * rng.choice([-1, 1], n_blocks)).astype(np.float16)
+            if name in ("Q2_K", "Q4_K", "Q5_K") and off == 2:
+                vals = np.abs(vals)  # dmin
+        raw[:, off:off + 2] = vals.astype(np.float16).view(np.uint8).reshape(n_blocks, 2)
+    return raw.reshape(-1)
+
+
+def valid_blocks(name: str, n: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Blocks of a quantized random weight where gguf can quantize this type, else crafted ones."""
+    qtype = gguf.GGMLQuantizationType[name]
+    try:
+        w = (rng.standard_normal((n, k)) * 0.05).astype(np.float32)
+        return np.ascontiguousarray(gguf_quantize(w, qtype)).reshape(-1)
+    except NotImplementedError:
+        t = formats.BY_NAME[name]
+        return crafted_blocks(name, n * k // t.block_elems, rng)
+
+
+def float_raw(name: str, n: int, k: int) -> np.ndarray:
+    dtype = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}[name]
+    return (torch.randn(n, k) * 0.05).to(dtype).contiguous().view(torch.uint8).reshape(-1).numpy()
+
+
+def raw_tensor(raw: np.ndarray, device) -> torch.Tensor:
+    return torch.from_numpy(raw.copy()).to(device)
+
+
+def gguf_values(raw: np.ndarray, name: str, shape) -> np.ndarray:
+    return gguf_dequantize(raw, gguf.GGMLQuantizationType[name]).astype(np.float32).reshape(shape)
+
+
+def assert_bit_exact(ours: torch.Tensor, theirs: np.ndarray, what: str) -> None:
+    ours = ours.cpu().numpy()
+    nan_o, nan_t = np.isnan(ours), np.isnan(theirs)
+    assert np.array_equal(nan_o, nan_t), f"{what}: NaN positions differ"
+    a, b = ours[~nan_o].view(np.uint32), theirs[~nan_t].view(np.uint32)
+    bad = np.nonzero(a != b)[0]
+    assert bad.size == 0, f"{what}: {bad.size} values differ, first {ours[~nan_o][bad[0]]} vs {theirs[~nan_t][bad[0]]}"
+
+
+def rng_for(request) -> np.random.Generator:
+    return np.random.default_rng(torch.initial_seed() % 2**32)
+
+
+# --------------------------------------------------------------------------- dequantize
+
+
+@pytest.mark.parametrize("name", QTYPES)
+def test_dequantize_bit_exact_vs_gguf(device, name, request):
+    rng = rng_for(request)
+    t = formats.BY_NAME[name]
+    n, k = 3, 2 * 256
+    raw = crafted_blocks(name, n * k // t.block_elems, rng)
+    ours = mn.ggml_dequantize(raw_tensor(raw, device), name, (n, k))
+    assert ours.shape == (n, k) and ours.dtype == torch.float32
+    assert_bit_exact(ours, gguf_values(raw, name, (n, k)), name)
+
+
+@pytest.mark.parametrize("name", QTYPES)
+def test_dequantize_extreme_scales_bit_exact(device, name, request):
+    rng = rng_for(request)
+    t = formats.BY_NAME[name]
+    raw = crafted_blocks(name, 24 if t.block_elems == 256 else 64, rng, extreme=True)
+    shape = (raw.size // t.block_bytes * t.block_elems,)
+    with np.errstate(invalid="ignore", over="ignore"):
+        theirs = gguf_values(raw, name, shape)
+    assert_bit_exact(mn.ggml_dequantize(raw_tensor(raw, device), gguf.GGMLQuantizationType[name], shape), theirs,
+                     name)
+
+
+@pytest.mark.parametrize("name", ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"))
+def test_dequantize_gguf_quantized_weights(device, name, request):
+    rng = rng_for(request)
+    raw = valid_blocks(name, 5, 96, rng)
+    ours = mn.ggml_dequantize(raw_tensor(raw, device), formats.BY_NAME[name].id, [5, 96])
+    assert_bit_exact(ours, gguf_values(raw, name, (5, 96)), name)
+
+
+@pytest.mark.parametrize("name", ("F32", "F16", "BF16"))
+def test_dequantize_float_types(device, name):
+    raw = float_raw(name, 4, 33)
+    ours = mn.ggml_dequantize(raw_tensor(raw, device), name, (4, 33))
+    assert_bit_exact(ours, gguf_values(raw, name, (4, 33)), name)
+
+
+def test_dequantize_out_dtype(device, request):
+    raw = crafted_blocks("Q4_K", 4, rng_for(request))
+    out = mn.ggml_dequantize(raw_tensor(raw, device), "q4_k", (2, 512), dtype=torch.bfloat16)
+    assert out.dtype == torch.bfloat16
+    assert torch.equal(out.cpu(), torch.from_numpy(gguf_values(raw, "Q4_K", (2, 512))).to(torch.bfloat16))
+
+
+# --------------------------------------------------------------------------- matmul
+
+
+def _check_matmul(device, name, m, n, k, dtype, rng, lead=()):
+    raw = float_raw(name, n, k) if name in ("F32", "F16", "BF16") else valid_blocks(name, n, k, rng)
+    w = torch.from_numpy(gguf_values(raw, name, (n, k)))
+    x = randn(*lead, m, k, dtype=dtype)
+    out = mn.ggml_matmul(x.to(device), raw_tensor(raw, device), name, (n, k))
+    assert out.shape == (*lead, m, n) and out.dtype == dtype
+    oracle = x.double() @ w.double().T
+    baseline = x @ w.to(dtype).T
+    assert_error_bar(out.cpu(), oracle, baseline, what=f"ggml_matmul {name} {m}x{n}x{k} {dtype}")
+
+
+@pytest.mark.parametrize("name", MATMUL_TYPES)
+@pytest.mark.parametrize("m", [1, 3, 17])
+def test_matmul_error_bar(device, name, m, request):
+    k = 512
+    _check_matmul(device, name, m, 40, k, torch.bfloat16, rng_for(request))
+
+
+@pytest.mark.parametrize("name", MATMUL_TYPES + ("F32", "F16", "BF16"))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_matmul_dtypes(device, name, dtype, request):
+    _check_matmul(device, name, 2, 24, 256, dtype, rng_for(request))
+
+
+@pytest.mark.parametrize("name", ("Q4_0", "Q4_K", "Q6_K"))
+def test_matmul_prefill_odd_n(device, name, request):
+    _check_matmul(device, name, 40, 37, 256, torch.bfloat16, rng_for(request))
+
+
+def test_matmul_m300_batched(device, request):
+    _check_matmul(device, "Q8_0", 300, 9, 64, torch.bfloat16, rng_for(request))
+    _check_matmul(device, "Q4_1", 5, 20, 64, torch.bfloat16, rng_for(request), lead=(2,))
+
+
+@pytest.mark.parametrize("name", ("Q5_0", "Q5_1", "Q2_K", "Q3_K"))
+def test_matmul_types_without_fused_kernel(device, name, request):
+    _check_matmul(device, name, 3, 16, 256, torch.bfloat16, rng_for(request))
+
+
+# --------------------------------------------------------------------------- embedding
+
+
+@pytest.mark.parametrize("name", ("Q8_0", "Q4_1", "Q6_K", "F16"))
+def test_embedding_rows(device, name, request):
+    rng = rng_for(request)
+    vocab, hidden = 11, 256
+    raw = float_raw(name, vocab, hidden) if name == "F16" else valid_blocks(name, vocab, hidden, rng)
+    ids = torch.tensor([[3, 0, 10], [7, 7, 1]])
+    out = mn.ggml_embedding(ids.to(device), raw_tensor(raw, device), name, (vocab, hidden), dtype=torch.bfloat16)
+    table = torch.from_numpy(gguf_values(raw, name, (vocab, hidden)))
+    assert out.shape == (2, 3, hidden)
+    assert torch.equal(out.cpu(), table[ids].to(torch.bfloat16))
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+class TestBadInput:
+    def test_unsupported_type_is_named(self):
+        raw = torch.zeros(66, dtype=torch.uint8)
+        with pytest.raises(mn.UnsupportedError, match=r"ggml_dequantize: ggml_type IQ2_XXS \(id 16\) is not supported; "
+                                                      r"supported: F32, F16, Q4_0"):
+            mn.ggml_dequantize(raw, gguf.GGMLQuantizationType.IQ2_XXS, (256,))
+        with pytest.raises(mn.UnsupportedError, match="ggml_matmul: ggml_type 'Q8_K' is not supported"):
+            mn.ggml_matmul(torch.randn(1, 256), raw, "Q8_K", (1, 256))
+        with pytest.raises(mn.InvalidArgumentError, match="ggml_type must be an int"):
+            mn.ggml_dequantize(raw, 2.5j, (32,))
+
+    def test_raw_not_whole_blocks(self):
+        with pytest.raises(mn.FormatError, match="ggml_dequantize: raw has 37 bytes, not a whole number of Q4_0 blocks of 18 bytes"):
+            mn.ggml_dequantize(torch.zeros(37, dtype=torch.uint8), "Q4_0", (64,))
+
+    def test_raw_size_does_not_match_shape(self):
+        raw = torch.zeros(2 * 144, dtype=torch.uint8)
+        with pytest.raises(mn.FormatError, match=r"ggml_matmul: raw holds 2 Q4_K blocks \(288 bytes\) but shape \(4, 256\) needs 4"):
+            mn.ggml_matmul(torch.randn(1, 256), raw, "Q4_K", (4, 256))
+
+    def test_k_not_multiple_of_block(self):
+        with pytest.raises(mn.InvalidArgumentError, match=r"the last dim of shape \(2, 100\) is not a multiple of 32, the block size of Q8_0"):
+            mn.ggml_dequantize(torch.zeros(2 * 4 * 34, dtype=torch.uint8), "Q8_0", (2, 100))
+
+    def test_x_features_and_dtypes(self):
+        raw = torch.zeros(2 * 34, dtype=torch.uint8)
+        with pytest.raises(mn.InvalidArgumentError, match="ggml_matmul: x has 64 features .* K=32"):
+            mn.ggml_matmul(torch.randn(1, 64), raw, "Q8_0", (2, 32))
+        with pytest.raises(mn.UnsupportedDTypeError, match="ggml_matmul: raw has dtype float32"):
+            mn.ggml_matmul(torch.randn(1, 32), torch.zeros(17), "Q8_0", (2, 32))
+        with pytest.raises(mn.InvalidArgumentError, match="raw must be contiguous"):
+            mn.ggml_dequantize(torch.zeros(2, 68, dtype=torch.uint8)[:, :34], "Q8_0", (2, 32))
+
+    def test_embedding_ids_out_of_range(self):
+        raw = torch.zeros(3 * 34, dtype=torch.uint8)
+        with pytest.raises(mn.InvalidArgumentError, match="ggml_embedding: ids holds 3, out of range for 3 rows"):
+            mn.ggml_embedding(torch.tensor([0, 3]), raw, "Q8_0", (3, 32))
+
+
+# --------------------------------------------------------------------------- GPU, real sizes
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", MATMUL_TYPES)
+@pytest.mark.parametrize("m", [1, 3, 16, 17, 300, 1024])
+def test_gpu_matmul_real_sizes(name, m):
+    rng = np.random.default_rng(m)
+    n, k = 4000, 4096
+    _check_gpu(name, m, n, k, rng)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ("Q4_0", "Q4_K"))
+@pytest.mark.parametrize("nk", [(4096, 14336), (14336, 4096)])
+def test_gpu_matmul_llama_shapes(name, nk):
+    _check_gpu(name, 1, *nk, np.random.default_rng(1))
+    _check_gpu(name, 8, *nk, np.random.default_rng(2))
+
+
+def _check_gpu(name, m, n, k, rng):
+    t = formats.BY_NAME[name]
+    raw = crafted_blocks(name, n * k // t.block_elems, rng)
+    rt = torch.from_numpy(raw).cuda()
+    w = mn.ggml_dequantize(rt, name, (n, k))
+    x = randn(m, k, dtype=torch.bfloat16, device="cuda")
+    out = mn.ggml_matmul(x, rt, name, (n, k))
+    assert_error_bar(out, x.double() @ w.double().T, x @ w.to(torch.bfloat16).T, what=f"{name} {m}x{n}x{k}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", QTYPES)
+def test_gpu_dequantize_bit_exact(name):
+    rng = np.random.default_rng(0)
+    t = formats.BY_NAME[name]
+    raw = crafted_blocks(name, 4096, rng, extreme=True)
+    with np.errstate(invalid="ignore", over="ignore"):
+        theirs = gguf_values(raw, name, (-1,))
+    assert_bit_exact(mn.ggml_dequantize(torch.from_numpy(raw).cuda(), name, (4096 * t.block_elems,)), theirs, name)

@@ -1,0 +1,293 @@
+"""MLX affine quantization: MLX itself is the oracle (quantize bit-identical, dequantize,
+quantized_matmul and gather_qmm agree), fp64 error bars, odd shapes, bad input."""
+
+import mlx.core as mx
+import numpy as np
+import pytest
+import torch
+
+import mlx_native as mn
+from helpers import ALL_FLOAT, assert_agrees_with, assert_error_bar, from_mlx, mlx_array, randn
+from mlx_native.ops.quant import ref
+
+BITS = (2, 3, 4, 5, 6, 8)
+GROUPS = (32, 64, 128)
+
+
+def mx_u32(t: torch.Tensor):
+    return mx.array(t.cpu().view(torch.int32).numpy().view(np.uint32))
+
+
+def qweight(n, k, group_size=64, bits=4, dtype=torch.bfloat16, device="cpu", lead=()):
+    """A random weight, quantized on the CPU (bit-identical to MLX), moved to ``device``."""
+    w = randn(*lead, n, k, dtype=dtype, scale=0.05) * (1 + torch.rand(*lead, n, 1)).to(dtype)
+    wq, s, b = mn.quantize(w, group_size, bits)
+    return wq.to(device), s.to(device), b.to(device)
+
+
+def dequant64(wq, s, b, gs, bits):
+    return ref.dequantize(wq.cpu(), s.cpu(), b.cpu(), gs, bits, dtype=torch.float64, compute=torch.float64)
+
+
+def lowp_qmm(x, wq, s, b, gs, bits, transpose=True):
+    """The same math as a PyTorch user writes it in x's dtype: dequantize, then matmul."""
+    w = ref.dequantize(wq, s, b, gs, bits, dtype=x.dtype)
+    return x @ (w.T if transpose else w)
+
+
+# --------------------------------------------------------------------------- quantize
+
+
+@pytest.mark.parametrize("dtype", ALL_FLOAT)
+@pytest.mark.parametrize("bits", BITS)
+@pytest.mark.parametrize("group_size", GROUPS)
+def test_quantize_bit_identical_to_mlx(device, dtype, bits, group_size):
+    w = randn(5, 2 * 128, dtype=dtype) * (torch.rand(5, 1) * 4).to(dtype)
+    w[0, :group_size] = 0.5  # a constant group (zero range)
+    w[1, :group_size] = -torch.arange(group_size, dtype=torch.float32).to(dtype)  # min dominates
+    wq, s, b = mn.quantize(w.to(device), group_size, bits)
+    assert wq.dtype == torch.uint32 and s.dtype == dtype and b.dtype == dtype
+    assert wq.shape == (5, 256 * bits // 32) and s.shape == (5, 256 // group_size)
+    mq, ms, mb = mx.quantize(mlx_array(w), group_size=group_size, bits=bits)
+    assert np.array_equal(wq.cpu().view(torch.int32).numpy().view(np.uint32), np.array(mq))
+    assert torch.equal(s.cpu().double(), from_mlx(ms)) and torch.equal(b.cpu().double(), from_mlx(mb))
+
+
+def test_quantize_batched_and_extreme_values(device):
+    w = randn(2, 3, 128, dtype=torch.float32, scale=1e4)
+    w[0, 0, :64] = 1e-30  # tiny range: the scale is clamped at 1e-7
+    wq, s, b = mn.quantize(w.to(device), 64, 4)
+    mq, ms, mb = mx.quantize(mlx_array(w), group_size=64, bits=4)
+    assert np.array_equal(wq.cpu().view(torch.int32).numpy().view(np.uint32), np.array(mq))
+    assert torch.equal(s.cpu().double(), from_mlx(ms)) and torch.equal(b.cpu().double(), from_mlx(mb))
+
+
+def test_pack_unpack_roundtrip():
+    for bits in BITS:
+        q = torch.randint(0, 1 << bits, (3, 96))
+        assert torch.equal(ref.unpack(ref.pack(q, bits), bits), q)
+
+
+# --------------------------------------------------------------------------- dequantize
+
+
+@pytest.mark.parametrize("bits", BITS)
+@pytest.mark.parametrize("group_size", GROUPS)
+def test_dequantize_matches_mlx(device, bits, group_size):
+    dtype = torch.bfloat16 if bits % 2 else torch.float16
+    wq, s, b = qweight(7, 256, group_size, bits, dtype)
+    ours = mn.dequantize(wq.to(device), s.to(device), b.to(device), group_size, bits)
+    assert ours.dtype == dtype and ours.shape == (7, 256)
+    theirs = from_mlx(mx.dequantize(mx_u32(wq), mlx_array(s), mlx_array(b), group_size=group_size, bits=bits))
+    oracle = dequant64(wq, s, b, group_size, bits)
+    # ours: fp32 math, one rounding; MLX rounds twice in the low dtype
+    assert_agrees_with(ours.cpu(), theirs, oracle, what=f"dequantize {bits}b g{group_size}")
+
+
+def test_dequantize_fp32_scales(device):
+    wq, s, b = qweight(9, 384, 128, 5, torch.float32)
+    ours = mn.dequantize(wq.to(device), s.to(device), b.to(device), 128, 5)
+    assert_error_bar(ours.cpu(), dequant64(wq, s, b, 128, 5), ref.dequantize(wq, s, b, 128, 5))
+
+
+# --------------------------------------------------------------------------- quantized_matmul
+
+
+def _check_qmm(device, m, n, k, gs, bits, dtype, transpose=True, lead=()):
+    shape = (n, k) if transpose else (k, n)
+    wq, s, b = qweight(*shape, gs, bits, dtype)
+    x = randn(*lead, m, k, dtype=dtype)
+    out = mn.quantized_matmul(x.to(device), wq.to(device), s.to(device), b.to(device), transpose, gs, bits)
+    assert out.shape == (*lead, m, n) and out.dtype == dtype
+    w64 = dequant64(wq, s, b, gs, bits)
+    oracle = x.double() @ (w64.T if transpose else w64)
+    theirs = from_mlx(mx.quantized_matmul(mlx_array(x), mx_u32(wq), mlx_array(s), mlx_array(b), transpose=transpose,
+                                          group_size=gs, bits=bits))
+    assert_error_bar(out.cpu(), oracle, lowp_qmm(x, wq, s, b, gs, bits, transpose), what=f"qmm {m}x{n}x{k} {bits}b")
+    assert_agrees_with(out.cpu(), theirs, oracle, what=f"qmm vs MLX {m}x{n}x{k} {bits}b")
+
+
+@pytest.mark.parametrize("m", [1, 3, 17])
+@pytest.mark.parametrize("bits", [4, 8, 3])
+def test_quantized_matmul_matches_mlx(device, m, bits):
+    _check_qmm(device, m, 40, 256, 64, bits, torch.bfloat16)
+
+
+@pytest.mark.parametrize("bits", BITS)
+@pytest.mark.parametrize("group_size", GROUPS)
+def test_quantized_matmul_all_formats(device, bits, group_size):
+    _check_qmm(device, 2, 24, 384, group_size, bits, torch.float16)
+
+
+@pytest.mark.parametrize("dtype", ALL_FLOAT)
+@pytest.mark.parametrize("m", [1, 5, 33])
+def test_quantized_matmul_dtypes_prefill(device, dtype, m):
+    _check_qmm(device, m, 72, 192, 32, 4, dtype)
+
+
+@pytest.mark.parametrize("m", [1, 20])
+def test_quantized_matmul_transpose_false(device, m):
+    _check_qmm(device, m, 128, 96, 32, 4, torch.bfloat16, transpose=False)
+    _check_qmm(device, m, 192, 64, 64, 6, torch.float32, transpose=False)
+
+
+def test_quantized_matmul_batched_x_and_mixed_dtypes(device):
+    _check_qmm(device, 3, 50, 128, 64, 4, torch.bfloat16, lead=(2,))
+    wq, s, b = qweight(40, 128, 64, 4, torch.float32)
+    x = randn(3, 128, dtype=torch.bfloat16)
+    out = mn.quantized_matmul(x.to(device), wq.to(device), s.to(device), b.to(device))
+    assert out.dtype == torch.float32  # MLX's promotion: bf16 x fp32 scales -> fp32
+    oracle = x.double() @ dequant64(wq, s, b, 64, 4).T
+    assert_error_bar(out.cpu(), oracle, x.float() @ ref.dequantize(wq, s, b, 64, 4).T)
+
+
+def test_quantized_matmul_m300(device):
+    _check_qmm(device, 300, 33, 128, 64, 4, torch.bfloat16)
+
+
+def test_quantized_matmul_strided_x(device):
+    wq, s, b = qweight(24, 128, 64, 4, torch.bfloat16)
+    base = randn(5, 2, 128, dtype=torch.bfloat16)
+    x = base[:, 1]
+    out = mn.quantized_matmul(x.to(device), wq.to(device), s.to(device), b.to(device))
+    assert_error_bar(out.cpu(), x.double() @ dequant64(wq, s, b, 64, 4).T, lowp_qmm(x, wq, s, b, 64, 4))
+
+
+# --------------------------------------------------------------------------- gather_qmm
+
+
+def test_gather_qmm_matches_mlx_switchglu_shapes(device):
+    """mlx-lm SwitchGLU: x [T, 1, 1, K], rhs_indices [T, top_k] -> [T, top_k, 1, N]."""
+    e, n, k, t, topk = 6, 40, 128, 5, 3
+    wq, s, b = qweight(n, k, 64, 4, torch.bfloat16, lead=(e,))
+    x = randn(t, 1, 1, k, dtype=torch.bfloat16)
+    idx = torch.randint(0, e, (t, topk), dtype=torch.int32)
+    out = mn.gather_qmm(x.to(device), wq.to(device), s.to(device), b.to(device), rhs_indices=idx.to(device))
+    assert out.shape == (t, topk, 1, n)
+    theirs = from_mlx(mx.gather_qmm(mlx_array(x), mx_u32(wq), mlx_array(s), mlx_array(b),
+                                    rhs_indices=mx.array(idx.numpy()), transpose=True, group_size=64, bits=4))
+    w64 = dequant64(wq, s, b, 64, 4)
+    oracle = torch.einsum("tk,tjnk->tjn", x[:, 0, 0].double(), w64[idx.long()]).unsqueeze(-2)
+    lowp = torch.einsum("tk,tjnk->tjn", x[:, 0, 0].float(),
+                        ref.dequantize(wq, s, b, 64, 4)[idx.long()].float()).to(x.dtype).unsqueeze(-2)
+    assert_error_bar(out.cpu(), oracle, lowp)
+    assert_agrees_with(out.cpu(), theirs, oracle)
+
+
+@pytest.mark.parametrize("bits", [4, 6])
+def test_gather_qmm_lhs_and_rhs_indices(device, bits):
+    e, n, k = 4, 24, 64
+    wq, s, b = qweight(n, k, 32, bits, torch.float16, lead=(e,))
+    x = randn(3, 2, k, dtype=torch.float16)  # 3 batches of M=2 rows
+    lhs = torch.tensor([[0, 2], [1, 1], [2, 0]], dtype=torch.int64)
+    rhs = torch.tensor([[3, 0], [1, 2], [0, 0]], dtype=torch.int32)
+    out = mn.gather_qmm(x.to(device), wq.to(device), s.to(device), b.to(device), lhs.to(device), rhs.to(device),
+                        group_size=32, bits=bits)
+    theirs = from_mlx(mx.gather_qmm(mlx_array(x), mx_u32(wq), mlx_array(s), mlx_array(b), mx.array(lhs.numpy()),
+                                    mx.array(rhs.numpy()), transpose=True, group_size=32, bits=bits))
+    w64 = dequant64(wq, s, b, 32, bits)
+    oracle = x.double()[lhs] @ w64[rhs.long()].transpose(-1, -2)
+    assert out.shape == (3, 2, 2, n)
+    assert_agrees_with(out.cpu(), theirs, oracle)
+
+
+def test_gather_qmm_defaults_to_plain_batched_matmul(device):
+    wq, s, b = qweight(16, 64, 64, 8, torch.bfloat16, lead=(3,))
+    x = randn(3, 4, 64, dtype=torch.bfloat16)
+    out = mn.gather_qmm(x.to(device), wq.to(device), s.to(device), b.to(device), rhs_indices=torch.tensor([2, 0, 1]).to(device),
+                        group_size=64, bits=8)
+    w64 = dequant64(wq, s, b, 64, 8)
+    oracle = x.double() @ w64[[2, 0, 1]].transpose(-1, -2)
+    theirs = from_mlx(mx.gather_qmm(mlx_array(x), mx_u32(wq), mlx_array(s), mlx_array(b),
+                                    rhs_indices=mx.array(np.array([2, 0, 1], dtype=np.uint32)), group_size=64, bits=8))
+    assert_agrees_with(out.cpu(), theirs, oracle)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+class TestBadInput:
+    def test_k_not_multiple_of_group_size(self):
+        with pytest.raises(mn.InvalidArgumentError, match=r"quantize: the last dim of w \(100\) is not a multiple of group_size=64"):
+            mn.quantize(torch.randn(4, 100), 64, 4)
+
+    def test_unsupported_bits_and_group_size_name_supported(self):
+        with pytest.raises(mn.UnsupportedError, match=r"quantize: bits=7 is not supported; supported: 2, 3, 4, 5, 6, 8"):
+            mn.quantize(torch.randn(4, 64), 64, 7)
+        with pytest.raises(NotImplementedError, match=r"group_size=16 is not supported; supported: 32, 64, 128"):
+            mn.quantized_matmul(torch.randn(2, 64), torch.zeros(4, 8, dtype=torch.uint32), torch.ones(4, 4),
+                                torch.ones(4, 4), group_size=16)
+        with pytest.raises(mn.UnsupportedError, match="dequantize: bits=1"):
+            mn.dequantize(torch.zeros(4, 8, dtype=torch.uint32), torch.ones(4, 1), torch.ones(4, 1), 64, 1)
+
+    def test_packed_sizes_do_not_match(self):
+        wq, s, b = qweight(8, 128, 64, 4, torch.float32)
+        with pytest.raises(mn.InvalidArgumentError, match="quantized_matmul: x has 64 features .* K=128"):
+            mn.quantized_matmul(torch.randn(2, 64), wq, s, b)
+        with pytest.raises(mn.InvalidArgumentError, match="packed w has 16 uint32 words per row .* scales has 3 groups"):
+            mn.quantized_matmul(torch.randn(2, 128), wq, torch.ones(8, 3), torch.ones(8, 3))
+        with pytest.raises(mn.InvalidArgumentError, match="dequantize: biases has shape"):
+            mn.dequantize(wq, s, b[:, :1])
+        with pytest.raises(mn.InvalidArgumentError, match="scales has shape .* does not match w's shape"):
+            mn.dequantize(wq, s[:4], b[:4])
+
+    def test_wrong_dtypes(self):
+        wq, s, b = qweight(8, 128, 64, 4, torch.float32)
+        with pytest.raises(mn.UnsupportedDTypeError, match="quantized_matmul: w has dtype float32"):
+            mn.quantized_matmul(torch.randn(2, 128), wq.view(torch.float32), s, b)
+        with pytest.raises(mn.UnsupportedDTypeError, match="quantized_matmul: x has dtype int64"):
+            mn.quantized_matmul(torch.ones(2, 128, dtype=torch.int64), wq, s, b)
+        with pytest.raises(mn.UnsupportedDTypeError, match="gather_qmm: rhs_indices has dtype float32"):
+            mn.gather_qmm(torch.randn(1, 2, 128), wq[None], s[None], b[None], rhs_indices=torch.zeros(1))
+
+    def test_indices_out_of_range(self):
+        wq, s, b = qweight(8, 64, 64, 4, torch.float32, lead=(3,))
+        with pytest.raises(mn.InvalidArgumentError, match="gather_qmm: rhs_indices holds 3, out of range for 3 matrices"):
+            mn.gather_qmm(torch.randn(2, 1, 64), wq, s, b, rhs_indices=torch.tensor([0, 3]))
+        with pytest.raises(mn.InvalidArgumentError, match="gather_qmm: lhs_indices holds -1"):
+            mn.gather_qmm(torch.randn(2, 1, 64), wq, s, b, lhs_indices=torch.tensor([-1, 0]), rhs_indices=torch.tensor([0, 1]))
+
+    def test_w_must_be_2d_for_quantized_matmul(self):
+        wq, s, b = qweight(8, 64, 64, 4, torch.float32, lead=(2,))
+        with pytest.raises(mn.UnsupportedError, match="quantized_matmul: w must be 2-D"):
+            mn.quantized_matmul(torch.randn(2, 64), wq, s, b)
+
+
+# --------------------------------------------------------------------------- GPU, real sizes
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 3, 16, 17, 300, 1024])
+@pytest.mark.parametrize("nk", [(4096, 4096), (14336, 4096), (4000, 14336)])
+def test_gpu_qmm_real_sizes(m, nk):
+    n, k = nk
+    wq, s, b = qweight(n, k, 64, 4, torch.bfloat16, device="cuda")
+    x = randn(m, k, dtype=torch.bfloat16, device="cuda")
+    out = mn.quantized_matmul(x, wq, s, b)
+    w64 = ref.dequantize(wq, s, b, 64, 4, dtype=torch.float64, compute=torch.float64)
+    assert_error_bar(out, x.double() @ w64.T, lowp_qmm(x, wq, s, b, 64, 4))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bits", BITS)
+@pytest.mark.parametrize("gs", GROUPS)
+@pytest.mark.parametrize("m", [1, 7, 200])
+def test_gpu_qmm_formats(bits, gs, m):
+    wq, s, b = qweight(1000, 2048, gs, bits, torch.float16, device="cuda")
+    x = randn(m, 2048, dtype=torch.float16, device="cuda")
+    out = mn.quantized_matmul(x, wq, s, b, True, gs, bits)
+    w64 = ref.dequantize(wq, s, b, gs, bits, dtype=torch.float64, compute=torch.float64)
+    assert_error_bar(out, x.double() @ w64.T, lowp_qmm(x, wq, s, b, gs, bits))
+    deq = mn.dequantize(wq, s, b, gs, bits)
+    assert_error_bar(deq, w64, ref.dequantize(wq, s, b, gs, bits))
+
+
+@pytest.mark.gpu
+def test_gpu_quantize_bit_identical():
+    w = randn(512, 4096, dtype=torch.bfloat16, device="cuda")
+    for bits in BITS:
+        got = mn.quantize(w, 64, bits)
+        want = ref.quantize(w.cpu(), 64, bits)
+        for a, b in zip(got, want):
+            assert torch.equal(a.cpu().view(torch.int32) if a.dtype == torch.uint32 else a.cpu(),
+                               b.view(torch.int32) if b.dtype == torch.uint32 else b)
