@@ -29,6 +29,11 @@ CASES = [
      lambda d: (torch.randn(1, 4, 6, 64, device=d), torch.randint(0, 99, (3, 1, 1, 6), device=d))),
     ("head_norm_rope", lambda x, w, p: mn.head_norm_rope(x, w, positions=p, dims=64),
      lambda d: (torch.randn(2, 3, 4, 128, device=d), torch.randn(128, device=d), torch.randint(0, 99, (2, 3), device=d))),
+    ("rope_qk", lambda q, k, p: mn.rope_qk(q, k, 64, positions=p),
+     lambda d: (torch.randn(5, 8, 64, device=d), torch.randn(5, 2, 64, device=d), torch.randint(0, 99, (5, 1), device=d))),
+    ("head_norm_rope_qk", lambda q, k, qw, kw, p: mn.head_norm_rope_qk(q, k, qw, kw, positions=p),
+     lambda d: (torch.randn(3, 8, 128, device=d), torch.randn(3, 2, 128, device=d), torch.randn(128, device=d),
+                torch.randn(128, device=d), torch.randint(0, 99, (3,), device=d))),
     ("silu_mul", lambda g, u: mn.silu_mul(g, u), lambda d: (torch.randn(4, 100, device=d), torch.randn(4, 100, device=d))),
     ("gelu_mul", lambda g, u: mn.gelu_mul(g, u, "none"),
      lambda d: (torch.randn(4, 100, device=d), torch.randn(4, 100, device=d))),
@@ -36,6 +41,21 @@ CASES = [
      lambda d: (torch.randn(4, 100, device=d), torch.randn(4, 100, device=d))),
     ("softcap", lambda x: mn.softcap(x, 30.0), lambda d: (torch.randn(4, 100, device=d) * 50,)),
     ("softmax", lambda x: mn.softmax(x, 0), lambda d: (torch.randn(7, 100, device=d),)),
+    ("flash_attn_prefill",
+     lambda q, k, v, m: mn.flash_attn_prefill(q, k, v, causal=True, mask=m, softcap=30.0, return_lse=True),
+     lambda d: (torch.randn(1, 4, 33, 64, device=d, dtype=torch.bfloat16),
+                torch.randn(1, 2, 40, 64, device=d, dtype=torch.bfloat16),
+                torch.randn(1, 2, 40, 64, device=d, dtype=torch.bfloat16), torch.rand(33, 40, device=d) > 0.2)),
+    ("flash_attn_decode", lambda q, kc, vc, n: mn.flash_attn_decode(q, kc, vc, n, window=16),
+     lambda d: (torch.randn(2, 8, 1, 64, device=d, dtype=torch.bfloat16),
+                torch.randn(2, 2, 48, 64, device=d, dtype=torch.bfloat16),
+                torch.randn(2, 2, 48, 64, device=d, dtype=torch.bfloat16),
+                torch.randint(1, 200, (2,), device=d, dtype=torch.int32))),
+    ("kv_cache_write",  # advance=False: repeated calls on the same inputs write the same slots
+     lambda kc, vc, n, kn, vn: (mn.kv_cache_write(kc, vc, n, kn, vn, ring=True, advance=False), kc, vc)[1:],
+     lambda d: (torch.randn(2, 2, 16, 64, device=d), torch.randn(2, 2, 16, 64, device=d),
+                torch.randint(0, 100, (2,), device=d, dtype=torch.int32), torch.randn(2, 2, 5, 64, device=d),
+                torch.randn(2, 2, 5, 64, device=d))),
 ]
 
 

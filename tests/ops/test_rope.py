@@ -295,3 +295,48 @@ def test_plan_shares_angles_across_heads():
     plan = RopePlan(xt, 128, view, pos, 0, traditional=False, base=1e4, freqs=None, sections=None, interleaved=False,
                     norm=True)
     assert plan.ints_head[0] == 7 and plan.ints_head[1] == 16  # 7 position rows x 16 heads
+
+
+@pytest.mark.parametrize("dtype", ALL_FLOAT)
+@pytest.mark.parametrize("traditional", [False, True])
+def test_rope_qk_equals_two_ropes(device, dtype, traditional):
+    q = randn(2, 8, 5, 64, dtype=dtype, device=device)  # [B, Hq, L, D]
+    k = randn(2, 2, 5, 64, dtype=dtype, device=device)  # [B, Hkv, L, D]
+    qo, ko = mn.rope_qk(q, k, 48, traditional=traditional, base=5e5, offset=torch.tensor([3, 900], device=device))
+    off = torch.tensor([3, 900], device=device)
+    torch.testing.assert_close(qo, mn.rope(q, 48, traditional=traditional, base=5e5, offset=off))
+    torch.testing.assert_close(ko, mn.rope(k, 48, traditional=traditional, base=5e5, offset=off))
+    # token-major layout with explicit positions, k with a different head count
+    qt = randn(7, 6, 128, dtype=dtype, device=device)
+    kt = randn(7, 1, 128, dtype=dtype, device=device)
+    pos = torch.randint(0, 4000, (7, 1), device=device)
+    qo, ko = mn.rope_qk(qt, kt, 128, positions=pos)
+    assert_error_bar(qo, ref.rope(qt.double(), 128, False, 1e4, 1.0, positions=pos),
+                     ref.rope(qt, 128, False, 1e4, 1.0, positions=pos))
+    assert_error_bar(ko, ref.rope(kt.double(), 128, False, 1e4, 1.0, positions=pos),
+                     ref.rope(kt, 128, False, 1e4, 1.0, positions=pos))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_head_norm_rope_qk(device, dtype):
+    q = randn(3, 5, 8, 128, dtype=dtype, device=device, scale=2.0)  # [B, T, Hq, D]
+    k = randn(3, 5, 2, 128, dtype=dtype, device=device)
+    qw, kw = randn(128, dtype=dtype, device=device), randn(128, dtype=dtype, device=device)
+    pos = torch.randint(0, 3000, (3, 5), device=device)
+    qo, ko = mn.head_norm_rope_qk(q, k, qw, kw, positions=pos, dims=64, base=1e6, weight_offset=1.0)
+    for out, x, w in ((qo, q, qw), (ko, k, kw)):
+        oracle = ref.head_norm_rope(x.double(), w.double(), 1e-6, 1.0, 64, 1e6, 1.0, pos, False)
+        assert_error_bar(out, oracle, ref.head_norm_rope(x, w, 1e-6, 1.0, 64, 1e6, 1.0, pos, False))
+    single = mn.head_norm_rope(k, kw, positions=pos, dims=64, base=1e6, weight_offset=1.0)
+    torch.testing.assert_close(ko, single)
+
+
+def test_qk_bad_input():
+    q = torch.randn(2, 8, 5, 64)
+    with pytest.raises(mn.InvalidArgumentError, match="rope_qk: q and k cannot share one launch"):
+        mn.rope_qk(q, torch.randn(2, 2, 4, 64), 64)  # differ in heads and length
+    with pytest.raises(mn.UnsupportedDTypeError, match="rope_qk: k has dtype float16"):
+        mn.rope_qk(q, torch.randn(2, 2, 5, 64, dtype=torch.float16), 64)
+    with pytest.raises(mn.InvalidArgumentError, match="head_norm_rope_qk: pass both q_weight and k_weight"):
+        mn.head_norm_rope_qk(q, torch.randn(2, 8, 2, 64), torch.ones(64), None,
+                             positions=torch.zeros(2, 8, dtype=torch.int64))

@@ -43,7 +43,7 @@ class Launch:
     Call with the runtime (non-constexpr) arguments in signature order.
     """
 
-    __slots__ = ("kernel", "grid", "constexprs", "options", "const_values", "compiled", "tensor_pos")
+    __slots__ = ("kernel", "grid", "constexprs", "options", "const_values", "compiled", "tensor_pos", "device_index")
 
     def __init__(self, kernel: Any, grid: Sequence[int], constexprs: dict[str, Any], num_warps: int,
                  num_stages: int | None = None):
@@ -57,6 +57,7 @@ class Launch:
         self.const_values = tuple(constexprs[n] for n in names if n in constexprs)
         self.compiled: dict[tuple, Any] = {}
         self.tensor_pos: tuple[int, ...] | None = None
+        self.device_index = 0
 
     def __call__(self, *args: Any) -> None:
         if env.settings.triton_interpret or _knobs is None or _get_stream is None:
@@ -64,14 +65,22 @@ class Launch:
             return
         if self.tensor_pos is None:
             self.tensor_pos = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
-        key = tuple(args[i].data_ptr() & 15 == 0 for i in self.tensor_pos)
+            self.device_index = args[self.tensor_pos[0]].device.index
+        pos = self.tensor_pos
+        ptrs = [args[i].data_ptr() for i in pos]
+        key = tuple(p & 15 == 0 for p in ptrs)
         compiled = self.compiled.get(key)
         if compiled is None:
             compiled = self.kernel[self.grid](*args, **self.constexprs, **self.options)
             compiled._init_handles()
             self.compiled[key] = compiled
             return
+        stream = _get_stream(self.device_index)
+        # raw device pointers: the C launcher takes ints as they are, while a tensor costs it
+        # a data_ptr() call and a driver query (arguments were validated before this point)
+        args = list(args)
+        for i, p in zip(pos, ptrs):
+            args[i] = p
         g = self.grid
-        stream = _get_stream(args[self.tensor_pos[0]].device.index)
         compiled.run(g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata, None,
                      _knobs.runtime.launch_enter_hook, _knobs.runtime.launch_exit_hook, *args, *self.const_values)

@@ -50,18 +50,26 @@ def _elementwise_kernel(
     HAS_B: tl.constexpr,
     A_TWO_LEVEL: tl.constexpr,
     B_TWO_LEVEL: tl.constexpr,
+    FLAT: tl.constexpr,  # one contiguous run of n_cols elements: no row arithmetic
     BLOCK_R: tl.constexpr,
     BLOCK_C: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    n_col_blocks = tl.cdiv(n_cols, BLOCK_C)
-    rows = (pid // n_col_blocks) * BLOCK_R + tl.arange(0, BLOCK_R)
-    cols = (pid % n_col_blocks).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
-    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
-    a_off = row_offsets(rows, a_inner, a_so, a_si, A_TWO_LEVEL)[:, None] + cols[None, :]
+    if FLAT:
+        cols = pid.to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+        rows = tl.zeros([BLOCK_R], dtype=tl.int32)
+        mask = (cols < n_cols)[None, :]
+        a_off = cols[None, :]
+        b_off = a_off
+    else:
+        n_col_blocks = tl.cdiv(n_cols, BLOCK_C)
+        rows = (pid // n_col_blocks) * BLOCK_R + tl.arange(0, BLOCK_R)
+        cols = (pid % n_col_blocks).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+        mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+        a_off = row_offsets(rows, a_inner, a_so, a_si, A_TWO_LEVEL)[:, None] + cols[None, :]
+        b_off = row_offsets(rows, b_inner, b_so, b_si, B_TWO_LEVEL)[:, None] + cols[None, :]
     a = tl.load(a_ptr + a_off, mask=mask, other=0.0).to(tl.float32)
     if HAS_B:
-        b_off = row_offsets(rows, b_inner, b_so, b_si, B_TWO_LEVEL)[:, None] + cols[None, :]
         b = tl.load(b_ptr + b_off, mask=mask, other=0.0).to(tl.float32)
     if OP == 0:
         y = a * km.sigmoid(a) * b
@@ -103,8 +111,9 @@ class ElementwisePlan:
                      bl.stride_inner)
         self.launch = Launch(
             _elementwise_kernel, (triton.cdiv(al.n_rows, block_r) * triton.cdiv(n_cols, block_c),),
-            dict(OP=op, HAS_B=b is not None, A_TWO_LEVEL=al.two_level, B_TWO_LEVEL=bl.two_level, BLOCK_R=block_r,
-                 BLOCK_C=block_c),
+            dict(OP=op, HAS_B=b is not None, A_TWO_LEVEL=al.two_level, B_TWO_LEVEL=bl.two_level,
+                 FLAT=al.n_rows == 1,
+                 BLOCK_R=block_r, BLOCK_C=block_c),
             num_warps=num_warps,
         )
 

@@ -373,3 +373,194 @@ def head_norm_rope(
     return _head_norm_rope(x, weight, float(eps), float(weight_offset), dims, float(base), float(scale), positions,
                            bool(traditional), freqs, None if sections is None else [int(s) for s in sections],
                            bool(interleaved))
+
+
+# --------------------------------------------------------------------------- q/k pairs in one launch
+
+def _validate_pair(op: str, q: torch.Tensor, k: torch.Tensor) -> None:
+    checks.check_tensor(op, "k", k)
+    checks.check_same_device(op, "q", q, k=k)
+    checks.check_same_dtype(op, "q", q, k=k)
+    checks.check_last_dim_contiguous(op, "k", k)
+    if k.dim() != q.dim() or k.shape[-1] != q.shape[-1]:
+        raise InvalidArgumentError(f"{op}: k has shape {tuple(k.shape)}, which does not match q's "
+                                   f"{tuple(q.shape)} in rank or last dim")
+
+
+def _pair_plan(op: str, build):
+    """Build a pair plan; turn an unpairable layout into a typed error."""
+    try:
+        return build()
+    except ValueError as exc:
+        if isinstance(exc, InvalidArgumentError):
+            raise
+        raise InvalidArgumentError(f"{op}: q and k cannot share one launch: {exc}") from None
+
+
+def _fake_rope_qk(q, k, dims, traditional, base, scale, offset, offset_tensor, freqs, positions):
+    _validate_rope(q, dims, base, scale, offset_tensor, freqs, positions)
+    _validate_pair("rope_qk", q, k)
+    return (torch.empty_like(q, memory_format=torch.contiguous_format),
+            torch.empty_like(k, memory_format=torch.contiguous_format))
+
+
+def _build_rope_qk(q, k, dims, traditional, base, scale, offset_tensor, freqs, positions):
+    _validate_rope(q, dims, base, scale, offset_tensor, freqs, positions)
+    _validate_pair("rope_qk", q, k)
+    if positions is not None:
+        _check_positions("rope_qk", k, positions, k.shape[:-1], "k.shape[:-1]")
+    if q.numel() == 0 or k.numel() == 0:
+        return EMPTY
+    raw = positions if positions is not None else offset_tensor
+    return _pair_plan("rope_qk", lambda: RopePlan(
+        q, dims, _rope_view(q, positions), raw, 0 if positions is not None else q.shape[-2],
+        traditional=traditional, base=base, freqs=freqs, sections=None, interleaved=False, x2=k))
+
+
+_ROPE_QK_PLANS = PlanCache(_build_rope_qk)
+
+
+@register_op("rope_qk", fake=_fake_rope_qk)
+def _rope_qk(q: torch.Tensor, k: torch.Tensor, dims: int, traditional: bool, base: float, scale: float, offset: int,
+             offset_tensor: Optional[torch.Tensor], freqs: Optional[torch.Tensor],
+             positions: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    key = (tensor_key(q), tensor_key(k), dims, traditional, base, scale, tensor_key(offset_tensor),
+           tensor_key(freqs), tensor_key(positions))
+    plan = _ROPE_QK_PLANS.get(key, q, k, dims, traditional, base, scale, offset_tensor, freqs, positions)
+    _check_offset("rope_qk", offset)
+    if plan is EMPTY or not use_triton("rope_qk", q):
+        args = (dims, traditional, base, scale, offset, offset_tensor, freqs, positions)
+        return ref.rope(q, *args), ref.rope(k, *args)
+    raw = positions if positions is not None else offset_tensor
+    return plan(q, raw, offset, scale, freqs, x2=k)
+
+
+def rope_qk(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    dims: int,
+    *,
+    traditional: bool = False,
+    base: Optional[float] = 10000.0,
+    scale: float = 1.0,
+    offset: Union[int, torch.Tensor] = 0,
+    freqs: Optional[torch.Tensor] = None,
+    positions: Optional[torch.Tensor] = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(rope(q, ...), rope(k, ...))`` with the same arguments, in one kernel launch.
+
+    q and k may differ in one dim that positions do not depend on (the head
+    count, e.g. ``[B, Hq, L, D]`` and ``[B, Hkv, L, D]``, or ``[B, L, Hq, D]`` and
+    ``[B, L, Hkv, D]`` with positions ``[B, L, 1]``); the rotation angles are
+    computed once per position and shared by all heads of both tensors.
+
+    Args:
+        q, k: ``[..., D]`` float32/float16/bfloat16, same dtype and device.
+        dims, traditional, base, scale, offset, freqs, positions: as in :func:`rope`
+            (``positions`` must broadcast to both row shapes).
+
+    Returns:
+        ``(q_out, k_out)``, contiguous.
+    """
+    offset_tensor = offset if isinstance(offset, torch.Tensor) else None
+    offset_int = 0 if offset_tensor is not None else int(offset)
+    if base is None and freqs is None:
+        raise InvalidArgumentError("rope_qk: base is None and no freqs were given; pass one of them")
+    return _rope_qk(q, k, dims, bool(traditional), 10000.0 if base is None else float(base), float(scale), offset_int,
+                    offset_tensor, freqs, positions)
+
+
+def _validate_head_norm_rope_qk(q, k, q_weight, k_weight, eps, dims, base, scale, positions, freqs, sections,
+                                interleaved):
+    _validate_head_norm_rope(q, q_weight, eps, dims, base, scale, positions, freqs, sections, interleaved)
+    op = "head_norm_rope_qk"
+    _validate_pair(op, q, k)
+    if q.shape[:-2] != k.shape[:-2]:
+        raise InvalidArgumentError(f"{op}: k has token dims {tuple(k.shape[:-2])}, q has {tuple(q.shape[:-2])}")
+    if k_weight is not None:
+        checks.check_tensor(op, "k_weight", k_weight)
+        checks.check_same_device(op, "q", q, k_weight=k_weight)
+        checks.check_vector(op, "k_weight", k_weight, k.shape[-1], "the head dim of k")
+    if (q_weight is None) != (k_weight is None):
+        raise InvalidArgumentError(f"{op}: pass both q_weight and k_weight or neither")
+
+
+def _fake_head_norm_rope_qk(q, k, q_weight, k_weight, eps, weight_offset, dims, base, scale, positions, traditional,
+                            freqs, sections, interleaved):
+    _validate_head_norm_rope_qk(q, k, q_weight, k_weight, eps, dims, base, scale, positions, freqs, sections,
+                                interleaved)
+    return (torch.empty_like(q, memory_format=torch.contiguous_format),
+            torch.empty_like(k, memory_format=torch.contiguous_format))
+
+
+def _build_head_norm_rope_qk(q, k, q_weight, k_weight, eps, dims, base, scale, positions, traditional, freqs,
+                             sections, interleaved):
+    _validate_head_norm_rope_qk(q, k, q_weight, k_weight, eps, dims, base, scale, positions, freqs, sections,
+                                interleaved)
+    if q.numel() == 0 or k.numel() == 0:
+        return EMPTY
+    rows = tuple(q.shape[:-1])
+    if sections is None:
+        view = lambda p: p.unsqueeze(-1).expand(*rows).unsqueeze(0)  # noqa: E731
+    else:
+        n = len(sections)
+        view = lambda p: p.unsqueeze(-1).expand(n, *rows)  # noqa: E731
+    return _pair_plan("head_norm_rope_qk", lambda: RopePlan(
+        q, dims, view, positions, 0, traditional=traditional, base=base, freqs=freqs, sections=sections,
+        interleaved=interleaved, norm=True, weight=q_weight, x2=k, weight2=k_weight))
+
+
+_HEAD_NORM_ROPE_QK_PLANS = PlanCache(_build_head_norm_rope_qk)
+
+
+@register_op("head_norm_rope_qk", fake=_fake_head_norm_rope_qk)
+def _head_norm_rope_qk(q: torch.Tensor, k: torch.Tensor, q_weight: Optional[torch.Tensor],
+                       k_weight: Optional[torch.Tensor], eps: float, weight_offset: float, dims: int, base: float,
+                       scale: float, positions: torch.Tensor, traditional: bool, freqs: Optional[torch.Tensor],
+                       sections: Optional[list[int]], interleaved: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    key = (tensor_key(q), tensor_key(k), tensor_key(q_weight), tensor_key(k_weight), eps, dims, base, scale,
+           tensor_key(positions), traditional, tensor_key(freqs), None if sections is None else tuple(sections),
+           interleaved)
+    plan = _HEAD_NORM_ROPE_QK_PLANS.get(key, q, k, q_weight, k_weight, eps, dims, base, scale, positions, traditional,
+                                        freqs, sections, interleaved)
+    if plan is EMPTY or not use_triton("head_norm_rope_qk", q):
+        args = (eps, weight_offset, dims, base, scale, positions, traditional, freqs, sections, interleaved)
+        return ref.head_norm_rope(q, q_weight, *args), ref.head_norm_rope(k, k_weight, *args)
+    return plan(q, positions, 0, scale, freqs, q_weight, eps, weight_offset, x2=k, weight2=k_weight)
+
+
+def head_norm_rope_qk(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_weight: Optional[torch.Tensor],
+    k_weight: Optional[torch.Tensor],
+    *,
+    positions: torch.Tensor,
+    eps: float = 1e-6,
+    dims: Optional[int] = None,
+    base: float = 10000.0,
+    traditional: bool = False,
+    freqs: Optional[torch.Tensor] = None,
+    scale: float = 1.0,
+    weight_offset: float = 0.0,
+    sections: Optional[Sequence[int]] = None,
+    interleaved: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(head_norm_rope(q, q_weight, ...), head_norm_rope(k, k_weight, ...))`` in one launch.
+
+    The whole q/k path of a Qwen3 / Gemma 3 attention layer (q_norm, k_norm,
+    RoPE) as one kernel: one read and one write of q and k.
+
+    Args:
+        q: ``[..., Hq, D]``; k: ``[..., Hkv, D]`` with the same token dims.
+        q_weight, k_weight: ``[D]`` norm weights (both, or both None).
+        positions, eps, dims, base, traditional, freqs, scale, weight_offset,
+        sections, interleaved: as in :func:`head_norm_rope`.
+
+    Returns:
+        ``(q_out, k_out)``, contiguous.
+    """
+    dims = q.shape[-1] if dims is None and isinstance(q, torch.Tensor) and q.dim() else dims
+    return _head_norm_rope_qk(q, k, q_weight, k_weight, float(eps), float(weight_offset), dims, float(base),
+                              float(scale), positions, bool(traditional), freqs,
+                              None if sections is None else [int(s) for s in sections], bool(interleaved))

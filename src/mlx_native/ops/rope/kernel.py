@@ -41,8 +41,10 @@ SMALL_PROGRAMS_PER_SM = 2  # below this many large-config programs per SM, use t
 _NO_SECTION = 1 << 30
 
 
-@triton.jit(do_not_specialize=["n_rows", "pos_offset"])
-def _rope_kernel(
+@triton.jit
+def _rope_tile(
+    pid_r,
+    pid_g,
     x_ptr,  # [R, G, D]: position row r (layout x_*), group g at + g * x_gs, unit column stride
     y_ptr,  # [R, G, D] output, layout y_*, group stride y_gs
     w_ptr,  # [D] norm weight (DO_NORM and HAS_WEIGHT)
@@ -51,7 +53,7 @@ def _rope_kernel(
     n_rows,
     n_groups,
     head_dim,
-    half,  # dims / 2 rotated pairs
+    half,
     x_inner,
     x_so,
     x_si,
@@ -66,11 +68,11 @@ def _rope_kernel(
     p_s1,
     p_s2,
     p_sec,
-    pos_offset,  # added to every position (MLX offset)
-    seq_len,  # ADD_ROW_INDEX: position of row r is pos_offset + r % seq_len
-    sec1,  # contiguous sections: cumulative bounds; interleaved: 3 * sections[1]
-    sec2,  # contiguous: cumulative; interleaved: 3 * sections[2]
-    sec3,  # contiguous: cumulative (4 sections)
+    pos_offset,
+    seq_len,
+    sec1,
+    sec2,
+    sec3,
     scale,
     eps,
     w_offset,
@@ -90,8 +92,9 @@ def _rope_kernel(
     N_SECTIONS: tl.constexpr,
     INTERLEAVED: tl.constexpr,
 ):
-    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
-    groups = tl.program_id(1) * BLOCK_G + tl.arange(0, BLOCK_G)
+    """One [BLOCK_R, BLOCK_G, D] tile of one tensor (see the kernel for the arguments)."""
+    rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
+    groups = pid_g * BLOCK_G + tl.arange(0, BLOCK_G)
     row_ok = rows < n_rows
     m2 = row_ok[:, None] & (groups < n_groups)[None, :]  # [BR, BG]
     g64 = groups.to(tl.int64)[None, :]
@@ -182,6 +185,90 @@ def _rope_kernel(
         tl.store(y_ptr + y_base[:, :, None] + k[None, None, :], t.to(out_ty), mask=mt)
 
 
+@triton.jit(do_not_specialize=["n_rows", "pos_offset"])
+def _rope_kernel(
+    x_ptr,  # [R, G, D]: position row r (layout x_*), group g at + g * x_gs, unit column stride
+    y_ptr,  # [R, G, D] output, layout y_*, group stride y_gs
+    w_ptr,  # [D] norm weight (DO_NORM and HAS_WEIGHT)
+    x2_ptr,  # PAIR: a second tensor [R, G2, D] with the same position rows (layout x2_*)
+    y2_ptr,  # PAIR: its output (layout y2_*)
+    w2_ptr,  # PAIR: its norm weight
+    freq_ptr,  # [dims/2] fp32 inv_freq table, or MLX freqs with inv_freq = 1 / freqs (HAS_FREQS)
+    pos_ptr,  # positions of row r at index p_* (3 levels); stream k at + k * p_sec (HAS_POS_TENSOR)
+    n_rows,
+    n_groups,
+    n_groups2,
+    group_blocks,  # program-id-1 values of the first tensor; the rest are the second's
+    head_dim,
+    half,  # dims / 2 rotated pairs
+    x_inner,
+    x_so,
+    x_si,
+    x_gs,
+    y_inner,
+    y_so,
+    y_si,
+    y_gs,
+    x2_inner,
+    x2_so,
+    x2_si,
+    x2_gs,
+    y2_inner,
+    y2_so,
+    y2_si,
+    y2_gs,
+    p_n1,
+    p_n2,
+    p_s0,
+    p_s1,
+    p_s2,
+    p_sec,
+    pos_offset,  # added to every position (MLX offset)
+    seq_len,  # ADD_ROW_INDEX: position of row r is pos_offset + r % seq_len
+    sec1,  # contiguous sections: cumulative bounds; interleaved: 3 * sections[1]
+    sec2,  # contiguous: cumulative; interleaved: 3 * sections[2]
+    sec3,  # contiguous: cumulative (4 sections)
+    scale,
+    eps,
+    w_offset,
+    BLOCK_R: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    X_TWO_LEVEL: tl.constexpr,
+    Y_TWO_LEVEL: tl.constexpr,
+    X2_TWO_LEVEL: tl.constexpr,
+    Y2_TWO_LEVEL: tl.constexpr,
+    PAIR: tl.constexpr,
+    HAS_POS_TENSOR: tl.constexpr,
+    ADD_ROW_INDEX: tl.constexpr,
+    TRADITIONAL: tl.constexpr,
+    HAS_FREQS: tl.constexpr,
+    DO_NORM: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_TAIL: tl.constexpr,
+    N_SECTIONS: tl.constexpr,
+    INTERLEAVED: tl.constexpr,
+):
+    pid_r = tl.program_id(0)
+    pid_g = tl.program_id(1)
+    second = False
+    if PAIR:
+        second = pid_g >= group_blocks
+    if second:
+        _rope_tile(pid_r, pid_g - group_blocks, x2_ptr, y2_ptr, w2_ptr, freq_ptr, pos_ptr, n_rows, n_groups2,
+                   head_dim, half, x2_inner, x2_so, x2_si, x2_gs, y2_inner, y2_so, y2_si, y2_gs,
+                   p_n1, p_n2, p_s0, p_s1, p_s2, p_sec, pos_offset, seq_len, sec1, sec2, sec3, scale, eps, w_offset,
+                   BLOCK_R, BLOCK_G, BLOCK_H, BLOCK_T, X2_TWO_LEVEL, Y2_TWO_LEVEL, HAS_POS_TENSOR, ADD_ROW_INDEX,
+                   TRADITIONAL, HAS_FREQS, DO_NORM, HAS_WEIGHT, HAS_TAIL, N_SECTIONS, INTERLEAVED)
+    else:
+        _rope_tile(pid_r, pid_g, x_ptr, y_ptr, w_ptr, freq_ptr, pos_ptr, n_rows, n_groups,
+                   head_dim, half, x_inner, x_so, x_si, x_gs, y_inner, y_so, y_si, y_gs,
+                   p_n1, p_n2, p_s0, p_s1, p_s2, p_sec, pos_offset, seq_len, sec1, sec2, sec3, scale, eps, w_offset,
+                   BLOCK_R, BLOCK_G, BLOCK_H, BLOCK_T, X_TWO_LEVEL, Y_TWO_LEVEL, HAS_POS_TENSOR, ADD_ROW_INDEX,
+                   TRADITIONAL, HAS_FREQS, DO_NORM, HAS_WEIGHT, HAS_TAIL, N_SECTIONS, INTERLEAVED)
+
+
 _INV_FREQ_TABLES: dict[tuple[int, float, torch.device], torch.Tensor] = {}
 
 
@@ -213,8 +300,47 @@ def _drop(seq: Sequence[int], dim: Optional[int]) -> list[int]:
     return [v for d, v in enumerate(seq) if d != dim]
 
 
+def group_dim(rows_shape: Sequence[int], pos_strides: Sequence[int], mlx_rows: bool,
+              other_rows: Optional[Sequence[int]] = None) -> Optional[int]:
+    """The row dim whose rows share positions and become the kernel's group dim.
+
+    The largest dim that positions do not depend on (not the L axis in MLX
+    mode); with a second tensor, the one dim where the two row shapes differ
+    (e.g. q and k heads), which must be position-independent. None: no such dim.
+    """
+    fixed = {len(rows_shape) - 1} if mlx_rows else set()
+    free = [d for d in range(len(rows_shape)) if pos_strides[d] == 0 and d not in fixed]
+    if other_rows is not None:
+        differ = [d for d in range(len(rows_shape)) if rows_shape[d] != other_rows[d]]
+        if differ:
+            return differ[0] if len(differ) == 1 and differ[0] in free else -1
+    candidates = [(rows_shape[d], d) for d in free if rows_shape[d] > 1]
+    return max(candidates)[1] if candidates else None
+
+
+class _Layouts:
+    """Row layouts of one tensor (and its contiguous output) with the group dim taken out."""
+
+    def __init__(self, x: torch.Tensor, gd: Optional[int]):
+        head_dim = x.shape[-1]
+        sub_shape = _drop(list(x.shape[:-1]), gd)
+        xl = plan_rows(sub_shape + [head_dim], _drop(x.stride()[:-1], gd) + [1])
+        self.copy = xl is None
+        x_strides = contiguous_strides(x.shape) if self.copy else x.stride()
+        self.x = xl or plan_rows(sub_shape + [head_dim], _drop(x_strides[:-1], gd) + [1])
+        y_strides = contiguous_strides(x.shape)
+        self.y = plan_rows(sub_shape + [head_dim], _drop(y_strides[:-1], gd) + [1])
+        self.n_groups = x.shape[gd] if gd is not None else 1
+        self.x_gs = x_strides[gd] if gd is not None else 0
+        self.y_gs = y_strides[gd] if gd is not None else 0
+
+    def ints(self) -> tuple[int, ...]:
+        return (self.x.inner, self.x.stride_outer, self.x.stride_inner, self.x_gs,
+                self.y.inner, self.y.stride_outer, self.y.stride_inner, self.y_gs)
+
+
 class RopePlan:
-    """The rope kernel prepared for one signature.
+    """The rope kernel prepared for one signature (one tensor, or a q/k pair in one launch).
 
     Args:
         x: ``[..., D]`` input of the first call.
@@ -226,13 +352,18 @@ class RopePlan:
         seq_len: > 0 adds ``row % seq_len`` along the last row dim (MLX mode).
         traditional, base, freqs, sections, interleaved: as in the public ops.
         norm, weight: per-row RMS norm first (head_norm_rope).
+        x2, weight2: a second tensor rotated with the same positions in the same
+            launch (k of a q/k pair); its row shape may differ from x's in one
+            position-independent dim (the heads). Raises ValueError otherwise.
     """
 
     def __init__(self, x: torch.Tensor, dims: int, pos_view: Callable[[Optional[torch.Tensor]], torch.Tensor],
                  pos_raw: Optional[torch.Tensor], seq_len: int, *, traditional: bool, base: float,
                  freqs: Optional[torch.Tensor], sections: Optional[Sequence[int]], interleaved: bool,
-                 norm: bool = False, weight: Optional[torch.Tensor] = None):
+                 norm: bool = False, weight: Optional[torch.Tensor] = None, x2: Optional[torch.Tensor] = None,
+                 weight2: Optional[torch.Tensor] = None):
         self.shape, self.dtype, self.device = x.shape, x.dtype, x.device
+        self.shape2 = x2.shape if x2 is not None else None
         rows_shape = list(x.shape[:-1])
         head_dim, half = x.shape[-1], dims // 2
         tail = head_dim - dims
@@ -241,23 +372,14 @@ class RopePlan:
         pos_strides = list(view.stride()[1:]) if view is not None else [0] * len(rows_shape)
         self.p_sec = view.stride(0) if view is not None else 0
 
-        # the group dim: the largest row dim that positions do not depend on
-        fixed = {len(rows_shape) - 1} if seq_len > 0 else set()
-        candidates = [(size, d) for d, size in enumerate(rows_shape)
-                      if size > 1 and pos_strides[d] == 0 and d not in fixed]
-        gd = max(candidates)[1] if candidates else None
-        n_groups = rows_shape[gd] if gd is not None else 1
+        gd = group_dim(rows_shape, pos_strides, seq_len > 0, list(x2.shape[:-1]) if x2 is not None else None)
+        if gd == -1:
+            raise ValueError("the two tensors differ in more than one row dim, or in one that positions depend on")
+        lay = _Layouts(x, gd)
+        lay2 = _Layouts(x2, gd) if x2 is not None else lay
+        self.copy_x, self.copy_x2 = lay.copy, lay2.copy and x2 is not None
 
         sub_shape = _drop(rows_shape, gd)
-        xl = plan_rows(sub_shape + [head_dim], _drop(x.stride()[:-1], gd) + [1])
-        self.copy_x = xl is None
-        x_strides = contiguous_strides(x.shape) if self.copy_x else x.stride()
-        xl = xl or plan_rows(sub_shape + [head_dim], _drop(x_strides[:-1], gd) + [1])
-        y_strides = contiguous_strides(x.shape)
-        yl = plan_rows(sub_shape + [head_dim], _drop(y_strides[:-1], gd) + [1])
-        x_gs = x_strides[gd] if gd is not None else 0
-        y_gs = y_strides[gd] if gd is not None else 0
-
         index = index_levels(sub_shape, _drop(pos_strides, gd))
         self.copy_pos = view is not None and index is None
         if self.copy_pos:
@@ -266,29 +388,33 @@ class RopePlan:
             index = index_levels(sub_shape, _drop(full[1:], gd))
         index = index or index_levels(sub_shape, [0] * len(sub_shape))
 
+        n_rows = lay.x.n_rows
+        n_groups = max(lay.n_groups, lay2.n_groups)
         block_h = next_pow2(half)
         block_t = next_pow2(tail) if tail > 0 else 1
         row_elems = 2 * block_h + (block_t if tail > 0 else 0)
-        total = xl.n_rows * n_groups * row_elems
+        total = n_rows * (lay.n_groups + (lay2.n_groups if x2 is not None else 0)) * row_elems
         if total < SMALL_PROGRAMS_PER_SM * device_info(x.device).sm_count * TILE_ELEMS:
             tile, per_thread, max_group = SMALL_TILE_ELEMS, SMALL_ELEMS_PER_THREAD, n_groups
         else:
-            tile, per_thread, max_group = TILE_ELEMS, ELEMS_PER_THREAD, LARGE_GROUP
+            tile, per_thread, max_group = max(TILE_ELEMS, LARGE_GROUP * row_elems), ELEMS_PER_THREAD, LARGE_GROUP
         block_g = min(next_pow2(n_groups), prev_pow2(max(1, tile // row_elems)), next_pow2(max_group))
-        block_r = min(next_pow2(xl.n_rows), prev_pow2(max(1, tile // (row_elems * block_g))))
+        block_r = min(next_pow2(n_rows), prev_pow2(max(1, tile // (row_elems * block_g))))
         num_warps = prev_pow2(min(16, max(1, block_r * block_g * row_elems // (32 * per_thread))))
+        group_blocks = triton.cdiv(lay.n_groups, block_g)
+        grid_g = group_blocks + (triton.cdiv(lay2.n_groups, block_g) if x2 is not None else 0)
         sec1, sec2, sec3 = _section_bounds(sections, interleaved)
         self.has_pos = view is not None
         self.freqs_given = freqs is not None
         self.table = None if freqs is not None else inv_freq_table(dims, base, x.device)
-        self.ints_head = (xl.n_rows, n_groups, head_dim, half, xl.inner, xl.stride_outer, xl.stride_inner, x_gs,
-                          yl.inner, yl.stride_outer, yl.stride_inner, y_gs,
-                          index.n1, index.n2, index.s0, index.s1, index.s2)
+        self.ints_head = (n_rows, lay.n_groups, lay2.n_groups, group_blocks, head_dim, half, *lay.ints(),
+                          *lay2.ints(), index.n1, index.n2, index.s0, index.s1, index.s2)
         self.ints_tail = (max(seq_len, 1), sec1, sec2, sec3)
         self.launch = Launch(
-            _rope_kernel, (triton.cdiv(xl.n_rows, block_r), triton.cdiv(n_groups, block_g)),
-            dict(BLOCK_R=block_r, BLOCK_G=block_g, BLOCK_H=block_h, BLOCK_T=block_t, X_TWO_LEVEL=xl.two_level,
-                 Y_TWO_LEVEL=yl.two_level, HAS_POS_TENSOR=view is not None, ADD_ROW_INDEX=seq_len > 0,
+            _rope_kernel, (triton.cdiv(n_rows, block_r), grid_g),
+            dict(BLOCK_R=block_r, BLOCK_G=block_g, BLOCK_H=block_h, BLOCK_T=block_t, X_TWO_LEVEL=lay.x.two_level,
+                 Y_TWO_LEVEL=lay.y.two_level, X2_TWO_LEVEL=lay2.x.two_level, Y2_TWO_LEVEL=lay2.y.two_level,
+                 PAIR=x2 is not None, HAS_POS_TENSOR=view is not None, ADD_ROW_INDEX=seq_len > 0,
                  TRADITIONAL=traditional, HAS_FREQS=freqs is not None, DO_NORM=norm, HAS_WEIGHT=weight is not None,
                  HAS_TAIL=tail > 0, N_SECTIONS=1 if sections is None else len(sections), INTERLEAVED=interleaved),
             num_warps=num_warps,
@@ -296,13 +422,22 @@ class RopePlan:
 
     def __call__(self, x: torch.Tensor, pos_raw: Optional[torch.Tensor], offset: int, scale: float,
                  freqs: Optional[torch.Tensor] = None, weight: Optional[torch.Tensor] = None, eps: float = 1e-6,
-                 weight_offset: float = 0.0) -> torch.Tensor:
+                 weight_offset: float = 0.0, x2: Optional[torch.Tensor] = None,
+                 weight2: Optional[torch.Tensor] = None):
+        """Returns y (or ``(y, y2)`` for a pair)."""
         if self.copy_x:
             x = x.contiguous()
         pos = x
         if self.has_pos:
             pos = self.pos_view(pos_raw).contiguous() if self.copy_pos else pos_raw
         y = empty(self.shape, dtype=self.dtype, device=self.device)
-        self.launch(x, y, weight if weight is not None else x, freqs if self.freqs_given else self.table, pos,
+        y2 = None
+        if self.shape2 is not None:
+            if self.copy_x2:
+                x2 = x2.contiguous()
+            y2 = empty(self.shape2, dtype=self.dtype, device=self.device)
+        w = weight if weight is not None else x
+        self.launch(x, y, w, x2 if x2 is not None else x, y2 if y2 is not None else y,
+                    weight2 if weight2 is not None else w, freqs if self.freqs_given else self.table, pos,
                     *self.ints_head, self.p_sec, offset, *self.ints_tail, scale, eps, weight_offset)
-        return y
+        return y if y2 is None else (y, y2)
