@@ -72,6 +72,7 @@ def _check_attn_tensors(op: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
 
 def _check_options(op: str, scale: float, window: int, softcap: float) -> None:
     checks.check_finite_float(op, "scale", scale)
+    checks.check_positive(op, "scale", scale)
     if window < 0:  # 0 encodes None; the public functions reject window <= 0 themselves
         raise InvalidArgumentError(f"{op}: window must be a positive int, got {window}")
     checks.check_finite_float(op, "softcap", softcap)
@@ -104,6 +105,7 @@ def _scale_arg(op: str, scale: Optional[float], d: int) -> float:
     if scale is None:
         return 1.0 / math.sqrt(d) if d > 0 else 1.0
     checks.check_finite_float(op, "scale", scale)
+    checks.check_positive(op, "scale", scale)
     return float(scale)
 
 
@@ -215,7 +217,7 @@ def flash_attn_prefill(
         k, v: ``[B, Hkv, Lk, D]``, same dtype and device as q; ``Hq % Hkv == 0``
             (GQA / MQA). ``Lk >= Lq`` when the chunk continues a cached prefix.
             ``D``: a multiple of 8 up to 512 (64, 80, 96, 128, 192, 256, 512 ...).
-        scale: multiplies ``q @ k^T``; default ``1 / sqrt(D)``.
+        scale: multiplies ``q @ k^T``; must be > 0; default ``1 / sqrt(D)``.
         causal: bottom-right aligned causal mask: row ``i`` sees keys
             ``j <= Lk - Lq + i``.
         mask: additive float mask (any float dtype; ``-inf`` = masked) or bool
@@ -310,7 +312,7 @@ def flash_attn_decode(
             per sequence, the current query tokens included. Linear caches
             (``window=None``): ``kv_lens <= capacity`` (larger values are
             clamped to the capacity on CUDA and rejected for CPU tensors).
-        scale: default ``1 / sqrt(D)``.
+        scale: > 0, default ``1 / sqrt(D)``.
         window: sliding window (see :func:`flash_attn_prefill`). The cache may
             then be a ring buffer: position ``p`` lives in slot
             ``p % capacity``; ``capacity >= window + Lq - 1`` keeps every
@@ -348,7 +350,7 @@ def scaled_dot_product_attention(
 
     Args:
         q: ``[B, Hq, Lq, D]``; k, v: ``[B, Hkv, Lk, D]`` (GQA: not pre-tiled).
-        scale: multiplies ``q @ k^T`` (required, as in MLX).
+        scale: multiplies ``q @ k^T`` (required, as in MLX; must be > 0).
         mask: None, ``"causal"`` (lower-right aligned: the last query aligns
             with the last key), or a bool (True = attend) / additive array
             broadcastable to ``[B, Hq, Lq, Lk]``.

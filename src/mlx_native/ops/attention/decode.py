@@ -2,7 +2,7 @@
 
 Decode is memory bound: each step reads the whole visible KV cache once. To
 keep every SM streaming even at batch 1, the visible range of each sequence
-is cut into ``N_SPLITS`` contiguous chunks, one program per (chunk, batch,
+is cut into the split count contiguous chunks, one program per (chunk, batch,
 KV head). The split count comes from the SM count and the static shapes
 (batch, heads, capacity, window), never from the ``kv_lens`` values, so a
 call needs no host sync and replays from a CUDA graph with new lengths.
@@ -43,24 +43,24 @@ GPU_CONFIGS_F32 = {16: (32, 4, 3), 32: (32, 4, 3), 64: (32, 4, 3), 128: (32, 4, 
 INTERPRETER = dict(block_n=16, min_split_keys=16, max_splits=4)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_splits"])
 def _decode_kernel(
     q_ptr,  # [B, Hq, Lq, D] (strides sq_*)
     k_ptr,  # [B, Hkv, C, D] cache (strides sk_*)
     v_ptr,  # [B, Hkv, C, D] cache (strides sv_*)
     lens_ptr,  # [B] int32/int64: tokens in the cache, current queries included
     o_ptr,  # [B, Hq, Lq, D] contiguous output (SINGLE)
-    po_ptr,  # [N_SPLITS, B*Hq*Lq, D] fp32 partial outputs (not SINGLE)
-    plse_ptr,  # [N_SPLITS, B*Hq*Lq] fp32 partial log2-sum-exp (not SINGLE)
+    po_ptr,  # [n_splits, B*Hq*Lq, D] fp32 partial outputs (not SINGLE)
+    plse_ptr,  # [n_splits, B*Hq*Lq] fp32 partial log2-sum-exp (not SINGLE)
     sq_b, sq_h, sq_l,
     sk_b, sk_h, sk_s,
     sv_b, sv_h, sv_s,
-    Hq, Lq, C, window, R,
+    Hq, Lq, C, window, R, n_splits,
     qk_scale,  # scale * log2(e)
     softcap_in,  # scale / softcap
     softcap_out,  # softcap * log2(e)
     G: tl.constexpr,  # query heads per KV head
-    N_SPLITS: tl.constexpr,
+    SINGLE: tl.constexpr,  # one split: write the output directly
     WINDOW: tl.constexpr,  # sliding window; the cache may be a ring (slot = pos % C)
     MULTI_Q: tl.constexpr,  # Lq > 1: causal mask among the new tokens
     SOFTCAP: tl.constexpr,
@@ -96,7 +96,7 @@ def _decode_kernel(
     lo = 0
     if WINDOW:
         lo = tl.maximum(tl.maximum(n - Lq - window + 1, n - C), 0)
-    chunk = tl.cdiv(tl.cdiv(n - lo, N_SPLITS), BLOCK_N) * BLOCK_N
+    chunk = tl.cdiv(tl.cdiv(n - lo, n_splits), BLOCK_N) * BLOCK_N
     start = lo + pid_s * chunk
     end = tl.minimum(start + chunk, n)
 
@@ -142,7 +142,7 @@ def _decode_kernel(
     out = acc / tl.where(seen, l_i, 1.0)[:, None]
     r = (b.to(tl.int64) * Hq + h) * Lq + qi
     st_mask = row_ok[:, None] & d_ok[None, :]
-    if N_SPLITS == 1:
+    if SINGLE:
         tl.store(o_ptr + r[:, None] * HEAD_D + offs_d[None, :], out.to(o_ptr.dtype.element_ty), mask=st_mask)
     else:
         pr = pid_s * R + r
@@ -151,13 +151,12 @@ def _decode_kernel(
         tl.store(plse_ptr + pr, lse, mask=row_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_splits"])
 def _reduce_kernel(
-    po_ptr,  # [N_SPLITS, R, D] fp32 partial outputs
-    plse_ptr,  # [N_SPLITS, R] fp32 partial log2-sum-exp
+    po_ptr,  # [n_splits, R, D] fp32 partial outputs
+    plse_ptr,  # [n_splits, R] fp32 partial log2-sum-exp
     o_ptr,  # [R, D] output, q's dtype
-    R,
-    N_SPLITS: tl.constexpr,
+    R, n_splits,
     BLOCK_S: tl.constexpr,
     BLOCK_R: tl.constexpr,
     BLOCK_D: tl.constexpr,
@@ -169,12 +168,12 @@ def _reduce_kernel(
     offs_d = tl.arange(0, BLOCK_D)
     st_mask = r_ok[:, None] & (offs_d < HEAD_D)[None, :]
     lse = tl.load(plse_ptr + s[:, None].to(tl.int64) * R + rows[None, :],
-                  mask=(s < N_SPLITS)[:, None] & r_ok[None, :], other=float("-inf"))  # [S, R]
+                  mask=(s < n_splits)[:, None] & r_ok[None, :], other=float("-inf"))  # [S, R]
     mx = tl.max(lse, axis=0)
     mx = tl.where(mx == float("-inf"), 0.0, mx)
     tot = tl.zeros([BLOCK_R], dtype=tl.float32)
     acc = tl.zeros([BLOCK_R, BLOCK_D], dtype=tl.float32)
-    for sp in range(N_SPLITS):
+    for sp in range(n_splits):
         pr = sp * R + rows.to(tl.int64)
         w = tl.math.exp2(tl.load(plse_ptr + pr, mask=r_ok, other=float("-inf")) - mx)
         o = tl.load(po_ptr + pr[:, None] * HEAD_D + offs_d[None, :], mask=st_mask, other=0.0)
@@ -217,10 +216,11 @@ class DecodePlan:
         span = cap if window <= 0 else min(cap, window + lq - 1)
         self.splits = num_splits(b, hkv, m_blocks, span, block_n, sm_count, on_cuda)
         self.rows = b * hq * lq
-        self.ints = (*q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], hq, lq, cap, window, self.rows)
+        self.ints = (*q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], hq, lq, cap, window, self.rows,
+                     self.splits)
         self.launch = Launch(
             _decode_kernel, (self.splits, b * hkv, m_blocks),
-            dict(G=g, N_SPLITS=self.splits, WINDOW=window > 0, MULTI_Q=lq > 1, SOFTCAP=softcap > 0, BLOCK_M=block_m,
+            dict(G=g, SINGLE=self.splits == 1, WINDOW=window > 0, MULTI_Q=lq > 1, SOFTCAP=softcap > 0, BLOCK_M=block_m,
                  BLOCK_N=block_n, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d,
                  PRECISION="ieee" if q.dtype == torch.float32 else "tf32"),
             num_warps=warps, num_stages=stages,
@@ -231,7 +231,7 @@ class DecodePlan:
             block_r = max(1, min(16, 4096 // block_d))
             self.reduce = Launch(
                 _reduce_kernel, (triton.cdiv(self.rows, block_r),),
-                dict(N_SPLITS=self.splits, BLOCK_S=block_s, BLOCK_R=block_r, BLOCK_D=block_d, HEAD_D=d),
+                dict(BLOCK_S=block_s, BLOCK_R=block_r, BLOCK_D=block_d, HEAD_D=d),
                 num_warps=4,
             )
 
@@ -247,5 +247,5 @@ class DecodePlan:
         cap_in = scale / softcap if softcap > 0 else 0.0
         self.launch(q, k_cache, v_cache, kv_lens, out, po, plse, *self.ints, scale * LOG2E, cap_in, softcap * LOG2E)
         if self.reduce is not None:
-            self.reduce(po, plse, out, self.rows)
+            self.reduce(po, plse, out, self.rows, self.splits)
         return out

@@ -93,25 +93,27 @@ def _tiles(acc, l_i, m_i, q, k_base, v_base, mask_base, sk_l, sv_l, sm_k, lo, hi
                 else:
                     k = tl.load(k_base + kpos[:, None] * sk_l + offs_d[None, :], mask=d_ok[None, :], other=0.0)
             qk = tl.dot(q, tl.trans(k), input_precision=PRECISION)
-            if SOFTCAP:
-                s = tanh(qk * softcap_in) * softcap_out
-            else:
-                s = qk * qk_scale
-            if HAS_MASK:
-                s = s + madd
-            if BOUNDS:
-                ok = (kpos < Lk)[None, :]
-                if CAUSAL:
-                    ok = ok & (kpos[None, :] <= qpos[:, None])
-                if WINDOW:
-                    ok = ok & (kpos[None, :] > qpos[:, None] - window)
-                s = tl.where(ok, s, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, axis=1))
-            if BOUNDS or HAS_MASK:
+            if BOUNDS or HAS_MASK or SOFTCAP:
+                if SOFTCAP:
+                    s = tanh(qk * softcap_in) * softcap_out
+                else:
+                    s = qk * qk_scale
+                if HAS_MASK:
+                    s = s + madd
+                if BOUNDS:
+                    ok = (kpos < Lk)[None, :]
+                    if CAUSAL:
+                        ok = ok & (kpos[None, :] <= qpos[:, None])
+                    if WINDOW:
+                        ok = ok & (kpos[None, :] > qpos[:, None] - window)
+                    s = tl.where(ok, s, float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(s, axis=1))
                 m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-            else:
+                p = tl.math.exp2(s - m_use[:, None])
+            else:  # the hot loop: every score finite, scale > 0 (one FMA per score)
+                m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
                 m_use = m_new
-            p = tl.math.exp2(s - m_use[:, None])
+                p = tl.math.exp2(qk * qk_scale - m_use[:, None])
             alpha = tl.math.exp2(m_i - m_use)
             l_i = l_i * alpha + tl.sum(p, axis=1)
             acc = acc * alpha[:, None]

@@ -1,0 +1,304 @@
+"""Attention family benchmark: flash_attn_prefill and flash_attn_decode vs PyTorch SDPA backends.
+
+Peers, measured in the same run: ``F.scaled_dot_product_attention`` pinned to
+its FlashAttention-2 backend ("sdpa flash"), cuDNN backend ("sdpa cudnn") and
+memory-efficient backend ("sdpa efficient"); for the ragged decode batch the
+peers run on the batch padded to its longest sequence (with a key-padding
+mask, which is what correctness requires).
+
+    python bench/run_all.py --out DIR --families attention      # rows for results.json / results.md
+    python bench/attention.py --sweep DIR                        # launch-config sweep (developer tool)
+    python bench/attention.py --report DIR/results.json          # attention table: TFLOP/s, TB/s, targets
+
+Prefill shapes follow FlashAttention's benchmark: 16k tokens per batch
+(B = 16384 / L), hidden 2048 (H = 2048 / D), MHA, plus a Llama-3-8B GQA row.
+FLOPs count the visible (query, key) pairs only: 4 * D per pair.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import common  # noqa: E402
+from common import Case, Impl  # noqa: E402
+
+import mlx_native as mn  # noqa: E402
+
+BF16 = torch.bfloat16
+PREFILL_LENGTHS = [1024, 4096, 8192, 16384]
+PREFILL_DIMS = [64, 128, 256]
+DECODE_BATCHES = [1, 8, 32]
+DECODE_LENGTHS = [1024, 8192, 32768, 131072]
+DECODE_HEADS = {128: (64, 8), 256: (16, 8)}  # D -> (Hq, Hkv): Llama-70B-like 8:1, Gemma-2/3-like D=256
+TOL = 3e-2
+
+
+def _sdpa(backend_name: str):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = getattr(SDPBackend, backend_name)
+
+    def run(q, k, v, causal=False, mask=None):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                                  enable_gqa=q.shape[1] != k.shape[1])
+
+    return run
+
+
+PEERS = {"sdpa flash": "FLASH_ATTENTION", "sdpa cudnn": "CUDNN_ATTENTION", "sdpa efficient": "EFFICIENT_ATTENTION"}
+
+
+def pairs(lq: int, lk: int, causal: bool) -> int:
+    """Visible (query, key) pairs of one head (bottom-right causal: row i sees keys <= Lk - Lq + i)."""
+    if not causal:
+        return lq * lk
+    off = lk - lq
+    if off >= 0:
+        return lq * off + lq * (lq + 1) // 2
+    return sum(off + i + 1 for i in range(-off, lq))
+
+
+def prefill_case(b, hq, hkv, l, d, causal, dtype=BF16) -> Case:
+    esize = torch.empty((), dtype=dtype).element_size()
+
+    def make():
+        return (torch.randn(b, hq, l, d, device=common.DEVICE, dtype=dtype),
+                torch.randn(b, hkv, l, d, device=common.DEVICE, dtype=dtype),
+                torch.randn(b, hkv, l, d, device=common.DEVICE, dtype=dtype))
+
+    impls = {"mlx-native": Impl(lambda q, k, v: mn.flash_attn_prefill(q, k, v, causal=causal), tolerance=TOL)}
+    for name, backend in PEERS.items():
+        fn = _sdpa(backend)
+        impls[name] = Impl(lambda q, k, v, fn=fn: fn(q, k, v, causal), tolerance=TOL)
+    nbytes = (2 * b * hq * l * d + 2 * b * hkv * l * d) * esize
+    flops = 4 * b * hq * pairs(l, l, causal) * d
+    return Case("attention", "prefill causal" if causal else "prefill", f"B{b} Hq{hq} Hkv{hkv} L{l} D{d}",
+                str(dtype), "large", nbytes, make, impls, flops=flops)
+
+
+def decode_case(b, hq, hkv, kv, d, dtype=BF16, ragged=False) -> Case:
+    esize = torch.empty((), dtype=dtype).element_size()
+    gen = torch.Generator().manual_seed(b * 7 + kv)
+    lens_host = (torch.randint(1024, kv + 1, (b,), generator=gen) if ragged else torch.full((b,), kv)).tolist()
+    lmax = max(lens_host)
+
+    def make():
+        q = torch.randn(b, hq, 1, d, device=common.DEVICE, dtype=dtype)
+        kc = torch.randn(b, hkv, kv, d, device=common.DEVICE, dtype=dtype)
+        vc = torch.randn(b, hkv, kv, d, device=common.DEVICE, dtype=dtype)
+        lens = torch.tensor(lens_host, dtype=torch.int32, device=common.DEVICE)
+        return q, kc, vc, lens
+
+    impls = {"mlx-native": Impl(lambda q, kc, vc, lens: mn.flash_attn_decode(q, kc, vc, lens), tolerance=TOL)}
+    for name, backend in PEERS.items():
+        fn = _sdpa(backend)
+        if ragged:
+            pad_mask = (torch.arange(lmax)[None, :] < torch.tensor(lens_host)[:, None])[:, None, None, :]
+
+            def run(q, kc, vc, lens, fn=fn, pad_mask=pad_mask):
+                return fn(q, kc[:, :, :lmax], vc[:, :, :lmax], False, pad_mask.to(q.device))
+        else:
+            def run(q, kc, vc, lens, fn=fn):
+                return fn(q, kc, vc, False)
+        impls[name + (" (padded)" if ragged else "")] = Impl(run, tolerance=TOL)
+    nbytes = (2 * sum(lens_host) * hkv * d + 2 * b * hq * d) * esize
+    flops = 4 * hq * sum(lens_host) * d
+    shape = f"B{b} Hq{hq} Hkv{hkv} kv{kv} D{d}" + (" ragged 1k-" + str(kv // 1024) + "k" if ragged else "")
+    return Case("attention", "decode", shape, str(dtype), "decode", nbytes, make, impls, flops=flops)
+
+
+def cases() -> list[Case]:
+    out = []
+    for d in PREFILL_DIMS:
+        for l in PREFILL_LENGTHS:
+            for causal in (False, True):
+                out.append(prefill_case(16384 // l, 2048 // d, 2048 // d, l, d, causal))
+    out.append(prefill_case(1, 32, 8, 8192, 128, True))  # Llama 3 8B GQA
+    for d, (hq, hkv) in DECODE_HEADS.items():
+        for b in DECODE_BATCHES:
+            for kv in DECODE_LENGTHS:
+                if b * hkv * kv * d * 4 > 20 << 30:  # > 20 GiB of K/V per input set
+                    continue
+                out.append(decode_case(b, hq, hkv, kv, d))
+    out.append(decode_case(8, 64, 8, 32768, 128, ragged=True))
+    return out
+
+
+# --------------------------------------------------------------------------- sweep (developer tool)
+
+def _time(fn, args, reps=10) -> float:
+    for _ in range(2):
+        fn(*args)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn(*args)
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e) * 1e3)
+    return statistics.median(times)
+
+
+def sweep(out_dir: str, budget_s: float = 1e9) -> None:
+    """Time prefill/decode launch configs on the target shapes (ours and the peers), most important first,
+    until ``budget_s`` seconds have passed. Rows go to ``out_dir/attention_sweep.jsonl`` as they come."""
+    from mlx_native.ops.attention import decode as dec
+    from mlx_native.ops.attention import prefill as pre
+    from mlx_native.runtime.plans import clear_all
+
+    os.makedirs(out_dir, exist_ok=True)
+    log = open(os.path.join(out_dir, "attention_sweep.jsonl"), "w")
+    t_start = time.time()
+
+    def emit(row):
+        print("[sweep]", json.dumps(row), flush=True)
+        log.write(json.dumps(row) + "\n")
+        log.flush()
+
+    def prefill_job(d, causal, configs):
+        h, b = 2048 // d, 2
+        q, k, v = (torch.randn(b, h, 8192, d, device="cuda", dtype=BF16) for _ in range(3))
+        flops = 4 * b * h * pairs(8192, 8192, causal) * d
+        for name, backend in PEERS.items():
+            try:
+                t = _time(lambda q, k, v: _sdpa(backend)(q, k, v, causal), (q, k, v))
+                emit(dict(kind="prefill", d=d, causal=causal, impl=name, us=t, tflops=flops / t / 1e6))
+            except Exception as exc:  # noqa: BLE001
+                emit(dict(kind="prefill", d=d, causal=causal, impl=name, error=repr(exc)[:200]))
+        saved = pre.GPU_CONFIGS[(True, d)]
+        for cfg in configs:
+            if time.time() - t_start > budget_s:
+                break
+            pre.GPU_CONFIGS[(True, d)] = cfg
+            clear_all()
+            try:
+                t0 = time.time()
+                t = _time(lambda q, k, v: mn.flash_attn_prefill(q, k, v, causal=causal), (q, k, v))
+                emit(dict(kind="prefill", d=d, causal=causal, impl="ours", cfg=cfg, us=t, tflops=flops / t / 1e6,
+                          wall_s=round(time.time() - t0, 1)))
+            except Exception as exc:  # noqa: BLE001
+                emit(dict(kind="prefill", d=d, causal=causal, impl="ours", cfg=cfg, error=repr(exc)[:300]))
+        pre.GPU_CONFIGS[(True, d)] = saved
+        clear_all()
+
+    def decode_job(b, kv, d, configs, ctas_list):
+        hq, hkv = DECODE_HEADS[d]
+        q = torch.randn(b, hq, 1, d, device="cuda", dtype=BF16)
+        kc, vc = (torch.randn(b, hkv, kv, d, device="cuda", dtype=BF16) for _ in range(2))
+        lens = torch.full((b,), kv, dtype=torch.int32, device="cuda")
+        nbytes = 2 * b * hkv * kv * d * 2
+        for name, backend in PEERS.items():
+            try:
+                t = _time(lambda q, k, v: _sdpa(backend)(q, k, v), (q, kc, vc))
+                emit(dict(kind="decode", b=b, kv=kv, d=d, impl=name, us=t, tbps=nbytes / t / 1e6))
+            except Exception as exc:  # noqa: BLE001
+                emit(dict(kind="decode", b=b, kv=kv, d=d, impl=name, error=repr(exc)[:200]))
+        saved = (dict(dec.GPU_CONFIGS), dec.CTAS_PER_SM)
+        for cfg in configs:
+            for ctas in ctas_list:
+                if time.time() - t_start > budget_s:
+                    break
+                dec.GPU_CONFIGS[d] = cfg
+                dec.CTAS_PER_SM = ctas
+                clear_all()
+                try:
+                    t = _time(lambda q, kc, vc, n: mn.flash_attn_decode(q, kc, vc, n), (q, kc, vc, lens))
+                    emit(dict(kind="decode", b=b, kv=kv, d=d, impl="ours", cfg=cfg, ctas_per_sm=ctas, us=t,
+                              tbps=nbytes / t / 1e6))
+                except Exception as exc:  # noqa: BLE001
+                    emit(dict(kind="decode", b=b, kv=kv, d=d, impl="ours", cfg=cfg, error=repr(exc)[:300]))
+        dec.GPU_CONFIGS.clear()
+        dec.GPU_CONFIGS.update(saved[0])
+        dec.CTAS_PER_SM = saved[1]
+        clear_all()
+
+    p128 = [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (128, 128, 8, 2), (64, 64, 4, 3)]
+    p256 = [(128, 64, 8, 2), (64, 64, 4, 2), (128, 32, 8, 2), (64, 32, 4, 3)]
+    p64 = [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 4, 4), (64, 64, 4, 3)]
+    dgrid = [(64, 4, 4), (64, 4, 3), (128, 4, 3), (128, 8, 3), (32, 4, 4)]
+    jobs = [
+        lambda: prefill_job(128, False, p128), lambda: prefill_job(128, True, p128),
+        lambda: decode_job(8, 32768, 128, dgrid, (2, 4, 8)),
+        lambda: decode_job(1, 32768, 128, dgrid[:3], (2, 4, 8)),
+        lambda: prefill_job(256, False, p256), lambda: prefill_job(256, True, p256),
+        lambda: decode_job(8, 32768, 256, [(32, 4, 4), (64, 4, 3), (32, 4, 3), (64, 8, 3)], (4,)),
+        lambda: decode_job(32, 8192, 128, dgrid[:3], (2, 4)),
+        lambda: prefill_job(64, False, p64), lambda: prefill_job(64, True, p64),
+    ]
+    for job in jobs:
+        if time.time() - t_start > budget_s:
+            emit(dict(kind="note", msg="sweep budget exhausted"))
+            break
+        job()
+        torch.cuda.empty_cache()
+    log.close()
+
+
+# --------------------------------------------------------------------------- report
+
+def report(results_json: str) -> str:
+    """Markdown table of the attention rows: TFLOP/s (prefill), TB/s (decode), ratios to each peer."""
+    data = json.load(open(results_json))
+    rows = [r for r in data["rows"] if r.get("family") == "attention"]
+    env = data["environment"]
+    copy_bw = data["copy_bandwidth_Bps"]
+    lines = [f"# Attention benchmark ({env.get('gpu')}, torch {env.get('torch')}, triton {env.get('triton')}, "
+             f"CUDA {env.get('cuda')}, {env.get('date')})", "",
+             f"Copy bandwidth (read + write): {copy_bw / 1e12:.2f} TB/s. Prefill: eager timings (GPU-bound), "
+             "TFLOP/s over visible (query, key) pairs. Decode: CUDA-graph replay, TB/s of K/V actually read "
+             "(ragged: the real lengths). ratio = peer time / ours (> 1: we are faster).", ""]
+    for kind in ("prefill", "decode"):
+        sel = [r for r in rows if r["op"].startswith(kind)]
+        if not sel:
+            continue
+        peers = sorted({p for r in sel for p in list(r.get("eager_us", {})) + list(r.get("graph_us", {}))
+                        if p != "mlx-native"})
+        unit = "TFLOP/s" if kind == "prefill" else "TB/s"
+        lines += [f"## {kind}", "",
+                  f"| op | shape | ours us | ours {unit} | " + " | ".join(f"{p} {unit} (ratio)" for p in peers) + " |",
+                  "|---|---|---|---|" + "---|" * len(peers)]
+        for r in sel:
+            if "error" in r:
+                lines.append(f"| {r['op']} | {r['shape']} | error: {r['error'][:100]} |")
+                continue
+            times = r["graph_us"] if kind == "decode" and r.get("graph_us") else r["eager_us"]
+
+            def rate(t):
+                return r["flops"] / t / 1e6 if kind == "prefill" else r["bytes"] / t / 1e6
+
+            ours = times.get("mlx-native")
+            cells = []
+            for p in peers:
+                t = times.get(p)
+                cells.append("-" if t is None or ours is None else f"{rate(t):.0f} ({t / ours:.2f}x)"
+                             if kind == "prefill" else f"{rate(t):.2f} ({t / ours:.2f}x)")
+            lines.append(f"| {r['op']} | {r['shape']} | {ours:.1f} | "
+                         f"{(rate(ours) if ours else float('nan')):.{0 if kind == 'prefill' else 2}f} | "
+                         + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sweep", metavar="DIR")
+    parser.add_argument("--budget", type=float, default=1e9, help="sweep time budget in seconds")
+    parser.add_argument("--report", metavar="RESULTS_JSON")
+    args = parser.parse_args()
+    if args.sweep:
+        sweep(args.sweep, args.budget)
+    if args.report:
+        print(report(args.report))

@@ -1,0 +1,614 @@
+"""Attention: flash_attn_prefill / flash_attn_decode / scaled_dot_product_attention / kv_cache_write / KVCache.
+
+Oracles: the fp64 reference (with the flash-attention error bar against the
+same math done by PyTorch in the low dtype), PyTorch SDPA and MLX
+``mx.fast.scaled_dot_product_attention`` (CPU) where they support the case.
+Interpreter runs use small shapes; real sizes are ``@pytest.mark.gpu``.
+"""
+
+import math
+
+import mlx.core as mx
+import pytest
+import torch
+import torch.nn.functional as F
+
+import mlx_native as mn
+from helpers import assert_agrees_with, assert_error_bar, from_mlx, mlx_array, randn
+from mlx_native.ops.attention import ref
+
+LOWP = (torch.float16, torch.bfloat16)
+NEG_INF = float("-inf")
+
+
+# --------------------------------------------------------------------------- oracles
+
+def lowp_attention(q, k, v, scale, causal=False, mask=None, window=None, softcap=None):
+    """Naive attention in the inputs' dtype, as PyTorch users write it (the error-bar baseline):
+    scores and softcap in the low dtype, softmax in fp32 rounded to the dtype, then P @ V."""
+    hq, lq, lk = q.shape[1], q.shape[2], k.shape[2]
+    g = hq // k.shape[1]
+    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    s = (q @ k.transpose(-1, -2)) * scale
+    if softcap is not None:
+        s = softcap * torch.tanh(s / softcap)
+    s = s.float()
+    if mask is not None:
+        s = s.masked_fill(~mask, NEG_INF) if mask.dtype == torch.bool else s + mask.float()
+    vis = ref.visible_positions(lq, lk, causal or window is not None, window, q.device)
+    if vis is not None:
+        s = s.masked_fill(~vis, NEG_INF)
+    p = torch.softmax(s, -1).nan_to_num(0.0).to(v.dtype)
+    return p @ v
+
+
+def oracle(q, k, v, scale, causal=False, mask=None, window=None, softcap=None):
+    return ref.flash_attn_prefill(q.double(), k.double(), v.double(), scale, causal, mask, window, softcap)
+
+
+def check_prefill(q, k, v, *, causal=False, mask=None, window=None, softcap=None, scale=None, what=""):
+    scale_ = scale if scale is not None else q.shape[-1] ** -0.5
+    out, lse = mn.flash_attn_prefill(q, k, v, scale=scale, causal=causal, mask=mask, window=window, softcap=softcap,
+                                     return_lse=True)
+    o_ref, lse_ref = oracle(q, k, v, scale_, causal, mask, window, softcap)
+    assert out.shape == q.shape and out.dtype == q.dtype and out.is_contiguous()
+    assert lse.shape == q.shape[:3] and lse.dtype == torch.float32
+    base = lowp_attention(q, k, v, scale_, causal, mask, window, softcap)
+    assert_error_bar(out, o_ref, base, what=what)
+    finite = torch.isfinite(lse_ref)
+    assert torch.equal(torch.isfinite(lse), finite), f"{what}: lse -inf pattern differs"
+    lse_err = (lse.double() - lse_ref)[finite].abs().max().item() if finite.any() else 0.0
+    assert lse_err <= 1e-4 * max(1.0, lse_ref[finite].abs().max().item() if finite.any() else 1.0), \
+        f"{what}: lse error {lse_err}"
+    return out
+
+
+def make_qkv(b, hq, hkv, lq, lk, d, dtype, device, scale=1.0):
+    return (randn(b, hq, lq, d, dtype=dtype, device=device, scale=scale),
+            randn(b, hkv, lk, d, dtype=dtype, device=device, scale=scale),
+            randn(b, hkv, lk, d, dtype=dtype, device=device))
+
+
+# --------------------------------------------------------------------------- prefill
+
+@pytest.mark.parametrize("dtype", LOWP)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("lq,lk", [(1, 1), (7, 7), (63, 63), (1, 63), (7, 100), (63, 130), (100, 100), (7, 1000),
+                                   (3, 4097)])
+def test_prefill_lengths(device, dtype, causal, lq, lk):
+    q, k, v = make_qkv(1, 2, 1, lq, lk, 64, dtype, device)
+    check_prefill(q, k, v, causal=causal, what=f"{lq}x{lk} causal={causal}")
+
+
+@pytest.mark.parametrize("d", [8, 40, 64, 80, 96, 128, 192, 256, 512])
+@pytest.mark.parametrize("dtype", LOWP)
+def test_prefill_head_dims(device, d, dtype):
+    q, k, v = make_qkv(1, 2, 2, 20, 37, d, dtype, device)
+    check_prefill(q, k, v, causal=True, what=f"D={d}")
+
+
+@pytest.mark.parametrize("d", [64, 96, 256])
+def test_prefill_float32(device, d):
+    q, k, v = make_qkv(2, 2, 1, 33, 50, d, torch.float32, device)
+    check_prefill(q, k, v, causal=True, what="fp32")
+    check_prefill(q, k, v, window=9, softcap=5.0, what="fp32 window softcap")
+
+
+@pytest.mark.parametrize("ratio", [1, 4, 8])
+def test_prefill_gqa(device, ratio):
+    q, k, v = make_qkv(2, 8, 8 // ratio, 40, 40, 64, torch.bfloat16, device)
+    check_prefill(q, k, v, causal=True, what=f"GQA {ratio}")
+
+
+@pytest.mark.parametrize("window", [1, 5, 16, 33, 70, 1000])
+@pytest.mark.parametrize("lq,lk", [(60, 60), (20, 90)])
+def test_prefill_window(device, window, lq, lk):
+    q, k, v = make_qkv(1, 2, 1, lq, lk, 64, torch.bfloat16, device)
+    check_prefill(q, k, v, window=window, what=f"window {window}")
+
+
+@pytest.mark.parametrize("softcap", [1.0, 30.0])
+def test_prefill_softcap(device, softcap):
+    q, k, v = make_qkv(1, 2, 1, 40, 50, 128, torch.float16, device, scale=4.0)
+    check_prefill(q, k, v, causal=True, softcap=softcap, what="softcap")
+    check_prefill(q, k, v, window=13, softcap=softcap, what="softcap + window")
+
+
+def test_prefill_window_equals_causal_when_wide(device):
+    q, k, v = make_qkv(1, 2, 1, 30, 45, 64, torch.bfloat16, device)
+    torch.testing.assert_close(mn.flash_attn_prefill(q, k, v, window=45), mn.flash_attn_prefill(q, k, v, causal=True),
+                               rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", LOWP)
+@pytest.mark.parametrize("shape", ["LqLk", "BHLqLk", "B1LqLk", "1Lk"])
+def test_prefill_bool_mask(device, dtype, shape):
+    b, h, lq, lk = 2, 4, 33, 47
+    q, k, v = make_qkv(b, h, 2, lq, lk, 64, dtype, device)
+    mshape = {"LqLk": (lq, lk), "BHLqLk": (b, h, lq, lk), "B1LqLk": (b, 1, lq, lk), "1Lk": (1, lk)}[shape]
+    mask = torch.rand(mshape, device=device) > 0.4
+    check_prefill(q, k, v, mask=mask, what=f"bool mask {shape}")
+    check_prefill(q, k, v, mask=mask, causal=True, what=f"bool mask {shape} + causal")
+
+
+@pytest.mark.parametrize("mdtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_prefill_additive_mask(device, mdtype):
+    b, h, lq, lk = 2, 2, 40, 40
+    q, k, v = make_qkv(b, h, 1, lq, lk, 64, torch.bfloat16, device)
+    mask = randn(b, h, lq, lk, dtype=mdtype, device=device, scale=2.0)
+    mask[..., :, 17:] = NEG_INF  # whole tiles masked: skipped
+    check_prefill(q, k, v, mask=mask, what="additive mask")
+    check_prefill(q, k, v, mask=mask, window=20, softcap=10.0, what="additive mask + window + softcap")
+
+
+def test_prefill_mask_tiles_skipped_match_dense(device):
+    """A block-diagonal bool mask (most tiles all-False) gives the same result as the oracle."""
+    lq = lk = 96
+    q, k, v = make_qkv(1, 2, 2, lq, lk, 64, torch.float16, device)
+    blk = torch.arange(lq, device=device) // 32
+    mask = blk[:, None] == blk[None, :]
+    check_prefill(q, k, v, mask=mask, what="block-diagonal")
+
+
+def test_prefill_fully_masked_rows_are_zero(device):
+    lq, lk = 40, 40
+    q, k, v = make_qkv(1, 2, 1, lq, lk, 64, torch.bfloat16, device)
+    mask = torch.rand(lq, lk, device=device) > 0.5
+    mask[[0, 5, 39]] = False
+    out, lse = mn.flash_attn_prefill(q, k, v, mask=mask, return_lse=True)
+    assert not torch.isnan(out).any()
+    assert (out[:, :, [0, 5, 39]] == 0).all()
+    assert torch.isneginf(lse[:, :, [0, 5, 39]]).all()
+    additive = torch.zeros(lq, lk, device=device).masked_fill(~mask, NEG_INF)
+    out2 = check_prefill(q, k, v, mask=additive, what="additive -inf rows")
+    assert (out2[:, :, [0, 5, 39]] == 0).all()
+    # causal with Lk < Lq: the first rows see nothing
+    q, k, v = make_qkv(1, 2, 1, 20, 8, 64, torch.bfloat16, device)
+    out = check_prefill(q, k, v, causal=True, what="Lk < Lq")
+    assert (out[:, :, :12] == 0).all()
+
+
+def test_prefill_zero_keys(device):
+    q = randn(1, 2, 5, 64, dtype=torch.bfloat16, device=device)
+    k = torch.empty(1, 2, 0, 64, dtype=torch.bfloat16, device=device)
+    out, lse = mn.flash_attn_prefill(q, k, k, return_lse=True)
+    assert (out == 0).all() and torch.isneginf(lse).all()
+
+
+def test_prefill_strided_inputs(device):
+    """q from a [B, L, H, D] projection (transposed view), k/v as prefix views of a bigger cache."""
+    b, l, h, d = 2, 37, 4, 64
+    q = randn(b, l, h, d, dtype=torch.bfloat16, device=device).transpose(1, 2)
+    cache_k = randn(b, 2, 100, d, dtype=torch.bfloat16, device=device)
+    cache_v = randn(b, 2, 100, d, dtype=torch.bfloat16, device=device)
+    k, v = cache_k[:, :, :60], cache_v[:, :, :60]
+    assert not q.is_contiguous() and not k.is_contiguous()
+    check_prefill(q, k, v, causal=True, what="strided")
+
+
+def test_prefill_custom_scale(device):
+    q, k, v = make_qkv(1, 2, 1, 20, 20, 64, torch.bfloat16, device)
+    check_prefill(q, k, v, scale=0.37, causal=True, what="scale")
+
+
+@pytest.mark.parametrize("lq,lk", [(33, 33), (7, 40)])
+@pytest.mark.parametrize("ratio", [1, 4])
+def test_prefill_matches_torch_sdpa(device, lq, lk, ratio):
+    q, k, v = make_qkv(2, 8, 8 // ratio, lq, lk, 64, torch.bfloat16, device)
+    o_ref, _ = oracle(q, k, v, 0.125)
+    theirs = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    assert_agrees_with(mn.flash_attn_prefill(q, k, v), theirs, o_ref, what="vs torch sdpa")
+    # torch's is_causal is top-left aligned: compare through an explicit bottom-right mask
+    vis = ref.visible_positions(lq, lk, True, None, device)
+    theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=vis, enable_gqa=True)
+    o_ref, _ = oracle(q, k, v, 0.125, causal=True)
+    assert_agrees_with(mn.flash_attn_prefill(q, k, v, causal=True), theirs, o_ref, what="causal vs torch sdpa")
+
+
+# --------------------------------------------------------------------------- MLX
+
+def mlx_sdpa(q, k, v, scale, mask):
+    m = mask
+    if isinstance(mask, torch.Tensor):
+        m = mx.array(mask.cpu().numpy()) if mask.dtype == torch.bool else mlx_array(mask)
+    return from_mlx(mx.fast.scaled_dot_product_attention(mlx_array(q), mlx_array(k), mlx_array(v), scale=scale,
+                                                         mask=m))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("lq,lk", [(1, 50), (4, 50), (37, 37), (20, 63)])
+@pytest.mark.parametrize("mask_kind", [None, "causal", "bool", "additive"])
+def test_sdpa_matches_mlx(device, dtype, lq, lk, mask_kind):
+    b, hq, hkv, d = 2, 8, 2, 64
+    q, k, v = make_qkv(b, hq, hkv, lq, lk, d, dtype, device)
+    scale = d ** -0.5
+    mask = mask_kind
+    if mask_kind == "bool":
+        mask = torch.rand(b, 1, lq, lk, device=device) > 0.3
+    elif mask_kind == "additive":
+        mask = randn(lq, lk, dtype=dtype, device=device)
+    ours = mn.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+    theirs = mlx_sdpa(q, k, v, scale, mask)
+    o_ref, _ = oracle(q, k, v, scale, causal=mask_kind == "causal",
+                      mask=mask if isinstance(mask, torch.Tensor) else None)
+    assert_agrees_with(ours, theirs, o_ref, what=f"vs MLX {mask_kind}")
+
+
+# --------------------------------------------------------------------------- decode
+
+def decode_oracle(q, kc, vc, lens, scale, window=None, softcap=None):
+    return ref.flash_attn_decode(q.double(), kc.double(), vc.double(), lens, scale, window, softcap)
+
+
+def decode_baseline(q, kc, vc, lens, scale, window=None, softcap=None):
+    """Low-precision baseline: the naive attention of each sequence over its own visible keys."""
+    lq = q.shape[2]
+    outs = []
+    pos, valid = ref.slot_positions(lens, kc.shape[2], window is not None)
+    for b in range(q.shape[0]):
+        order = torch.argsort(torch.where(valid[b], pos[b], pos.new_tensor(-1)))
+        keep = order[valid[b][order]]  # slots of this sequence ordered by position
+        outs.append(lowp_attention(q[b:b + 1], kc[b:b + 1, :, keep], vc[b:b + 1, :, keep], scale, True, None, window,
+                                   softcap) if keep.numel() else torch.zeros_like(q[b:b + 1]))
+    return torch.cat(outs)
+
+
+def check_decode(q, kc, vc, lens, *, window=None, softcap=None, what=""):
+    scale = q.shape[-1] ** -0.5
+    out = mn.flash_attn_decode(q, kc, vc, lens, window=window, softcap=softcap)
+    assert out.shape == q.shape and out.dtype == q.dtype
+    o_ref = decode_oracle(q, kc, vc, lens, scale, window, softcap)
+    assert_error_bar(out, o_ref, decode_baseline(q, kc, vc, lens, scale, window, softcap), what=what)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("ratio", [1, 4, 8])
+def test_decode_ragged_lengths(device, dtype, ratio):
+    b, hq, cap, d = 4, 8, 300, 64
+    q = randn(b, hq, 1, d, dtype=dtype, device=device)
+    kc, vc = (randn(b, hq // ratio, cap, d, dtype=dtype, device=device) for _ in range(2))
+    lens = torch.tensor([1, 7, 300, 163], dtype=torch.int32, device=device)
+    check_decode(q, kc, vc, lens, what=f"decode ratio {ratio}")
+
+
+@pytest.mark.parametrize("d", [64, 80, 128, 256, 512])
+def test_decode_head_dims(device, d):
+    q = randn(2, 4, 1, d, dtype=torch.bfloat16, device=device)
+    kc, vc = (randn(2, 1, 70, d, dtype=torch.bfloat16, device=device) for _ in range(2))
+    lens = torch.tensor([70, 33], dtype=torch.int32, device=device)
+    check_decode(q, kc, vc, lens, softcap=20.0, what=f"decode D={d}")
+
+
+@pytest.mark.parametrize("lq", [2, 5])
+def test_decode_few_query_tokens(device, lq):
+    q = randn(3, 8, lq, 64, dtype=torch.bfloat16, device=device)
+    kc, vc = (randn(3, 2, 90, 64, dtype=torch.bfloat16, device=device) for _ in range(2))
+    lens = torch.tensor([lq, 50, 90], dtype=torch.int64, device=device)
+    check_decode(q, kc, vc, lens, what="speculative")
+    check_decode(q, kc, vc, lens, window=17, what="speculative + window")
+
+
+def test_decode_empty_sequence_is_zero(device):
+    q = randn(2, 4, 1, 64, dtype=torch.bfloat16, device=device)
+    kc, vc = (randn(2, 4, 40, 64, dtype=torch.bfloat16, device=device) for _ in range(2))
+    out = mn.flash_attn_decode(q, kc, vc, torch.tensor([0, 40], dtype=torch.int32, device=device))
+    assert (out[0] == 0).all() and not torch.isnan(out).any()
+
+
+@pytest.mark.parametrize("lq", [1, 3])
+def test_decode_equals_last_rows_of_prefill(device, lq):
+    b, hq, hkv, n, d = 2, 8, 2, 77, 128
+    q, k, v = make_qkv(b, hq, hkv, n, n, d, torch.bfloat16, device)
+    full = mn.flash_attn_prefill(q, k, v, causal=True, softcap=30.0)
+    cap = 100
+    kc = torch.zeros(b, hkv, cap, d, dtype=torch.bfloat16, device=device)
+    vc = torch.zeros_like(kc)
+    kc[:, :, :n], vc[:, :, :n] = k, v
+    lens = torch.full((b,), n, dtype=torch.int32, device=device)
+    dec = mn.flash_attn_decode(q[:, :, -lq:], kc, vc, lens, softcap=30.0)
+    o_ref = decode_oracle(q[:, :, -lq:], kc, vc, lens, d ** -0.5, None, 30.0)
+    # both within the error bar of the same oracle, and close to each other
+    assert_error_bar(dec, o_ref, full[:, :, -lq:])
+    torch.testing.assert_close(dec.float(), full[:, :, -lq:].float(), rtol=0, atol=2 * 2 ** -8 * 4)
+
+
+@pytest.mark.parametrize("window,cap", [(16, 16), (16, 20), (40, 64)])
+def test_ring_buffer_wraparound(device, window, cap):
+    """Tokens written step by step into a ring; decode equals windowed prefill on the whole sequence."""
+    b, hq, hkv, d, n = 2, 4, 2, 64, 70
+    q, k, v = make_qkv(b, hq, hkv, n, n, d, torch.bfloat16, device)
+    full = mn.flash_attn_prefill(q, k, v, window=window)
+    cache = mn.KVCache(b, hkv, d, cap, window=window, dtype=torch.bfloat16, device=device)
+    cache.write(k[:, :, :30], v[:, :, :30])  # a prompt longer than the ring
+    assert cache.lens.tolist() == [30, 30]
+    for t in range(30, n):
+        cache.write(k[:, :, t:t + 1], v[:, :, t:t + 1])
+        if t in (30, 31, 45, 64, n - 1):
+            out = cache.attend(q[:, :, t:t + 1])
+            o_ref, _ = oracle(q[:, :, :t + 1], k[:, :, :t + 1], v[:, :, :t + 1], d ** -0.5, window=window)
+            assert_error_bar(out, o_ref[:, :, -1:], full[:, :, t:t + 1], what=f"ring step {t}")
+    assert cache.lens.tolist() == [n, n]
+
+
+# --------------------------------------------------------------------------- kv_cache_write / KVCache
+
+@pytest.mark.parametrize("ring,l_new,with_n", [(False, 1, False), (False, 5, True), (False, 16, False),
+                                                (True, 1, False), (True, 5, True), (True, 16, True),
+                                                (True, 24, False), (True, 40, False)])
+def test_kv_cache_write_matches_reference(device, ring, l_new, with_n):
+    b, h, cap, d = 3, 2, 16, 40
+    kc = randn(b, h, cap, d, dtype=torch.bfloat16, device=device)
+    vc = randn(b, h, cap, d, dtype=torch.bfloat16, device=device)
+    start = [0, 3, 11] if not ring else [0, 13, 40]
+    if not ring:
+        start = [min(s, cap - l_new) for s in start]
+    lens = torch.tensor(start, dtype=torch.int32, device=device)
+    base = randn(b, 2 * h, l_new, d, dtype=torch.bfloat16, device=device)
+    kn, vn = base[:, :h], base[:, h:]  # strided new K/V
+    n_new = torch.tensor([l_new, 0, max(l_new - 2, 0)], dtype=torch.int32, device=device) if with_n else None
+    kc2, vc2, lens2 = kc.clone(), vc.clone(), lens.clone()
+    mn.kv_cache_write(kc, vc, lens, kn, vn, ring=ring, n_new=n_new)
+    with mn.use_backend("reference"):
+        mn.kv_cache_write(kc2, vc2, lens2, kn, vn, ring=ring, n_new=n_new)
+    assert torch.equal(kc, kc2) and torch.equal(vc, vc2) and torch.equal(lens, lens2)
+    expect = torch.tensor(start, dtype=torch.int32) + (n_new.cpu() if with_n else l_new)
+    assert lens.cpu().tolist() == expect.tolist()
+    # independent check of one sequence: token i at slot (start + i) % cap
+    for i in range(n_new[2].item() if with_n else l_new):
+        slot = (start[2] + i) % cap if ring else start[2] + i
+        if ring and i < (n_new[2].item() if with_n else l_new) - cap:
+            continue
+        assert torch.equal(kc[2, :, slot], kn[2, :, i])
+
+
+def test_kv_cache_write_no_advance(device):
+    cache = mn.KVCache(2, 2, 64, 32, dtype=torch.float16, device=device)
+    x = randn(2, 2, 3, 64, dtype=torch.float16, device=device)
+    cache.write(x, x, advance=False)
+    assert cache.lens.tolist() == [0, 0] and torch.equal(cache.k[:, :, :3], x)
+    cache.lens.add_(3)
+    cache.write(x, -x)
+    assert cache.lens.tolist() == [6, 6] and torch.equal(cache.v[:, :, 3:6], -x)
+    k, v = cache.prefix(6)
+    assert k.shape == (2, 2, 6, 64)
+    cache.reset()
+    assert cache.lens.tolist() == [0, 0]
+
+
+def test_kv_cache_prefill_then_decode(device):
+    """The model runner's flow: chunked prefill over the cache prefix, then decode steps."""
+    b, hq, hkv, d = 2, 8, 2, 64
+    cache = mn.KVCache(b, hkv, d, 64, dtype=torch.bfloat16, device=device)
+    q, k, v = make_qkv(b, hq, hkv, 40, 40, d, torch.bfloat16, device)
+    outs = []
+    for lo, hi in ((0, 25), (25, 37)):
+        cache.write(k[:, :, lo:hi], v[:, :, lo:hi])
+        kp, vp = cache.prefix(hi)
+        outs.append(mn.flash_attn_prefill(q[:, :, lo:hi], kp, vp, causal=True))
+    for t in range(37, 40):
+        cache.write(k[:, :, t:t + 1], v[:, :, t:t + 1])
+        outs.append(cache.attend(q[:, :, t:t + 1]))
+    got = torch.cat(outs, 2)
+    o_ref, _ = oracle(q, k, v, d ** -0.5, causal=True)
+    assert_error_bar(got, o_ref, lowp_attention(q, k, v, d ** -0.5, True))
+
+
+def test_sdpa_routes_decode_shapes(device):
+    q, k, v = make_qkv(2, 8, 2, 1, 77, 64, torch.bfloat16, device)
+    out = mn.scaled_dot_product_attention(q, k, v, scale=0.125)
+    o_ref, _ = oracle(q, k, v, 0.125)
+    assert_error_bar(out, o_ref, lowp_attention(q, k, v, 0.125))
+    q3 = randn(2, 8, 3, 64, dtype=torch.bfloat16, device=device)
+    out = mn.scaled_dot_product_attention(q3, k, v, scale=0.125, mask="causal")
+    o_ref, _ = oracle(q3, k, v, 0.125, causal=True)
+    assert_error_bar(out, o_ref, lowp_attention(q3, k, v, 0.125, True))
+
+
+def test_reference_backend_matches_kernel(device):
+    q, k, v = make_qkv(1, 4, 2, 30, 41, 64, torch.float32, device)
+    got = mn.flash_attn_prefill(q, k, v, causal=True)
+    with mn.use_backend("reference"):
+        expected = mn.flash_attn_prefill(q, k, v, causal=True)
+    torch.testing.assert_close(got, expected, rtol=2e-5, atol=2e-5)
+
+
+def test_empty_inputs(device):
+    q = torch.empty(0, 4, 5, 64, device=device)
+    assert mn.flash_attn_prefill(q, q[:, :2], q[:, :2]).shape == (0, 4, 5, 64)
+    q = torch.empty(1, 4, 0, 64, device=device)
+    out, lse = mn.flash_attn_prefill(q, q[:, :2], q[:, :2], return_lse=True)
+    assert out.shape == (1, 4, 0, 64) and lse.shape == (1, 4, 0)
+
+
+# --------------------------------------------------------------------------- bad input
+
+class TestBadInput:
+    def qkv(self, hq=8, hkv=2, d=64, lq=4, lk=6, dtype=torch.float16):
+        return torch.ones(1, hq, lq, d, dtype=dtype), torch.ones(1, hkv, lk, d, dtype=dtype), \
+            torch.ones(1, hkv, lk, d, dtype=dtype)
+
+    def test_head_dim(self):
+        for d in (520, 100, 4):
+            q, k, v = self.qkv(d=d)
+            with pytest.raises(mn.InvalidArgumentError, match=f"flash_attn_prefill: head dim {d} is not supported"):
+                mn.flash_attn_prefill(q, k, v)
+        q, k, v = self.qkv(d=1024)
+        with pytest.raises(ValueError, match="flash_attn_decode: head dim 1024"):
+            mn.flash_attn_decode(q, k, v, torch.ones(1, dtype=torch.int32))
+
+    def test_gqa_ratio(self):
+        q, k, v = self.qkv(hq=12, hkv=8)
+        with pytest.raises(mn.InvalidArgumentError, match="flash_attn_prefill: k has 8 heads, which does not divide "
+                                                          "q's 12 heads"):
+            mn.flash_attn_prefill(q, k, v)
+        with pytest.raises(mn.InvalidArgumentError, match="flash_attn_decode: k_cache has 8 heads"):
+            mn.flash_attn_decode(q, k, v, torch.ones(1, dtype=torch.int32))
+
+    def test_mask_shape(self):
+        q, k, v = self.qkv()
+        for shape in ((4, 5), (2, 8, 4, 6), (1, 3, 4, 6), (1, 1, 1, 4, 6)):
+            with pytest.raises(mn.InvalidArgumentError, match="flash_attn_prefill: mask"):
+                mn.flash_attn_prefill(q, k, v, mask=torch.ones(shape, dtype=torch.bool))
+        with pytest.raises(mn.UnsupportedDTypeError, match="flash_attn_prefill: mask has dtype int32"):
+            mn.flash_attn_prefill(q, k, v, mask=torch.ones(4, 6, dtype=torch.int32))
+        with pytest.raises(mn.InvalidArgumentError, match="the only string mask is 'causal'"):
+            mn.scaled_dot_product_attention(q, k, v, scale=1.0, mask="full")
+
+    def test_window(self):
+        q, k, v = self.qkv()
+        for w in (0, -3):
+            with pytest.raises(mn.InvalidArgumentError, match=f"flash_attn_prefill: window must be > 0, got {w}"):
+                mn.flash_attn_prefill(q, k, v, window=w)
+            with pytest.raises(mn.InvalidArgumentError, match="flash_attn_decode: window must be > 0"):
+                mn.flash_attn_decode(q, k, v, torch.ones(1, dtype=torch.int32), window=w)
+        with pytest.raises(mn.InvalidArgumentError, match="window must be an int"):
+            mn.flash_attn_prefill(q, k, v, window=2.5)
+        with pytest.raises(mn.InvalidArgumentError, match="KVCache: window must be a positive int"):
+            mn.KVCache(1, 2, 64, window=0, device="cpu")
+        with pytest.raises(mn.InvalidArgumentError, match="capacity 8 is smaller than the window 16"):
+            mn.KVCache(1, 2, 64, 8, window=16, device="cpu")
+
+    def test_softcap_and_scale(self):
+        q, k, v = self.qkv()
+        for cap in (0.0, -1.0, float("nan"), float("inf")):
+            with pytest.raises(mn.InvalidArgumentError, match="flash_attn_prefill: softcap"):
+                mn.flash_attn_prefill(q, k, v, softcap=cap)
+        with pytest.raises(mn.InvalidArgumentError, match="flash_attn_prefill: scale must be a finite number"):
+            mn.flash_attn_prefill(q, k, v, scale=float("nan"))
+        with pytest.raises(mn.InvalidArgumentError, match="flash_attn_decode: scale must be > 0"):
+            mn.flash_attn_decode(q, k, v, torch.ones(1, dtype=torch.int32), scale=-0.1)
+
+    def test_dtype_mismatch(self):
+        q, k, v = self.qkv()
+        with pytest.raises(mn.UnsupportedDTypeError, match="flash_attn_prefill: k has dtype bfloat16 but q has "
+                                                           "float16"):
+            mn.flash_attn_prefill(q, k.bfloat16(), v)
+        with pytest.raises(mn.UnsupportedDTypeError, match="flash_attn_decode: v_cache has dtype float32"):
+            mn.flash_attn_decode(q, k, v.float(), torch.ones(1, dtype=torch.int32))
+        with pytest.raises(mn.UnsupportedDTypeError, match="flash_attn_prefill: q has dtype float64"):
+            mn.flash_attn_prefill(q.double(), k.double(), v.double())
+        with pytest.raises(mn.UnsupportedDTypeError, match="kv_cache_write: k_new has dtype bfloat16 but k_cache"):
+            mn.kv_cache_write(k, v, torch.zeros(1, dtype=torch.int32), k[:, :, :1].bfloat16(), v[:, :, :1].bfloat16())
+
+    def test_shapes(self):
+        q, k, v = self.qkv()
+        with pytest.raises(mn.InvalidArgumentError, match="flash_attn_prefill: v has length 5 but k has 6"):
+            mn.flash_attn_prefill(q, k, v[:, :, :5])
+        with pytest.raises(mn.InvalidArgumentError, match="flash_attn_prefill: q must be 4-D"):
+            mn.flash_attn_prefill(q[0], k, v)
+        with pytest.raises(mn.InvalidArgumentError, match="flash_attn_prefill: k has batch 2 but q has 1"):
+            mn.flash_attn_prefill(q, k.expand(2, -1, -1, -1), v.expand(2, -1, -1, -1))
+        with pytest.raises(mn.InvalidArgumentError, match="contiguous last dim"):
+            mn.flash_attn_prefill(q, k.transpose(2, 3), v)
+
+    def test_kv_lens(self):
+        q, k, v = self.qkv()
+        with pytest.raises(mn.UnsupportedDTypeError, match="flash_attn_decode: kv_lens has dtype float32"):
+            mn.flash_attn_decode(q, k, v, torch.ones(1))
+        with pytest.raises(mn.InvalidArgumentError, match=r"flash_attn_decode: kv_lens has shape \(2,\), expected "
+                                                          r"\(1,\)"):
+            mn.flash_attn_decode(q, k, v, torch.ones(2, dtype=torch.int32))
+        with pytest.raises(mn.DeviceMismatchError, match="flash_attn_decode: kv_lens is on meta"):
+            mn.flash_attn_decode(q, k, v, torch.ones(1, dtype=torch.int32, device="meta"))
+        for bad in (-1, 7):  # capacity 6
+            with pytest.raises(mn.InvalidArgumentError, match=rf"flash_attn_decode: kv_lens\[0\] = {bad} is out of "
+                                                              "range"):
+                mn.flash_attn_decode(q, k, v, torch.tensor([bad], dtype=torch.int32))
+
+    def test_devices(self):
+        q, k, v = self.qkv()
+        with pytest.raises(mn.DeviceMismatchError, match="flash_attn_prefill: v is on meta"):
+            mn.flash_attn_prefill(q, k, v.to("meta"))
+
+    def test_cache_too_small(self):
+        kc = torch.zeros(1, 2, 8, 64)
+        with pytest.raises(mn.InvalidArgumentError, match="kv_cache_write: cache too small: 9 new tokens do not fit "
+                                                          "in a linear cache of capacity 8"):
+            mn.kv_cache_write(kc, kc.clone(), torch.zeros(1, dtype=torch.int32), torch.ones(1, 2, 9, 64),
+                              torch.ones(1, 2, 9, 64))
+        with pytest.raises(mn.InvalidArgumentError, match="kv_cache_write: .*cache too small"):
+            mn.kv_cache_write(kc, kc.clone(), torch.tensor([5], dtype=torch.int32), torch.ones(1, 2, 4, 64),
+                              torch.ones(1, 2, 4, 64))
+        with pytest.raises(mn.InvalidArgumentError, match="ring cache written with n_new"):
+            mn.kv_cache_write(kc, kc.clone(), torch.zeros(1, dtype=torch.int32), torch.ones(1, 2, 9, 64),
+                              torch.ones(1, 2, 9, 64), ring=True, n_new=torch.ones(1, dtype=torch.int32))
+        with pytest.raises(mn.InvalidArgumentError, match=r"kv_cache_write: k_new has shape \(1, 3, 1, 64\)"):
+            mn.kv_cache_write(kc, kc.clone(), torch.zeros(1, dtype=torch.int32), torch.ones(1, 3, 1, 64),
+                              torch.ones(1, 3, 1, 64))
+        cache = mn.KVCache(1, 2, 64, 8, dtype=torch.float32, device="cpu")
+        cache.write(torch.ones(1, 2, 8, 64), torch.ones(1, 2, 8, 64))
+        with pytest.raises(mn.InvalidArgumentError, match="cache too small"):
+            cache.write(torch.ones(1, 2, 1, 64), torch.ones(1, 2, 1, 64))
+
+
+# --------------------------------------------------------------------------- GPU, real sizes
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [64, 80, 96, 128, 192, 256, 512])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("l", [1000, 4097])
+def test_gpu_prefill_real_sizes(d, causal, l):
+    q, k, v = make_qkv(1, 4, 2, l, l, d, torch.bfloat16, "cuda")
+    check_prefill(q, k, v, causal=causal, what=f"gpu D={d} L={l}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_gpu_prefill_dtypes_window_softcap_mask(dtype):
+    q, k, v = make_qkv(2, 8, 1, 1500, 2600, 128, dtype, "cuda")
+    check_prefill(q, k, v, window=700, softcap=50.0, what="window softcap")
+    mask = torch.rand(1500, 2600, device="cuda") > 0.2
+    mask[:, 1000:1800] = False
+    mask[7] = False
+    check_prefill(q, k, v, mask=mask, causal=True, what="bool mask")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ratio", [1, 8])
+@pytest.mark.parametrize("d", [64, 128, 256, 512])
+def test_gpu_decode_real_sizes(ratio, d):
+    b, hkv = 4, 2
+    cap = 33000 if d <= 256 else 9000
+    q = randn(b, hkv * ratio, 1, d, dtype=torch.bfloat16, device="cuda")
+    kc, vc = (randn(b, hkv, cap, d, dtype=torch.bfloat16, device="cuda") for _ in range(2))
+    lens = torch.tensor([1, 1000, cap, cap // 3], dtype=torch.int32, device="cuda")
+    check_decode(q, kc, vc, lens, what=f"gpu decode D={d} ratio {ratio}")
+
+
+@pytest.mark.gpu
+def test_gpu_decode_128k_and_ring():
+    q = randn(1, 8, 1, 128, dtype=torch.bfloat16, device="cuda")
+    kc, vc = (randn(1, 1, 131072, 128, dtype=torch.bfloat16, device="cuda") for _ in range(2))
+    check_decode(q, kc, vc, torch.tensor([131072], dtype=torch.int32, device="cuda"), what="128k")
+    ring_k, ring_v = kc[:, :, :4096], vc[:, :, :4096]
+    check_decode(q, ring_k, ring_v, torch.tensor([100000], dtype=torch.int32, device="cuda"), window=4096,
+                 softcap=30.0, what="ring 4096 at position 100000")
+
+
+@pytest.mark.gpu
+def test_gpu_decode_cuda_graph_with_changing_lengths():
+    b, hq, hkv, d, cap = 8, 32, 8, 128, 8192
+    cache = mn.KVCache(b, hkv, d, cap, dtype=torch.bfloat16, device="cuda")
+    k, v = (randn(b, hkv, 6000, d, dtype=torch.bfloat16, device="cuda") for _ in range(2))
+    cache.write(k, v, torch.randint(100, 6000, (b,), dtype=torch.int32, device="cuda"))
+    q = randn(b, hq, 1, d, dtype=torch.bfloat16, device="cuda")
+    kn, vn = (randn(b, hkv, 1, d, dtype=torch.bfloat16, device="cuda") for _ in range(2))
+
+    def step():
+        cache.write(kn, vn)
+        return cache.attend(q)
+
+    lens0 = cache.lens.clone()
+    step()  # compile outside capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+    cache.lens.copy_(lens0)
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        expected = decode_oracle(q, cache.k, cache.v, cache.lens, d ** -0.5)
+        assert_error_bar(out, expected, decode_baseline(q, cache.k, cache.v, cache.lens, d ** -0.5))
+    assert torch.equal(cache.lens, lens0 + 3)
