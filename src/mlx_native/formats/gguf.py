@@ -1,0 +1,337 @@
+"""GGUF checkpoints through the ``gguf`` package (memory-mapped).
+
+The header is first walked by a small validator that knows every offset, so a
+truncated or corrupt file raises :class:`~mlx_native.errors.FormatError` naming
+the byte offset (header) or the tensor (data) before any tensor is touched.
+Then ``gguf.GGUFReader`` memory-maps the file; quantized tensors stay raw GGML
+blocks (:class:`GGMLWeight`) for the quantized matmul ops, and the metadata is
+mapped to a Hugging Face style config dict.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import struct
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import FormatError, UnsupportedError
+from .weights import Checkpoint, DenseWeight, GGMLWeight
+
+GGUF_MAGIC = b"GGUF"
+
+# GGUF value types -> struct format (scalars)
+_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+
+SUPPORTED_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "gemma3")
+
+
+def _ggml_sizes() -> dict[int, tuple[int, int, str]]:
+    import gguf
+
+    return {int(t): (*gguf.GGML_QUANT_SIZES[t], t.name) for t in gguf.GGMLQuantizationType
+            if t in gguf.GGML_QUANT_SIZES}
+
+
+class _Walker:
+    """Walks a GGUF header, checking every length against the file size."""
+
+    def __init__(self, path: str, buf, size: int):
+        self.path, self.buf, self.size, self.pos = path, buf, size, 0
+
+    def need(self, n: int, what: str) -> None:
+        if n < 0 or self.pos + n > self.size:
+            raise FormatError(f"{self.path}: truncated or corrupt GGUF header at offset {self.pos}: {what} needs "
+                              f"{n} bytes but the file has {self.size - self.pos} left")
+
+    def scalar(self, fmt: str, what: str):
+        n = struct.calcsize(fmt)
+        self.need(n, what)
+        (v,) = struct.unpack_from(fmt, self.buf, self.pos)
+        self.pos += n
+        return v
+
+    def string(self, what: str, keep: bool = True):
+        n = self.scalar("<Q", f"length of {what}")
+        self.need(n, what)
+        s = bytes(self.buf[self.pos:self.pos + n]) if keep else None
+        self.pos += n
+        if keep:
+            try:
+                return s.decode("utf-8")
+            except UnicodeDecodeError:
+                raise FormatError(f"{self.path}: {what} at offset {self.pos - n} is not valid UTF-8") from None
+        return None
+
+    def value(self, vtype: int, what: str, keep: bool):
+        if vtype in _SCALAR:
+            return self.scalar(_SCALAR[vtype], what)
+        if vtype == _STRING:
+            return self.string(what, keep)
+        if vtype == _ARRAY:
+            start = self.pos
+            itype = self.scalar("<I", f"item type of {what}")
+            count = self.scalar("<Q", f"item count of {what}")
+            if itype in _SCALAR:
+                n = struct.calcsize(_SCALAR[itype]) * count
+                self.need(n, what)
+                self.pos += n
+                return None
+            if itype == _STRING:
+                if count > self.size:
+                    raise FormatError(f"{self.path}: corrupt GGUF header at offset {start}: {what} claims {count} "
+                                      f"strings")
+                for i in range(count):
+                    self.string(f"{what}[{i}]", keep=False)
+                return None
+            raise FormatError(f"{self.path}: corrupt GGUF header at offset {start}: {what} has unknown item type "
+                              f"{itype}")
+        raise FormatError(f"{self.path}: corrupt GGUF header at offset {self.pos - 4}: {what} has unknown value "
+                          f"type {vtype}")
+
+
+def validate(path: str) -> None:
+    """Check the header and that every tensor's data lies inside the file.
+
+    Raises:
+        FormatError: naming the offset of the bad header field, or the tensor
+            whose data runs past the end of the file.
+    """
+    size = os.path.getsize(path)
+    if size < 24:
+        raise FormatError(f"{path}: not a GGUF file: {size} bytes, a GGUF header needs at least 24")
+    with open(path, "rb") as f:
+        buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        if buf[:4] != GGUF_MAGIC:
+            raise FormatError(f"{path}: not a GGUF file: magic at offset 0 is {bytes(buf[:4])!r}, expected b'GGUF'")
+        w = _Walker(path, buf, size)
+        w.pos = 4
+        version = w.scalar("<I", "version")
+        if version not in (2, 3):
+            raise FormatError(f"{path}: GGUF version {version} at offset 4 is not supported (supported: 2, 3)")
+        n_tensors = w.scalar("<Q", "tensor count")
+        n_kv = w.scalar("<Q", "key/value count")
+        if n_tensors > size or n_kv > size:
+            raise FormatError(f"{path}: corrupt GGUF header at offset 8: {n_tensors} tensors, {n_kv} keys")
+        alignment = 32
+        for _ in range(n_kv):
+            key = w.string("key")
+            vtype = w.scalar("<I", f"type of {key}")
+            v = w.value(vtype, key, keep=key == "general.alignment")
+            if key == "general.alignment":
+                alignment = int(v)
+        sizes = _ggml_sizes()
+        infos = []
+        for _ in range(n_tensors):
+            at = w.pos
+            name = w.string("tensor name")
+            n_dims = w.scalar("<I", f"dims of {name}")
+            if not 1 <= n_dims <= 4:
+                raise FormatError(f"{path}: corrupt tensor info of {name} at offset {at}: {n_dims} dims")
+            dims = [w.scalar("<Q", f"shape of {name}") for _ in range(n_dims)]
+            ttype = w.scalar("<I", f"type of {name}")
+            offset = w.scalar("<Q", f"data offset of {name}")
+            if ttype not in sizes:
+                raise FormatError(f"{path}: tensor {name} (info at offset {at}) has unknown GGML type {ttype}")
+            block, type_size, _ = sizes[ttype]
+            n = 1
+            for d in dims:
+                n *= d
+            if dims[0] % block:
+                raise FormatError(f"{path}: tensor {name}: row length {dims[0]} is not a multiple of the "
+                                  f"{sizes[ttype][2]} block size {block}")
+            infos.append((name, offset, n // block * type_size))
+        data_start = (w.pos + alignment - 1) // alignment * alignment
+        for name, offset, nbytes in infos:
+            start = data_start + offset
+            if start + nbytes > size:
+                raise FormatError(f"{path}: tensor {name}: data at offsets [{start}, {start + nbytes}) runs past the "
+                                  f"end of the file ({size} bytes): truncated file")
+    finally:
+        buf.close()
+
+
+def _field(reader, key: str, default: Any = None) -> Any:
+    f = reader.fields.get(key)
+    if f is None:
+        return default
+    value = f.contents()
+    return value
+
+
+def read_metadata(reader) -> dict[str, Any]:
+    """Every key/value except the big tokenizer arrays."""
+    out = {}
+    for key, f in reader.fields.items():
+        if key.startswith("GGUF.") or key in _TOKENIZER_ARRAYS:
+            continue
+        out[key] = f.contents()
+    return out
+
+
+_TOKENIZER_ARRAYS = ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.merges",
+                     "tokenizer.ggml.scores", "tokenizer.ggml.precompiled_charsmap")
+
+
+def tokenizer_metadata(reader) -> dict[str, Any]:
+    out = {}
+    for key, f in reader.fields.items():
+        if key.startswith("tokenizer."):
+            out[key[len("tokenizer."):]] = f.contents()
+    return out
+
+
+# ---------------------------------------------------------------------------- names
+
+_LAYER_MAP_COMMON = {
+    "attn_norm": "input_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+_LAYER_MAP = {
+    "llama": {**_LAYER_MAP_COMMON, "ffn_norm": "post_attention_layernorm"},
+    "qwen2": {**_LAYER_MAP_COMMON, "ffn_norm": "post_attention_layernorm"},
+    "qwen3": {**_LAYER_MAP_COMMON, "ffn_norm": "post_attention_layernorm"},
+    "gemma3": {**_LAYER_MAP_COMMON, "ffn_norm": "pre_feedforward_layernorm",
+               "post_attention_norm": "post_attention_layernorm", "post_ffw_norm": "post_feedforward_layernorm"},
+}
+_LAYER_MAP["mistral"] = _LAYER_MAP["llama"]
+_GLOBAL_MAP = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head",
+               "rope_freqs": "rope_freqs"}
+_BLK = re.compile(r"^blk\.(\d+)\.([a-z_0-9]+)\.(weight|bias)$")
+
+
+def hf_name(arch: str, name: str) -> str:
+    m = _BLK.match(name)
+    if m:
+        layer, part, kind = m.groups()
+        mapped = _LAYER_MAP[arch].get(part)
+        if mapped is None:
+            raise UnsupportedError(f"GGUF tensor {name}: {part!r} is not a known {arch} tensor")
+        return f"model.layers.{layer}.{mapped}.{kind}"
+    base, _, kind = name.rpartition(".")
+    if base in _GLOBAL_MAP:
+        return f"{_GLOBAL_MAP[base]}.{kind}"
+    raise UnsupportedError(f"GGUF tensor {name} is not a known {arch} tensor")
+
+
+# ---------------------------------------------------------------------------- config
+
+def hf_config(meta: dict[str, Any], n_vocab: int, has_output: bool) -> dict[str, Any]:
+    """Hugging Face style config from GGUF metadata."""
+    arch = meta.get("general.architecture")
+    if arch not in SUPPORTED_ARCHITECTURES:
+        raise UnsupportedError(f"GGUF architecture {arch!r} is not supported; supported: "
+                               f"{', '.join(SUPPORTED_ARCHITECTURES)}")
+
+    def g(key, default=None):
+        return meta.get(f"{arch}.{key}", default)
+
+    hidden = int(g("embedding_length"))
+    heads = int(g("attention.head_count"))
+    kv = g("attention.head_count_kv", heads)
+    head_dim = int(g("attention.key_length", hidden // heads))
+    model_type = {"mistral": "llama"}.get(arch, arch)
+    cfg: dict[str, Any] = {
+        "model_type": model_type,
+        "vocab_size": int(g("vocab_size", n_vocab)),
+        "hidden_size": hidden,
+        "intermediate_size": int(g("feed_forward_length")),
+        "num_hidden_layers": int(g("block_count")),
+        "num_attention_heads": heads,
+        "num_key_value_heads": int(kv if not isinstance(kv, (list, np.ndarray)) else kv[0]),
+        "head_dim": head_dim,
+        "rms_norm_eps": float(g("attention.layer_norm_rms_epsilon", 1e-6)),
+        "rope_theta": float(g("rope.freq_base", 10000.0)),
+        "max_position_embeddings": int(g("context_length", 4096)),
+        "tie_word_embeddings": not has_output,
+        "bos_token_id": meta.get("tokenizer.ggml.bos_token_id"),
+        "eos_token_id": meta.get("tokenizer.ggml.eos_token_id"),
+        # llama.cpp's converter permutes q/k rows of Llama-family models for its
+        # adjacent-pair ("normal") RoPE; rotating adjacent pairs gives the same math.
+        "_mlx_native_rope_traditional": arch in ("llama", "mistral"),
+    }
+    rope_dims = g("rope.dimension_count")
+    if rope_dims is not None and int(rope_dims) != head_dim:
+        cfg["partial_rotary_factor"] = int(rope_dims) / head_dim
+    scaling = g("rope.scaling.type")
+    if scaling in ("linear",):
+        cfg["rope_scaling"] = {"rope_type": "linear", "factor": float(g("rope.scaling.factor", 1.0))}
+    elif scaling not in (None, "none"):
+        raise UnsupportedError(f"GGUF rope scaling {scaling!r} is not supported; supported: none, linear "
+                               f"(and llama3 frequency factors in rope_freqs.weight)")
+    if arch == "qwen2":
+        cfg["attention_bias"] = True
+    if arch == "gemma3":
+        n_layers = cfg["num_hidden_layers"]
+        cfg.update(
+            sliding_window=int(g("attention.sliding_window", 4096)),
+            layer_types=["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(n_layers)],
+            rope_local_base_freq=10000.0,
+            query_pre_attn_scalar=hidden // heads if hidden == 5376 else head_dim,  # llama.cpp: 27B uses d/h
+            hidden_activation="gelu_pytorch_tanh",
+            final_logit_softcapping=g("final_logit_softcapping"),
+            attn_logit_softcapping=g("attn_logit_softcapping"),
+            # llama.cpp stores Gemma norm weights with the +1 already added
+            _mlx_native_norm_offset=0.0,
+        )
+    return cfg
+
+
+# ---------------------------------------------------------------------------- loader
+
+def load_gguf(path: str) -> Checkpoint:
+    """Read a GGUF file: validate, memory-map, map names and metadata.
+
+    Raises:
+        FormatError: truncated/corrupt file (offset or tensor name in the message).
+        UnsupportedError: architecture or tensor names we do not support.
+    """
+    import gguf
+
+    validate(path)
+    try:
+        reader = gguf.GGUFReader(path, "r")
+    except Exception as exc:  # noqa: BLE001 - the validator passed, so this is a gguf-level surprise
+        raise FormatError(f"{path}: the gguf package could not read the file: {exc}") from exc
+    meta = read_metadata(reader)
+    tok_meta = tokenizer_metadata(reader)
+    arch = meta.get("general.architecture")
+    names = {t.name for t in reader.tensors}
+    n_vocab = len(tok_meta.get("ggml.tokens", [])) or 0
+    config = hf_config(meta, n_vocab, has_output="output.weight" in names)
+    weights = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns about read-only memmaps; we never write them
+        for t in reader.tensors:
+            name = hf_name(arch, t.name)
+            ttype = int(t.tensor_type)
+            shape = tuple(int(s) for s in reversed(t.shape.tolist()))  # ggml ne -> [out, in]
+            data = np.asarray(t.data)
+            if ttype in (0, 1) and data.dtype != np.uint8:
+                weights[name] = DenseWeight(torch.from_numpy(data.reshape(shape)))
+            elif ttype == 30:  # BF16
+                raw = torch.from_numpy(data.view(np.uint8).reshape(-1)).view(torch.bfloat16)
+                weights[name] = DenseWeight(raw.reshape(shape))
+            else:
+                rows = 1
+                for s in shape[:-1]:
+                    rows *= s
+                raw = torch.from_numpy(data.view(np.uint8).reshape(rows, -1))
+                weights[name] = GGMLWeight(raw, ttype, t.tensor_type.name, shape)
+    return Checkpoint(path=path, format="gguf", config=config, weights=weights, metadata=meta,
+                      tokenizer={"gguf": tok_meta})

@@ -1,0 +1,418 @@
+"""Building blocks shared by the architectures: linear layers over any weight
+kind, embeddings, the static KV cache of a model, and the decoder driver
+(chunked prefill, graph-safe decode step).
+
+Everything here calls mlx-native ops (or plain tensor arithmetic and views);
+nothing launches a kernel directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Optional, Sequence
+
+import torch
+
+import mlx_native as mn
+
+from ..errors import FormatError, InvalidArgumentError, UnsupportedError
+from ..formats.weights import AffineWeight, Checkpoint, DenseWeight, GGMLWeight, Weight
+
+
+# ---------------------------------------------------------------------------- weights on a device
+
+@dataclasses.dataclass
+class LoadOptions:
+    """How a checkpoint becomes a model.
+
+    Attributes:
+        device: where the weights live and the model runs.
+        dtype: activation dtype (float32 on CPU; bfloat16 by default on CUDA).
+        keep_quantized: keep GGML / MLX-affine weights packed and run the
+            quantized matmul ops on them (default on CUDA); False dequantizes
+            once at load (default on CPU, where the reference matmul would
+            otherwise dequantize on every call).
+        progress: a callable ``progress(n)`` called as tensors are placed.
+    """
+
+    device: torch.device
+    dtype: torch.dtype
+    keep_quantized: bool
+    progress: Any = None
+
+
+def place(w: Weight, opts: LoadOptions, *, keep_quantized: Optional[bool] = None) -> Weight:
+    """Move a weight to the device in the form the model runs it."""
+    keep = opts.keep_quantized if keep_quantized is None else keep_quantized
+    if isinstance(w, DenseWeight):
+        out = DenseWeight(w.data.to(device=opts.device, dtype=opts.dtype))
+    elif isinstance(w, GGMLWeight):
+        raw = w.raw.to(opts.device)
+        if w.type_name in ("F32", "F16", "BF16"):
+            out = DenseWeight(mn.ggml_dequantize(raw, w.ggml_type, w.shape, dtype=opts.dtype))
+        elif keep:
+            out = GGMLWeight(raw.contiguous(), w.ggml_type, w.type_name, w.shape)
+        else:
+            out = DenseWeight(mn.ggml_dequantize(raw.contiguous(), w.ggml_type, w.shape, dtype=opts.dtype))
+    elif isinstance(w, AffineWeight):
+        packed = AffineWeight(w.weight.to(opts.device), w.scales.to(opts.device), w.biases.to(opts.device),
+                              w.group_size, w.bits)
+        if keep:
+            out = packed
+        else:
+            deq = mn.dequantize(packed.weight, packed.scales, packed.biases, packed.group_size, packed.bits)
+            out = DenseWeight(deq.to(opts.dtype))
+    else:  # pragma: no cover
+        raise TypeError(type(w))
+    if opts.progress is not None:
+        opts.progress(1)
+    return out
+
+
+def vector(w: Weight, opts: LoadOptions, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A 1-D parameter (norm weight, bias) as a dense tensor of ``dtype`` on the device."""
+    if isinstance(w, DenseWeight):
+        t = w.data
+    elif isinstance(w, GGMLWeight):
+        t = mn.ggml_dequantize(w.raw.contiguous(), w.ggml_type, w.shape, dtype=torch.float32)
+    else:
+        t = mn.dequantize(w.weight, w.scales, w.biases, w.group_size, w.bits).float()
+    if opts.progress is not None:
+        opts.progress(1)
+    return t.reshape(-1).to(device=opts.device, dtype=dtype)
+
+
+class Linear:
+    """``y = x @ W.T (+ b)`` on a dense, GGML-block or MLX-affine weight ``W [out, in]``."""
+
+    def __init__(self, weight: Weight, bias: Optional[torch.Tensor] = None):
+        self.weight = weight
+        self.bias = bias
+        self.out_features, self.in_features = weight.shape[0], weight.shape[-1]
+        if isinstance(weight, DenseWeight):
+            self._wt = weight.data  # [out, in]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.weight
+        if isinstance(w, DenseWeight):
+            y = torch.nn.functional.linear(x, self._wt)
+        elif isinstance(w, GGMLWeight):
+            y = mn.ggml_matmul(x, w.raw, w.ggml_type, w.shape)
+        else:
+            y = mn.quantized_matmul(x, w.weight, w.scales, w.biases, transpose=True, group_size=w.group_size,
+                                    bits=w.bits)
+        if self.bias is not None:
+            y = y + self.bias
+        return y
+
+    @staticmethod
+    def fuse(parts: Sequence["Linear"]) -> Optional["Linear"]:
+        """One Linear computing ``cat([p(x) for p in parts], -1)``, or None when the
+        weights cannot be concatenated (different kinds or quantization types)."""
+        ws = [p.weight for p in parts]
+        first = ws[0]
+        if any(type(w) is not type(first) for w in ws):
+            return None
+        if any(p.in_features != parts[0].in_features for p in parts):
+            return None
+        if isinstance(first, DenseWeight):
+            if any(w.data.dtype != first.data.dtype for w in ws):
+                return None
+            weight: Weight = DenseWeight(torch.cat([w.data for w in ws], 0))
+        elif isinstance(first, GGMLWeight):
+            if any(w.ggml_type != first.ggml_type for w in ws):
+                return None
+            raw = torch.cat([w.raw for w in ws], 0)
+            weight = GGMLWeight(raw, first.ggml_type, first.type_name,
+                                (sum(w.shape[0] for w in ws), first.shape[1]))
+        else:
+            if any((w.group_size, w.bits, w.scales.dtype) != (first.group_size, first.bits, first.scales.dtype)
+                   for w in ws):
+                return None
+            weight = AffineWeight(torch.cat([w.weight for w in ws]), torch.cat([w.scales for w in ws]),
+                                  torch.cat([w.biases for w in ws]), first.group_size, first.bits)
+        biases = [p.bias for p in parts]
+        bias = None
+        if any(b is not None for b in biases):
+            bias = torch.cat([b if b is not None else torch.zeros(p.out_features, dtype=biases[0].dtype,
+                                                                     device=biases[0].device)
+                              for b, p in zip(biases, parts)])
+        return Linear(weight, bias)
+
+
+class Embedding:
+    """Token embedding over a dense, GGML-block or MLX-affine table ``[vocab, hidden]``."""
+
+    def __init__(self, weight: Weight, dtype: torch.dtype):
+        self.weight = weight
+        self.dtype = dtype
+        self.num_embeddings, self.dim = weight.shape
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        w = self.weight
+        if isinstance(w, DenseWeight):
+            return w.data[ids]
+        if isinstance(w, GGMLWeight):
+            return mn.ggml_embedding(ids, w.raw, w.ggml_type, w.shape, dtype=self.dtype)
+        flat = ids.reshape(-1)
+        rows = mn.dequantize(w.weight[flat], w.scales[flat], w.biases[flat], w.group_size, w.bits)
+        return rows.to(self.dtype).reshape(*ids.shape, self.dim)
+
+
+# ---------------------------------------------------------------------------- config helpers
+
+def rope_freqs(head_dim: int, dims: int, base: float, scaling: Optional[dict], device,
+               factors: Optional[torch.Tensor] = None) -> tuple[Optional[torch.Tensor], float]:
+    """``(freqs, position_scale)`` for :func:`mn.rope` from a Hugging Face rope config.
+
+    ``freqs`` (MLX convention: ``inv_freq = 1 / freqs``) is None for plain RoPE.
+    Supported ``rope_type``: default, linear, llama3, proportional (Gemma 4),
+    and llama.cpp frequency factors (``rope_freqs.weight``).
+    """
+    rtype = (scaling or {}).get("rope_type", (scaling or {}).get("type", "default")) or "default"
+    i = torch.arange(dims // 2, dtype=torch.float64)
+    if rtype == "default":
+        freqs, scale = None, 1.0
+    elif rtype == "linear":
+        freqs, scale = None, 1.0 / float(scaling["factor"])
+    elif rtype == "llama3":
+        inv = base ** (-2.0 * i / dims)
+        factor = float(scaling["factor"])
+        lo, hi = float(scaling.get("low_freq_factor", 1.0)), float(scaling.get("high_freq_factor", 4.0))
+        old = float(scaling["original_max_position_embeddings"])
+        wavelen = 2 * math.pi / inv
+        smooth = (old / wavelen - lo) / (hi - lo)
+        scaled = torch.where(wavelen > old / lo, inv / factor, inv)
+        mid = (1 - smooth) * inv / factor + smooth * inv
+        is_mid = (wavelen <= old / lo) & (wavelen >= old / hi)
+        inv = torch.where(is_mid, mid, scaled)
+        freqs, scale = (1.0 / inv).float().to(device), 1.0
+    elif rtype == "proportional":
+        # Gemma 4 global layers: the first p * head_dim / 2 pairs rotate with exponents
+        # 2i / head_dim; the remaining pairs do not rotate (inv_freq 0, freq inf).
+        rope_angles = int(float(scaling.get("partial_rotary_factor", 1.0)) * head_dim // 2)
+        j = torch.arange(head_dim // 2, dtype=torch.float64)
+        inv = torch.where(j < rope_angles, base ** (-2.0 * j / head_dim), torch.zeros_like(j))
+        inv = inv / float(scaling.get("factor", 1.0))
+        freqs, scale = (1.0 / inv).float().to(device), 1.0
+    else:
+        raise UnsupportedError(f"rope_type {rtype!r} is not supported; supported: default, linear, llama3, "
+                               f"proportional")
+    if factors is not None:
+        base_f = freqs if freqs is not None else (base ** (2.0 * i / dims)).float().to(device)
+        freqs = base_f * factors.to(device=device, dtype=torch.float32)
+    return freqs, scale
+
+
+def config_get(cfg: dict, *names: str, default: Any = None) -> Any:
+    for n in names:
+        if n in cfg and cfg[n] is not None:
+            return cfg[n]
+    return default
+
+
+def require(cfg: dict, name: str, arch: str) -> Any:
+    if cfg.get(name) is None:
+        raise FormatError(f"{arch} config: {name!r} is missing")
+    return cfg[name]
+
+
+# ---------------------------------------------------------------------------- KV cache
+
+class ModelCache:
+    """The static KV cache of a whole model: one :class:`mn.KVCache` (linear,
+    ``capacity`` positions) per attention layer that owns K/V, one shared
+    device ``lens [B]`` int32 tensor.
+
+    Layers that reuse another layer's K/V (Gemma 4 KV sharing) point at its cache.
+    """
+
+    def __init__(self, layer_shapes: Sequence[Optional[tuple[int, int]]], batch: int, capacity: int,
+                 dtype: torch.dtype, device: torch.device, share: Optional[Sequence[Optional[int]]] = None):
+        self.capacity = capacity
+        self.batch = batch
+        self.lens = torch.zeros(batch, dtype=torch.int32, device=device)
+        self.layers: list[Optional[mn.KVCache]] = []
+        for i, shape in enumerate(layer_shapes):
+            src = share[i] if share is not None else None
+            if src is not None:
+                self.layers.append(self.layers[src])
+            elif shape is None:
+                self.layers.append(None)
+            else:
+                n_kv, head_dim = shape
+                self.layers.append(mn.KVCache(batch, n_kv, head_dim, capacity, dtype=dtype, device=device,
+                                              lens=self.lens))
+        self.offset = 0  # host copy of lens (same for every row): tokens already cached
+
+    @property
+    def nbytes(self) -> int:
+        seen, n = set(), 0
+        for c in self.layers:
+            if c is not None and id(c) not in seen:
+                seen.add(id(c))
+                n += 2 * c.k.numel() * c.k.element_size()
+        return n
+
+    def reset(self) -> None:
+        self.lens.zero_()
+        self.offset = 0
+
+
+# ---------------------------------------------------------------------------- model driver
+
+class Step:
+    """What one forward pass needs besides the tokens (built by the model per call).
+
+    Prefill (``start`` is an int, host-known): positions ``start .. start + L``,
+    attention over the cache prefix ``[0, start + L)`` with ``flash_attn_prefill``.
+    Decode (``start`` None): positions come from the device ``lens`` tensor and
+    attention uses ``flash_attn_decode``: no host value is read, so the step can
+    be captured in a CUDA graph.
+    """
+
+    def __init__(self, cache: ModelCache, length: int, start: Optional[int]):
+        self.cache = cache
+        self.length = length
+        self.start = start
+        lens = cache.lens
+        if start is None:
+            self.positions = (lens[:, None] + torch.arange(length, device=lens.device, dtype=torch.int32))
+            self.kv_lens = lens + length
+        else:
+            self.positions = torch.arange(start, start + length, device=lens.device,
+                                          dtype=torch.int32).expand(cache.batch, length)
+            self.kv_lens = None
+
+    def attend(self, layer: int, q: torch.Tensor, k: Optional[torch.Tensor], v: Optional[torch.Tensor], *,
+               scale: float, window: Optional[int] = None, softcap: Optional[float] = None) -> torch.Tensor:
+        """Write ``k, v [B, Hkv, L, D]`` (None: the layer reuses another layer's cache)
+        and attend ``q [B, Hq, L, D]`` over the cache."""
+        kv = self.cache.layers[layer]
+        if k is not None:
+            mn.kv_cache_write(kv.k, kv.v, self.cache.lens, k, v, advance=False)
+        if self.start is None:
+            return mn.flash_attn_decode(q, kv.k, kv.v, self.kv_lens, scale=scale, window=window, softcap=softcap)
+        end = self.start + self.length
+        return mn.flash_attn_prefill(q, kv.k[:, :, :end], kv.v[:, :, :end], scale=scale, causal=True,
+                                     window=window, softcap=softcap)
+
+    def finish(self) -> None:
+        """Advance the cache past this step's tokens (device tensor, plus the host copy for prefill)."""
+        self.cache.lens.add_(self.length)
+        self.cache.offset += self.length
+
+
+class CausalLM:
+    """Base of the architectures: subclasses set up layers and implement ``_hidden``.
+
+    Public surface used by the runner:
+        ``config`` (the architecture's dataclass), ``vocab_size``, ``dtype``, ``device``,
+        ``new_cache(batch, capacity)``, ``forward(tokens, cache, start=None, all_logits=False)``.
+    """
+
+    arch: str = "?"
+    config: Any
+    dtype: torch.dtype
+    device: torch.device
+    vocab_size: int
+    max_context: int
+
+    def layer_cache_shapes(self) -> list[Optional[tuple[int, int]]]:
+        raise NotImplementedError
+
+    def layer_cache_share(self) -> Optional[list[Optional[int]]]:
+        return None
+
+    def new_cache(self, batch: int, capacity: int) -> ModelCache:
+        if capacity <= 0:
+            raise InvalidArgumentError(f"new_cache: capacity must be > 0, got {capacity}")
+        return ModelCache(self.layer_cache_shapes(), batch, capacity, self.dtype, self.device,
+                          self.layer_cache_share())
+
+    def forward(self, tokens: torch.Tensor, cache: ModelCache, start: Optional[int] = None,
+                all_logits: bool = False) -> torch.Tensor:
+        """Logits of the last token (``[B, V]``), or of every token (``[B, L, V]``).
+
+        ``start`` is the host-known position of ``tokens[:, 0]`` (prefill; it
+        must equal the cache's length), or None for a graph-capturable decode
+        step that reads the positions from ``cache.lens``.
+        """
+        if tokens.dim() != 2:
+            raise InvalidArgumentError(f"forward: tokens must be [B, L], got shape {tuple(tokens.shape)}")
+        b, length = tokens.shape
+        if start is not None:
+            if start != cache.offset:
+                raise InvalidArgumentError(f"forward: start {start} != tokens already in the cache {cache.offset}")
+            if start + length > cache.capacity:
+                raise InvalidArgumentError(f"forward: {start + length} positions do not fit the cache capacity "
+                                           f"{cache.capacity}")
+        step = Step(cache, length, start)
+        h = self._hidden(tokens, step)  # [B, L, hidden], final norm applied
+        if not all_logits:
+            h = h[:, -1]
+        logits = self._logits(h)
+        if start is not None:
+            step.finish()
+        else:
+            cache.lens.add_(length)
+        return logits
+
+    def _hidden(self, tokens: torch.Tensor, step: Step) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _logits(self, h: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(h)
+
+
+def rope_params(cfg: dict, layer_type: Optional[str] = None, legacy_theta_key: str = "rope_theta"
+                ) -> tuple[float, Optional[dict]]:
+    """``(theta, scaling)`` of a layer type from a config in either transformers form:
+    ``rope_parameters`` (flat, or keyed by layer type) or legacy ``rope_theta`` + ``rope_scaling``."""
+    params = cfg.get("rope_parameters")
+    if isinstance(params, dict) and params:
+        if layer_type is not None and isinstance(params.get(layer_type), dict):
+            params = params[layer_type]
+        elif any(isinstance(v, dict) for v in params.values()):
+            params = next(v for v in params.values() if isinstance(v, dict))
+        theta = float(params.get("rope_theta", cfg.get(legacy_theta_key, 10000.0)))
+        rtype = params.get("rope_type", params.get("type", "default"))
+        return theta, (dict(params) if rtype not in (None, "default") else None)
+    theta = float(cfg.get(legacy_theta_key) or cfg.get("rope_theta") or 10000.0)
+    scaling = cfg.get("rope_scaling")
+    if isinstance(scaling, dict) and scaling.get("rope_type", scaling.get("type")) not in (None, "default"):
+        return theta, dict(scaling)
+    return theta, None
+
+
+class WeightSource:
+    """Named weights of a checkpoint, placed on the device on request; missing names raise FormatError."""
+
+    def __init__(self, ckpt: Checkpoint, opts: LoadOptions):
+        self.ckpt = ckpt
+        self.w = ckpt.weights
+        self.opts = opts
+        self.used: set[str] = set()
+
+    def has(self, name: str) -> bool:
+        return name in self.w
+
+    def raw(self, name: str) -> Weight:
+        if name not in self.w:
+            raise FormatError(f"{self.ckpt.path}: tensor {name!r} is missing from the checkpoint")
+        self.used.add(name)
+        return self.w[name]
+
+    def linear(self, prefix: str, bias: Optional[bool] = None) -> Linear:
+        weight = place(self.raw(prefix + ".weight"), self.opts)
+        b = None
+        if bias or (bias is None and self.has(prefix + ".bias")):
+            b = vector(self.raw(prefix + ".bias"), self.opts, self.opts.dtype)
+        return Linear(weight, b)
+
+    def vector(self, name: str, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return vector(self.raw(name), self.opts, dtype)
+
+    def embedding(self, name: str) -> Embedding:
+        return Embedding(place(self.raw(name), self.opts), self.opts.dtype)

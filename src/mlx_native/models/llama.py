@@ -1,0 +1,185 @@
+"""Llama family: Llama 2/3 (incl. llama3 rope scaling), SmolLM2, Mistral; the
+decoder the Qwen models reuse (see qwen.py).
+
+Per layer: RMS norm -> fused q/k/v projection -> RoPE (one call for q and k,
+or per-head RMS norm + RoPE for q/k-norm models) -> KV cache write ->
+flash attention -> o projection -> residual add fused into the next RMS norm
+-> fused gate/up projection -> SwiGLU -> down projection.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import torch
+
+import mlx_native as mn
+
+from ..formats.weights import Checkpoint
+from .base import (CausalLM, Embedding, Linear, LoadOptions, Step, WeightSource, config_get, require, rope_freqs,
+                   rope_params)
+
+
+@dataclasses.dataclass
+class LlamaConfig:
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    rope_scaling: Optional[dict] = None
+    rope_dims: Optional[int] = None
+    rope_traditional: bool = False
+    tie_word_embeddings: bool = False
+    attention_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False
+    sliding_window: Optional[int] = None
+    max_position_embeddings: int = 4096
+
+    @classmethod
+    def from_hf(cls, cfg: dict, arch: str, **overrides) -> "LlamaConfig":
+        hidden = int(require(cfg, "hidden_size", arch))
+        heads = int(require(cfg, "num_attention_heads", arch))
+        head_dim = int(config_get(cfg, "head_dim", default=hidden // heads))
+        theta, scaling = rope_params(cfg)
+        partial = float(config_get(cfg, "partial_rotary_factor", default=1.0))
+        if scaling is not None and "partial_rotary_factor" in scaling:
+            partial = float(scaling["partial_rotary_factor"])
+        window = cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None
+        kw = dict(
+            vocab_size=int(require(cfg, "vocab_size", arch)),
+            hidden_size=hidden,
+            intermediate_size=int(require(cfg, "intermediate_size", arch)),
+            num_layers=int(require(cfg, "num_hidden_layers", arch)),
+            num_heads=heads,
+            num_kv_heads=int(config_get(cfg, "num_key_value_heads", default=heads)),
+            head_dim=head_dim,
+            rms_norm_eps=float(config_get(cfg, "rms_norm_eps", default=1e-6)),
+            rope_theta=theta,
+            rope_scaling=scaling,
+            rope_dims=int(head_dim * partial),
+            rope_traditional=bool(cfg.get("_mlx_native_rope_traditional", False)),
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            attention_bias=bool(cfg.get("attention_bias", False)),
+            mlp_bias=bool(cfg.get("mlp_bias", False)),
+            sliding_window=int(window) if window else None,
+            max_position_embeddings=int(config_get(cfg, "max_position_embeddings", default=4096)),
+        )
+        kw.update(overrides)
+        return cls(**kw)
+
+
+class LlamaAttention:
+    def __init__(self, cfg: LlamaConfig, ws: WeightSource, prefix: str, rope_freqs_t, rope_scale):
+        self.cfg = cfg
+        self.hq, self.hkv, self.d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        q, k, v = (ws.linear(f"{prefix}.{n}_proj") for n in "qkv")
+        self.qkv = Linear.fuse([q, k, v])
+        self.q, self.k, self.v = (None, None, None) if self.qkv is not None else (q, k, v)
+        self.o = ws.linear(f"{prefix}.o_proj")
+        self.q_norm = ws.vector(f"{prefix}.q_norm.weight") if cfg.qk_norm else None
+        self.k_norm = ws.vector(f"{prefix}.k_norm.weight") if cfg.qk_norm else None
+        self.freqs, self.rope_scale = rope_freqs_t, rope_scale
+        self.scale = self.d ** -0.5
+
+    def __call__(self, x: torch.Tensor, step: Step, layer: int) -> torch.Tensor:
+        cfg = self.cfg
+        b, length, _ = x.shape
+        hq, hkv, d = self.hq, self.hkv, self.d
+        rope_kw = dict(traditional=cfg.rope_traditional, base=cfg.rope_theta, scale=self.rope_scale,
+                       freqs=self.freqs)
+        pos = step.positions  # [B, L]
+        if self.qkv is not None:
+            qkv = self.qkv(x)
+            q_lin, k_lin = qkv[..., : hq * d], qkv[..., hq * d:(hq + hkv) * d]
+            v = qkv[..., (hq + hkv) * d:]
+        else:
+            qkv = None
+            q_lin, k_lin, v = self.q(x), self.k(x), self.v(x)
+        if cfg.qk_norm:
+            q = mn.head_norm_rope(q_lin.unflatten(-1, (hq, d)), self.q_norm, positions=pos, eps=cfg.rms_norm_eps,
+                                  dims=cfg.rope_dims, **rope_kw)
+            k = mn.head_norm_rope(k_lin.unflatten(-1, (hkv, d)), self.k_norm, positions=pos,
+                                  eps=cfg.rms_norm_eps, dims=cfg.rope_dims, **rope_kw)
+        elif qkv is not None:
+            # q and k heads are adjacent in the fused output: one RoPE call for both
+            qk = mn.rope(qkv[..., : (hq + hkv) * d].unflatten(-1, (hq + hkv, d)), cfg.rope_dims,
+                         positions=pos[..., None], **rope_kw)
+            q, k = qk[:, :, :hq], qk[:, :, hq:]
+        else:
+            q = mn.rope(q_lin.unflatten(-1, (hq, d)), cfg.rope_dims, positions=pos[..., None], **rope_kw)
+            k = mn.rope(k_lin.unflatten(-1, (hkv, d)), cfg.rope_dims, positions=pos[..., None], **rope_kw)
+        v = v.unflatten(-1, (hkv, d))
+        out = step.attend(layer, q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale=self.scale,
+                          window=cfg.sliding_window)
+        return self.o(out.transpose(1, 2).reshape(b, length, hq * d))
+
+
+class LlamaMLP:
+    def __init__(self, cfg: LlamaConfig, ws: WeightSource, prefix: str):
+        gate, up = ws.linear(f"{prefix}.gate_proj"), ws.linear(f"{prefix}.up_proj")
+        self.gate_up = Linear.fuse([gate, up])
+        self.gate, self.up = (None, None) if self.gate_up is not None else (gate, up)
+        self.down = ws.linear(f"{prefix}.down_proj")
+        self.inter = cfg.intermediate_size
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gate_up is not None:
+            gu = self.gate_up(x)
+            return self.down(mn.silu_mul(gu[..., : self.inter], gu[..., self.inter:]))
+        return self.down(mn.silu_mul(self.gate(x), self.up(x)))
+
+
+class LlamaModel(CausalLM):
+    """Llama-family decoder (pre-norm, SwiGLU, RoPE, GQA)."""
+
+    arch = "llama"
+
+    def __init__(self, ckpt: Checkpoint, opts: LoadOptions, config: Optional[LlamaConfig] = None):
+        cfg = config or LlamaConfig.from_hf(ckpt.config, self.arch)
+        self.config = cfg
+        self.dtype, self.device = opts.dtype, opts.device
+        self.vocab_size = cfg.vocab_size
+        self.max_context = cfg.max_position_embeddings
+        ws = WeightSource(ckpt, opts)
+        factors = ws.vector("rope_freqs.weight") if ws.has("rope_freqs.weight") else None
+        freqs, rope_scale = rope_freqs(cfg.head_dim, cfg.rope_dims, cfg.rope_theta, cfg.rope_scaling, opts.device,
+                                       factors)
+        self.embed = ws.embedding("model.embed_tokens.weight")
+        self.layers = []
+        for i in range(cfg.num_layers):
+            p = f"model.layers.{i}"
+            self.layers.append((
+                ws.vector(f"{p}.input_layernorm.weight"),
+                LlamaAttention(cfg, ws, f"{p}.self_attn", freqs, rope_scale),
+                ws.vector(f"{p}.post_attention_layernorm.weight"),
+                LlamaMLP(cfg, ws, f"{p}.mlp"),
+            ))
+        self.norm = ws.vector("model.norm.weight")
+        if cfg.tie_word_embeddings or not ws.has("lm_head.weight"):
+            self.lm_head = Linear(self.embed.weight)
+        else:
+            self.lm_head = ws.linear("lm_head")
+
+    def layer_cache_shapes(self):
+        return [(self.config.num_kv_heads, self.config.head_dim)] * self.config.num_layers
+
+    def _hidden(self, tokens: torch.Tensor, step: Step) -> torch.Tensor:
+        eps = self.config.rms_norm_eps
+        h = self.embed(tokens)
+        mlp_out = None
+        for i, (attn_norm, attn, mlp_norm, mlp) in enumerate(self.layers):
+            if mlp_out is None:
+                x = mn.rms_norm(h, attn_norm, eps)
+            else:
+                x, h = mn.add_rms_norm(mlp_out, h, attn_norm, eps)
+            x, h = mn.add_rms_norm(attn(x, step, i), h, mlp_norm, eps)
+            mlp_out = mlp(x)
+        x, _ = mn.add_rms_norm(mlp_out, h, self.norm, eps)
+        return x
