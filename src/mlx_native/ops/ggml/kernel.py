@@ -1,32 +1,73 @@
-"""Plans of the GGUF ops (metadata computed once per signature).
-
-Kernels land in the next commit; until then the plans run the reference.
-"""
+"""Plans of the GGUF ops: dequantize / embedding kernel, and the matmul launches of ``quant.qmm``."""
 
 from __future__ import annotations
 
 import math
 
-from . import ref
+import torch
+import triton
+import triton.language as tl
+
+from ...kernels.launch import Launch
+from ...runtime.memory import empty
+from ..common import next_pow2
+from ..quant.qmm import DECODE_MAX_ROWS, QmmLaunch, WeightSpec, choose_config
+from . import formats
+from .tiles import STRUCTURED, ggml_elem
+
+_FLOAT_DTYPES = {formats.F32.id: torch.float32, formats.F16.id: torch.float16, formats.BF16.id: torch.bfloat16}
+
+
+@triton.jit(do_not_specialize=["n_rows", "n_table"])
+def _dequant_kernel(
+    raw_ptr,  # [n_table * row_bytes] uint8 blocks
+    ids_ptr,  # [n_rows] row ids (HAS_IDS: embedding lookup)
+    out_ptr,  # [n_rows, K] contiguous
+    n_rows, n_table, row_bytes, K,
+    FMT: tl.constexpr, HAS_IDS: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
+):
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
+    cols = tl.program_id(1) * BC + tl.arange(0, BC)
+    row_ok = rows < n_rows
+    src = rows.to(tl.int64)
+    if HAS_IDS:
+        src = tl.load(ids_ptr + rows, mask=row_ok, other=0).to(tl.int64)
+        bad = (src < 0) | (src >= n_table)
+        src = tl.where(bad, 0, src)
+    mask = row_ok[:, None] & (cols < K)[None, :]
+    v = ggml_elem(raw_ptr, (src * row_bytes)[:, None], cols[None, :], mask, FMT)
+    if HAS_IDS:
+        v = tl.where(bad[:, None], float("nan"), v)
+    tl.store(out_ptr + rows.to(tl.int64)[:, None] * K + cols[None, :], v.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def aligned(raw: torch.Tensor) -> torch.Tensor:
+    """Raw bytes at a 16-byte aligned address (a copy only for odd slices of a buffer)."""
+    return raw if raw.data_ptr() % 16 == 0 else raw.clone()
+
+
+def _dequant_launch(t, n_rows: int, n_table: int, k: int, has_ids: bool) -> tuple[Launch, tuple]:
+    bc = min(1024, next_pow2(k))
+    br = max(1, min(next_pow2(n_rows), 4096 // bc))
+    launch = Launch(_dequant_kernel, (triton.cdiv(n_rows, br), triton.cdiv(k, bc)),
+                    dict(FMT=t.id, HAS_IDS=has_ids, BR=br, BC=bc), num_warps=4)
+    return launch, (n_rows, n_table, formats.row_bytes(t, k), k)
 
 
 class DequantPlan:
     def __init__(self, raw, t, shape, dtype):
         self.t, self.shape, self.dtype = t, tuple(shape), dtype
         self.numel = math.prod(self.shape)
+        if self.numel == 0:
+            return
+        k = self.shape[-1]
+        rows = self.numel // k
+        self.launch, self.ints = _dequant_launch(t, rows, rows, k, False)
 
     def __call__(self, raw):
-        return ref.dequantize(raw, self.t, self.shape, self.dtype)
-
-
-class MatmulPlan:
-    def __init__(self, x, raw, t, n, k):
-        self.t, self.n, self.k = t, n, k
-        self.out_shape = (*x.shape[:-1], n)
-        self.empty = math.prod(self.out_shape) == 0
-
-    def __call__(self, x, raw):
-        return ref.matmul(x, raw, self.t, self.n, self.k)
+        out = empty(self.shape, dtype=self.dtype, device=raw.device)
+        self.launch(aligned(raw.reshape(-1)), raw, out, *self.ints)
+        return out
 
 
 class EmbeddingPlan:
@@ -34,6 +75,53 @@ class EmbeddingPlan:
         self.t, self.shape, self.dtype = t, tuple(shape), dtype
         self.out_shape = (*ids.shape, shape[1])
         self.numel = math.prod(self.out_shape)
+        if self.numel == 0:
+            return
+        self.launch, self.ints = _dequant_launch(t, ids.numel(), shape[0], shape[1], True)
 
     def __call__(self, ids, raw):
-        return ref.rows(raw, self.t, self.shape[1], ids, self.dtype)
+        out = empty(self.out_shape, dtype=self.dtype, device=raw.device)
+        self.launch(aligned(raw.reshape(-1)), ids.reshape(-1), out, *self.ints)
+        return out
+
+
+def weight_spec(t) -> WeightSpec:
+    unit = 64 if t.id in (formats.BY_NAME["Q4_K"].id, formats.BY_NAME["Q5_K"].id) else 32
+    return WeightSpec(1, t.id, unit=unit)
+
+
+class MatmulPlan:
+    """ggml_matmul: float types with x's dtype go to torch.matmul on a view of the bytes (no copy);
+    everything else runs the fused kernel on the blocks."""
+
+    def __init__(self, x, raw, t, n, k):
+        self.t, self.n, self.k = t, n, k
+        self.out_shape = (*x.shape[:-1], n)
+        self.empty = math.prod(self.out_shape) == 0
+        if self.empty:
+            return
+        m = math.prod(x.shape[:-1])
+        self.view_dtype = _FLOAT_DTYPES.get(t.id) if _FLOAT_DTYPES.get(t.id) == x.dtype else None
+        if self.view_dtype is not None:
+            return
+        kind = "gemv" if m == 1 else ("decode" if m <= DECODE_MAX_ROWS else "prefill")
+        spec = weight_spec(t)
+        cfg = choose_config(kind, m, n, k, spec, x.device)
+        x2 = x.reshape(m, k)
+        strides = (x2.stride(0) if x2.stride(-1) == 1 else k, 1, 0, formats.row_bytes(t, k), 0, 0, 1)
+        self.launch = QmmLaunch(spec, cfg, n, k, m, triton.cdiv(m, cfg.bm), False, False, False, False, 0, x.dtype,
+                                x.dtype == torch.float32, strides, x.device)
+        self.kind, self.cfg = kind, cfg
+
+    def __call__(self, x, raw):
+        if self.view_dtype is not None:
+            w = raw.reshape(-1).view(self.view_dtype).view(self.n, self.k)
+            return torch.matmul(x, w.T)
+        x2 = x.reshape(-1, self.k)
+        if x2.stride(-1) != 1:
+            x2 = x2.contiguous()
+        r = aligned(raw.reshape(-1))
+        return self.launch(x2, r, r, r, None, None, None).view(self.out_shape)
+
+
+__all__ = ["DequantPlan", "EmbeddingPlan", "MatmulPlan", "STRUCTURED", "weight_spec"]

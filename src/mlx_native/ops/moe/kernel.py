@@ -1,12 +1,135 @@
-"""Plans of the MoE ops. Kernels land in the next commit; until then the plans run the reference."""
+"""MoE kernels and plans: routing (softmax/sigmoid + top-k per row), the expert matmuls
+(``quant.qmm.RoutedLaunch``), and the weighted reduce."""
 
 from __future__ import annotations
 
 import math
 
 import torch
+import triton
+import triton.language as tl
 
+from ...kernels.launch import Launch
+from ...kernels.math import sigmoid
+from ...runtime.memory import empty
+from ..common import next_pow2
+from ..ggml.kernel import aligned, weight_spec
+from ..ggml import formats
+from ..quant.qmm import ACT_CODES, RoutedLaunch, WeightSpec
 from . import ref
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def _route_kernel(
+    z_ptr,  # [T, E] router logits (row stride stride_z)
+    bias_ptr,  # [E] selection bias (HAS_BIAS)
+    ids_ptr,  # [T, TOPK] int32 out
+    w_ptr,  # [T, TOPK] float32 out
+    n_rows, n_experts, stride_z,
+    TOPK: tl.constexpr, SIGMOID: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
+    BR: tl.constexpr, BE: tl.constexpr, BKP: tl.constexpr,
+):
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
+    row_ok = rows < n_rows
+    cols = tl.arange(0, BE)
+    col_ok = cols < n_experts
+    z = tl.load(z_ptr + rows.to(tl.int64)[:, None] * stride_z + cols[None, :], mask=row_ok[:, None] & col_ok[None, :],
+                other=float("-inf")).to(tl.float32)
+    z = tl.where(row_ok[:, None], z, 0.0)  # rows past the end: finite garbage, never stored
+    if SIGMOID:
+        p = sigmoid(z)
+    else:
+        mx = tl.max(z, axis=1)
+        ez = tl.exp(z - mx[:, None])
+        p = ez / tl.sum(ez, axis=1)[:, None]
+    p = tl.where(col_ok[None, :], p, 0.0)
+    sel = p
+    if HAS_BIAS:
+        sel = p + tl.load(bias_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    sel = tl.where(col_ok[None, :], sel, float("-inf"))
+    slots = tl.arange(0, BKP)
+    got_ids = tl.zeros([BR, BKP], dtype=tl.int32)
+    got_w = tl.zeros([BR, BKP], dtype=tl.float32)
+    for j in tl.static_range(TOPK):
+        best = tl.max(sel, axis=1)
+        # the lowest id among the maxima
+        idx = tl.min(tl.where(sel == best[:, None], cols[None, :], BE), axis=1)
+        hit = cols[None, :] == idx[:, None]
+        wj = tl.sum(tl.where(hit, p, 0.0), axis=1)
+        got_ids = tl.where(slots[None, :] == j, idx[:, None], got_ids)
+        got_w = tl.where(slots[None, :] == j, wj[:, None], got_w)
+        sel = tl.where(hit, float("-inf"), sel)
+    if RENORM:
+        got_w = got_w / tl.sum(got_w, axis=1)[:, None]
+    out = rows.to(tl.int64)[:, None] * TOPK + slots[None, :]
+    mask = row_ok[:, None] & (slots < TOPK)[None, :]
+    tl.store(ids_ptr + out, got_ids, mask=mask)
+    tl.store(w_ptr + out, got_w, mask=mask)
+
+
+class RoutePlan:
+    def __init__(self, logits, top_k, scoring, renormalize, bias):
+        self.top_k = top_k
+        self.out_shape = (*logits.shape[:-1], top_k)
+        self.empty = logits.numel() == 0
+        if self.empty:
+            return
+        e = logits.shape[-1]
+        t = logits.numel() // e
+        be = next_pow2(e)
+        br = max(1, min(next_pow2(t), 4096 // be))
+        self.z2 = logits.reshape(t, e)
+        self.ints = (t, e, self.z2.stride(0))
+        self.t, self.e = t, e
+        self.launch = Launch(_route_kernel, (triton.cdiv(t, br),), dict(
+            TOPK=top_k, SIGMOID=scoring == "sigmoid", RENORM=renormalize, HAS_BIAS=bias is not None, BR=br, BE=be,
+            BKP=next_pow2(top_k)), num_warps=4 if be * br >= 2048 else 1)
+
+    def __call__(self, logits, bias):
+        ids = empty(self.out_shape, dtype=torch.int32, device=logits.device)
+        w = empty(self.out_shape, dtype=torch.float32, device=logits.device)
+        z2 = logits.reshape(self.t, self.e)
+        self.launch(z2, bias if bias is not None else z2, ids, w, *self.ints)
+        return ids, w
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def _reduce_kernel(
+    y_ptr,  # [T, TOPK, H] expert outputs (last dim contiguous; strides stride_yt, stride_yk)
+    w_ptr,  # [T, TOPK] weights (strides stride_wt, stride_wk)
+    out_ptr,  # [T, H] contiguous
+    n_rows, H, stride_yt, stride_yk, stride_wt, stride_wk,
+    TOPK: tl.constexpr, BH: tl.constexpr,
+):
+    t = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1) * BH + tl.arange(0, BH)
+    ok = h < H
+    acc = tl.zeros([BH], dtype=tl.float32)
+    for j in range(TOPK):
+        wj = tl.load(w_ptr + t * stride_wt + j * stride_wk).to(tl.float32)
+        acc += wj * tl.load(y_ptr + t * stride_yt + j * stride_yk + h, mask=ok, other=0.0).to(tl.float32)
+    tl.store(out_ptr + t * H + h, acc.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+class ReducePlan:
+    def __init__(self, y, weights):
+        self.out_shape = (*y.shape[:-2], y.shape[-1])
+        self.empty = math.prod(self.out_shape) == 0
+        if self.empty:
+            return
+        k, h = y.shape[-2:]
+        t = math.prod(y.shape[:-2])
+        self.t, self.k, self.h = t, k, h
+        y3 = y.reshape(t, k, h)
+        w2 = weights.reshape(t, k)
+        bh = min(1024, next_pow2(h))
+        self.ints = (t, h, y3.stride(0), y3.stride(1), w2.stride(0), w2.stride(1))
+        self.launch = Launch(_reduce_kernel, (t, triton.cdiv(h, bh)), dict(TOPK=k, BH=bh), num_warps=4)
+
+    def __call__(self, y, weights):
+        out = empty(self.out_shape, dtype=y.dtype, device=y.device)
+        self.launch(y.reshape(self.t, self.k, self.h), weights.reshape(self.t, self.k), out, *self.ints)
+        return out
 
 
 def _x_rows(x: torch.Tensor, t: int, k: int) -> torch.Tensor:
@@ -20,13 +143,9 @@ def _finish(g, u, has_up, activation, t, k, dtype):
     return out.reshape(t, k, -1).to(dtype)
 
 
-class RoutePlan:
-    def __init__(self, logits, top_k, scoring, renormalize, bias):
-        self.top_k, self.scoring, self.renormalize = top_k, scoring, renormalize
-        self.empty = logits.numel() == 0
-
-    def __call__(self, logits, bias):
-        return ref.route(logits, self.top_k, self.scoring, self.renormalize, bias)
+def _x2d(x: torch.Tensor) -> torch.Tensor:
+    x2 = x.reshape(-1, x.shape[-1])
+    return x2 if x2.stride(-1) == 1 else x2.contiguous()
 
 
 class MoeQmmPlan:
@@ -35,6 +154,15 @@ class MoeQmmPlan:
         self.t, self.k, self.n = t, k, n
         self.out_shape = (t, k, n)
         self.empty = t * k * n == 0
+        if self.empty:
+            return
+        kf = x.shape[-1]
+        x_div = k if x.dim() == 2 else 1
+        spec = WeightSpec(0, 0, bits, group_size, True)
+        x2 = _x2d(x)
+        strides = (x2.stride(0), w.stride(0), w.stride(1), scales.stride(0), scales.stride(1))
+        self.launch = RoutedLaunch(spec, n, kf, t * k, w.shape[0], x_div, False, has_up, ACT_CODES.get(activation, 0),
+                                   x.dtype, x.dtype == torch.float32, strides, x.device)
 
     def reference(self, x, ids, w, scales, biases, w_up, scales_up, biases_up):
         compute = torch.float64 if x.dtype == torch.float64 else torch.float32
@@ -45,7 +173,10 @@ class MoeQmmPlan:
             if self.has_up else None
         return _finish(g, u, self.has_up, self.activation, self.t, self.k, x.dtype)
 
-    __call__ = reference
+    def __call__(self, x, ids, w, scales, biases, w_up, scales_up, biases_up):
+        words = lambda t: t.view(torch.int32) if t is not None and t.dtype == torch.uint32 else t  # noqa: E731
+        out = self.launch(_x2d(x), ids.reshape(-1), words(w), scales, biases, words(w_up), scales_up, biases_up)
+        return out.view(self.out_shape)
 
 
 class MoeGgmlPlan:
@@ -55,6 +186,14 @@ class MoeGgmlPlan:
         self.tokens, self.k = tt, k
         self.out_shape = (tt, k, self.n)
         self.empty = tt * k * self.n == 0
+        if self.empty:
+            return
+        rb = formats.row_bytes(t, self.kf)
+        x2 = _x2d(x)
+        strides = (x2.stride(0), self.n * rb, rb, 0, 0)
+        self.launch = RoutedLaunch(weight_spec(t), self.n, self.kf, tt * k, self.n_experts,
+                                   k if x.dim() == 2 else 1, False, has_up, ACT_CODES.get(activation, 0), x.dtype,
+                                   x.dtype == torch.float32, strides, x.device)
 
     def reference(self, x, ids, raw, raw_up):
         compute = torch.float64 if x.dtype == torch.float64 else torch.float32
@@ -64,13 +203,8 @@ class MoeGgmlPlan:
         u = ref.ggml_rows(xr, flat, raw_up, self.t, self.n, compute) if self.has_up else None
         return _finish(g, u, self.has_up, self.activation, self.tokens, self.k, x.dtype)
 
-    __call__ = reference
-
-
-class ReducePlan:
-    def __init__(self, y, weights):
-        self.out_shape = (*y.shape[:-2], y.shape[-1])
-        self.empty = math.prod(self.out_shape) == 0
-
-    def __call__(self, y, weights):
-        return ref.weighted_reduce(y, weights)
+    def __call__(self, x, ids, raw, raw_up):
+        r = aligned(raw.reshape(-1))
+        r2 = aligned(raw_up.reshape(-1)) if raw_up is not None else None
+        out = self.launch(_x2d(x), ids.reshape(-1), r, r, r, r2, r2, r2)
+        return out.view(self.out_shape)

@@ -1,6 +1,6 @@
-"""Plans of the MLX-affine ops (metadata computed once per signature).
+"""Plans of the MLX-affine ops: dequantize kernel, and the matmul launches of :mod:`.qmm`.
 
-Kernels land in the next commit; until then the plans run the reference.
+``quantize`` runs as torch ops (see api.py); everything else runs Triton kernels.
 """
 
 from __future__ import annotations
@@ -8,8 +8,42 @@ from __future__ import annotations
 import math
 
 import torch
+import triton
+import triton.language as tl
 
-from . import ref
+from ...kernels.launch import Launch
+from ...runtime.memory import empty
+from ..common import next_pow2
+from .qmm import DECODE_MAX_ROWS, QmmLaunch, RoutedLaunch, WeightSpec, choose_config
+from .tiles import affine_tile
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def _dequant_kernel(
+    w_ptr,  # [R, C * BITS / 32] int32 words
+    s_ptr,  # [R, C / GS] scales
+    b_ptr,  # [R, C / GS] biases
+    out_ptr,  # [R, C] contiguous, scales' dtype
+    n_rows, n_cols, stride_wr, stride_sr,
+    BITS: tl.constexpr, GS: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
+):
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
+    c0 = tl.program_id(1) * BC
+    row_ok = rows < n_rows
+    v = affine_tile(w_ptr, s_ptr, b_ptr, rows, row_ok, c0, n_cols, stride_wr, stride_sr, BITS, GS, BC)
+    cols = c0 + tl.arange(0, BC)
+    mask = row_ok[:, None] & (cols < n_cols)[None, :]
+    tl.store(out_ptr + rows.to(tl.int64)[:, None] * n_cols + cols[None, :], v.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _words(w: torch.Tensor) -> torch.Tensor:
+    return w.view(torch.int32) if w.dtype == torch.uint32 else w
+
+
+def _rows2d(t: torch.Tensor) -> torch.Tensor:
+    """``t [..., C]`` as ``[R, C]`` with a unit last stride (a view when possible)."""
+    t2 = t.reshape(-1, t.shape[-1])
+    return t2 if t2.stride(-1) == 1 or t2.shape[-1] == 1 else t2.contiguous()
 
 
 class DequantPlan:
@@ -17,27 +51,82 @@ class DequantPlan:
         self.group_size, self.bits = group_size, bits
         self.out_shape = (*w.shape[:-1], width)
         self.numel = math.prod(self.out_shape)
+        if self.numel == 0:
+            return
+        rows = math.prod(w.shape[:-1])
+        w2, s2 = _rows2d(w), _rows2d(scales)
+        bc = max(group_size, min(1024, next_pow2(width)))
+        br = max(1, min(next_pow2(rows), 4096 // bc))
+        self.dtype, self.rows, self.width = scales.dtype, rows, width
+        self.ints = (rows, width, w2.stride(0), s2.stride(0))
+        self.launch = Launch(_dequant_kernel, (triton.cdiv(rows, br), triton.cdiv(width, bc)),
+                             dict(BITS=bits, GS=group_size, BR=br, BC=bc), num_warps=4)
 
     def __call__(self, w, scales, biases):
-        return ref.dequantize(w, scales, biases, self.group_size, self.bits)
+        out = empty(self.out_shape, dtype=self.dtype, device=w.device)
+        self.launch(_words(_rows2d(w)), _rows2d(scales), _rows2d(biases), out, *self.ints)
+        return out
 
 
 class QmmPlan:
+    """quantized_matmul: mat-vec kernel for one row, tensor-core decode kernel up to 16, prefill beyond."""
+
     def __init__(self, x, w, scales, biases, transpose, group_size, bits, n, k, out_dtype):
-        self.transpose, self.group_size, self.bits, self.out_dtype = transpose, group_size, bits, out_dtype
+        self.out_dtype = out_dtype
         self.out_shape = (*x.shape[:-1], n)
         self.empty = math.prod(self.out_shape) == 0
+        if self.empty:
+            return
+        m = math.prod(x.shape[:-1])
+        self.m, self.k = m, k
+        kind = "gemv" if m == 1 else ("decode" if m <= DECODE_MAX_ROWS else "prefill")
+        spec = WeightSpec(0, 0, bits, group_size, transpose)
+        cfg = choose_config(kind, m, n, k, spec, x.device)
+        x2 = _rows2d(x)
+        strides = (x2.stride(0), 1, 0, w.stride(0), 0, scales.stride(0), 1)
+        self.launch = QmmLaunch(spec, cfg, n, k, m, triton.cdiv(m, cfg.bm), False, False, False, False, 0, out_dtype,
+                                out_dtype == torch.float32, strides, x.device)
+        self.kind, self.cfg = kind, cfg
 
     def __call__(self, x, w, scales, biases):
-        return ref.quantized_matmul(x, w, scales, biases, self.transpose, self.group_size, self.bits, self.out_dtype)
+        out = self.launch(_rows2d(x), _words(w.contiguous()), scales.contiguous(), biases.contiguous(), None, None,
+                          None)
+        return out.view(self.out_shape)
 
 
 class GatherQmmPlan:
+    """gather_qmm: output row ``b * M + m`` = x row ``lhs[b] * M + m`` times matrix ``rhs[b]``."""
+
     def __init__(self, x, w, scales, biases, batch, transpose, group_size, bits, n, k, out_dtype):
-        self.transpose, self.group_size, self.bits, self.out_dtype = transpose, group_size, bits, out_dtype
-        self.out_shape = (*batch, x.shape[-2], n)
+        self.out_dtype = out_dtype
+        m = x.shape[-2]
+        self.out_shape = (*batch, m, n)
         self.empty = math.prod(self.out_shape) == 0
+        if self.empty:
+            return
+        self.m, self.k = m, k
+        n_mats = math.prod(w.shape[:-2])
+        rows = math.prod(batch) * m
+        spec = WeightSpec(0, 0, bits, group_size, transpose)
+        w3 = w.reshape(n_mats, *w.shape[-2:])
+        s3 = scales.reshape(n_mats, *scales.shape[-2:])
+        strides = (k, w3.stride(0), w3.stride(1), s3.stride(0), s3.stride(1))
+        self.n_mats = n_mats
+        self.launch = RoutedLaunch(spec, n, k, rows, n_mats, 1, True, False, 0, out_dtype, out_dtype == torch.float32,
+                                   strides, x.device)
+        self.arange_m = torch.arange(m, device=x.device, dtype=torch.int64) if m > 1 else None
 
     def __call__(self, x, w, scales, biases, lhs, rhs):
-        return ref.gather_qmm(x, w, scales, biases, lhs, rhs, self.transpose, self.group_size, self.bits,
-                              self.out_dtype)
+        m, k = self.m, self.k
+        x2 = x.reshape(-1, k).contiguous()
+        lhs, rhs = lhs.reshape(-1), rhs.reshape(-1)
+        if m == 1:
+            xrow, erow = lhs, rhs
+        else:
+            xrow = (lhs.to(torch.int64)[:, None] * m + self.arange_m[None, :]).reshape(-1)
+            erow = rhs.repeat_interleave(m)
+        w3 = _words(w.reshape(self.n_mats, *w.shape[-2:]).contiguous())
+        s3 = scales.reshape(self.n_mats, *scales.shape[-2:]).contiguous()
+        b3 = biases.reshape(self.n_mats, *biases.shape[-2:]).contiguous()
+        out = self.launch(x2, erow, w3, s3, b3, xrow=xrow)
+        return out.view(self.out_shape)

@@ -1,0 +1,223 @@
+"""Triton device functions: GGML blocks -> fp32 values in registers.
+
+* :func:`ggml_elem`: any element of any supported type, from its row's byte
+  offset and its index in the row (gathered loads; used by dequantize,
+  embedding, and the matmul of the types without a structured tile).
+* :func:`ggml_tile`: a ``[BN, BK]`` tile of rows in natural column order, with
+  structured loads (whole blocks: contiguous code bytes, one scale load per
+  block or sub-block) for Q4_0, Q4_1, Q8_0, Q4_K and Q5_K; other types fall
+  back to :func:`ggml_elem`.
+
+The arithmetic is llama.cpp's: every product of a block scale and a code is
+exact in fp32, so ``ggml_elem`` is bit-identical to ``gguf.quants`` (fusing a
+multiply-add cannot change an exact product). Layouts: see :mod:`.ref`.
+Type ids are ggml's (``formats.py``).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ..quant.tiles import codes_to_f32
+
+F32: tl.constexpr = tl.constexpr(0)
+F16: tl.constexpr = tl.constexpr(1)
+Q4_0: tl.constexpr = tl.constexpr(2)
+Q4_1: tl.constexpr = tl.constexpr(3)
+Q5_0: tl.constexpr = tl.constexpr(6)
+Q5_1: tl.constexpr = tl.constexpr(7)
+Q8_0: tl.constexpr = tl.constexpr(8)
+Q2_K: tl.constexpr = tl.constexpr(10)
+Q3_K: tl.constexpr = tl.constexpr(11)
+Q4_K: tl.constexpr = tl.constexpr(12)
+Q5_K: tl.constexpr = tl.constexpr(13)
+Q6_K: tl.constexpr = tl.constexpr(14)
+BF16: tl.constexpr = tl.constexpr(30)
+
+STRUCTURED = (2, 3, 8, 12, 13)  # types with a structured tile
+
+
+@triton.jit
+def _u8(raw_ptr, off, mask):
+    return tl.load(raw_ptr + off, mask=mask, other=0).to(tl.int32)
+
+
+@triton.jit
+def _f16(raw_ptr, off, mask):
+    """fp16 at byte offset ``off`` (2-aligned) as fp32."""
+    p = (raw_ptr + off).to(tl.pointer_type(tl.uint16))
+    return tl.load(p, mask=mask, other=0).to(tl.float16, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def _i8_to_f32(b):
+    """Bytes (int32 0..255) read as int8 -> fp32 exactly."""
+    return ((b ^ 0x80) | 0x4B000000).to(tl.float32, bitcast=True) - 8388736.0
+
+
+@triton.jit
+def _k_scale_min(raw_ptr, sb, j, mask):
+    """Q4_K/Q5_K six-bit scale and min of sub-block ``j`` (0..7); ``sb`` = byte offset of the 12 bytes."""
+    low = j < 4
+    bj = _u8(raw_ptr, sb + j, mask)
+    bj4 = _u8(raw_ptr, sb + j + 4, mask)
+    bjm4 = _u8(raw_ptr, sb + j - 4, mask & (j >= 4))
+    sc = tl.where(low, bj & 63, (bj4 & 15) | ((bjm4 >> 6) << 4))
+    mn = tl.where(low, bj4 & 63, (bj4 >> 4) | ((bj >> 6) << 4))
+    return sc, mn
+
+
+@triton.jit
+def ggml_elem(raw_ptr, row_off, e, mask, FMT: tl.constexpr):
+    """fp32 value of element ``e`` of the row at byte ``row_off`` (broadcast shapes)."""
+    if FMT == F32:
+        return tl.load((raw_ptr + row_off + e.to(tl.int64) * 4).to(tl.pointer_type(tl.float32)), mask=mask, other=0.0)
+    elif FMT == F16:
+        return _f16(raw_ptr, row_off + e.to(tl.int64) * 2, mask)
+    elif FMT == BF16:
+        p = (raw_ptr + row_off + e.to(tl.int64) * 2).to(tl.pointer_type(tl.uint16))
+        bits = tl.load(p, mask=mask, other=0).to(tl.uint32) << 16
+        return bits.to(tl.float32, bitcast=True)
+    elif FMT == Q4_0:
+        i = e % 32
+        bb = row_off + (e // 32).to(tl.int64) * 18
+        d = _f16(raw_ptr, bb, mask)
+        q = (_u8(raw_ptr, bb + 2 + i % 16, mask) >> (4 * (i // 16))) & 15
+        return d * (codes_to_f32(q) - 8.0)
+    elif FMT == Q4_1:
+        i = e % 32
+        bb = row_off + (e // 32).to(tl.int64) * 20
+        d = _f16(raw_ptr, bb, mask)
+        m = _f16(raw_ptr, bb + 2, mask)
+        q = (_u8(raw_ptr, bb + 4 + i % 16, mask) >> (4 * (i // 16))) & 15
+        return d * codes_to_f32(q) + m
+    elif FMT == Q5_0:
+        i = e % 32
+        bb = row_off + (e // 32).to(tl.int64) * 22
+        d = _f16(raw_ptr, bb, mask)
+        hb = (_u8(raw_ptr, bb + 2 + i // 8, mask) >> (i % 8)) & 1
+        q = ((_u8(raw_ptr, bb + 6 + i % 16, mask) >> (4 * (i // 16))) & 15) | (hb << 4)
+        return d * (codes_to_f32(q) - 16.0)
+    elif FMT == Q5_1:
+        i = e % 32
+        bb = row_off + (e // 32).to(tl.int64) * 24
+        d = _f16(raw_ptr, bb, mask)
+        m = _f16(raw_ptr, bb + 2, mask)
+        hb = (_u8(raw_ptr, bb + 4 + i // 8, mask) >> (i % 8)) & 1
+        q = ((_u8(raw_ptr, bb + 8 + i % 16, mask) >> (4 * (i // 16))) & 15) | (hb << 4)
+        return d * codes_to_f32(q) + m
+    elif FMT == Q8_0:
+        i = e % 32
+        bb = row_off + (e // 32).to(tl.int64) * 34
+        d = _f16(raw_ptr, bb, mask)
+        return _i8_to_f32(_u8(raw_ptr, bb + 2 + i, mask)) * d
+    elif FMT == Q2_K:
+        i = e % 256
+        bb = row_off + (e // 256).to(tl.int64) * 84
+        h = i // 128
+        s = (i % 128) // 32
+        l = i % 32
+        q = (_u8(raw_ptr, bb + 16 + 32 * h + l, mask) >> (2 * s)) & 3
+        sc = _u8(raw_ptr, bb + i // 16, mask)
+        d = _f16(raw_ptr, bb + 80, mask)
+        dmin = _f16(raw_ptr, bb + 82, mask)
+        return (d * codes_to_f32(sc & 15)) * codes_to_f32(q) - dmin * codes_to_f32(sc >> 4)
+    elif FMT == Q3_K:
+        i = e % 256
+        bb = row_off + (e // 256).to(tl.int64) * 110
+        h = i // 128
+        s = (i % 128) // 32
+        l = i % 32
+        low = (_u8(raw_ptr, bb + 32 + 32 * h + l, mask) >> (2 * s)) & 3
+        hbit = (_u8(raw_ptr, bb + l, mask) >> (i // 32)) & 1
+        si = i // 16
+        sc_lo = (_u8(raw_ptr, bb + 96 + si % 8, mask) >> (4 * (si // 8))) & 15
+        sc_hi = (_u8(raw_ptr, bb + 104 + si % 4, mask) >> (2 * (si // 4))) & 3
+        sc = codes_to_f32(sc_lo | (sc_hi << 4)) - 32.0
+        d = _f16(raw_ptr, bb + 108, mask)
+        q = codes_to_f32(low) - 4.0 * codes_to_f32(1 - hbit)
+        return (d * sc) * q
+    elif FMT == Q4_K or FMT == Q5_K:
+        i = e % 256
+        TS: tl.constexpr = 144 if FMT == Q4_K else 176
+        QS: tl.constexpr = 16 if FMT == Q4_K else 48
+        bb = row_off + (e // 256).to(tl.int64) * TS
+        j = i // 32
+        c = i // 64
+        l = i % 32
+        q = (_u8(raw_ptr, bb + QS + 32 * c + l, mask) >> (4 * (j % 2))) & 15
+        if FMT == Q5_K:
+            q = q | (((_u8(raw_ptr, bb + 16 + l, mask) >> j) & 1) << 4)
+        sc, mn = _k_scale_min(raw_ptr, bb + 4, j, mask)
+        d = _f16(raw_ptr, bb, mask)
+        dmin = _f16(raw_ptr, bb + 2, mask)
+        return (d * codes_to_f32(sc)) * codes_to_f32(q) - dmin * codes_to_f32(mn)
+    else:  # Q6_K
+        i = e % 256
+        bb = row_off + (e // 256).to(tl.int64) * 210
+        h = i // 128
+        r = i % 128
+        low = (_u8(raw_ptr, bb + 64 * h + r % 64, mask) >> (4 * (r // 64))) & 15
+        high = (_u8(raw_ptr, bb + 128 + 32 * h + r % 32, mask) >> (2 * (r // 32))) & 3
+        sc = _i8_to_f32(_u8(raw_ptr, bb + 192 + i // 16, mask))
+        d = _f16(raw_ptr, bb + 208, mask)
+        return (d * sc) * (codes_to_f32(low | (high << 4)) - 32.0)
+
+
+@triton.jit
+def ggml_tile(raw_ptr, row_off, row_ok, k0, k_end, FMT: tl.constexpr, BK: tl.constexpr):
+    """fp32 ``[BN, BK]``: columns ``k0 .. k0 + BK`` of the rows at byte offsets ``row_off [BN]``.
+
+    ``k0`` is a multiple of the tile's unit (block, or 64-value chunk of a K-quant
+    super-block); units at or past ``k_end`` read nothing and give 0.
+    """
+    if FMT == Q4_0 or FMT == Q4_1 or FMT == Q8_0:
+        NU: tl.constexpr = BK // 32
+        TS: tl.constexpr = 18 if FMT == Q4_0 else (20 if FMT == Q4_1 else 34)
+        u = k0 // 32 + tl.arange(0, NU)
+        uok = row_ok[:, None] & (u * 32 < k_end)[None, :]  # [BN, NU]
+        bb = row_off[:, None] + u[None, :].to(tl.int64) * TS
+        d = _f16(raw_ptr, bb, uok)
+        if FMT == Q8_0:
+            j = tl.arange(0, 32)
+            b = _u8(raw_ptr, bb[:, :, None] + 2 + j[None, None, :], uok[:, :, None])
+            v = _i8_to_f32(b) * d[:, :, None]
+        else:
+            QS: tl.constexpr = 2 if FMT == Q4_0 else 4
+            j = tl.arange(0, 16)
+            b = _u8(raw_ptr, bb[:, :, None] + QS + j[None, None, :], uok[:, :, None])  # [BN, NU, 16]
+            shifts = tl.arange(0, 2) * 4
+            q = codes_to_f32((b[:, :, None, :] >> shifts[None, None, :, None]) & 15)  # [BN, NU, 2, 16]
+            if FMT == Q4_0:
+                v = (q - 8.0) * d[:, :, None, None]
+            else:
+                m = _f16(raw_ptr, bb + 2, uok)
+                v = q * d[:, :, None, None] + m[:, :, None, None]
+        return tl.reshape(v, [v.shape[0], BK])
+    elif FMT == Q4_K or FMT == Q5_K:
+        TS: tl.constexpr = 144 if FMT == Q4_K else 176
+        QS: tl.constexpr = 16 if FMT == Q4_K else 48
+        NC: tl.constexpr = BK // 64  # 64-value chunks: 32 code bytes, two sub-blocks (low / high nibbles)
+        c = k0 // 64 + tl.arange(0, NC)
+        cok = row_ok[:, None] & (c * 64 < k_end)[None, :]  # [BN, NC]
+        bb = row_off[:, None] + (c // 4)[None, :].to(tl.int64) * TS  # super-block base
+        cc = (c % 4)[None, :]
+        d = _f16(raw_ptr, bb, cok)
+        dmin = _f16(raw_ptr, bb + 2, cok)
+        h = tl.arange(0, 2)
+        jj = 2 * cc[:, :, None] + h[None, None, :]  # [1, NC, 2] sub-block
+        sc, mn = _k_scale_min(raw_ptr, bb[:, :, None] + 4, jj, cok[:, :, None])  # [BN, NC, 2]
+        dl = d[:, :, None] * codes_to_f32(sc)
+        ml = dmin[:, :, None] * codes_to_f32(mn)
+        l = tl.arange(0, 32)
+        qb = _u8(raw_ptr, bb[:, :, None] + QS + 32 * cc[:, :, None] + l[None, None, :], cok[:, :, None])
+        codes = (qb[:, :, None, :] >> (4 * h)[None, None, :, None]) & 15  # [BN, NC, 2, 32]
+        if FMT == Q5_K:
+            qh = _u8(raw_ptr, bb[:, :, None] + 16 + l[None, None, :], cok[:, :, None])  # [BN, NC, 32]
+            codes = codes | (((qh[:, :, None, :] >> jj[:, :, :, None]) & 1) << 4)
+        v = codes_to_f32(codes) * dl[:, :, :, None] - ml[:, :, :, None]
+        return tl.reshape(v, [v.shape[0], BK])
+    else:
+        e = k0 + tl.arange(0, BK)
+        return ggml_elem(raw_ptr, row_off[:, None], e[None, :], row_ok[:, None] & (e < k_end)[None, :], FMT)

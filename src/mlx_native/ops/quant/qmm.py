@@ -1,0 +1,435 @@
+"""The quantized matmul kernel shared by the MLX-affine and GGUF ops (plain and expert-routed).
+
+``out[r, n] = sum_k x[xrow(r), k] * W_e(r)[n, k]`` with W dequantized tile by tile
+in registers, never in memory. One kernel, specialized by constexprs:
+
+* ``FAMILY``: 0 = MLX affine (``w`` int32 words, ``s``/``b`` scales and biases,
+  ``BITS``/``GS``; ``TRANS`` False reads ``W [K, N]`` packed along N as MLX's
+  ``transpose=False``); 1 = GGUF blocks (``w`` raw bytes, type ``FMT``).
+* ``USE_DOT``: tensor-core ``tl.dot`` of ``[BM, BK] x [BK, BN]`` tiles (prefill, and
+  decode with 2-16 rows); else the mat-vec path (one row, ``BM == 1``): fp32
+  multiply-adds on the dequantized tile, reduced once at the end.
+* ``GROUPED``: rows come from a list (``rows_ptr``, -1 = padding) in blocks of
+  ``BM`` that all use one expert (``bexp_ptr``); ``nblk_ptr`` (when given) holds
+  the number of blocks in use, read on the device, so the grid is static and
+  nothing syncs. Input row of output row ``r`` is ``xrow_ptr[r]`` (HAS_XROW) or
+  ``r // x_div`` (x shared by the top-k slots of a token).
+* ``SPLIT`` > 1: K is split over programs, which write fp32 partials
+  ``[SPLIT, R, N]`` summed by :func:`_splitk_reduce_kernel` (deterministic).
+* ``HAS_UP``: a second weight (the up projection) in the same pass; the output
+  is ``act(gate) * up`` (``ACT`` 0: SiLU, 1: GELU-tanh), in fp32, one rounding.
+
+Expert ids outside ``[0, n_experts)`` never address memory: their rows are NaN.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ...kernels.math import gelu_tanh, sigmoid
+from ..ggml.tiles import ggml_tile
+from .tiles import affine_tile
+
+
+@triton.jit
+def _w_tile(w_ptr, s_ptr, b_ptr, rows, row_ok, c0, c_end, stride_wr, stride_sr,
+            FAMILY: tl.constexpr, FMT: tl.constexpr, BITS: tl.constexpr, GS: tl.constexpr, NC: tl.constexpr):
+    if FAMILY == 0:
+        return affine_tile(w_ptr, s_ptr, b_ptr, rows, row_ok, c0, c_end, stride_wr, stride_sr, BITS, GS, NC)
+    else:
+        return ggml_tile(w_ptr, rows.to(tl.int64) * stride_wr, row_ok, c0, c_end, FMT, NC)
+
+
+@triton.jit
+def _act(g, ACT: tl.constexpr):
+    if ACT == 0:
+        return g * sigmoid(g)
+    else:
+        return gelu_tanh(g)
+
+
+@triton.jit(do_not_specialize=["n_rows", "k_per_split"])
+def qmm_kernel(
+    x_ptr,  # [Rx, K] activations, unit column stride, row stride stride_xm
+    w_ptr,  # affine: [E, ..] int32 words; ggml: [E * N * row_bytes] uint8
+    s_ptr,  # affine: [E, .., groups] scales (ggml: unused)
+    b_ptr,  # affine: [E, .., groups] biases (ggml: unused)
+    w2_ptr, s2_ptr, b2_ptr,  # the up projection (HAS_UP), same layout
+    out_ptr,  # [R, N] output, or [SPLIT, R, N] fp32 partials
+    out2_ptr,  # [SPLIT, R, N] fp32 partials of the up projection (HAS_UP and SPLIT > 1)
+    rows_ptr,  # GROUPED: [blocks * BM] output row ids, -1 = padding
+    bexp_ptr,  # GROUPED: [blocks] expert of each block
+    nblk_ptr,  # GROUPED and HAS_NBLK: [1] blocks in use
+    xrow_ptr,  # GROUPED and HAS_XROW: [R] input row of each output row
+    n_rows, N, K,
+    stride_xm, x_div,
+    stride_we, stride_wr, stride_se, stride_sr,
+    n_experts, k_per_split,
+    FAMILY: tl.constexpr, FMT: tl.constexpr, BITS: tl.constexpr, GS: tl.constexpr, TRANS: tl.constexpr,
+    GROUPED: tl.constexpr, HAS_NBLK: tl.constexpr, HAS_XROW: tl.constexpr, HAS_UP: tl.constexpr, ACT: tl.constexpr,
+    USE_DOT: tl.constexpr, SPLIT: tl.constexpr, DOT_IEEE: tl.constexpr, GROUP_M: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    num_n = tl.cdiv(N, BN)
+    if GROUP_M > 1:  # swizzle: GROUP_M row blocks share the columns they read (L2 reuse)
+        num_m = tl.num_programs(0) // num_n
+        width = GROUP_M * num_n
+        first_m = (pid // width) * GROUP_M
+        size_m = tl.minimum(num_m - first_m, GROUP_M)
+        pid_m = first_m + (pid % width) % size_m
+        pid_n = (pid % width) // size_m
+    else:
+        pid_m = pid // num_n
+        pid_n = pid % num_n
+
+    bad = False
+    if GROUPED:
+        if HAS_NBLK:
+            if pid_m >= tl.load(nblk_ptr):
+                return
+        r = tl.load(rows_ptr + pid_m * BM + tl.arange(0, BM))
+        row_ok = r >= 0
+        r = tl.where(row_ok, r, 0)
+        if HAS_XROW:
+            xr = tl.load(xrow_ptr + r)
+        else:
+            xr = r // x_div
+        e = tl.load(bexp_ptr + pid_m).to(tl.int64)
+        bad = (e < 0) | (e >= n_experts)
+        e = tl.where(bad, 0, e)
+    else:
+        r = pid_m * BM + tl.arange(0, BM)
+        row_ok = r < n_rows
+        xr = r
+        e = 0
+    w_base = w_ptr + e * stride_we
+    s_base = s_ptr + e * stride_se
+    b_base = b_ptr + e * stride_se
+    w2_base = w2_ptr + e * stride_we
+    s2_base = s2_ptr + e * stride_se
+    b2_base = b2_ptr + e * stride_se
+
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    n_ok = offs_n < N
+    k_lo = pid_k * k_per_split
+    k_hi = tl.minimum(K, k_lo + k_per_split)
+    offs_k = tl.arange(0, BK)
+    x_row = x_ptr + xr.to(tl.int64) * stride_xm  # [BM] row pointers
+    if TRANS:
+        ACC_R: tl.constexpr = BN
+        ACC_C: tl.constexpr = BK
+    else:
+        ACC_R: tl.constexpr = BK
+        ACC_C: tl.constexpr = BN
+    if USE_DOT:
+        acc = tl.zeros([BM, BN], dtype=tl.float32)
+        acc2 = tl.zeros([BM, BN], dtype=tl.float32)
+    else:
+        acc = tl.zeros([ACC_R, ACC_C], dtype=tl.float32)
+        acc2 = tl.zeros([ACC_R, ACC_C], dtype=tl.float32)
+
+    for k0 in range(k_lo, k_hi, BK):
+        kk = k0 + offs_k
+        k_ok = kk < k_hi
+        if TRANS:  # W rows are output features: tile [BN, BK]
+            wt = _w_tile(w_base, s_base, b_base, offs_n, n_ok, k0, k_hi, stride_wr, stride_sr,
+                         FAMILY, FMT, BITS, GS, BK)
+            if HAS_UP:
+                wt2 = _w_tile(w2_base, s2_base, b2_base, offs_n, n_ok, k0, k_hi, stride_wr, stride_sr,
+                              FAMILY, FMT, BITS, GS, BK)
+        else:  # W [K, N] packed along N: tile [BK, BN]
+            wt = _w_tile(w_base, s_base, b_base, kk, k_ok, pid_n * BN, N, stride_wr, stride_sr,
+                         FAMILY, FMT, BITS, GS, BN)
+            if HAS_UP:
+                wt2 = _w_tile(w2_base, s2_base, b2_base, kk, k_ok, pid_n * BN, N, stride_wr, stride_sr,
+                              FAMILY, FMT, BITS, GS, BN)
+        if USE_DOT:
+            xt = tl.load(x_row[:, None] + kk[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+            if DOT_IEEE:
+                xt = xt.to(tl.float32)
+                wd = wt
+            else:
+                wd = wt.to(xt.dtype)
+            if TRANS:
+                wd = tl.trans(wd)
+            if DOT_IEEE:
+                acc = tl.dot(xt, wd, acc, input_precision="ieee")
+            else:
+                acc = tl.dot(xt, wd, acc)
+            if HAS_UP:
+                wd2 = wt2 if DOT_IEEE else wt2.to(xt.dtype)
+                if TRANS:
+                    wd2 = tl.trans(wd2)
+                if DOT_IEEE:
+                    acc2 = tl.dot(xt, wd2, acc2, input_precision="ieee")
+                else:
+                    acc2 = tl.dot(xt, wd2, acc2)
+        else:
+            xv = tl.load(x_row + kk, mask=row_ok & k_ok, other=0.0).to(tl.float32)  # BM == 1: [BK]
+            if TRANS:
+                acc += wt * xv[None, :]
+                if HAS_UP:
+                    acc2 += wt2 * xv[None, :]
+            else:
+                acc += wt * xv[:, None]
+                if HAS_UP:
+                    acc2 += wt2 * xv[:, None]
+
+    if USE_DOT:
+        res = acc
+        res2 = acc2
+    else:
+        if TRANS:
+            res = tl.sum(acc, axis=1)[None, :]
+            res2 = tl.sum(acc2, axis=1)[None, :]
+        else:
+            res = tl.sum(acc, axis=0)[None, :]
+            res2 = tl.sum(acc2, axis=0)[None, :]
+    mask = row_ok[:, None] & n_ok[None, :]
+    if GROUPED:
+        res = tl.where(bad, float("nan"), res)
+        res2 = tl.where(bad, float("nan"), res2)
+    out_off = r.to(tl.int64)[:, None] * N + offs_n[None, :]
+    if SPLIT == 1:
+        if HAS_UP:
+            res = _act(res, ACT) * res2
+        tl.store(out_ptr + out_off, res.to(out_ptr.dtype.element_ty), mask=mask)
+    else:
+        part = pid_k.to(tl.int64) * n_rows * N
+        tl.store(out_ptr + part + out_off, res, mask=mask)
+        if HAS_UP:
+            tl.store(out2_ptr + part + out_off, res2, mask=mask)
+
+
+@triton.jit(do_not_specialize=["numel"])
+def splitk_reduce_kernel(
+    part_ptr,  # [SPLIT, numel] fp32 partials
+    part2_ptr,  # [SPLIT, numel] fp32 partials of the up projection (HAS_UP)
+    out_ptr,  # [numel] output
+    numel,
+    SPLIT: tl.constexpr, HAS_UP: tl.constexpr, ACT: tl.constexpr, BLOCK: tl.constexpr,
+):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < numel
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    acc2 = tl.zeros([BLOCK], dtype=tl.float32)
+    for s in tl.static_range(SPLIT):
+        acc += tl.load(part_ptr + s * numel + offs, mask=ok, other=0.0)
+        if HAS_UP:
+            acc2 += tl.load(part2_ptr + s * numel + offs, mask=ok, other=0.0)
+    if HAS_UP:
+        acc = _act(acc, ACT) * acc2
+    tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+# ----------------------------------------------------------------------------- launch plans
+
+import dataclasses  # noqa: E402
+from typing import Optional  # noqa: E402
+
+import torch  # noqa: E402
+
+from ...kernels.launch import Launch  # noqa: E402
+from ...runtime.device import device_info  # noqa: E402
+from ...runtime.memory import empty  # noqa: E402
+from ..common import next_pow2  # noqa: E402
+
+ACT_CODES = {"silu": 0, "gelu_tanh": 1}
+DECODE_MAX_ROWS = 16  # up to this many rows of x: the decode kernels
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Launch configuration of :func:`qmm_kernel` (``use_dot`` False needs ``bm == 1``)."""
+
+    bm: int
+    bn: int
+    bk: int
+    split: int
+    use_dot: bool
+    num_warps: int
+    num_stages: Optional[int] = None
+    group_m: int = 1
+
+
+# Hook for sweeps: a callable (kind, m, n, k, spec) -> Config or None, consulted before the heuristics.
+CONFIG_OVERRIDE = None
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightSpec:
+    """What the kernel needs to know about a weight: family (0 affine, 1 ggml), format, packing."""
+
+    family: int
+    fmt: int = 0
+    bits: int = 4
+    group_size: int = 64
+    trans: bool = True
+    unit: int = 32  # columns of K a tile step must be a multiple of
+
+    @property
+    def k_align(self) -> int:
+        return self.group_size if self.family == 0 else self.unit
+
+
+def _cap(v: int, n: int, lo: int) -> int:
+    """``v`` shrunk toward ``n`` (a small problem gets a small tile), never below ``lo``."""
+    return max(lo, min(v, next_pow2(n)))
+
+
+def choose_config(kind: str, m: int, n: int, k: int, spec: WeightSpec, device, groups: int = 1) -> Config:
+    """Heuristic configs (no autotuning: decode must be graph-capturable with no first-call stall).
+
+    kind: "gemv" (one row per program set), "decode" (2-16 shared rows, tensor cores), "prefill".
+    ``groups``: independent row sets sharing the grid (expert rows in the mat-vec path).
+    """
+    if CONFIG_OVERRIDE is not None:
+        cfg = CONFIG_OVERRIDE(kind, m, n, k, spec)
+        if cfg is not None:
+            return cfg
+    sms = device_info(device).sm_count
+    align = spec.k_align
+    if not spec.trans:  # W [K, N] packed along N: tiles are BK rows x BN (>= group) columns
+        bn = max(spec.group_size, _cap(64, n, 16))
+        bk = _cap(32 if kind == "gemv" else 64, k, 16)
+    else:
+        bn = _cap(16 if kind == "gemv" else (64 if kind == "decode" else 128), n, 16)
+        bk = max(align, _cap(256 if kind == "gemv" else (128 if kind == "decode" else 64), k, 16))
+    if kind == "prefill":
+        bm = _cap(128 if m >= 256 else 64, m, 16)
+        warps = 8 if bm * bn >= 128 * 128 else 4
+        return Config(bm, bn, bk, 1, True, warps, num_stages=3, group_m=8)
+    bm = 1 if kind == "gemv" else 16
+    tiles = triton.cdiv(n, bn) * groups
+    steps = triton.cdiv(k, bk)
+    split = 1
+    while tiles * split < 2 * sms and steps // (split * 2) >= 4 and split < 16:
+        split *= 2
+    return Config(bm, bn, bk, split, kind != "gemv", 4)
+
+
+class QmmLaunch:
+    """:func:`qmm_kernel` prepared for one signature.
+
+    Args:
+        spec: the weight format.
+        cfg: launch config.
+        n, k: output / input features. n_rows: output rows ``R``.
+        grid_m: row blocks (plain: ``cdiv(R, BM)``; grouped: the static maximum).
+        grouped, has_nblk, has_up, act: see the kernel.
+        out_dtype, compute_ieee: output dtype; fp32 dots in IEEE precision.
+        strides: (stride_xm, x_div, stride_we, stride_wr, stride_se, stride_sr, n_experts).
+    """
+
+    def __init__(self, spec: WeightSpec, cfg: Config, n: int, k: int, n_rows: int, grid_m: int, grouped: bool,
+                 has_nblk: bool, has_xrow: bool, has_up: bool, act: int, out_dtype: torch.dtype, compute_ieee: bool,
+                 strides: tuple, device):
+        self.cfg, self.n, self.k, self.n_rows = cfg, n, k, n_rows
+        self.out_dtype, self.device, self.has_up = out_dtype, device, has_up
+        steps = triton.cdiv(k, cfg.bk)
+        self.split = max(1, min(cfg.split, steps))
+        self.k_per_split = triton.cdiv(steps, self.split) * cfg.bk
+        self.split = triton.cdiv(k, self.k_per_split)
+        self.ints = (n_rows, n, k, *strides[:6], strides[6], self.k_per_split)
+        grid = (grid_m * triton.cdiv(n, cfg.bn), self.split)
+        self.launch = Launch(qmm_kernel, grid, dict(
+            FAMILY=spec.family, FMT=spec.fmt, BITS=spec.bits, GS=spec.group_size, TRANS=spec.trans,
+            GROUPED=grouped, HAS_NBLK=has_nblk, HAS_XROW=has_xrow, HAS_UP=has_up, ACT=act, USE_DOT=cfg.use_dot, SPLIT=self.split,
+            DOT_IEEE=compute_ieee, GROUP_M=cfg.group_m if not grouped else 1, BM=cfg.bm, BN=cfg.bn, BK=cfg.bk),
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        if self.split > 1:
+            block = 1024
+            numel = n_rows * n
+            self.reduce = Launch(splitk_reduce_kernel, (triton.cdiv(numel, block),),
+                                 dict(SPLIT=self.split, HAS_UP=has_up, ACT=act, BLOCK=block), num_warps=4)
+
+    def __call__(self, x, w, s, b, w2, s2, b2, rows=None, bexp=None, nblk=None, xrow=None) -> torch.Tensor:
+        out = empty((self.n_rows, self.n), dtype=self.out_dtype, device=self.device)
+        rows = rows if rows is not None else x
+        bexp = bexp if bexp is not None else x
+        nblk = nblk if nblk is not None else x
+        xrow = xrow if xrow is not None else x
+        w2 = w2 if w2 is not None else w
+        s2 = s2 if s2 is not None else s
+        b2 = b2 if b2 is not None else b
+        if self.split == 1:
+            self.launch(x, w, s, b, w2, s2, b2, out, out, rows, bexp, nblk, xrow, *self.ints)
+            return out
+        part = torch.empty((self.split, self.n_rows, self.n), dtype=torch.float32, device=self.device)
+        part2 = torch.empty_like(part) if self.has_up else part
+        self.launch(x, w, s, b, w2, s2, b2, part, part2, rows, bexp, nblk, xrow, *self.ints)
+        self.reduce(part, part2, out, self.n_rows * self.n)
+        return out
+
+
+def group_rows(erow: torch.Tensor, n_experts: int, bm: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sort rows by expert into blocks of ``bm`` rows of one expert, on the device, without a sync.
+
+    Args:
+        erow: ``[R]`` expert of each row (ids outside ``[0, n_experts)`` go to a last
+            "invalid" bucket, whose block expert id ``n_experts`` the kernel turns into NaN rows).
+
+    Returns:
+        ``rows [max_blocks * bm]`` int32 row ids (-1 = padding), ``block_expert [max_blocks]``
+        int32, ``n_blocks [1]`` int32; ``max_blocks = cdiv(R + (E + 1) * (bm - 1), bm)``
+        depends on shapes only.
+    """
+    dev = erow.device
+    r = erow.numel()
+    e1 = n_experts + 1
+    max_blocks = max_row_blocks(r, n_experts, bm)
+    ids = erow.reshape(-1).to(torch.int64)
+    bucket = torch.where((ids >= 0) & (ids < n_experts), ids, n_experts)
+    sorted_b, order = torch.sort(bucket, stable=True)
+    counts = torch.zeros(e1, dtype=torch.int64, device=dev).scatter_add_(0, bucket, torch.ones_like(bucket))
+    padded = (counts + (bm - 1)) // bm * bm
+    pend = torch.cumsum(padded, 0)
+    uend = torch.cumsum(counts, 0)
+    dest = (pend - padded)[sorted_b] + torch.arange(r, device=dev) - (uend - counts)[sorted_b]
+    rows = torch.full((max_blocks * bm,), -1, dtype=torch.int32, device=dev)
+    rows.scatter_(0, dest, order.to(torch.int32))
+    starts = torch.arange(max_blocks, device=dev, dtype=torch.int64) * bm
+    block_expert = torch.searchsorted(pend, starts, right=True).to(torch.int32)
+    n_blocks = (pend[-1:] // bm).to(torch.int32)
+    return rows, block_expert, n_blocks
+
+
+def max_row_blocks(r: int, n_experts: int, bm: int) -> int:
+    return triton.cdiv(r + (n_experts + 1) * (bm - 1), bm)
+
+
+class RoutedLaunch:
+    """Expert-routed rows: row ``r`` multiplies x row ``xrow[r]`` (or ``r // x_div``) by expert ``erow[r]``.
+
+    Up to ``DECODE_MAX_ROWS`` rows: one mat-vec program set per row (each expert's
+    weight is streamed once per row that uses it). More rows: rows sorted by expert
+    on the device (:func:`group_rows`) into blocks of one expert, tensor-core tiles.
+    """
+
+    def __init__(self, spec: WeightSpec, n: int, k: int, n_rows: int, n_experts: int, x_div: int, has_xrow: bool,
+                 has_up: bool, act: int, out_dtype: torch.dtype, compute_ieee: bool, strides: tuple, device):
+        self.n_experts = n_experts
+        self.gemv = n_rows <= DECODE_MAX_ROWS
+        stride_xm, stride_we, stride_wr, stride_se, stride_sr = strides
+        st = (stride_xm, x_div, stride_we, stride_wr, stride_se, stride_sr, n_experts)
+        if self.gemv:
+            cfg = choose_config("gemv", 1, n, k, spec, device, groups=n_rows)
+            self.rows = torch.arange(n_rows, dtype=torch.int32, device=device)
+            self.launch = QmmLaunch(spec, cfg, n, k, n_rows, n_rows, True, False, has_xrow, has_up, act, out_dtype,
+                                    compute_ieee, st, device)
+        else:
+            self.bm = max(16, min(64, next_pow2(n_rows // max(1, n_experts))))
+            base = choose_config("prefill", self.bm, n, k, spec, device)
+            cfg = dataclasses.replace(base, bm=self.bm, group_m=1)
+            grid_m = max_row_blocks(n_rows, n_experts, self.bm)
+            self.launch = QmmLaunch(spec, cfg, n, k, n_rows, grid_m, True, True, has_xrow, has_up, act, out_dtype,
+                                    compute_ieee, st, device)
+
+    def __call__(self, x, erow, w, s, b, w2=None, s2=None, b2=None, xrow=None) -> torch.Tensor:
+        if self.gemv:
+            return self.launch(x, w, s, b, w2, s2, b2, rows=self.rows, bexp=erow, xrow=xrow)
+        rows, bexp, nblk = group_rows(erow, self.n_experts, self.bm)
+        return self.launch(x, w, s, b, w2, s2, b2, rows=rows, bexp=bexp, nblk=nblk, xrow=xrow)
