@@ -335,3 +335,99 @@ def load_gguf(path: str) -> Checkpoint:
                 weights[name] = GGMLWeight(raw, ttype, t.tensor_type.name, shape)
     return Checkpoint(path=path, format="gguf", config=config, weights=weights, metadata=meta,
                       tokenizer={"gguf": tok_meta})
+
+
+# ---------------------------------------------------------------------------- writer
+
+def _permute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
+    """llama.cpp's q/k row permutation for Llama models (half-split pairs -> adjacent pairs)."""
+    rows = w.shape[0]
+    return (w.reshape(n_head, 2, rows // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape))
+
+
+def write_gguf(path: str, config: dict[str, Any], tensors: dict[str, np.ndarray], *,
+               matrix_type: str = "Q8_0", types: dict[str, str] | None = None,
+               tokenizer: dict[str, Any] | None = None) -> str:
+    """Write a GGUF file the way llama.cpp's converter lays it out (for tests and synthetic benchmarks).
+
+    Args:
+        path: output file.
+        config: Hugging Face style config (``model_type`` llama, qwen2, qwen3 or gemma3).
+        tensors: Hugging Face names -> float32 arrays (``[out, in]`` matrices, 1-D vectors).
+        matrix_type: GGML type of 2-D weights (F32, F16, Q4_0, Q4_1, Q8_0, Q4_K, ...);
+            1-D tensors are F32.
+        types: per-tensor overrides (HF name -> type name).
+        tokenizer: ``tokens``, ``token_type``, ``merges``, ``model`` ("gpt2"), ``pre``,
+            ``bos``, ``eos``, ``chat_template`` (all optional but ``tokens``).
+
+    Llama q/k rows are permuted as llama.cpp does; Gemma norm weights get +1.
+    """
+    import gguf
+
+    arch = config["model_type"]
+    if arch not in _LAYER_MAP:
+        raise UnsupportedError(f"write_gguf: architecture {arch!r}; supported: {', '.join(_LAYER_MAP)}")
+    inverse = {v: k for k, v in _LAYER_MAP[arch].items()}
+    inverse_global = {v: k for k, v in _GLOBAL_MAP.items()}
+    w = gguf.GGUFWriter(path, arch)
+    heads = config["num_attention_heads"]
+    kv = config.get("num_key_value_heads", heads)
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    w.add_block_count(config["num_hidden_layers"])
+    w.add_context_length(config.get("max_position_embeddings", 4096))
+    w.add_embedding_length(config["hidden_size"])
+    w.add_feed_forward_length(config["intermediate_size"])
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv)
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    w.add_rope_dimension_count(head_dim)
+    w.add_rope_freq_base(float(config.get("rope_theta", 10000.0)))
+    w.add_layer_norm_rms_eps(float(config.get("rms_norm_eps", 1e-6)))
+    w.add_vocab_size(config["vocab_size"])
+    if arch == "gemma3" and config.get("sliding_window"):
+        w.add_sliding_window(int(config["sliding_window"]))
+    tok = tokenizer or {"tokens": [f"<t{i}>" for i in range(config["vocab_size"])]}
+    w.add_tokenizer_model(tok.get("model", "gpt2"))
+    if tok.get("pre"):
+        w.add_tokenizer_pre(tok["pre"])
+    w.add_token_list(tok["tokens"])
+    if tok.get("token_type") is not None:
+        w.add_token_types(tok["token_type"])
+    if tok.get("merges") is not None:
+        w.add_token_merges(tok["merges"])
+    if tok.get("bos") is not None:
+        w.add_bos_token_id(tok["bos"])
+    if tok.get("eos") is not None:
+        w.add_eos_token_id(tok["eos"])
+    if tok.get("chat_template"):
+        w.add_chat_template(tok["chat_template"])
+    types = types or {}
+    for name, data in tensors.items():
+        m = re.match(r"^model\.layers\.(\d+)\.(.+)\.(weight|bias)$", name)
+        if m:
+            layer, part, kind = m.groups()
+            gname = f"blk.{layer}.{inverse[part]}.{kind}"
+        else:
+            base, _, kind = name.rpartition(".")
+            gname = f"{inverse_global[base]}.{kind}"
+        data = np.ascontiguousarray(data, dtype=np.float32)
+        if arch in ("llama", "mistral") and name.endswith(("q_proj.weight", "q_proj.bias")):
+            data = _permute_qk(data, heads)
+        elif arch in ("llama", "mistral") and name.endswith(("k_proj.weight", "k_proj.bias")):
+            data = _permute_qk(data, kv)
+        if arch == "gemma3" and name.endswith("norm.weight"):
+            data = data + 1.0
+        tname = types.get(name, matrix_type if data.ndim == 2 else "F32")
+        qtype = gguf.GGMLQuantizationType[tname]
+        if qtype == gguf.GGMLQuantizationType.F32:
+            w.add_tensor(gname, data)
+        elif qtype == gguf.GGMLQuantizationType.F16:
+            w.add_tensor(gname, data.astype(np.float16))
+        else:
+            w.add_tensor(gname, gguf.quants.quantize(data, qtype), raw_shape=data.shape, raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path

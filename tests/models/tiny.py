@@ -1,0 +1,81 @@
+"""Tiny random Hugging Face models of every supported architecture, saved as checkpoints."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+SEQ = 21  # > the sliding windows below, so window masking is exercised
+
+
+def _gemma3(tf):
+    return tf.Gemma3TextConfig(
+        vocab_size=211, hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, sliding_window=5, query_pre_attn_scalar=24,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"],
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                         "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000000.0}},
+        final_logit_softcapping=30.0, max_position_embeddings=256)
+
+
+def _gemma4(tf):
+    return tf.Gemma4TextConfig(
+        vocab_size=211, hidden_size=64, intermediate_size=96, num_hidden_layers=6, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, global_head_dim=32, num_global_key_value_heads=1, attention_k_eq_v=True,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention",
+                     "sliding_attention", "full_attention"],
+        sliding_window=5, hidden_size_per_layer_input=8, vocab_size_per_layer_input=211, num_kv_shared_layers=2,
+        final_logit_softcapping=30.0, use_double_wide_mlp=True, max_position_embeddings=256)
+
+
+def configs(tf):
+    """name -> (config, model class)."""
+    return {
+        "llama": (tf.LlamaConfig(vocab_size=211, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                                 tie_word_embeddings=False), tf.LlamaForCausalLM),
+        "llama3_scaled_rope": (tf.LlamaConfig(
+            vocab_size=211, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=1, max_position_embeddings=256, tie_word_embeddings=True,
+            rope_parameters={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                             "original_max_position_embeddings": 64, "rope_theta": 500000.0}),
+            tf.LlamaForCausalLM),
+        "mistral_window": (tf.MistralConfig(vocab_size=211, hidden_size=64, intermediate_size=96,
+                                            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                            sliding_window=6, max_position_embeddings=256), tf.MistralForCausalLM),
+        "qwen2": (tf.Qwen2Config(vocab_size=211, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256),
+                  tf.Qwen2ForCausalLM),
+        "qwen3": (tf.Qwen3Config(vocab_size=211, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                                 num_attention_heads=4, num_key_value_heads=2, head_dim=24,
+                                 max_position_embeddings=256, tie_word_embeddings=True), tf.Qwen3ForCausalLM),
+        "gemma3": (_gemma3(tf), tf.Gemma3ForCausalLM),
+        "gemma4": (_gemma4(tf), tf.Gemma4ForCausalLM),
+    }
+
+
+def make_hf_model(name: str, seed: int = 0, dtype=torch.float32):
+    """A transformers model with random weights (norm weights and biases randomized too)."""
+    import transformers as tf
+
+    cfg, cls = configs(tf)[name]
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    model = cls(cfg).eval()
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if p.dim() == 1:  # norms, biases: away from their init so a wrong convention shows
+                p.copy_(torch.randn_like(p) * 0.3 + (1.0 if "norm" in pname and "gemma4" in name else 0.0))
+            else:
+                p.copy_(torch.randn_like(p) * 0.08)
+        for bname, b in model.named_buffers():
+            if bname.endswith("layer_scalar"):
+                b.copy_(torch.rand_like(b) + 0.5)
+    return model.to(dtype)
+
+
+def save_hf(model, path: str) -> str:
+    os.makedirs(path, exist_ok=True)
+    model.save_pretrained(path)
+    return path
