@@ -88,6 +88,13 @@ def check_vector(op: str, name: str, t: torch.Tensor, length: int, what: str) ->
         )
 
 
+def check_weight(op: str, name: str, w: torch.Tensor, x: torch.Tensor, length: int, what: str) -> None:
+    """A float ``[length]`` parameter vector on ``x``'s device (norm weights)."""
+    check_tensor(op, name, w)
+    check_same_device(op, "x", x, **{name: w})
+    check_vector(op, name, w, length, what)
+
+
 def check_positive(op: str, name: str, value: float) -> None:
     if not value > 0:  # also rejects NaN
         raise InvalidArgumentError(f"{op}: {name} must be > 0, got {value}")

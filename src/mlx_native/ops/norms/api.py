@@ -28,9 +28,7 @@ def _validate(op: str, x: torch.Tensor, weight: Optional[torch.Tensor], eps: flo
         checks.check_same_shape(op, "x", x, residual=residual)
         checks.check_last_dim_contiguous(op, "residual", residual)
     if weight is not None:
-        checks.check_tensor(op, "weight", weight)
-        checks.check_same_device(op, "x", x, weight=weight)
-        checks.check_vector(op, "weight", weight, x.shape[-1], "the last dim of x")
+        checks.check_weight(op, "weight", weight, x, x.shape[-1], "the last dim of x")
     checks.check_finite_float(op, "eps", eps)
     checks.check_positive(op, "eps", eps)
 

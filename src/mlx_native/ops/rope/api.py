@@ -278,9 +278,7 @@ def _validate_head_norm_rope(x, weight, eps, dims, base, scale, positions, freqs
     if x.dim() < 2:
         raise InvalidArgumentError(f"{op}: x must be [..., H, D] (at least 2 dims), got shape {tuple(x.shape)}")
     if weight is not None:
-        checks.check_tensor(op, "weight", weight)
-        checks.check_same_device(op, "x", x, weight=weight)
-        checks.check_vector(op, "weight", weight, x.shape[-1], "the head dim of x")
+        checks.check_weight(op, "weight", weight, x, x.shape[-1], "the head dim of x")
     checks.check_finite_float(op, "eps", eps)
     checks.check_positive(op, "eps", eps)
     tokens = tuple(x.shape[:-2])
@@ -297,17 +295,21 @@ def _fake_head_norm_rope(x, weight, eps, weight_offset, dims, base, scale, posit
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
+def _token_view(x: torch.Tensor, sections: Optional[Sequence[int]]):
+    """Maps positions over the token dims of ``x [..., H, D]`` (``[S, ...]`` with sections)
+    to a view ``[S, *x.shape[:-1]]``: every head of a token shares its position."""
+    rows = tuple(x.shape[:-1])
+    if sections is None:
+        return lambda p: p.unsqueeze(-1).expand(*rows).unsqueeze(0)
+    n = len(sections)
+    return lambda p: p.unsqueeze(-1).expand(n, *rows)
+
+
 def _build_head_norm_rope(x, weight, eps, dims, base, scale, positions, traditional, freqs, sections, interleaved):
     _validate_head_norm_rope(x, weight, eps, dims, base, scale, positions, freqs, sections, interleaved)
     if x.numel() == 0:
         return EMPTY
-    rows = tuple(x.shape[:-1])
-    if sections is None:
-        view = lambda p: p.unsqueeze(-1).expand(*rows).unsqueeze(0)  # noqa: E731
-    else:
-        n = len(sections)
-        view = lambda p: p.unsqueeze(-1).expand(n, *rows)  # noqa: E731
-    return RopePlan(x, dims, view, positions, 0, traditional=traditional, base=base, freqs=freqs, sections=sections,
+    return RopePlan(x, dims, _token_view(x, sections), positions, 0, traditional=traditional, base=base, freqs=freqs, sections=sections,
                     interleaved=interleaved, norm=True, weight=weight)
 
 
@@ -478,9 +480,7 @@ def _validate_head_norm_rope_qk(q, k, q_weight, k_weight, eps, dims, base, scale
     if q.shape[:-2] != k.shape[:-2]:
         raise InvalidArgumentError(f"{op}: k has token dims {tuple(k.shape[:-2])}, q has {tuple(q.shape[:-2])}")
     if k_weight is not None:
-        checks.check_tensor(op, "k_weight", k_weight)
-        checks.check_same_device(op, "q", q, k_weight=k_weight)
-        checks.check_vector(op, "k_weight", k_weight, k.shape[-1], "the head dim of k")
+        checks.check_weight(op, "k_weight", k_weight, q, k.shape[-1], "the head dim of k")
     if (q_weight is None) != (k_weight is None):
         raise InvalidArgumentError(f"{op}: pass both q_weight and k_weight or neither")
 
@@ -499,14 +499,8 @@ def _build_head_norm_rope_qk(q, k, q_weight, k_weight, eps, dims, base, scale, p
                                 interleaved)
     if q.numel() == 0 or k.numel() == 0:
         return EMPTY
-    rows = tuple(q.shape[:-1])
-    if sections is None:
-        view = lambda p: p.unsqueeze(-1).expand(*rows).unsqueeze(0)  # noqa: E731
-    else:
-        n = len(sections)
-        view = lambda p: p.unsqueeze(-1).expand(n, *rows)  # noqa: E731
     return _pair_plan("head_norm_rope_qk", lambda: RopePlan(
-        q, dims, view, positions, 0, traditional=traditional, base=base, freqs=freqs, sections=sections,
+        q, dims, _token_view(q, sections), positions, 0, traditional=traditional, base=base, freqs=freqs, sections=sections,
         interleaved=interleaved, norm=True, weight=q_weight, x2=k, weight2=k_weight))
 
 
