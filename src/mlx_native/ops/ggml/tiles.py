@@ -165,12 +165,25 @@ def ggml_elem(raw_ptr, row_off, e, mask, FMT: tl.constexpr):
         return (d * sc) * (codes_to_f32(low | (high << 4)) - 32.0)
 
 
+def planes_of(fmt: int) -> tuple[int, int]:
+    """(planes, run) of :func:`ggml_tile` for a type: a tile comes as ``planes`` tensors; with two,
+    column ``c`` of plane ``h`` holds K index ``(c // run) * 2 * run + h * run + c % run``."""
+    if fmt in (2, 3):  # Q4_0, Q4_1: low / high nibbles of 16 bytes
+        return 2, 16
+    if fmt in (12, 13):  # Q4_K, Q5_K: low / high nibbles of 32-byte chunks
+        return 2, 32
+    return 1, 0
+
+
 @triton.jit
 def ggml_tile(raw_ptr, row_off, row_ok, k0, k_end, FMT: tl.constexpr, BK: tl.constexpr):
-    """fp32 ``[BN, BK]``: columns ``k0 .. k0 + BK`` of the rows at byte offsets ``row_off [BN]``.
+    """Columns ``k0 .. k0 + BK`` of the rows at byte offsets ``row_off [BN]``, as fp32 planes.
 
-    ``k0`` is a multiple of the tile's unit (block, or 64-value chunk of a K-quant
-    super-block); units at or past ``k_end`` read nothing and give 0.
+    Returns ``(p0, p1)``: for the two-plane types (:func:`planes_of`) each ``[BN, BK / 2]``
+    (the low and the high nibbles of whole blocks, each plane in K order within its runs);
+    else ``p0 [BN, BK]`` in K order and ``p1 = p0``. ``k0`` is a multiple of the type's
+    unit (block, or 64-value chunk of a K-quant super-block); units at or past ``k_end``
+    read nothing and give 0.
     """
     if FMT == Q4_0 or FMT == Q4_1 or FMT == Q8_0:
         NU: tl.constexpr = BK // 32
@@ -178,23 +191,27 @@ def ggml_tile(raw_ptr, row_off, row_ok, k0, k_end, FMT: tl.constexpr, BK: tl.con
         u = k0 // 32 + tl.arange(0, NU)
         uok = row_ok[:, None] & (u * 32 < k_end)[None, :]  # [BN, NU]
         bb = row_off[:, None] + u[None, :].to(tl.int64) * TS
-        d = _f16(raw_ptr, bb, uok)
+        d = _f16(raw_ptr, bb, uok)[:, :, None]
         if FMT == Q8_0:
             j = tl.arange(0, 32)
             b = _u8(raw_ptr, bb[:, :, None] + 2 + j[None, None, :], uok[:, :, None])
-            v = _i8_to_f32(b) * d[:, :, None]
+            v = _i8_to_f32(b) * d
+            v = tl.reshape(v, [v.shape[0], BK])
+            return v, v
         else:
             QS: tl.constexpr = 2 if FMT == Q4_0 else 4
             j = tl.arange(0, 16)
             b = _u8(raw_ptr, bb[:, :, None] + QS + j[None, None, :], uok[:, :, None])  # [BN, NU, 16]
-            shifts = tl.arange(0, 2) * 4
-            q = codes_to_f32((b[:, :, None, :] >> shifts[None, None, :, None]) & 15)  # [BN, NU, 2, 16]
+            lo = codes_to_f32(b & 15)
+            hi = codes_to_f32(b >> 4)
             if FMT == Q4_0:
-                v = (q - 8.0) * d[:, :, None, None]
+                lo = (lo - 8.0) * d
+                hi = (hi - 8.0) * d
             else:
-                m = _f16(raw_ptr, bb + 2, uok)
-                v = q * d[:, :, None, None] + m[:, :, None, None]
-        return tl.reshape(v, [v.shape[0], BK])
+                m = _f16(raw_ptr, bb + 2, uok)[:, :, None]
+                lo = lo * d + m
+                hi = hi * d + m
+            return tl.reshape(lo, [lo.shape[0], BK // 2]), tl.reshape(hi, [hi.shape[0], BK // 2])
     elif FMT == Q4_K or FMT == Q5_K:
         TS: tl.constexpr = 144 if FMT == Q4_K else 176
         QS: tl.constexpr = 16 if FMT == Q4_K else 48
@@ -205,19 +222,20 @@ def ggml_tile(raw_ptr, row_off, row_ok, k0, k_end, FMT: tl.constexpr, BK: tl.con
         cc = (c % 4)[None, :]
         d = _f16(raw_ptr, bb, cok)
         dmin = _f16(raw_ptr, bb + 2, cok)
-        h = tl.arange(0, 2)
-        jj = 2 * cc[:, :, None] + h[None, None, :]  # [1, NC, 2] sub-block
-        sc, mn = _k_scale_min(raw_ptr, bb[:, :, None] + 4, jj, cok[:, :, None])  # [BN, NC, 2]
-        dl = d[:, :, None] * codes_to_f32(sc)
-        ml = dmin[:, :, None] * codes_to_f32(mn)
+        sc0, mn0 = _k_scale_min(raw_ptr, bb + 4, 2 * cc, cok)  # sub-block of the low nibbles
+        sc1, mn1 = _k_scale_min(raw_ptr, bb + 4, 2 * cc + 1, cok)
         l = tl.arange(0, 32)
         qb = _u8(raw_ptr, bb[:, :, None] + QS + 32 * cc[:, :, None] + l[None, None, :], cok[:, :, None])
-        codes = (qb[:, :, None, :] >> (4 * h)[None, None, :, None]) & 15  # [BN, NC, 2, 32]
+        lo = qb & 15
+        hi = qb >> 4
         if FMT == Q5_K:
             qh = _u8(raw_ptr, bb[:, :, None] + 16 + l[None, None, :], cok[:, :, None])  # [BN, NC, 32]
-            codes = codes | (((qh[:, :, None, :] >> jj[:, :, :, None]) & 1) << 4)
-        v = codes_to_f32(codes) * dl[:, :, :, None] - ml[:, :, :, None]
-        return tl.reshape(v, [v.shape[0], BK])
+            lo = lo | (((qh >> (2 * cc)[:, :, None]) & 1) << 4)
+            hi = hi | (((qh >> (2 * cc + 1)[:, :, None]) & 1) << 4)
+        lo = codes_to_f32(lo) * (d * codes_to_f32(sc0))[:, :, None] - (dmin * codes_to_f32(mn0))[:, :, None]
+        hi = codes_to_f32(hi) * (d * codes_to_f32(sc1))[:, :, None] - (dmin * codes_to_f32(mn1))[:, :, None]
+        return tl.reshape(lo, [lo.shape[0], BK // 2]), tl.reshape(hi, [hi.shape[0], BK // 2])
     else:
         e = k0 + tl.arange(0, BK)
-        return ggml_elem(raw_ptr, row_off[:, None], e[None, :], row_ok[:, None] & (e < k_end)[None, :], FMT)
+        v = ggml_elem(raw_ptr, row_off[:, None], e[None, :], row_ok[:, None] & (e < k_end)[None, :], FMT)
+        return v, v

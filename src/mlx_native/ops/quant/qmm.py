@@ -14,8 +14,8 @@ in registers, never in memory. One kernel, specialized by constexprs:
   the number of blocks in use, read on the device, so the grid is static and
   nothing syncs. Input row of output row ``r`` is ``xrow_ptr[r]`` (HAS_XROW) or
   ``r // x_div`` (x shared by the top-k slots of a token).
-* ``SPLIT`` > 1: K is split over programs, which write fp32 partials
-  ``[SPLIT, R, N]`` summed by :func:`_splitk_reduce_kernel` (deterministic).
+* ``SPLIT_K``: K is split over the programs of grid axis 1, which write fp32
+  partials ``[split, R, N]`` summed by :func:`splitk_reduce_kernel` (deterministic).
 * ``HAS_UP``: a second weight (the up projection) in the same pass; the output
   is ``act(gate) * up`` (``ACT`` 0: SiLU, 1: GELU-tanh), in fp32, one rounding.
 
@@ -28,17 +28,36 @@ import triton
 import triton.language as tl
 
 from ...kernels.math import gelu_tanh, sigmoid
-from ..ggml.tiles import ggml_tile
-from .tiles import affine_tile
+from ..ggml.tiles import ggml_tile, planes_of
+from .tiles import affine_gemv_step, affine_tile
 
 
 @triton.jit
 def _w_tile(w_ptr, s_ptr, b_ptr, rows, row_ok, c0, c_end, stride_wr, stride_sr,
             FAMILY: tl.constexpr, FMT: tl.constexpr, BITS: tl.constexpr, GS: tl.constexpr, NC: tl.constexpr):
+    """The dequantized tile as planes ``(p0, p1)`` (see ``ggml_tile``; affine tiles are one plane)."""
     if FAMILY == 0:
-        return affine_tile(w_ptr, s_ptr, b_ptr, rows, row_ok, c0, c_end, stride_wr, stride_sr, BITS, GS, NC)
+        v = affine_tile(w_ptr, s_ptr, b_ptr, rows, row_ok, c0, c_end, stride_wr, stride_sr, BITS, GS, NC)
+        return v, v
     else:
         return ggml_tile(w_ptr, rows.to(tl.int64) * stride_wr, row_ok, c0, c_end, FMT, NC)
+
+
+@triton.jit
+def _dot(x, w, acc, TRANS: tl.constexpr, DOT_IEEE: tl.constexpr):
+    """``acc + x @ w`` (``w.T`` when TRANS) on tensor cores, in x's dtype (fp32: IEEE)."""
+    if DOT_IEEE:
+        xd = x.to(tl.float32)
+        wd = w
+    else:
+        xd = x
+        wd = w.to(x.dtype)
+    if TRANS:
+        wd = tl.trans(wd)
+    if DOT_IEEE:
+        return tl.dot(xd, wd, acc, input_precision="ieee")
+    else:
+        return tl.dot(xd, wd, acc)
 
 
 @triton.jit
@@ -68,7 +87,8 @@ def qmm_kernel(
     n_experts, k_per_split,
     FAMILY: tl.constexpr, FMT: tl.constexpr, BITS: tl.constexpr, GS: tl.constexpr, TRANS: tl.constexpr,
     GROUPED: tl.constexpr, HAS_NBLK: tl.constexpr, HAS_XROW: tl.constexpr, HAS_UP: tl.constexpr, ACT: tl.constexpr,
-    USE_DOT: tl.constexpr, SPLIT: tl.constexpr, DOT_IEEE: tl.constexpr, GROUP_M: tl.constexpr,
+    USE_DOT: tl.constexpr, SPLIT_K: tl.constexpr, DOT_IEEE: tl.constexpr, GROUP_M: tl.constexpr,
+    NPLANES: tl.constexpr, RUN: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -116,11 +136,21 @@ def qmm_kernel(
     n_ok = offs_n < N
     k_lo = pid_k * k_per_split
     k_hi = tl.minimum(K, k_lo + k_per_split)
-    offs_k = tl.arange(0, BK)
     x_row = x_ptr + xr.to(tl.int64) * stride_xm  # [BM] row pointers
-    if TRANS:
+    BKP: tl.constexpr = BK // NPLANES  # columns of one plane
+    cp = tl.arange(0, BKP)
+    if NPLANES == 1:
+        kx_off = cp
+    else:
+        kx_off = (cp // RUN) * (2 * RUN) + cp % RUN  # K offset of plane-0 column c (plane 1: + RUN)
+    # mat-vec over 2/4/8-bit affine rows: per-word accumulators (see affine_gemv_step)
+    WORD_GEMV: tl.constexpr = (FAMILY == 0) and (32 % BITS == 0) and TRANS and (not USE_DOT)
+    if WORD_GEMV:
         ACC_R: tl.constexpr = BN
-        ACC_C: tl.constexpr = BK
+        ACC_C: tl.constexpr = BK * BITS // 32
+    elif TRANS:
+        ACC_R: tl.constexpr = BN
+        ACC_C: tl.constexpr = BKP
     else:
         ACC_R: tl.constexpr = BK
         ACC_C: tl.constexpr = BN
@@ -129,60 +159,69 @@ def qmm_kernel(
         acc2 = tl.zeros([BM, BN], dtype=tl.float32)
     else:
         acc = tl.zeros([ACC_R, ACC_C], dtype=tl.float32)
+        accb = tl.zeros([ACC_R, ACC_C], dtype=tl.float32)
         acc2 = tl.zeros([ACC_R, ACC_C], dtype=tl.float32)
+        acc2b = tl.zeros([ACC_R, ACC_C], dtype=tl.float32)
 
     for k0 in range(k_lo, k_hi, BK):
-        kk = k0 + offs_k
-        k_ok = kk < k_hi
-        if TRANS:  # W rows are output features: tile [BN, BK]
-            wt = _w_tile(w_base, s_base, b_base, offs_n, n_ok, k0, k_hi, stride_wr, stride_sr,
-                         FAMILY, FMT, BITS, GS, BK)
+        if WORD_GEMV:
+            xw = tl.load(x_row + k0 + cp, mask=row_ok & (k0 + cp < k_hi), other=0.0).to(tl.float32)
+            acc = affine_gemv_step(w_base, s_base, b_base, offs_n, n_ok, k0, k_hi, stride_wr, stride_sr, xw, acc,
+                                   BITS, GS, BK)
             if HAS_UP:
-                wt2 = _w_tile(w2_base, s2_base, b2_base, offs_n, n_ok, k0, k_hi, stride_wr, stride_sr,
-                              FAMILY, FMT, BITS, GS, BK)
-        else:  # W [K, N] packed along N: tile [BK, BN]
-            wt = _w_tile(w_base, s_base, b_base, kk, k_ok, pid_n * BN, N, stride_wr, stride_sr,
-                         FAMILY, FMT, BITS, GS, BN)
+                acc2 = affine_gemv_step(w2_base, s2_base, b2_base, offs_n, n_ok, k0, k_hi, stride_wr, stride_sr, xw,
+                                        acc2, BITS, GS, BK)
+        elif TRANS:  # W rows are output features: planes [BN, BKP]
+            p0, p1 = _w_tile(w_base, s_base, b_base, offs_n, n_ok, k0, k_hi, stride_wr, stride_sr,
+                             FAMILY, FMT, BITS, GS, BK)
             if HAS_UP:
-                wt2 = _w_tile(w2_base, s2_base, b2_base, kk, k_ok, pid_n * BN, N, stride_wr, stride_sr,
-                              FAMILY, FMT, BITS, GS, BN)
-        if USE_DOT:
-            xt = tl.load(x_row[:, None] + kk[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
-            if DOT_IEEE:
-                xt = xt.to(tl.float32)
-                wd = wt
-            else:
-                wd = wt.to(xt.dtype)
-            if TRANS:
-                wd = tl.trans(wd)
-            if DOT_IEEE:
-                acc = tl.dot(xt, wd, acc, input_precision="ieee")
-            else:
-                acc = tl.dot(xt, wd, acc)
+                q0, q1 = _w_tile(w2_base, s2_base, b2_base, offs_n, n_ok, k0, k_hi, stride_wr, stride_sr,
+                                 FAMILY, FMT, BITS, GS, BK)
+        else:  # W [K, N] packed along N (affine, one plane): tile [BK, BN]
+            kk = k0 + tl.arange(0, BK)
+            p0, p1 = _w_tile(w_base, s_base, b_base, kk, kk < k_hi, pid_n * BN, N, stride_wr, stride_sr,
+                             FAMILY, FMT, BITS, GS, BN)
             if HAS_UP:
-                wd2 = wt2 if DOT_IEEE else wt2.to(xt.dtype)
-                if TRANS:
-                    wd2 = tl.trans(wd2)
-                if DOT_IEEE:
-                    acc2 = tl.dot(xt, wd2, acc2, input_precision="ieee")
-                else:
-                    acc2 = tl.dot(xt, wd2, acc2)
-        else:
-            xv = tl.load(x_row + kk, mask=row_ok & k_ok, other=0.0).to(tl.float32)  # BM == 1: [BK]
-            if TRANS:
-                acc += wt * xv[None, :]
+                q0, q1 = _w_tile(w2_base, s2_base, b2_base, kk, kk < k_hi, pid_n * BN, N, stride_wr, stride_sr,
+                                 FAMILY, FMT, BITS, GS, BN)
+        kx0 = k0 + kx_off
+        kx1 = kx0 + RUN
+        if WORD_GEMV:
+            pass
+        elif USE_DOT:
+            x0 = tl.load(x_row[:, None] + kx0[None, :], mask=row_ok[:, None] & (kx0 < k_hi)[None, :], other=0.0)
+            acc = _dot(x0, p0, acc, TRANS, DOT_IEEE)
+            if HAS_UP:
+                acc2 = _dot(x0, q0, acc2, TRANS, DOT_IEEE)
+            if NPLANES == 2:
+                x1 = tl.load(x_row[:, None] + kx1[None, :], mask=row_ok[:, None] & (kx1 < k_hi)[None, :], other=0.0)
+                acc = _dot(x1, p1, acc, TRANS, DOT_IEEE)
                 if HAS_UP:
-                    acc2 += wt2 * xv[None, :]
-            else:
-                acc += wt * xv[:, None]
+                    acc2 = _dot(x1, q1, acc2, TRANS, DOT_IEEE)
+        else:  # BM == 1
+            xv0 = tl.load(x_row + kx0, mask=row_ok & (kx0 < k_hi), other=0.0).to(tl.float32)
+            if TRANS:
+                acc += p0 * xv0[None, :]
                 if HAS_UP:
-                    acc2 += wt2 * xv[:, None]
+                    acc2 += q0 * xv0[None, :]
+                if NPLANES == 2:
+                    xv1 = tl.load(x_row + kx1, mask=row_ok & (kx1 < k_hi), other=0.0).to(tl.float32)
+                    accb += p1 * xv1[None, :]
+                    if HAS_UP:
+                        acc2b += q1 * xv1[None, :]
+            else:
+                acc += p0 * xv0[:, None]
+                if HAS_UP:
+                    acc2 += q0 * xv0[:, None]
 
     if USE_DOT:
         res = acc
         res2 = acc2
     else:
         if TRANS:
+            if NPLANES == 2:
+                acc += accb
+                acc2 += acc2b
             res = tl.sum(acc, axis=1)[None, :]
             res2 = tl.sum(acc2, axis=1)[None, :]
         else:
@@ -193,7 +232,7 @@ def qmm_kernel(
         res = tl.where(bad, float("nan"), res)
         res2 = tl.where(bad, float("nan"), res2)
     out_off = r.to(tl.int64)[:, None] * N + offs_n[None, :]
-    if SPLIT == 1:
+    if not SPLIT_K:
         if HAS_UP:
             res = _act(res, ACT) * res2
         tl.store(out_ptr + out_off, res.to(out_ptr.dtype.element_ty), mask=mask)
@@ -204,19 +243,19 @@ def qmm_kernel(
             tl.store(out2_ptr + part + out_off, res2, mask=mask)
 
 
-@triton.jit(do_not_specialize=["numel"])
+@triton.jit(do_not_specialize=["numel", "n_split"])
 def splitk_reduce_kernel(
-    part_ptr,  # [SPLIT, numel] fp32 partials
-    part2_ptr,  # [SPLIT, numel] fp32 partials of the up projection (HAS_UP)
+    part_ptr,  # [n_split, numel] fp32 partials
+    part2_ptr,  # [n_split, numel] fp32 partials of the up projection (HAS_UP)
     out_ptr,  # [numel] output
-    numel,
-    SPLIT: tl.constexpr, HAS_UP: tl.constexpr, ACT: tl.constexpr, BLOCK: tl.constexpr,
+    numel, n_split,
+    HAS_UP: tl.constexpr, ACT: tl.constexpr, BLOCK: tl.constexpr,
 ):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < numel
     acc = tl.zeros([BLOCK], dtype=tl.float32)
     acc2 = tl.zeros([BLOCK], dtype=tl.float32)
-    for s in tl.static_range(SPLIT):
+    for s in range(n_split):
         acc += tl.load(part_ptr + s * numel + offs, mask=ok, other=0.0)
         if HAS_UP:
             acc2 += tl.load(part2_ptr + s * numel + offs, mask=ok, other=0.0)
@@ -273,6 +312,10 @@ class WeightSpec:
     @property
     def k_align(self) -> int:
         return self.group_size if self.family == 0 else self.unit
+
+    @property
+    def planes(self) -> tuple[int, int]:
+        return (1, 0) if self.family == 0 else planes_of(self.fmt)
 
 
 def _cap(v: int, n: int, lo: int) -> int:
@@ -337,14 +380,15 @@ class QmmLaunch:
         grid = (grid_m * triton.cdiv(n, cfg.bn), self.split)
         self.launch = Launch(qmm_kernel, grid, dict(
             FAMILY=spec.family, FMT=spec.fmt, BITS=spec.bits, GS=spec.group_size, TRANS=spec.trans,
-            GROUPED=grouped, HAS_NBLK=has_nblk, HAS_XROW=has_xrow, HAS_UP=has_up, ACT=act, USE_DOT=cfg.use_dot, SPLIT=self.split,
+            GROUPED=grouped, HAS_NBLK=has_nblk, HAS_XROW=has_xrow, HAS_UP=has_up, ACT=act, USE_DOT=cfg.use_dot,
+            SPLIT_K=self.split > 1, NPLANES=spec.planes[0], RUN=max(1, spec.planes[1]),
             DOT_IEEE=compute_ieee, GROUP_M=cfg.group_m if not grouped else 1, BM=cfg.bm, BN=cfg.bn, BK=cfg.bk),
             num_warps=cfg.num_warps, num_stages=cfg.num_stages)
         if self.split > 1:
             block = 1024
             numel = n_rows * n
             self.reduce = Launch(splitk_reduce_kernel, (triton.cdiv(numel, block),),
-                                 dict(SPLIT=self.split, HAS_UP=has_up, ACT=act, BLOCK=block), num_warps=4)
+                                 dict(HAS_UP=has_up, ACT=act, BLOCK=block), num_warps=4)
 
     def __call__(self, x, w, s, b, w2, s2, b2, rows=None, bexp=None, nblk=None, xrow=None) -> torch.Tensor:
         out = empty((self.n_rows, self.n), dtype=self.out_dtype, device=self.device)
@@ -361,7 +405,7 @@ class QmmLaunch:
         part = torch.empty((self.split, self.n_rows, self.n), dtype=torch.float32, device=self.device)
         part2 = torch.empty_like(part) if self.has_up else part
         self.launch(x, w, s, b, w2, s2, b2, part, part2, rows, bexp, nblk, xrow, *self.ints)
-        self.reduce(part, part2, out, self.n_rows * self.n)
+        self.reduce(part, part2, out, self.n_rows * self.n, self.split)
         return out
 
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-MAGIC = 0x4B000000  # fp32 bits of 2**23
-MAGIC_F = 8388608.0  # 2**23
+MAGIC: tl.constexpr = tl.constexpr(0x4B000000)  # fp32 bits of 2**23
+MAGIC_F: tl.constexpr = tl.constexpr(8388608.0)  # 2**23
 
 
 @triton.jit
@@ -27,28 +27,77 @@ def codes_to_f32(codes):
 
 
 @triton.jit
+def interleave2d(a, b):
+    """``[R, C]`` x 2 -> ``[R, 2C]`` with ``a`` at even and ``b`` at odd columns (values stay in-thread)."""
+    c = tl.join(a, b)
+    return tl.reshape(c, [c.shape[0], 2 * c.shape[1]])
+
+
+@triton.jit
 def affine_tile(w_ptr, s_ptr, b_ptr, rows, row_ok, c0, c_end, stride_wr, stride_sr,
                 BITS: tl.constexpr, GS: tl.constexpr, NC: tl.constexpr):
-    """fp32 ``[R, NC]``: ``q * scale + bias`` of ``W[rows, c0:c0 + NC]`` (MLX packing)."""
-    G: tl.constexpr = NC // GS
-    g = tl.arange(0, G)
-    grp_ok = row_ok[:, None] & ((c0 + g * GS) < c_end)[None, :]  # [R, G]
+    """fp32 ``[R, NC]``: ``q * scale + bias`` of ``W[rows, c0:c0 + NC]`` (MLX packing), natural column order."""
     row64 = rows.to(tl.int64)
-    sidx = row64[:, None] * stride_sr + (c0 // GS + g)[None, :]
-    s = tl.load(s_ptr + sidx, mask=grp_ok, other=0.0).to(tl.float32)
-    b = tl.load(b_ptr + sidx, mask=grp_ok, other=0.0).to(tl.float32)
     if 32 % BITS == 0:
-        PER: tl.constexpr = 32 // BITS  # codes per word
-        WPG: tl.constexpr = GS // PER  # words per group
-        wi = tl.arange(0, WPG)
-        widx = row64[:, None, None] * stride_wr + ((c0 // PER) + g[None, :, None] * WPG + wi[None, None, :])
-        words = tl.load(w_ptr + widx, mask=grp_ok[:, :, None], other=0)  # int32 [R, G, WPG]
-        shifts = tl.arange(0, PER) * BITS
-        codes = (words[:, :, :, None] >> shifts[None, None, None, :]) & ((1 << BITS) - 1)
-        v = codes_to_f32(codes) * s[:, :, None, None] + b[:, :, None, None]  # [R, G, WPG, PER]
-        return tl.reshape(v, [v.shape[0], NC])
+        # one word holds PER codes; each code plane is dequantized in the words' layout, then the
+        # planes are interleaved back to column order (in registers: a thread keeps its words' codes)
+        PER: tl.constexpr = 32 // BITS
+        NW: tl.constexpr = NC // PER
+        wi = tl.arange(0, NW)
+        col = c0 + wi * PER
+        ok = row_ok[:, None] & (col < c_end)[None, :]  # [R, NW]
+        words = tl.load(w_ptr + row64[:, None] * stride_wr + (c0 // PER + wi)[None, :], mask=ok, other=0)
+        sidx = row64[:, None] * stride_sr + (col // GS)[None, :]
+        s = tl.load(s_ptr + sidx, mask=ok, other=0.0).to(tl.float32)
+        b = tl.load(b_ptr + sidx, mask=ok, other=0.0).to(tl.float32)
+        MASK: tl.constexpr = (1 << BITS) - 1
+        if BITS == 8:
+            v0 = codes_to_f32(words & MASK) * s + b
+            v1 = codes_to_f32((words >> 8) & MASK) * s + b
+            v2 = codes_to_f32((words >> 16) & MASK) * s + b
+            v3 = codes_to_f32((words >> 24) & MASK) * s + b
+            return interleave2d(interleave2d(v0, v2), interleave2d(v1, v3))
+        elif BITS == 4:
+            v0 = codes_to_f32(words & MASK) * s + b
+            v1 = codes_to_f32((words >> 4) & MASK) * s + b
+            v2 = codes_to_f32((words >> 8) & MASK) * s + b
+            v3 = codes_to_f32((words >> 12) & MASK) * s + b
+            v4 = codes_to_f32((words >> 16) & MASK) * s + b
+            v5 = codes_to_f32((words >> 20) & MASK) * s + b
+            v6 = codes_to_f32((words >> 24) & MASK) * s + b
+            v7 = codes_to_f32((words >> 28) & MASK) * s + b
+            return interleave2d(interleave2d(interleave2d(v0, v4), interleave2d(v2, v6)),
+                                interleave2d(interleave2d(v1, v5), interleave2d(v3, v7)))
+        else:  # 2 bits
+            v0 = codes_to_f32(words & MASK) * s + b
+            v1 = codes_to_f32((words >> 2) & MASK) * s + b
+            v2 = codes_to_f32((words >> 4) & MASK) * s + b
+            v3 = codes_to_f32((words >> 6) & MASK) * s + b
+            v4 = codes_to_f32((words >> 8) & MASK) * s + b
+            v5 = codes_to_f32((words >> 10) & MASK) * s + b
+            v6 = codes_to_f32((words >> 12) & MASK) * s + b
+            v7 = codes_to_f32((words >> 14) & MASK) * s + b
+            v8 = codes_to_f32((words >> 16) & MASK) * s + b
+            v9 = codes_to_f32((words >> 18) & MASK) * s + b
+            v10 = codes_to_f32((words >> 20) & MASK) * s + b
+            v11 = codes_to_f32((words >> 22) & MASK) * s + b
+            v12 = codes_to_f32((words >> 24) & MASK) * s + b
+            v13 = codes_to_f32((words >> 26) & MASK) * s + b
+            v14 = codes_to_f32((words >> 28) & MASK) * s + b
+            v15 = codes_to_f32((words >> 30) & MASK) * s + b
+            even = interleave2d(interleave2d(interleave2d(v0, v8), interleave2d(v4, v12)),
+                                interleave2d(interleave2d(v2, v10), interleave2d(v6, v14)))
+            odd = interleave2d(interleave2d(interleave2d(v1, v9), interleave2d(v5, v13)),
+                               interleave2d(interleave2d(v3, v11), interleave2d(v7, v15)))
+            return interleave2d(even, odd)
     else:
         # 3, 5, 6 bits: a code may straddle two words of the little-endian bit stream
+        G: tl.constexpr = NC // GS
+        g = tl.arange(0, G)
+        grp_ok = row_ok[:, None] & ((c0 + g * GS) < c_end)[None, :]  # [R, G]
+        sidx = row64[:, None] * stride_sr + (c0 // GS + g)[None, :]
+        s = tl.load(s_ptr + sidx, mask=grp_ok, other=0.0).to(tl.float32)
+        b = tl.load(b_ptr + sidx, mask=grp_ok, other=0.0).to(tl.float32)
         e = tl.arange(0, GS)
         pos = (c0 + g[:, None] * GS + e[None, :]) * BITS  # [G, GS] bit position in the row
         word = pos >> 5
@@ -64,3 +113,49 @@ def affine_tile(w_ptr, s_ptr, b_ptr, rows, row_ok, c0, c_end, stride_wr, stride_
         codes = (val & ((1 << BITS) - 1)).to(tl.int32, bitcast=True)
         v = codes_to_f32(codes) * s[:, :, None] + b[:, :, None]  # [R, G, GS]
         return tl.reshape(v, [v.shape[0], NC])
+
+
+@triton.jit
+def affine_gemv_step(w_ptr, s_ptr, b_ptr, rows, row_ok, c0, c_end, stride_wr, stride_sr, x, acc,
+                     BITS: tl.constexpr, GS: tl.constexpr, NC: tl.constexpr):
+    """Mat-vec step for 2/4/8-bit codes: ``acc [R, NC / PER] += s * (q . x) + b * sum(x)`` per word.
+
+    The codes of a word and the matching ``x`` values stay in one thread, so ``q . x``
+    is an in-thread multiply-add chain: one FMA per code plus two per word, instead of
+    a dequantizing FMA and an accumulating FMA per code.
+    """
+    PER: tl.constexpr = 32 // BITS
+    NW: tl.constexpr = NC // PER
+    row64 = rows.to(tl.int64)
+    wi = tl.arange(0, NW)
+    col = c0 + wi * PER
+    ok = row_ok[:, None] & (col < c_end)[None, :]
+    words = tl.load(w_ptr + row64[:, None] * stride_wr + (c0 // PER + wi)[None, :], mask=ok, other=0)
+    sidx = row64[:, None] * stride_sr + (col // GS)[None, :]
+    s = tl.load(s_ptr + sidx, mask=ok, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + sidx, mask=ok, other=0.0).to(tl.float32)
+    MASK: tl.constexpr = (1 << BITS) - 1
+    if BITS == 8:
+        q = interleave2d(interleave2d(codes_to_f32(words & MASK), codes_to_f32((words >> 16) & MASK)),
+                         interleave2d(codes_to_f32((words >> 8) & MASK), codes_to_f32((words >> 24) & MASK)))
+    elif BITS == 4:
+        q = interleave2d(
+            interleave2d(interleave2d(codes_to_f32(words & MASK), codes_to_f32((words >> 16) & MASK)),
+                         interleave2d(codes_to_f32((words >> 8) & MASK), codes_to_f32((words >> 24) & MASK))),
+            interleave2d(interleave2d(codes_to_f32((words >> 4) & MASK), codes_to_f32((words >> 20) & MASK)),
+                         interleave2d(codes_to_f32((words >> 12) & MASK), codes_to_f32((words >> 28) & MASK))))
+    else:
+        q = interleave2d(
+            interleave2d(
+                interleave2d(interleave2d(codes_to_f32(words & MASK), codes_to_f32((words >> 16) & MASK)),
+                             interleave2d(codes_to_f32((words >> 8) & MASK), codes_to_f32((words >> 24) & MASK))),
+                interleave2d(interleave2d(codes_to_f32((words >> 4) & MASK), codes_to_f32((words >> 20) & MASK)),
+                             interleave2d(codes_to_f32((words >> 12) & MASK), codes_to_f32((words >> 28) & MASK)))),
+            interleave2d(
+                interleave2d(interleave2d(codes_to_f32((words >> 2) & MASK), codes_to_f32((words >> 18) & MASK)),
+                             interleave2d(codes_to_f32((words >> 10) & MASK), codes_to_f32((words >> 26) & MASK))),
+                interleave2d(interleave2d(codes_to_f32((words >> 6) & MASK), codes_to_f32((words >> 22) & MASK)),
+                             interleave2d(codes_to_f32((words >> 14) & MASK), codes_to_f32((words >> 30) & MASK)))))
+    qx = tl.sum(tl.reshape(q * x[None, :], [q.shape[0], NW, PER]), axis=2)  # [R, NW]
+    xs = tl.sum(tl.reshape(x, [NW, PER]), axis=1)  # [NW]
+    return acc + s * qx + b * xs[None, :]
