@@ -79,3 +79,40 @@ def save_hf(model, path: str) -> str:
     os.makedirs(path, exist_ok=True)
     model.save_pretrained(path)
     return path
+
+
+CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <|end|> {% endfor %}"
+                 "{% if add_generation_prompt %}<|assistant|> {% endif %}")
+
+
+def save_tokenizer(path: str, vocab_size: int = 211) -> str:
+    """A word-level ``tokenizer.json`` (+ config with a chat template) for the tiny models:
+    ids 0..3 are special, the rest are words ``w4`` ... and a few real ones."""
+    import json
+
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
+
+    specials = ["<unk>", "<|end|>", "<|user|>", "<|assistant|>"]
+    words = ["hello", "world", "the", "a", "is", "of", "and", "to", "in", "it", "system", "<|system|>"]
+    vocab = {t: i for i, t in enumerate(specials + words)}
+    for i in range(len(vocab), vocab_size):
+        vocab[f"w{i}"] = i
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
+    os.makedirs(path, exist_ok=True)
+    tok.save(os.path.join(path, "tokenizer.json"))
+    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
+        json.dump({"chat_template": CHAT_TEMPLATE, "eos_token": "<|end|>", "add_bos_token": False}, f)
+    return path
+
+
+def tiny_checkpoint(root: str, name: str = "llama", seed: int = 0, **config_overrides) -> str:
+    """Save a tiny random HF model of ``name`` with a tokenizer under ``root``; returns the directory."""
+    model = make_hf_model(name, seed)
+    for k, v in config_overrides.items():
+        setattr(model.config, k, v)
+    path = os.path.join(root, name)
+    save_hf(model, path)
+    save_tokenizer(path, model.config.vocab_size)
+    return path
