@@ -265,10 +265,10 @@ def check_decode(q, kc, vc, lens, *, window=None, softcap=None, what=""):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("ratio", [1, 4, 8])
 def test_decode_ragged_lengths(device, dtype, ratio):
-    b, hq, cap, d = 4, 8, 300, 64
+    b, hq, cap, d = 4, 8, 160, 64
     q = randn(b, hq, 1, d, dtype=dtype, device=device)
     kc, vc = (randn(b, hq // ratio, cap, d, dtype=dtype, device=device) for _ in range(2))
-    lens = torch.tensor([1, 7, 300, 163], dtype=torch.int32, device=device)
+    lens = torch.tensor([1, 7, 160, 97], dtype=torch.int32, device=device)
     check_decode(q, kc, vc, lens, what=f"decode ratio {ratio}")
 
 
@@ -298,7 +298,7 @@ def test_decode_empty_sequence_is_zero(device):
 
 @pytest.mark.parametrize("lq", [1, 3])
 def test_decode_equals_last_rows_of_prefill(device, lq):
-    b, hq, hkv, n, d = 2, 8, 2, 77, 128
+    b, hq, hkv, n, d = 2, 4, 1, 77, 128
     q, k, v = make_qkv(b, hq, hkv, n, n, d, torch.bfloat16, device)
     full = mn.flash_attn_prefill(q, k, v, causal=True, softcap=30.0)
     cap = 100
@@ -324,7 +324,7 @@ def test_ring_buffer_wraparound(device, window, cap):
     assert cache.lens.tolist() == [30, 30]
     for t in range(30, n):
         cache.write(k[:, :, t:t + 1], v[:, :, t:t + 1])
-        if t in (30, 31, 45, 64, n - 1):
+        if t in (30, 47, n - 1):
             out = cache.attend(q[:, :, t:t + 1])
             o_ref, _ = oracle(q[:, :, :t + 1], k[:, :, :t + 1], v[:, :, :t + 1], d ** -0.5, window=window)
             assert_error_bar(out, o_ref[:, :, -1:], full[:, :, t:t + 1], what=f"ring step {t}")

@@ -39,9 +39,9 @@ LN2 = 0.6931471805599453
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) by (16-bit?, BLOCK_D) on CUDA. Tuned on an H100 (see bench/attention.py).
 GPU_CONFIGS = {
-    (True, 16): (128, 64, 4, 3),
-    (True, 32): (128, 64, 4, 3),
-    (True, 64): (128, 64, 4, 3),
+    (True, 16): (64, 64, 4, 3),
+    (True, 32): (64, 64, 4, 3),
+    (True, 64): (64, 64, 4, 3),
     (True, 128): (128, 64, 8, 3),
     (True, 256): (128, 64, 8, 2),
     (True, 512): (64, 32, 8, 2),
