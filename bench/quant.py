@@ -253,18 +253,34 @@ def sweep():
         plans.clear_all()
 
     C = qmm.Config
-    gemv = [C(1, bn, bk, sp, False, w) for bn, bk, w in ((16, 256, 4), (32, 256, 4), (16, 512, 4), (32, 512, 8),
-                                                         (8, 512, 4), (64, 256, 8)) for sp in (1, 2, 4)]
-    small = [C(16, bn, bk, sp, True, w) for bn, bk, w in ((32, 128, 4), (64, 128, 4), (64, 256, 4), (128, 128, 8),
-                                                          (32, 256, 4)) for sp in (1, 2, 4)]
+    gemv = [C(1, bn, bk, sp, False, w, 1) for bn, bk, w in ((8, 512, 4), (16, 512, 4), (16, 1024, 4), (8, 1024, 4),
+                                                            (32, 1024, 8), (16, 2048, 4)) for sp in (1, 2, 4)]
+    small = [C(16, bn, bk, sp, True, w, 1, 1, sw) for bn, bk, w, sw in (
+        (64, 128, 4, True), (128, 128, 4, True), (64, 256, 4, True), (128, 256, 8, True), (64, 128, 4, False))
+        for sp in (1, 2, 4)]
     pre = [C(bm, bn, bk, 1, True, w, st, 8) for bm, bn, bk, w, st in (
-        (128, 128, 64, 8, 3), (128, 128, 128, 8, 3), (128, 256, 64, 8, 3), (64, 128, 64, 4, 4), (128, 128, 64, 4, 4),
-        (256, 128, 64, 8, 3))]
+        (128, 128, 64, 8, 1), (128, 128, 64, 8, 2), (128, 256, 64, 8, 1), (256, 128, 64, 8, 1), (128, 128, 128, 8, 1),
+        (64, 128, 64, 4, 1))]
+    only = os.environ.get("SWEEP_ONLY", "gemv,small,prefill").split(",")
     for fmt in ("affine", "Q4_0", "Q4_K"):
-        for k, n in SHAPES:
-            run("gemv", "gemv", 1, k, n, fmt, gemv)
-        run("small", "decode", 8, 4096, 14336, fmt, small)
-        run("prefill", "prefill", 2048, 4096, 14336, fmt, pre)
+        if "gemv" in only:
+            for k, n in SHAPES:
+                run("gemv", "gemv", 1, k, n, fmt, gemv)
+        if "small" in only:
+            run("small", "decode", 8, 4096, 14336, fmt, small)
+        if "prefill" in only:
+            run("prefill", "prefill", 2048, 4096, 14336, fmt, pre)
+            # reference point: dequantize the whole weight to bf16, then cuBLAS
+            m, k, n = 2048, 4096, 14336
+            sets = [(torch.randn(m, k, device="cuda", dtype=DT),
+                     affine_weight(n, k) if fmt == "affine" else gguf_raw(fmt, n, k)) for _ in range(2)]
+            if fmt == "affine":
+                fn = lambda x, w: x @ mn.dequantize(*w).T  # noqa: E731
+            else:
+                fn = lambda x, raw: x @ mn.ggml_dequantize(raw, fmt, (n, k), dtype=DT).T  # noqa: E731
+            t = _time(fn, sets)
+            print(f"prefill    M{m:<5d} K{k:<6d} N{n:<6d} {fmt:7s} dequantize + cuBLAS {t:9.2f} us "
+                  f"{2 * m * n * k / (t * 1e-6) / 1e12:.0f} TF", flush=True)
     return results
 
 

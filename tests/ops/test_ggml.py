@@ -261,3 +261,9 @@ def test_gpu_dequantize_bit_exact(name):
     with np.errstate(invalid="ignore", over="ignore"):
         theirs = gguf_values(raw, name, (-1,))
     assert_bit_exact(mn.ggml_dequantize(torch.from_numpy(raw).cuda(), name, (4096 * t.block_elems,)), theirs, name)
+
+
+@pytest.mark.parametrize("name", ("Q4_0", "Q4_K", "Q8_0"))
+def test_matmul_decode_swapped_tiles(device, name, request):
+    """2-16 rows with N >= 64: the decode kernel runs W @ x.T on tensor cores."""
+    _check_matmul(device, name, 6, 72, 512, torch.bfloat16, rng_for(request))

@@ -291,3 +291,10 @@ def test_gpu_quantize_bit_identical():
         for a, b in zip(got, want):
             assert torch.equal(a.cpu().view(torch.int32) if a.dtype == torch.uint32 else a.cpu(),
                                b.view(torch.int32) if b.dtype == torch.uint32 else b)
+
+
+@pytest.mark.parametrize("m", [2, 9])
+def test_quantized_matmul_decode_swapped_tiles(device, m):
+    """2-16 rows with N >= 64: the decode kernel runs W @ x.T on tensor cores (weight tile as the wide operand)."""
+    _check_qmm(device, m, 136, 256, 64, 4, torch.bfloat16)
+    _check_qmm(device, m, 64, 128, 32, 8, torch.float16)

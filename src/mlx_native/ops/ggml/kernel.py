@@ -11,7 +11,7 @@ import triton.language as tl
 from ...kernels.launch import Launch
 from ...runtime.memory import empty
 from ..common import next_pow2
-from ..quant.qmm import DECODE_MAX_ROWS, QmmLaunch, WeightSpec, choose_config
+from ..quant.qmm import QmmLaunch, select_kind, WeightSpec, choose_config
 from . import formats
 from .tiles import STRUCTURED, ggml_elem
 
@@ -104,7 +104,7 @@ class MatmulPlan:
         self.view_dtype = _FLOAT_DTYPES.get(t.id) if _FLOAT_DTYPES.get(t.id) == x.dtype else None
         if self.view_dtype is not None:
             return
-        kind = "gemv" if m == 1 else ("decode" if m <= DECODE_MAX_ROWS else "prefill")
+        kind = select_kind(m, x.dtype == torch.float32)
         spec = weight_spec(t)
         cfg = choose_config(kind, m, n, k, spec, x.device)
         x2 = x.reshape(m, k)

@@ -239,3 +239,122 @@ def ggml_tile(raw_ptr, row_off, row_ok, k0, k_end, FMT: tl.constexpr, BK: tl.con
         e = k0 + tl.arange(0, BK)
         v = ggml_elem(raw_ptr, row_off[:, None], e[None, :], row_ok[:, None] & (e < k_end)[None, :], FMT)
         return v, v
+
+
+# ----------------------------------------------------------------------------- split load / decode
+
+
+@triton.jit
+def _ld16(raw_ptr, off, mask):
+    return tl.load((raw_ptr + off).to(tl.pointer_type(tl.uint16)), mask=mask, other=0)
+
+
+@triton.jit
+def _h2f(bits):
+    return bits.to(tl.float16, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def ggml_load(raw_ptr, row_off, row_ok, k0, k_end, FMT: tl.constexpr, BK: tl.constexpr):
+    """The loads of :func:`ggml_tile` for the structured types, as 10 raw tensors (unused slots
+    repeat one); other types load nothing here (their decode gathers)."""
+    if FMT == Q4_0 or FMT == Q4_1 or FMT == Q8_0:
+        NU: tl.constexpr = BK // 32
+        TS: tl.constexpr = 18 if FMT == Q4_0 else (20 if FMT == Q4_1 else 34)
+        QS: tl.constexpr = 2 if FMT == Q4_0 else (4 if FMT == Q4_1 else 2)
+        NB: tl.constexpr = 32 if FMT == Q8_0 else 16
+        u = k0 // 32 + tl.arange(0, NU)
+        uok = row_ok[:, None] & (u * 32 < k_end)[None, :]  # [BN, NU]
+        bb = row_off[:, None] + u[None, :].to(tl.int64) * TS
+        d = _ld16(raw_ptr, bb, uok)
+        j = tl.arange(0, NB)
+        b = tl.load(raw_ptr + bb[:, :, None] + QS + j[None, None, :], mask=uok[:, :, None], other=0)
+        m = d
+        if FMT == Q4_1:
+            m = _ld16(raw_ptr, bb + 2, uok)
+        return b, d, m, d, d, d, d, d, d, b
+    elif FMT == Q4_K or FMT == Q5_K:
+        TS: tl.constexpr = 144 if FMT == Q4_K else 176
+        QS: tl.constexpr = 16 if FMT == Q4_K else 48
+        NC: tl.constexpr = BK // 64
+        c = k0 // 64 + tl.arange(0, NC)
+        cok = row_ok[:, None] & (c * 64 < k_end)[None, :]  # [BN, NC]
+        bb = row_off[:, None] + (c // 4)[None, :].to(tl.int64) * TS
+        cc = (c % 4)[None, :]
+        d = _ld16(raw_ptr, bb, cok)
+        dmin = _ld16(raw_ptr, bb + 2, cok)
+        sb = bb + 4
+        j0 = 2 * cc
+        j1 = 2 * cc + 1
+        a0 = tl.load(raw_ptr + sb + j0, mask=cok, other=0)
+        a4 = tl.load(raw_ptr + sb + j0 + 4, mask=cok, other=0)
+        am = tl.load(raw_ptr + sb + j0 - 4, mask=cok & (j0 >= 4), other=0)
+        b0 = tl.load(raw_ptr + sb + j1, mask=cok, other=0)
+        b4 = tl.load(raw_ptr + sb + j1 + 4, mask=cok, other=0)
+        bm = tl.load(raw_ptr + sb + j1 - 4, mask=cok & (j1 >= 4), other=0)
+        l = tl.arange(0, 32)
+        qb = tl.load(raw_ptr + bb[:, :, None] + QS + 32 * cc[:, :, None] + l[None, None, :], mask=cok[:, :, None],
+                     other=0)
+        qh = qb
+        if FMT == Q5_K:
+            qh = tl.load(raw_ptr + bb[:, :, None] + 16 + l[None, None, :], mask=cok[:, :, None], other=0)
+        return qb, d, dmin, a0, a4, am, b0, b4, bm, qh
+    else:
+        z = row_off
+        return z, z, z, z, z, z, z, z, z, z
+
+
+@triton.jit
+def _k_sm(bj, bj4, bjm4, j):
+    bj = bj.to(tl.int32)
+    bj4 = bj4.to(tl.int32)
+    bjm4 = bjm4.to(tl.int32)
+    low = j < 4
+    sc = tl.where(low, bj & 63, (bj4 & 15) | ((bjm4 >> 6) << 4))
+    mn = tl.where(low, bj4 & 63, (bj4 >> 4) | ((bj >> 6) << 4))
+    return sc, mn
+
+
+@triton.jit
+def ggml_decode(t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, raw_ptr, row_off, row_ok, k0, k_end,
+                FMT: tl.constexpr, BK: tl.constexpr):
+    """Planes ``(p0, p1)`` of :func:`ggml_tile` from :func:`ggml_load`'s tensors."""
+    if FMT == Q4_0 or FMT == Q4_1 or FMT == Q8_0:
+        b = t0.to(tl.int32)
+        d = _h2f(t1)[:, :, None]
+        if FMT == Q8_0:
+            v = _i8_to_f32(b) * d
+            v = tl.reshape(v, [v.shape[0], BK])
+            return v, v
+        else:
+            lo = codes_to_f32(b & 15)
+            hi = codes_to_f32(b >> 4)
+            if FMT == Q4_0:
+                lo = (lo - 8.0) * d
+                hi = (hi - 8.0) * d
+            else:
+                m = _h2f(t2)[:, :, None]
+                lo = lo * d + m
+                hi = hi * d + m
+            return tl.reshape(lo, [lo.shape[0], BK // 2]), tl.reshape(hi, [hi.shape[0], BK // 2])
+    elif FMT == Q4_K or FMT == Q5_K:
+        NC: tl.constexpr = BK // 64
+        cc = ((k0 // 64 + tl.arange(0, NC)) % 4)[None, :]
+        d = _h2f(t1)
+        dmin = _h2f(t2)
+        sc0, mn0 = _k_sm(t3, t4, t5, 2 * cc)
+        sc1, mn1 = _k_sm(t6, t7, t8, 2 * cc + 1)
+        qb = t0.to(tl.int32)
+        lo = qb & 15
+        hi = qb >> 4
+        if FMT == Q5_K:
+            qh = t9.to(tl.int32)
+            lo = lo | (((qh >> (2 * cc)[:, :, None]) & 1) << 4)
+            hi = hi | (((qh >> (2 * cc + 1)[:, :, None]) & 1) << 4)
+        lo = codes_to_f32(lo) * (d * codes_to_f32(sc0))[:, :, None] - (dmin * codes_to_f32(mn0))[:, :, None]
+        hi = codes_to_f32(hi) * (d * codes_to_f32(sc1))[:, :, None] - (dmin * codes_to_f32(mn1))[:, :, None]
+        return tl.reshape(lo, [lo.shape[0], BK // 2]), tl.reshape(hi, [hi.shape[0], BK // 2])
+    else:
+        e = k0 + tl.arange(0, BK)
+        v = ggml_elem(raw_ptr, row_off[:, None], e[None, :], row_ok[:, None] & (e < k_end)[None, :], FMT)
+        return v, v

@@ -49,6 +49,7 @@ def affine_rows(x_rows: torch.Tensor, ids: torch.Tensor, w: torch.Tensor, scales
                 biases: torch.Tensor, group_size: int, bits: int, compute: torch.dtype) -> torch.Tensor:
     """``[R, K] x experts -> [R, N]`` in ``compute`` precision (not rounded)."""
     n, k = w.shape[-2], x_rows.shape[-1]
+    w = w.view(torch.int32) if w.dtype == torch.uint32 else w  # CUDA cannot index uint32
     out = []
     for sl in _chunks(x_rows.shape[0], n, k):
         e = ids[sl].long()

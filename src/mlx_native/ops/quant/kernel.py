@@ -14,7 +14,7 @@ import triton.language as tl
 from ...kernels.launch import Launch
 from ...runtime.memory import empty
 from ..common import next_pow2
-from .qmm import DECODE_MAX_ROWS, QmmLaunch, RoutedLaunch, WeightSpec, choose_config
+from .qmm import QmmLaunch, select_kind, RoutedLaunch, WeightSpec, choose_config
 from .tiles import affine_tile
 
 
@@ -79,7 +79,7 @@ class QmmPlan:
             return
         m = math.prod(x.shape[:-1])
         self.m, self.k = m, k
-        kind = "gemv" if m == 1 else ("decode" if m <= DECODE_MAX_ROWS else "prefill")
+        kind = select_kind(m, out_dtype == torch.float32)
         spec = WeightSpec(0, 0, bits, group_size, transpose)
         cfg = choose_config(kind, m, n, k, spec, x.device)
         x2 = _rows2d(x)

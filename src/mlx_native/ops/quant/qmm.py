@@ -28,36 +28,74 @@ import triton
 import triton.language as tl
 
 from ...kernels.math import gelu_tanh, sigmoid
-from ..ggml.tiles import ggml_tile, planes_of
-from .tiles import affine_gemv_step, affine_tile
+from ..ggml.tiles import ggml_decode, ggml_load, planes_of
+from .tiles import affine_decode, affine_gemv_compute, affine_load, affine_tile
 
 
 @triton.jit
-def _w_tile(w_ptr, s_ptr, b_ptr, rows, row_ok, c0, c_end, stride_wr, stride_sr,
+def _w_load(w_ptr, s_ptr, b_ptr, rows, row_ok, c0, c_end, stride_wr, stride_sr,
             FAMILY: tl.constexpr, FMT: tl.constexpr, BITS: tl.constexpr, GS: tl.constexpr, NC: tl.constexpr):
+    """Issue the loads of one tile (10 raw tensors; formats without split loads gather in ``_w_decode``)."""
+    if FAMILY == 0:
+        if 32 % BITS == 0:
+            w, sc, bi = affine_load(w_ptr, s_ptr, b_ptr, rows, row_ok, c0, c_end, stride_wr, stride_sr, BITS, GS, NC)
+            return w, sc, bi, w, w, w, w, w, w, w
+        else:
+            return rows, rows, rows, rows, rows, rows, rows, rows, rows, rows
+    else:
+        return ggml_load(w_ptr, rows.to(tl.int64) * stride_wr, row_ok, c0, c_end, FMT, NC)
+
+
+@triton.jit
+def _w_decode(t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, w_ptr, s_ptr, b_ptr, rows, row_ok, c0, c_end, stride_wr,
+              stride_sr, FAMILY: tl.constexpr, FMT: tl.constexpr, BITS: tl.constexpr, GS: tl.constexpr,
+              NC: tl.constexpr):
     """The dequantized tile as planes ``(p0, p1)`` (see ``ggml_tile``; affine tiles are one plane)."""
     if FAMILY == 0:
-        v = affine_tile(w_ptr, s_ptr, b_ptr, rows, row_ok, c0, c_end, stride_wr, stride_sr, BITS, GS, NC)
+        if 32 % BITS == 0:
+            v = affine_decode(t0, t1, t2, BITS)
+        else:
+            v = affine_tile(w_ptr, s_ptr, b_ptr, rows, row_ok, c0, c_end, stride_wr, stride_sr, BITS, GS, NC)
         return v, v
     else:
-        return ggml_tile(w_ptr, rows.to(tl.int64) * stride_wr, row_ok, c0, c_end, FMT, NC)
+        return ggml_decode(t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, w_ptr, rows.to(tl.int64) * stride_wr, row_ok, c0,
+                           c_end, FMT, NC)
 
 
 @triton.jit
-def _dot(x, w, acc, TRANS: tl.constexpr, DOT_IEEE: tl.constexpr):
-    """``acc + x @ w`` (``w.T`` when TRANS) on tensor cores, in x's dtype (fp32: IEEE)."""
+def _x_load(x_row, row_ok, kx, k_hi, USE_DOT: tl.constexpr):
+    if USE_DOT:
+        return tl.load(x_row[:, None] + kx[None, :], mask=row_ok[:, None] & (kx < k_hi)[None, :], other=0.0)
+    else:
+        return tl.load(x_row + kx, mask=row_ok & (kx < k_hi), other=0.0)
+
+
+@triton.jit
+def _dot(x, w, acc, TRANS: tl.constexpr, DOT_IEEE: tl.constexpr, SWAP: tl.constexpr):
+    """``acc + x @ w`` (``w.T`` when TRANS) on tensor cores, in x's dtype (fp32: IEEE).
+
+    SWAP (TRANS only): ``acc [BN, BM] + w @ x.T``: for a few rows of x the weight tile is the
+    wide ("M") operand of the MMA and x the narrow one.
+    """
     if DOT_IEEE:
         xd = x.to(tl.float32)
         wd = w
     else:
         xd = x
         wd = w.to(x.dtype)
-    if TRANS:
-        wd = tl.trans(wd)
-    if DOT_IEEE:
-        return tl.dot(xd, wd, acc, input_precision="ieee")
+    if SWAP:
+        if DOT_IEEE:
+            out = tl.dot(wd, tl.trans(xd), acc, input_precision="ieee")
+        else:
+            out = tl.dot(wd, tl.trans(xd), acc)
     else:
-        return tl.dot(xd, wd, acc)
+        if TRANS:
+            wd = tl.trans(wd)
+        if DOT_IEEE:
+            out = tl.dot(xd, wd, acc, input_precision="ieee")
+        else:
+            out = tl.dot(xd, wd, acc)
+    return out
 
 
 @triton.jit
@@ -88,7 +126,7 @@ def qmm_kernel(
     FAMILY: tl.constexpr, FMT: tl.constexpr, BITS: tl.constexpr, GS: tl.constexpr, TRANS: tl.constexpr,
     GROUPED: tl.constexpr, HAS_NBLK: tl.constexpr, HAS_XROW: tl.constexpr, HAS_UP: tl.constexpr, ACT: tl.constexpr,
     USE_DOT: tl.constexpr, SPLIT_K: tl.constexpr, DOT_IEEE: tl.constexpr, GROUP_M: tl.constexpr,
-    NPLANES: tl.constexpr, RUN: tl.constexpr,
+    NPLANES: tl.constexpr, RUN: tl.constexpr, SWAP: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -143,7 +181,7 @@ def qmm_kernel(
         kx_off = cp
     else:
         kx_off = (cp // RUN) * (2 * RUN) + cp % RUN  # K offset of plane-0 column c (plane 1: + RUN)
-    # mat-vec over 2/4/8-bit affine rows: per-word accumulators (see affine_gemv_step)
+    # mat-vec over 2/4/8-bit affine rows: per-word accumulators (see affine_gemv_compute)
     WORD_GEMV: tl.constexpr = (FAMILY == 0) and (32 % BITS == 0) and TRANS and (not USE_DOT)
     if WORD_GEMV:
         ACC_R: tl.constexpr = BN
@@ -154,7 +192,10 @@ def qmm_kernel(
     else:
         ACC_R: tl.constexpr = BK
         ACC_C: tl.constexpr = BN
-    if USE_DOT:
+    if SWAP:
+        acc = tl.zeros([BN, BM], dtype=tl.float32)
+        acc2 = tl.zeros([BN, BM], dtype=tl.float32)
+    elif USE_DOT:
         acc = tl.zeros([BM, BN], dtype=tl.float32)
         acc2 = tl.zeros([BM, BN], dtype=tl.float32)
     else:
@@ -162,59 +203,97 @@ def qmm_kernel(
         accb = tl.zeros([ACC_R, ACC_C], dtype=tl.float32)
         acc2 = tl.zeros([ACC_R, ACC_C], dtype=tl.float32)
         acc2b = tl.zeros([ACC_R, ACC_C], dtype=tl.float32)
+    if TRANS:
+        WCOLS: tl.constexpr = BK
+    else:
+        WCOLS: tl.constexpr = BN
+    arange_k = tl.arange(0, BK)
 
+    # software pipeline: the loads of step k0 + BK are issued before step k0 is computed
+    if TRANS:
+        w_rows = offs_n
+        w_ok = n_ok
+        w_c0 = k_lo
+        w_end = k_hi
+    else:
+        w_rows = k_lo + arange_k
+        w_ok = w_rows < k_hi
+        w_c0 = pid_n * BN
+        w_end = N
+    xa = _x_load(x_row, row_ok, k_lo + kx_off, k_hi, USE_DOT)
+    xb = _x_load(x_row, row_ok, k_lo + kx_off + RUN, k_hi, USE_DOT)
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9 = _w_load(w_base, s_base, b_base, w_rows, w_ok, w_c0, w_end, stride_wr,
+                                                     stride_sr, FAMILY, FMT, BITS, GS, WCOLS)
+    u0, u1, u2, u3, u4, u5, u6, u7, u8, u9 = a0, a1, a2, a3, a4, a5, a6, a7, a8, a9
+    if HAS_UP:
+        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9 = _w_load(w2_base, s2_base, b2_base, w_rows, w_ok, w_c0, w_end,
+                                                         stride_wr, stride_sr, FAMILY, FMT, BITS, GS, WCOLS)
     for k0 in range(k_lo, k_hi, BK):
+        kn = k0 + BK
+        if TRANS:
+            n_rows_w = offs_n
+            n_ok_w = n_ok
+            n_c0 = kn
+            c_rows = offs_n
+            c_ok = n_ok
+            c_c0 = k0
+        else:
+            n_rows_w = kn + arange_k
+            n_ok_w = n_rows_w < k_hi
+            n_c0 = pid_n * BN
+            c_rows = k0 + arange_k
+            c_ok = c_rows < k_hi
+            c_c0 = pid_n * BN
+        nxa = _x_load(x_row, row_ok, kn + kx_off, k_hi, USE_DOT)
+        nxb = _x_load(x_row, row_ok, kn + kx_off + RUN, k_hi, USE_DOT)
+        n0, n1, n2, n3, n4, n5, n6, n7, n8, n9 = _w_load(w_base, s_base, b_base, n_rows_w, n_ok_w, n_c0, w_end,
+                                                         stride_wr, stride_sr, FAMILY, FMT, BITS, GS, WCOLS)
+        m0, m1, m2, m3, m4, m5, m6, m7, m8, m9 = n0, n1, n2, n3, n4, n5, n6, n7, n8, n9
+        if HAS_UP:
+            m0, m1, m2, m3, m4, m5, m6, m7, m8, m9 = _w_load(w2_base, s2_base, b2_base, n_rows_w, n_ok_w, n_c0, w_end,
+                                                             stride_wr, stride_sr, FAMILY, FMT, BITS, GS, WCOLS)
         if WORD_GEMV:
-            xw = tl.load(x_row + k0 + cp, mask=row_ok & (k0 + cp < k_hi), other=0.0).to(tl.float32)
-            acc = affine_gemv_step(w_base, s_base, b_base, offs_n, n_ok, k0, k_hi, stride_wr, stride_sr, xw, acc,
-                                   BITS, GS, BK)
+            xf = xa.to(tl.float32)
+            acc = affine_gemv_compute(a0, a1, a2, xf, acc, BITS)
             if HAS_UP:
-                acc2 = affine_gemv_step(w2_base, s2_base, b2_base, offs_n, n_ok, k0, k_hi, stride_wr, stride_sr, xw,
-                                        acc2, BITS, GS, BK)
-        elif TRANS:  # W rows are output features: planes [BN, BKP]
-            p0, p1 = _w_tile(w_base, s_base, b_base, offs_n, n_ok, k0, k_hi, stride_wr, stride_sr,
-                             FAMILY, FMT, BITS, GS, BK)
+                acc2 = affine_gemv_compute(u0, u1, u2, xf, acc2, BITS)
+        else:
+            p0, p1 = _w_decode(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, w_base, s_base, b_base, c_rows, c_ok, c_c0,
+                               w_end, stride_wr, stride_sr, FAMILY, FMT, BITS, GS, WCOLS)
             if HAS_UP:
-                q0, q1 = _w_tile(w2_base, s2_base, b2_base, offs_n, n_ok, k0, k_hi, stride_wr, stride_sr,
-                                 FAMILY, FMT, BITS, GS, BK)
-        else:  # W [K, N] packed along N (affine, one plane): tile [BK, BN]
-            kk = k0 + tl.arange(0, BK)
-            p0, p1 = _w_tile(w_base, s_base, b_base, kk, kk < k_hi, pid_n * BN, N, stride_wr, stride_sr,
-                             FAMILY, FMT, BITS, GS, BN)
-            if HAS_UP:
-                q0, q1 = _w_tile(w2_base, s2_base, b2_base, kk, kk < k_hi, pid_n * BN, N, stride_wr, stride_sr,
-                                 FAMILY, FMT, BITS, GS, BN)
-        kx0 = k0 + kx_off
-        kx1 = kx0 + RUN
-        if WORD_GEMV:
-            pass
-        elif USE_DOT:
-            x0 = tl.load(x_row[:, None] + kx0[None, :], mask=row_ok[:, None] & (kx0 < k_hi)[None, :], other=0.0)
-            acc = _dot(x0, p0, acc, TRANS, DOT_IEEE)
-            if HAS_UP:
-                acc2 = _dot(x0, q0, acc2, TRANS, DOT_IEEE)
-            if NPLANES == 2:
-                x1 = tl.load(x_row[:, None] + kx1[None, :], mask=row_ok[:, None] & (kx1 < k_hi)[None, :], other=0.0)
-                acc = _dot(x1, p1, acc, TRANS, DOT_IEEE)
+                q0, q1 = _w_decode(u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, w2_base, s2_base, b2_base, c_rows, c_ok,
+                                   c_c0, w_end, stride_wr, stride_sr, FAMILY, FMT, BITS, GS, WCOLS)
+            if USE_DOT:
+                acc = _dot(xa, p0, acc, TRANS, DOT_IEEE, SWAP)
                 if HAS_UP:
-                    acc2 = _dot(x1, q1, acc2, TRANS, DOT_IEEE)
-        else:  # BM == 1
-            xv0 = tl.load(x_row + kx0, mask=row_ok & (kx0 < k_hi), other=0.0).to(tl.float32)
-            if TRANS:
-                acc += p0 * xv0[None, :]
-                if HAS_UP:
-                    acc2 += q0 * xv0[None, :]
+                    acc2 = _dot(xa, q0, acc2, TRANS, DOT_IEEE, SWAP)
                 if NPLANES == 2:
-                    xv1 = tl.load(x_row + kx1, mask=row_ok & (kx1 < k_hi), other=0.0).to(tl.float32)
-                    accb += p1 * xv1[None, :]
+                    acc = _dot(xb, p1, acc, TRANS, DOT_IEEE, SWAP)
                     if HAS_UP:
-                        acc2b += q1 * xv1[None, :]
-            else:
-                acc += p0 * xv0[:, None]
-                if HAS_UP:
-                    acc2 += q0 * xv0[:, None]
+                        acc2 = _dot(xb, q1, acc2, TRANS, DOT_IEEE, SWAP)
+            else:  # BM == 1
+                xf = xa.to(tl.float32)
+                if TRANS:
+                    acc += p0 * xf[None, :]
+                    if HAS_UP:
+                        acc2 += q0 * xf[None, :]
+                    if NPLANES == 2:
+                        xg = xb.to(tl.float32)
+                        accb += p1 * xg[None, :]
+                        if HAS_UP:
+                            acc2b += q1 * xg[None, :]
+                else:
+                    acc += p0 * xf[:, None]
+                    if HAS_UP:
+                        acc2 += q0 * xf[:, None]
+        xa, xb = nxa, nxb
+        a0, a1, a2, a3, a4, a5, a6, a7, a8, a9 = n0, n1, n2, n3, n4, n5, n6, n7, n8, n9
+        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9 = m0, m1, m2, m3, m4, m5, m6, m7, m8, m9
 
-    if USE_DOT:
+    if SWAP:
+        res = tl.trans(acc)
+        res2 = tl.trans(acc2)
+    elif USE_DOT:
         res = acc
         res2 = acc2
     else:
@@ -292,6 +371,7 @@ class Config:
     num_warps: int
     num_stages: Optional[int] = None
     group_m: int = 1
+    swap: bool = False  # decode dots as W @ x.T (weight tile on the wide side of the MMA)
 
 
 # Hook for sweeps: a callable (kind, m, n, k, spec) -> Config or None, consulted before the heuristics.
@@ -318,6 +398,15 @@ class WeightSpec:
         return (1, 0) if self.family == 0 else planes_of(self.fmt)
 
 
+def select_kind(m: int, ieee: bool) -> str:
+    """Kernel path for ``m`` rows: "gemv" (one row per program set; also fp32 decode, where
+    per-row fp32 multiply-adds beat FMA-emulated fp32 dots in speed and accuracy), "decode"
+    (tensor-core tiles of 16 rows) or "prefill"."""
+    if m == 1 or (ieee and m <= DECODE_MAX_ROWS):
+        return "gemv"
+    return "decode" if m <= DECODE_MAX_ROWS else "prefill"
+
+
 def _cap(v: int, n: int, lo: int) -> int:
     """``v`` shrunk toward ``n`` (a small problem gets a small tile), never below ``lo``."""
     return max(lo, min(v, next_pow2(n)))
@@ -340,18 +429,18 @@ def choose_config(kind: str, m: int, n: int, k: int, spec: WeightSpec, device, g
         bk = _cap(32 if kind == "gemv" else 64, k, 16)
     else:
         bn = _cap(16 if kind == "gemv" else (64 if kind == "decode" else 128), n, 16)
-        bk = max(align, _cap(256 if kind == "gemv" else (128 if kind == "decode" else 64), k, 16))
+        bk = max(align, _cap(1024 if kind == "gemv" else (128 if kind == "decode" else 64), k, 16))
     if kind == "prefill":
         bm = _cap(128 if m >= 256 else 64, m, 16)
         warps = 8 if bm * bn >= 128 * 128 else 4
-        return Config(bm, bn, bk, 1, True, warps, num_stages=3, group_m=8)
+        return Config(bm, bn, bk, 1, True, warps, num_stages=1, group_m=8)
     bm = 1 if kind == "gemv" else 16
     tiles = triton.cdiv(n, bn) * groups
     steps = triton.cdiv(k, bk)
     split = 1
-    while tiles * split < 2 * sms and steps // (split * 2) >= 4 and split < 16:
+    while tiles * split < 2 * sms and steps // (split * 2) >= 2 and split < 16:
         split *= 2
-    return Config(bm, bn, bk, split, kind != "gemv", 4)
+    return Config(bm, bn, bk, split, kind != "gemv", 4, num_stages=1, swap=kind == "decode" and bn >= 64)
 
 
 class QmmLaunch:
@@ -382,6 +471,7 @@ class QmmLaunch:
             FAMILY=spec.family, FMT=spec.fmt, BITS=spec.bits, GS=spec.group_size, TRANS=spec.trans,
             GROUPED=grouped, HAS_NBLK=has_nblk, HAS_XROW=has_xrow, HAS_UP=has_up, ACT=act, USE_DOT=cfg.use_dot,
             SPLIT_K=self.split > 1, NPLANES=spec.planes[0], RUN=max(1, spec.planes[1]),
+            SWAP=cfg.swap and cfg.use_dot and spec.trans,
             DOT_IEEE=compute_ieee, GROUP_M=cfg.group_m if not grouped else 1, BM=cfg.bm, BN=cfg.bn, BK=cfg.bk),
             num_warps=cfg.num_warps, num_stages=cfg.num_stages)
         if self.split > 1:

@@ -77,8 +77,8 @@ def quantize(w: torch.Tensor, group_size: int, bits: int) -> tuple[torch.Tensor,
     shape = w.shape
     n_groups = shape[-1] // group_size
     wf = w.to(torch.float32).reshape(*shape[:-1], n_groups, group_size)
-    n_bins = torch.tensor(float((1 << bits) - 1), dtype=torch.float32, device=w.device)
-    eps = torch.tensor(1e-7, dtype=torch.float32, device=w.device)
+    n_bins = torch.full((), float((1 << bits) - 1), dtype=torch.float32, device=w.device)
+    eps = torch.full((), 1e-7, dtype=torch.float32, device=w.device)  # no host copy: graph-capturable
     w_max = wf.amax(-1, keepdim=True)
     w_min = wf.amin(-1, keepdim=True)
     use_min = w_min.abs() > w_max.abs()
@@ -132,6 +132,7 @@ def gather_qmm(x: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor, biases:
     m, k = x.shape[-2:]
     xs = x.reshape(-1, m, k)
     wq = w_q.reshape(-1, *w_q.shape[-2:])
+    wq = wq.view(torch.int32) if wq.dtype == torch.uint32 else wq  # CUDA cannot index uint32
     sc = scales.reshape(-1, *scales.shape[-2:])
     bi = biases.reshape(-1, *biases.shape[-2:])
     batch = lhs.shape

@@ -159,3 +159,78 @@ def affine_gemv_step(w_ptr, s_ptr, b_ptr, rows, row_ok, c0, c_end, stride_wr, st
     qx = tl.sum(tl.reshape(q * x[None, :], [q.shape[0], NW, PER]), axis=2)  # [R, NW]
     xs = tl.sum(tl.reshape(x, [NW, PER]), axis=1)  # [NW]
     return acc + s * qx + b * xs[None, :]
+
+
+# ----------------------------------------------------------------------------- split load / decode
+# The matmul kernel issues the loads of step i + 1 before it decodes step i (registers hold one
+# step in flight), so memory latency overlaps the dequantization and the dots.
+
+
+@triton.jit
+def affine_load(w_ptr, s_ptr, b_ptr, rows, row_ok, c0, c_end, stride_wr, stride_sr,
+                BITS: tl.constexpr, GS: tl.constexpr, NC: tl.constexpr):
+    """Loads of a 2/4/8-bit tile: ``(words, scales, biases)``, each ``[R, NC / PER]`` (one per word)."""
+    PER: tl.constexpr = 32 // BITS
+    NW: tl.constexpr = NC // PER
+    row64 = rows.to(tl.int64)
+    wi = tl.arange(0, NW)
+    col = c0 + wi * PER
+    ok = row_ok[:, None] & (col < c_end)[None, :]
+    words = tl.load(w_ptr + row64[:, None] * stride_wr + (c0 // PER + wi)[None, :], mask=ok, other=0)
+    sidx = row64[:, None] * stride_sr + (col // GS)[None, :]
+    s = tl.load(s_ptr + sidx, mask=ok, other=0.0)
+    b = tl.load(b_ptr + sidx, mask=ok, other=0.0)
+    return words, s, b
+
+
+@triton.jit
+def _pl(words, p: tl.constexpr, s, b, BITS: tl.constexpr, SCALED: tl.constexpr):
+    q = codes_to_f32((words >> (p * BITS)) & ((1 << BITS) - 1))
+    if SCALED:
+        return q * s + b
+    else:
+        return q
+
+
+@triton.jit
+def affine_codes(words, s, b, BITS: tl.constexpr, SCALED: tl.constexpr):
+    """Codes of ``words [R, NW]`` (times ``s`` plus ``b`` per word when SCALED) as fp32
+    ``[R, NW * PER]`` in column order: code planes interleaved back in registers."""
+    if BITS == 8:
+        return interleave2d(interleave2d(_pl(words, 0, s, b, BITS, SCALED), _pl(words, 2, s, b, BITS, SCALED)),
+                            interleave2d(_pl(words, 1, s, b, BITS, SCALED), _pl(words, 3, s, b, BITS, SCALED)))
+    elif BITS == 4:
+        return interleave2d(
+            interleave2d(interleave2d(_pl(words, 0, s, b, BITS, SCALED), _pl(words, 4, s, b, BITS, SCALED)),
+                         interleave2d(_pl(words, 2, s, b, BITS, SCALED), _pl(words, 6, s, b, BITS, SCALED))),
+            interleave2d(interleave2d(_pl(words, 1, s, b, BITS, SCALED), _pl(words, 5, s, b, BITS, SCALED)),
+                         interleave2d(_pl(words, 3, s, b, BITS, SCALED), _pl(words, 7, s, b, BITS, SCALED))))
+    else:
+        return interleave2d(
+            interleave2d(
+                interleave2d(interleave2d(_pl(words, 0, s, b, BITS, SCALED), _pl(words, 8, s, b, BITS, SCALED)),
+                             interleave2d(_pl(words, 4, s, b, BITS, SCALED), _pl(words, 12, s, b, BITS, SCALED))),
+                interleave2d(interleave2d(_pl(words, 2, s, b, BITS, SCALED), _pl(words, 10, s, b, BITS, SCALED)),
+                             interleave2d(_pl(words, 6, s, b, BITS, SCALED), _pl(words, 14, s, b, BITS, SCALED)))),
+            interleave2d(
+                interleave2d(interleave2d(_pl(words, 1, s, b, BITS, SCALED), _pl(words, 9, s, b, BITS, SCALED)),
+                             interleave2d(_pl(words, 5, s, b, BITS, SCALED), _pl(words, 13, s, b, BITS, SCALED))),
+                interleave2d(interleave2d(_pl(words, 3, s, b, BITS, SCALED), _pl(words, 11, s, b, BITS, SCALED)),
+                             interleave2d(_pl(words, 7, s, b, BITS, SCALED), _pl(words, 15, s, b, BITS, SCALED)))))
+
+
+@triton.jit
+def affine_decode(words, s, b, BITS: tl.constexpr):
+    """``q * scale + bias`` as fp32 ``[R, NW * PER]`` from :func:`affine_load`'s tensors."""
+    return affine_codes(words, s.to(tl.float32), b.to(tl.float32), BITS, True)
+
+
+@triton.jit
+def affine_gemv_compute(words, s, b, x, acc, BITS: tl.constexpr):
+    """``acc [R, NW] += s * (q . x) + b * sum(x)`` per word (see :func:`affine_gemv_step`)."""
+    PER: tl.constexpr = 32 // BITS
+    NW: tl.constexpr = words.shape[1]
+    q = affine_codes(words, s, b, BITS, False)
+    qx = tl.sum(tl.reshape(q * x[None, :], [q.shape[0], NW, PER]), axis=2)
+    xs = tl.sum(tl.reshape(x, [NW, PER]), axis=1)
+    return acc + s.to(tl.float32) * qx + b.to(tl.float32) * xs[None, :]
