@@ -150,8 +150,8 @@ def prefill_variant(cfg, causal):
     return Impl(run, tolerance=TOL)
 
 
-def decode_variant(cfg, ctas):
-    """Ours with another (BLOCK_N, warps, stages) and CTAs-per-SM split target."""
+def decode_variant(splits):
+    """Ours with a forced split count (the default comes from the SM count and the static shapes)."""
     from mlx_native.ops.attention import decode as dec
 
     plans = {}
@@ -160,13 +160,11 @@ def decode_variant(cfg, ctas):
         key = (q.shape, kc.shape, kc.stride())
         plan = plans.get(key)
         if plan is None:
-            d = max(16, triton_next_pow2(q.shape[-1]))
-            saved = (dec.GPU_CONFIGS[d], dec.CTAS_PER_SM)
-            dec.GPU_CONFIGS[d], dec.CTAS_PER_SM = cfg, ctas
+            saved, dec.SPLITS_OVERRIDE = dec.SPLITS_OVERRIDE, splits
             try:
                 plan = plans[key] = dec.DecodePlan(q, kc, vc, lens, window=0, softcap=0.0)
             finally:
-                dec.GPU_CONFIGS[d], dec.CTAS_PER_SM = saved
+                dec.SPLITS_OVERRIDE = saved
         return plan(q, kc, vc, lens, q.shape[-1] ** -0.5, 0.0)
 
     return Impl(run, tolerance=TOL)
@@ -184,8 +182,8 @@ def cases() -> list[Case]:
             for causal in (False, True):
                 c = prefill_case(16384 // l, 2048 // d, 2048 // d, l, d, causal)
                 if l == 8192 and d in (128, 256):
-                    alt = (128, 128, 8, 3) if d == 128 else (128, 32, 8, 3)
-                    c.impls["mlx-native[cfg %s]" % (alt,)] = prefill_variant(alt, causal)
+                    for alt in ([(128, 128, 8, 3), (128, 64, 8, 4)] if d == 128 else [(128, 64, 8, 3)]):
+                        c.impls["mlx-native[cfg %s]" % (alt,)] = prefill_variant(alt, causal)
                 (first if l == 8192 and d in (128, 256) else rest).append(c)
     rest.append(prefill_case(1, 32, 8, 8192, 128, True))  # Llama 3 8B GQA
     for d, (hq, hkv) in DECODE_HEADS.items():
@@ -196,10 +194,13 @@ def cases() -> list[Case]:
                 c = decode_case(b, hq, hkv, kv, d)
                 target = d == 128 and ((b == 8 and kv == 32768) or (b == 1 and kv >= 8192))
                 if target:
-                    for cfg, ctas in (((64, 4, 4), 2), ((128, 4, 3), 8), ((64, 4, 4), 8)):
-                        c.impls["mlx-native[cfg %s ctas %d]" % (cfg, ctas)] = decode_variant(cfg, ctas)
+                    for splits in ((2, 8) if b == 8 else (16, 64)):
+                        c.impls["mlx-native[splits=%d]" % splits] = decode_variant(splits)
                 (first if target else rest).append(c)
-    first.append(decode_case(8, 64, 8, 32768, 128, ragged=True))
+    ragged = decode_case(8, 64, 8, 32768, 128, ragged=True)
+    for splits in (8, 16, 32):
+        ragged.impls["mlx-native[splits=%d]" % splits] = decode_variant(splits)
+    first.append(ragged)
     return first + rest
 
 
@@ -329,7 +330,7 @@ def sweep(out_dir: str, budget_s: float = 1e9) -> None:
         pre.GPU_CONFIGS[(True, d)] = saved
         clear_all()
 
-    def decode_job(b, kv, d, configs, ctas_list):
+    def decode_job(b, kv, d, configs, splits_list):
         hq, hkv = DECODE_HEADS[d]
         q = torch.randn(b, hq, 1, d, device="cuda", dtype=BF16)
         kc, vc = (torch.randn(b, hkv, kv, d, device="cuda", dtype=BF16) for _ in range(2))
@@ -341,23 +342,23 @@ def sweep(out_dir: str, budget_s: float = 1e9) -> None:
                 emit(dict(kind="decode", b=b, kv=kv, d=d, impl=name, us=t, tbps=nbytes / t / 1e6))
             except Exception as exc:  # noqa: BLE001
                 emit(dict(kind="decode", b=b, kv=kv, d=d, impl=name, error=repr(exc)[:200]))
-        saved = (dict(dec.GPU_CONFIGS), dec.CTAS_PER_SM)
+        saved = (dict(dec.GPU_CONFIGS), dec.SPLITS_OVERRIDE)
         for cfg in configs:
-            for ctas in ctas_list:
+            for splits in splits_list:
                 if time.time() - t_start > budget_s:
                     break
                 dec.GPU_CONFIGS[d] = cfg
-                dec.CTAS_PER_SM = ctas
+                dec.SPLITS_OVERRIDE = splits
                 clear_all()
                 try:
                     t = _time(lambda q, kc, vc, n: mn.flash_attn_decode(q, kc, vc, n), (q, kc, vc, lens))
-                    emit(dict(kind="decode", b=b, kv=kv, d=d, impl="ours", cfg=cfg, ctas_per_sm=ctas, us=t,
+                    emit(dict(kind="decode", b=b, kv=kv, d=d, impl="ours", cfg=cfg, splits=splits, us=t,
                               tbps=nbytes / t / 1e6))
                 except Exception as exc:  # noqa: BLE001
                     emit(dict(kind="decode", b=b, kv=kv, d=d, impl="ours", cfg=cfg, error=repr(exc)[:300]))
         dec.GPU_CONFIGS.clear()
         dec.GPU_CONFIGS.update(saved[0])
-        dec.CTAS_PER_SM = saved[1]
+        dec.SPLITS_OVERRIDE = saved[1]
         clear_all()
 
     p128 = [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (128, 128, 8, 2), (64, 64, 4, 3)]
@@ -366,11 +367,11 @@ def sweep(out_dir: str, budget_s: float = 1e9) -> None:
     dgrid = [(64, 4, 4), (64, 4, 3), (128, 4, 3), (128, 8, 3), (32, 4, 4)]
     jobs = [
         lambda: prefill_job(128, False, p128), lambda: prefill_job(128, True, p128),
-        lambda: decode_job(8, 32768, 128, dgrid, (2, 4, 8)),
-        lambda: decode_job(1, 32768, 128, dgrid[:3], (2, 4, 8)),
+        lambda: decode_job(8, 32768, 128, dgrid, (None, 2, 8)),
+        lambda: decode_job(1, 32768, 128, dgrid[:3], (None, 16, 64)),
         lambda: prefill_job(256, False, p256), lambda: prefill_job(256, True, p256),
-        lambda: decode_job(8, 32768, 256, [(32, 4, 4), (64, 4, 3), (32, 4, 3), (64, 8, 3)], (4,)),
-        lambda: decode_job(32, 8192, 128, dgrid[:3], (2, 4)),
+        lambda: decode_job(8, 32768, 256, [(32, 4, 4), (64, 4, 3), (32, 4, 3), (64, 8, 3)], (None,)),
+        lambda: decode_job(32, 8192, 128, dgrid[:3], (None, 2)),
         lambda: prefill_job(64, False, p64), lambda: prefill_job(64, True, p64),
     ]
     for job in jobs:

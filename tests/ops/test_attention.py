@@ -289,6 +289,37 @@ def test_decode_few_query_tokens(device, lq):
     check_decode(q, kc, vc, lens, window=17, what="speculative + window")
 
 
+@pytest.mark.parametrize("splits", [1, 3, 7])
+def test_decode_forced_split_counts(device, splits, monkeypatch):
+    """Fixed-length splits: short sequences leave trailing splits empty; every count gives the same result."""
+    from mlx_native.ops.attention import decode as dec
+    from mlx_native.runtime.plans import clear_all
+
+    monkeypatch.setattr(dec, "SPLITS_OVERRIDE", splits)
+    clear_all()
+    try:
+        q = randn(3, 4, 1, 64, dtype=torch.bfloat16, device=device)
+        kc, vc = (randn(3, 2, 200, 64, dtype=torch.bfloat16, device=device) for _ in range(2))
+        lens = torch.tensor([200, 17, 96], dtype=torch.int32, device=device)
+        check_decode(q, kc, vc, lens, what=f"{splits} splits")
+        check_decode(q, kc[:, :, :64], vc[:, :, :64], torch.tensor([64, 300, 100], dtype=torch.int32, device=device),
+                     window=40, what=f"{splits} splits ring")
+    finally:
+        clear_all()
+
+
+def test_decode_split_heuristic():
+    """One wave of programs (SMs x occupancy), splits of at least MIN_SPLIT_KEYS positions."""
+    from mlx_native.ops.attention import decode as dec
+
+    slots = 132 * dec.occupancy(16, 64, 128, 4, 2)
+    assert slots == 264  # H100, bf16, D=128: two programs per SM
+    assert dec.num_splits(64, 32768, 64, slots, True) == 4  # batch 8 x 8 KV heads
+    assert dec.num_splits(8, 32768, 64, slots, True) == 33  # batch 1: 33 splits of ~1k positions
+    assert dec.num_splits(8, 2000, 64, slots, True) == 4  # short caches: >= 512 positions per split
+    assert dec.num_splits(256, 32768, 64, slots, True) == 1  # batch 32: no split, no reduce
+
+
 def test_decode_empty_sequence_is_zero(device):
     q = randn(2, 4, 1, 64, dtype=torch.bfloat16, device=device)
     kc, vc = (randn(2, 4, 40, 64, dtype=torch.bfloat16, device=device) for _ in range(2))

@@ -2,10 +2,12 @@
 
 Decode is memory bound: each step reads the whole visible KV cache once. To
 keep every SM streaming even at batch 1, the visible range of each sequence
-is cut into the split count contiguous chunks, one program per (chunk, batch,
-KV head). The split count comes from the SM count and the static shapes
-(batch, heads, capacity, window), never from the ``kv_lens`` values, so a
-call needs no host sync and replays from a CUDA graph with new lengths.
+is cut into contiguous chunks, one program per (chunk, batch, KV head). The
+split count and the split length (``chunk`` positions) come from the SM count and the static shapes (batch, heads,
+capacity, window), never from the ``kv_lens`` values, so a call needs no host
+sync and replays from a CUDA graph with new lengths. A fixed split length
+also balances ragged batches: a short sequence simply uses fewer splits
+(the programs past its length exit at once).
 
 GQA packing: the ``G = Hq / Hkv`` query heads of one KV head (times the
 ``Lq`` query tokens) are the rows of one ``[BLOCK_M, D]`` tile, so each K/V
@@ -32,8 +34,9 @@ from ..common import next_pow2
 
 LOG2E = 1.4426950408889634
 
-CTAS_PER_SM = 4  # split until about this many programs per SM
+SMEM_PER_SM = 228 * 1024  # H100 / H200 shared memory per SM
 MIN_SPLIT_KEYS = 512  # never split below this many cache positions per program
+SPLITS_OVERRIDE = None  # benchmarks / sweeps: force a split count
 MAX_SPLITS = 64
 MAX_BLOCK_M = 64
 # (BLOCK_N, num_warps, num_stages) by BLOCK_D, 16-bit inputs on CUDA
@@ -43,7 +46,64 @@ GPU_CONFIGS_F32 = {16: (32, 4, 3), 32: (32, 4, 3), 64: (32, 4, 3), 128: (32, 4, 
 INTERPRETER = dict(block_n=16, min_split_keys=16, max_splits=4)
 
 
-@triton.jit(do_not_specialize=["n_splits"])
+@triton.jit
+def _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, lo, hi, end, qpos, C, window, qk_scale, softcap_in,
+                  softcap_out, MASKED: tl.constexpr, WINDOW: tl.constexpr, MULTI_Q: tl.constexpr,
+                  SOFTCAP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, HEAD_D: tl.constexpr,
+                  EVEN_D: tl.constexpr, PRECISION: tl.constexpr):
+    """Online softmax over positions ``[lo, hi)``; MASKED: the last, partial tile (positions >= ``end`` dropped)."""
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < HEAD_D
+    for start_n in range(lo, hi, BLOCK_N):
+        pos = start_n + offs_n
+        if WINDOW:
+            slot = (pos % C).to(tl.int64)
+        else:
+            slot = pos.to(tl.int64)
+        kv_ok = pos < end
+        if MASKED:
+            if EVEN_D:
+                ld_mask = kv_ok[:, None]
+            else:
+                ld_mask = kv_ok[:, None] & d_ok[None, :]
+            k = tl.load(k_base + slot[:, None] * sk_s + offs_d[None, :], mask=ld_mask, other=0.0)
+        else:
+            if EVEN_D:
+                k = tl.load(k_base + slot[:, None] * sk_s + offs_d[None, :])
+            else:
+                k = tl.load(k_base + slot[:, None] * sk_s + offs_d[None, :], mask=d_ok[None, :], other=0.0)
+        qk = tl.dot(q, tl.trans(k), input_precision=PRECISION)
+        if SOFTCAP:
+            s = tanh(qk * softcap_in) * softcap_out
+        else:
+            s = qk * qk_scale
+        if MULTI_Q:
+            vis = (pos[None, :] <= qpos[:, None]) & kv_ok[None, :]
+            if WINDOW:
+                vis = vis & (pos[None, :] > qpos[:, None] - window)
+            s = tl.where(vis, s, float("-inf"))
+        elif MASKED:
+            s = tl.where(kv_ok[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.math.exp2(s - m_use[:, None])
+        alpha = tl.math.exp2(m_i - m_use)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        if MASKED:
+            v = tl.load(v_base + slot[:, None] * sv_s + offs_d[None, :], mask=ld_mask, other=0.0)
+        else:
+            if EVEN_D:
+                v = tl.load(v_base + slot[:, None] * sv_s + offs_d[None, :])
+            else:
+                v = tl.load(v_base + slot[:, None] * sv_s + offs_d[None, :], mask=d_ok[None, :], other=0.0)
+        acc = acc * alpha[:, None]
+        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=PRECISION)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
 def _decode_kernel(
     q_ptr,  # [B, Hq, Lq, D] (strides sq_*)
     k_ptr,  # [B, Hkv, C, D] cache (strides sk_*)
@@ -55,7 +115,8 @@ def _decode_kernel(
     sq_b, sq_h, sq_l,
     sk_b, sk_h, sk_s,
     sv_b, sv_h, sv_s,
-    Hq, Lq, C, window, R, n_splits,
+    Hq, Lq, C, window, R,
+    chunk,  # positions per split (a multiple of BLOCK_N, from the static shapes)
     qk_scale,  # scale * log2(e)
     softcap_in,  # scale / softcap
     softcap_out,  # softcap * log2(e)
@@ -83,7 +144,6 @@ def _decode_kernel(
     qi = rows % Lq
     h = hk * G + g
     offs_d = tl.arange(0, BLOCK_D)
-    offs_n = tl.arange(0, BLOCK_N)
     d_ok = offs_d < HEAD_D
     q_off = b.to(tl.int64) * sq_b + h.to(tl.int64) * sq_h + qi.to(tl.int64) * sq_l
     q = tl.load(q_ptr + q_off[:, None] + offs_d[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
@@ -96,47 +156,22 @@ def _decode_kernel(
     lo = 0
     if WINDOW:
         lo = tl.maximum(tl.maximum(n - Lq - window + 1, n - C), 0)
-    chunk = tl.cdiv(tl.cdiv(n - lo, n_splits), BLOCK_N) * BLOCK_N
     start = lo + pid_s * chunk
     end = tl.minimum(start + chunk, n)
+    full_end = start + tl.maximum(end - start, 0) // BLOCK_N * BLOCK_N
 
     k_base = k_ptr + b.to(tl.int64) * sk_b + hk.to(tl.int64) * sk_h
     v_base = v_ptr + b.to(tl.int64) * sv_b + hk.to(tl.int64) * sv_h
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    for start_n in range(start, end, BLOCK_N):
-        pos = start_n + offs_n
-        kv_ok = pos < end
-        if WINDOW:
-            slot = (pos % C).to(tl.int64)
-        else:
-            slot = pos.to(tl.int64)
-        if EVEN_D:
-            ld_mask = kv_ok[:, None]
-        else:
-            ld_mask = kv_ok[:, None] & d_ok[None, :]
-        k = tl.load(k_base + slot[:, None] * sk_s + offs_d[None, :], mask=ld_mask, other=0.0)
-        qk = tl.dot(q, tl.trans(k), input_precision=PRECISION)
-        if SOFTCAP:
-            s = tanh(qk * softcap_in) * softcap_out
-        else:
-            s = qk * qk_scale
-        vis = kv_ok[None, :]
-        if MULTI_Q:
-            vis = vis & (pos[None, :] <= qpos[:, None])
-            if WINDOW:
-                vis = vis & (pos[None, :] > qpos[:, None] - window)
-        s = tl.where(vis, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.math.exp2(s - m_use[:, None])
-        alpha = tl.math.exp2(m_i - m_use)
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = tl.load(v_base + slot[:, None] * sv_s + offs_d[None, :], mask=ld_mask, other=0.0)
-        acc = acc * alpha[:, None]
-        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=PRECISION)
-        m_i = m_new
+    # whole tiles without bounds checks, then the partial tail tile (if any)
+    acc, l_i, m_i = _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, start, full_end, end, qpos, C, window,
+                                  qk_scale, softcap_in, softcap_out, False, WINDOW, MULTI_Q, SOFTCAP, BLOCK_N,
+                                  BLOCK_D, HEAD_D, EVEN_D, PRECISION)
+    acc, l_i, m_i = _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, full_end, end, end, qpos, C, window,
+                                  qk_scale, softcap_in, softcap_out, True, WINDOW, MULTI_Q, SOFTCAP, BLOCK_N,
+                                  BLOCK_D, HEAD_D, EVEN_D, PRECISION)
 
     seen = l_i > 0.0
     out = acc / tl.where(seen, l_i, 1.0)[:, None]
@@ -184,14 +219,26 @@ def _reduce_kernel(
              mask=st_mask)
 
 
-def num_splits(batch: int, hkv: int, m_blocks: int, span: int, block_n: int, sm_count: int, on_cuda: bool) -> int:
-    """Split count from the device and the static shapes (``span``: most positions one query block can see)."""
+def occupancy(block_m: int, block_n: int, block_d: int, stages: int, esize: int) -> int:
+    """Programs per SM that the shared memory allows (K and V tiles of ``stages - 1`` pipeline buffers + q)."""
+    smem = max(stages - 1, 1) * 2 * block_n * block_d * esize + block_m * block_d * esize + 1024
+    return max(1, min(4, SMEM_PER_SM // smem))
+
+
+def num_splits(base: int, span: int, block_n: int, slots: int, on_cuda: bool) -> int:
+    """Split count from the device and the static shapes.
+
+    ``base``: programs per split (batch x KV heads x row blocks); ``span``: most positions a query can see;
+    ``slots``: programs the GPU runs at once (SMs x occupancy). One full wave of programs, each with at least
+    MIN_SPLIT_KEYS positions: measured on an H100, a second partial wave or short splits cost more than the
+    reduce saves (bench/attention.py sweeps it).
+    """
+    if SPLITS_OVERRIDE is not None:
+        return max(1, min(SPLITS_OVERRIDE, triton.cdiv(span, block_n)))
     if not on_cuda:
         return max(1, min(INTERPRETER["max_splits"], triton.cdiv(span, INTERPRETER["min_split_keys"])))
-    base = batch * hkv * m_blocks
-    want = triton.cdiv(CTAS_PER_SM * sm_count, base)
     by_len = triton.cdiv(span, max(MIN_SPLIT_KEYS, block_n))
-    return max(1, min(want, by_len, MAX_SPLITS))
+    return max(1, min(slots // base, by_len, MAX_SPLITS))
 
 
 class DecodePlan:
@@ -214,10 +261,13 @@ class DecodePlan:
         else:
             block_n, warps, stages, sm_count = INTERPRETER["block_n"], 4, 1, 1
         span = cap if window <= 0 else min(cap, window + lq - 1)
-        self.splits = num_splits(b, hkv, m_blocks, span, block_n, sm_count, on_cuda)
+        slots = sm_count * occupancy(block_m, block_n, block_d, stages, q.element_size())
+        splits = num_splits(b * hkv * m_blocks, span, block_n, slots, on_cuda)
+        self.chunk = triton.cdiv(triton.cdiv(span, splits), block_n) * block_n
+        self.splits = triton.cdiv(span, self.chunk)
         self.rows = b * hq * lq
         self.ints = (*q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], hq, lq, cap, window, self.rows,
-                     self.splits)
+                     self.chunk)
         self.launch = Launch(
             _decode_kernel, (self.splits, b * hkv, m_blocks),
             dict(G=g, SINGLE=self.splits == 1, WINDOW=window > 0, MULTI_Q=lq > 1, SOFTCAP=softcap > 0, BLOCK_M=block_m,
