@@ -230,8 +230,9 @@ def num_splits(base: int, span: int, block_n: int, slots: int, on_cuda: bool) ->
 
     ``base``: programs per split (batch x KV heads x row blocks); ``span``: most positions a query can see;
     ``slots``: programs the GPU runs at once (SMs x occupancy). One full wave of programs, each with at least
-    MIN_SPLIT_KEYS positions: measured on an H100, a second partial wave or short splits cost more than the
-    reduce saves (bench/attention.py sweeps it).
+    MIN_SPLIT_KEYS positions. On an H100 this beats 2-4 waves of shorter splits for uniform batches, but forcing
+    16 splits measured better at batch 1 (kv 32k: 56 vs 63 us) and on ragged batches (206 vs 251 us), see
+    bench/results/2026-11-22-h100-attention/NOTES.md: the rule is due for a retune.
     """
     if SPLITS_OVERRIDE is not None:
         return max(1, min(SPLITS_OVERRIDE, triton.cdiv(span, block_n)))
