@@ -23,7 +23,7 @@ import common  # noqa: E402
 import overhead  # noqa: E402
 import report  # noqa: E402
 
-FAMILIES = ["norms", "rope", "activations", "attention"]
+FAMILIES = ["norms", "rope", "activations", "attention", "quant"]
 
 
 def main(argv=None) -> int:

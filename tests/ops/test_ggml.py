@@ -267,3 +267,9 @@ def test_gpu_dequantize_bit_exact(name):
 def test_matmul_decode_swapped_tiles(device, name, request):
     """2-16 rows with N >= 64: the decode kernel runs W @ x.T on tensor cores."""
     _check_matmul(device, name, 6, 72, 512, torch.bfloat16, rng_for(request))
+
+
+@pytest.mark.parametrize("name", MATMUL_TYPES)
+def test_matmul_gemv_whole_steps(device, name, request):
+    """One row, N a multiple of the row tile and K of the step: the mask-free mat-vec path."""
+    _check_matmul(device, name, 1, 32, 1024, torch.bfloat16, rng_for(request))

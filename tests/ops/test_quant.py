@@ -298,3 +298,9 @@ def test_quantized_matmul_decode_swapped_tiles(device, m):
     """2-16 rows with N >= 64: the decode kernel runs W @ x.T on tensor cores (weight tile as the wide operand)."""
     _check_qmm(device, m, 136, 256, 64, 4, torch.bfloat16)
     _check_qmm(device, m, 64, 128, 32, 8, torch.float16)
+
+
+@pytest.mark.parametrize("bits", [4, 8, 2])
+def test_quantized_matmul_gemv_whole_steps(device, bits):
+    """One row, N a multiple of the row tile and K of the step: the mask-free mat-vec path."""
+    _check_qmm(device, 1, 64, 1024, 64, bits, torch.bfloat16)

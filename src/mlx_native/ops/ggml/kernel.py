@@ -11,9 +11,10 @@ import triton.language as tl
 from ...kernels.launch import Launch
 from ...runtime.memory import empty
 from ..common import next_pow2
+from ..quant import gemv, qmm
 from ..quant.qmm import QmmLaunch, select_kind, WeightSpec, choose_config
 from . import formats
-from .tiles import STRUCTURED, ggml_elem
+from .tiles import STRUCTURED, ggml_elem, ggml_tile, planes_of
 
 _FLOAT_DTYPES = {formats.F32.id: torch.float32, formats.F16.id: torch.float16, formats.BF16.id: torch.bfloat16}
 
@@ -41,12 +42,45 @@ def _dequant_kernel(
     tl.store(out_ptr + rows.to(tl.int64)[:, None] * K + cols[None, :], v.to(out_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit(do_not_specialize=["n_rows"])
+def _dequant_tile_kernel(
+    raw_ptr,  # [n_rows * row_bytes] uint8 blocks of a structured type (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K)
+    out_ptr,  # [n_rows, K] contiguous
+    n_rows, row_bytes, K,
+    FMT: tl.constexpr, NPLANES: tl.constexpr, RUN: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr,
+):
+    """Whole blocks per program (contiguous code bytes, one scale load per block)."""
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
+    k0 = tl.program_id(1) * BK
+    row_ok = rows < n_rows
+    p0, p1 = ggml_tile(raw_ptr, rows.to(tl.int64) * row_bytes, row_ok, k0, K, FMT, BK)
+    BKP: tl.constexpr = BK // NPLANES
+    cp = tl.arange(0, BKP)
+    if NPLANES == 1:
+        kx = k0 + cp
+    else:
+        kx = k0 + (cp // RUN) * (2 * RUN) + cp % RUN
+    base = out_ptr + rows.to(tl.int64)[:, None] * K
+    mask = row_ok[:, None] & (kx < K)[None, :]
+    tl.store(base + kx[None, :], p0.to(out_ptr.dtype.element_ty), mask=mask)
+    if NPLANES == 2:
+        tl.store(base + (kx + RUN)[None, :], p1.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & ((kx + RUN) < K)[None, :])
+
+
 def aligned(raw: torch.Tensor) -> torch.Tensor:
     """Raw bytes at a 16-byte aligned address (a copy only for odd slices of a buffer)."""
     return raw if raw.data_ptr() % 16 == 0 else raw.clone()
 
 
 def _dequant_launch(t, n_rows: int, n_table: int, k: int, has_ids: bool) -> tuple[Launch, tuple]:
+    if not has_ids and t.id in STRUCTURED:
+        planes, run = planes_of(t.id)
+        unit = 64 if t.id in (12, 13) else 32
+        bk = max(unit, min(256, next_pow2(k)))
+        br = max(1, min(next_pow2(n_rows), 4096 // bk))
+        launch = Launch(_dequant_tile_kernel, (triton.cdiv(n_rows, br), triton.cdiv(k, bk)),
+                        dict(FMT=t.id, NPLANES=planes, RUN=max(run, 1), BR=br, BK=bk), num_warps=4)
+        return launch, (n_rows, formats.row_bytes(t, k), k)
     bc = min(1024, next_pow2(k))
     br = max(1, min(next_pow2(n_rows), 4096 // bc))
     launch = Launch(_dequant_kernel, (triton.cdiv(n_rows, br), triton.cdiv(k, bc)),
@@ -66,7 +100,7 @@ class DequantPlan:
 
     def __call__(self, raw):
         out = empty(self.shape, dtype=self.dtype, device=raw.device)
-        self.launch(aligned(raw.reshape(-1)), raw, out, *self.ints)
+        run_dequant(self.launch, self.ints, aligned(raw.reshape(-1)), out)
         return out
 
 
@@ -83,6 +117,14 @@ class EmbeddingPlan:
         out = empty(self.out_shape, dtype=self.dtype, device=raw.device)
         self.launch(aligned(raw.reshape(-1)), ids.reshape(-1), out, *self.ints)
         return out
+
+
+def run_dequant(launch: Launch, ints: tuple, raw: torch.Tensor, out: torch.Tensor) -> None:
+    """Run a launch of :func:`_dequant_launch` (the two kernels take different arguments)."""
+    if launch.kernel is _dequant_tile_kernel:
+        launch(raw, out, *ints)
+    else:
+        launch(raw, raw, out, *ints)
 
 
 def weight_spec(t) -> WeightSpec:
@@ -109,9 +151,30 @@ class MatmulPlan:
         cfg = choose_config(kind, m, n, k, spec, x.device)
         x2 = x.reshape(m, k)
         strides = (x2.stride(0) if x2.stride(-1) == 1 else k, 1, 0, formats.row_bytes(t, k), 0, 0, 1)
+        self.kind, self.cfg = kind, cfg
+        self.chunked = None
+        if kind == "prefill" and m >= qmm.PREFILL_CUBLAS_MIN_M and qmm.CONFIG_OVERRIDE is None:
+            rb = formats.row_bytes(t, k)
+            rows_launch = {}
+
+            def dequant_rows(args, n0, n1, ws, t=t, k=k, rb=rb):
+                (raw_,) = args
+                key = n1 - n0
+                if key not in rows_launch:
+                    rows_launch[key] = _dequant_launch(t, key, key, k, False)
+                launch, ints = rows_launch[key]
+                run_dequant(launch, ints, raw_[n0 * rb:n1 * rb], ws)
+
+            self.chunked = qmm.ChunkedPrefill(m, n, k, x.dtype, x.dtype, x.device, dequant_rows)
+            self.kind = "prefill (chunked dequantize + cuBLAS)"
+            return
+        if kind == "gemv" and gemv.supports(1, t.id, 4, True) and n * formats.row_bytes(t, k) < 2**31 \
+                and qmm.CONFIG_OVERRIDE is None:
+            self.launch = gemv.GemvLaunch(1, t.id, 4, 64, n, k, m, False, False, False, 0, x.dtype, strides, x.device)
+            self.kind = "gemv*"
+            return
         self.launch = QmmLaunch(spec, cfg, n, k, m, triton.cdiv(m, cfg.bm), False, False, False, False, 0, x.dtype,
                                 x.dtype == torch.float32, strides, x.device)
-        self.kind, self.cfg = kind, cfg
 
     def __call__(self, x, raw):
         if self.view_dtype is not None:
@@ -121,6 +184,8 @@ class MatmulPlan:
         if x2.stride(-1) != 1:
             x2 = x2.contiguous()
         r = aligned(raw.reshape(-1))
+        if self.chunked is not None:
+            return self.chunked(x2, (r,)).view(self.out_shape)
         return self.launch(x2, r, r, r, None, None, None).view(self.out_shape)
 
 

@@ -14,6 +14,7 @@ import triton.language as tl
 from ...kernels.launch import Launch
 from ...runtime.memory import empty
 from ..common import next_pow2
+from . import gemv, qmm
 from .qmm import QmmLaunch, select_kind, RoutedLaunch, WeightSpec, choose_config
 from .tiles import affine_tile
 
@@ -84,11 +85,38 @@ class QmmPlan:
         cfg = choose_config(kind, m, n, k, spec, x.device)
         x2 = _rows2d(x)
         strides = (x2.stride(0), 1, 0, w.stride(0), 0, scales.stride(0), 1)
+        self.kind, self.cfg = kind, cfg
+        self.chunked = None
+        if kind == "prefill" and transpose and m >= qmm.PREFILL_CUBLAS_MIN_M \
+                and qmm.CONFIG_OVERRIDE is None:
+            rows_launch = {}
+
+            def dequant_rows(args, n0, n1, ws, gs=group_size, bits=bits):
+                w_, s_, b_ = args
+                key = n1 - n0
+                if key not in rows_launch:
+                    bc = max(gs, min(1024, next_pow2(k)))
+                    br = max(1, min(next_pow2(key), 4096 // bc))
+                    rows_launch[key] = Launch(_dequant_kernel, (triton.cdiv(key, br), triton.cdiv(k, bc)),
+                                              dict(BITS=bits, GS=gs, BR=br, BC=bc), num_warps=4)
+                rows_launch[key](w_[n0:n1], s_[n0:n1], b_[n0:n1], ws, key, k, w_.stride(0), s_.stride(0))
+
+            compute = out_dtype if out_dtype == torch.float32 else x.dtype
+            self.chunked = qmm.ChunkedPrefill(m, n, k, compute, out_dtype, x.device, dequant_rows)
+            self.kind = "prefill (chunked dequantize + cuBLAS)"
+            return
+        if kind == "gemv" and gemv.supports(0, 0, bits, transpose) and w.numel() < 2**31 and qmm.CONFIG_OVERRIDE is None:
+            self.launch = gemv.GemvLaunch(0, 0, bits, group_size, n, k, m, False, False, False, 0, out_dtype, strides,
+                                          x.device)
+            self.kind = "gemv*"
+            return
         self.launch = QmmLaunch(spec, cfg, n, k, m, triton.cdiv(m, cfg.bm), False, False, False, False, 0, out_dtype,
                                 out_dtype == torch.float32, strides, x.device)
-        self.kind, self.cfg = kind, cfg
 
     def __call__(self, x, w, scales, biases):
+        if self.chunked is not None:
+            args = (_words(w.contiguous()), scales.contiguous(), biases.contiguous())
+            return self.chunked(_rows2d(x), args).view(self.out_shape)
         out = self.launch(_rows2d(x), _words(w.contiguous()), scales.contiguous(), biases.contiguous(), None, None,
                           None)
         return out.view(self.out_shape)
