@@ -1,0 +1,104 @@
+"""MLX / Hugging Face safetensors directories: validation of truncated or corrupt
+files (tensor name or offset in the message), config problems, unsupported quantization."""
+
+import json
+import os
+import shutil
+import struct
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+import mlx_native as mn
+from mlx_native.formats import DenseWeight, load_checkpoint
+
+
+@pytest.fixture
+def ckpt_dir(tmp_path):
+    d = tmp_path / "m"
+    os.makedirs(d)
+    save_file({"model.embed_tokens.weight": torch.randn(10, 8), "model.norm.weight": torch.randn(8),
+               "lm_head.weight": torch.randn(10, 8, dtype=torch.bfloat16)}, str(d / "model.safetensors"))
+    with open(d / "config.json", "w") as f:
+        json.dump({"model_type": "llama", "hidden_size": 8}, f)
+    return d
+
+
+def test_loads_plain_checkpoint(ckpt_dir):
+    ckpt = load_checkpoint(str(ckpt_dir))
+    assert ckpt.format == "hf"
+    assert isinstance(ckpt.weights["lm_head.weight"], DenseWeight)
+    assert ckpt.weights["lm_head.weight"].data.dtype == torch.bfloat16
+    assert ckpt.num_parameters == 10 * 8 * 2 + 8
+
+
+def test_truncated_file_names_the_tensor(ckpt_dir):
+    f = ckpt_dir / "model.safetensors"
+    data = f.read_bytes()
+    f.write_bytes(data[:-10])
+    with pytest.raises(mn.FormatError, match=r"tensor \S+: data at offsets \[\d+, \d+\) runs past the end"):
+        load_checkpoint(str(ckpt_dir))
+
+
+def test_corrupt_headers(ckpt_dir):
+    f = ckpt_dir / "model.safetensors"
+    data = bytearray(f.read_bytes())
+    f.write_bytes(struct.pack("<Q", 1 << 40) + bytes(data[8:]))
+    with pytest.raises(mn.FormatError, match="offset 0 says the header has"):
+        load_checkpoint(str(ckpt_dir))
+    bad = bytearray(data)
+    bad[8] = ord("x")
+    f.write_bytes(bytes(bad))
+    with pytest.raises(mn.FormatError, match=r"invalid JSON at offset \d+"):
+        load_checkpoint(str(ckpt_dir))
+    f.write_bytes(b"\x01\x00")
+    with pytest.raises(mn.FormatError, match="truncated safetensors file"):
+        load_checkpoint(str(ckpt_dir))
+
+
+def test_inconsistent_offsets(ckpt_dir):
+    f = ckpt_dir / "model.safetensors"
+    data = f.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    header["model.norm.weight"]["shape"] = [9]
+    raw = json.dumps(header).encode()
+    raw += b" " * (n - len(raw)) if len(raw) <= n else b""
+    f.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n:])
+    with pytest.raises(mn.FormatError, match=r"tensor model.norm.weight: data offsets .* do not hold F32 \[9\]"):
+        load_checkpoint(str(ckpt_dir))
+
+
+def test_missing_pieces(ckpt_dir, tmp_path):
+    os.remove(ckpt_dir / "config.json")
+    with pytest.raises(mn.FormatError, match="no config.json"):
+        load_checkpoint(str(ckpt_dir))
+    empty = tmp_path / "empty"
+    os.makedirs(empty)
+    (empty / "config.json").write_text("{}")
+    with pytest.raises(mn.FormatError, match=r"no \*.safetensors"):
+        load_checkpoint(str(empty))
+    (empty / "config.json").write_text("{not json")
+    with pytest.raises(mn.FormatError, match="invalid JSON"):
+        load_checkpoint(str(empty))
+
+
+def test_unsupported_quantization(ckpt_dir):
+    cfg = json.loads((ckpt_dir / "config.json").read_text())
+    (ckpt_dir / "config.json").write_text(json.dumps(dict(cfg, quantization_config={"quant_method": "gptq"})))
+    with pytest.raises(mn.UnsupportedError, match="'gptq' is not supported; supported: MLX affine"):
+        load_checkpoint(str(ckpt_dir))
+    (ckpt_dir / "config.json").write_text(json.dumps(dict(cfg, quantization={"group_size": 32, "bits": 4,
+                                                                            "mode": "mxfp4"})))
+    with pytest.raises(mn.UnsupportedError, match="mode 'mxfp4' is not supported; supported: affine"):
+        load_checkpoint(str(ckpt_dir))
+
+
+def test_scales_without_biases(ckpt_dir):
+    save_file({"model.layers.0.mlp.up_proj.weight": torch.zeros(4, 4, dtype=torch.uint32),
+               "model.layers.0.mlp.up_proj.scales": torch.ones(4, 1)}, str(ckpt_dir / "model-2.safetensors"))
+    cfg = json.loads((ckpt_dir / "config.json").read_text())
+    (ckpt_dir / "config.json").write_text(json.dumps(dict(cfg, quantization={"group_size": 32, "bits": 4})))
+    with pytest.raises(mn.FormatError, match="up_proj.scales has no model.layers.0.mlp.up_proj.biases"):
+        load_checkpoint(str(ckpt_dir))

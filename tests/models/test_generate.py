@@ -1,0 +1,138 @@
+"""The runner on tiny models: streaming, EOS, seeds, repetition penalty, chat
+template, the Python API's typed errors."""
+
+import os
+
+import pytest
+import torch
+
+import mlx_native as mn
+from mlx_native.generate import encode_prompt
+from tiny import tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    path = tiny_checkpoint(str(tmp_path_factory.mktemp("gen")), "llama", max_position_embeddings=64)
+    return path
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny):
+    return mn.load(tiny, device="cpu")
+
+
+def test_load_defaults_and_source(loaded):
+    model, tok = loaded
+    assert model.dtype == torch.float32 and model.device.type == "cpu"
+    assert model.source["format"] == "hf" and model.source["model_type"] == "llama"
+    assert tok.chat_template and tok.eos_token_ids == {1}
+
+
+def test_stream_equals_generate_and_greedy_is_argmax(loaded):
+    model, tok = loaded
+    ids = [5, 9, 12, 40, 77]
+    with mn.use_backend("reference"):
+        stream = list(mn.stream_generate(model, tok, ids, max_tokens=12))
+        text = mn.generate(model, tok, ids, max_tokens=12)
+        # greedy = argmax of a full forward over the growing sequence
+        seq = list(ids)
+        for r in stream:
+            with torch.no_grad():
+                logits = model.forward(torch.tensor([seq]), model.new_cache(1, 64), start=0)
+            assert r.token == int(logits.argmax(-1))
+            seq.append(r.token)
+    assert "".join(r.text for r in stream) == text
+    last = stream[-1]
+    assert last.prompt_tokens == 5 and last.generation_tokens == len(stream)
+    assert last.finish_reason in ("stop", "length") and all(r.finish_reason is None for r in stream[:-1])
+    assert last.peak_memory > 0 and last.generation_tps > 0 and last.prompt_tps > 0
+
+
+def test_stops_at_eos(loaded):
+    model, tok = loaded
+    tok2 = type(tok)(tok.backend, bos_token_id=None, eos_token_ids=[], chat_template=None, add_bos=False)
+    first = [r.token for r in mn.stream_generate(model, tok2, [5, 6, 7], max_tokens=10)]
+    tok2.eos_token_ids = {first[3]}
+    stopped = list(mn.stream_generate(model, tok2, [5, 6, 7], max_tokens=10))
+    assert [r.token for r in stopped] == first[:first.index(first[3]) + 1]
+    assert stopped[-1].finish_reason == "stop"
+
+
+def test_sampling_is_reproducible_and_penalty_changes_it(loaded):
+    model, tok = loaded
+    kw = dict(max_tokens=16, temp=1.0, top_p=0.95, top_k=50, min_p=0.01)
+    a = [r.token for r in mn.stream_generate(model, tok, [5, 9], seed=3, **kw)]
+    b = [r.token for r in mn.stream_generate(model, tok, [5, 9], seed=3, **kw)]
+    c = [r.token for r in mn.stream_generate(model, tok, [5, 9], seed=4, **kw)]
+    assert a == b and a != c
+    greedy = [r.token for r in mn.stream_generate(model, tok, [5, 9], max_tokens=16)]
+    penalized = [r.token for r in mn.stream_generate(model, tok, [5, 9], max_tokens=16, repetition_penalty=5.0,
+                                                     repetition_context_size=8)]
+    assert greedy != penalized
+    assert len(set(penalized)) >= len(set(greedy))
+
+
+def test_chat_template_and_system(loaded):
+    model, tok = loaded
+    ids = encode_prompt(tok, "hello world", system="the system")
+    text = tok.decode(ids)
+    assert text.split() == ["<|system|>", "the", "system", "<|end|>", "<|user|>", "hello", "world", "<|end|>",
+                            "<|assistant|>"]
+    assert encode_prompt(tok, "hello world", chat_template=False) == tok.encode("hello world")
+    msgs = [{"role": "user", "content": "hello"}]
+    assert encode_prompt(tok, msgs) == tok.encode(tok.apply_chat_template(msgs), add_special_tokens=False)
+
+
+def test_prompt_longer_than_context(loaded):
+    model, tok = loaded
+    with pytest.raises(mn.InvalidArgumentError, match="the prompt has 64 tokens, more than the model's context"):
+        mn.generate(model, tok, list(range(5, 69)))
+    # a prompt that fits leaves room: max_tokens is clamped to the context
+    out = list(mn.stream_generate(model, tok, list(range(5, 65)), max_tokens=100))
+    assert len(out) <= 4
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(temp=-0.5), "temp must be >= 0"),
+    (dict(top_p=0.0), r"top_p must be in \(0, 1\]"),
+    (dict(min_p=2.0), r"min_p must be in \[0, 1\]"),
+    (dict(top_k=-1), "top_k must be an int >= 0"),
+    (dict(max_tokens=-3), "max_tokens must be an int >= 0"),
+    (dict(repetition_penalty=0.0), "repetition_penalty must be > 0"),
+    (dict(seed="x"), "seed must be an int"),
+    (dict(temp=float("inf")), "temp must be a finite number"),
+])
+def test_invalid_sampling_values(loaded, kw, match):
+    model, tok = loaded
+    with pytest.raises(mn.InvalidArgumentError, match=match):
+        mn.generate(model, tok, [5, 6], **kw)
+
+
+def test_bad_prompts(loaded):
+    model, tok = loaded
+    with pytest.raises(mn.InvalidArgumentError, match="prompt is empty"):
+        mn.generate(model, tok, [])
+    with pytest.raises(mn.InvalidArgumentError, match="token id 999 is out of range"):
+        mn.generate(model, tok, [5, 999])
+    with pytest.raises(mn.InvalidArgumentError, match="prompt must be a str"):
+        mn.generate(model, tok, 3.5)
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(mn.InvalidArgumentError, match="does not exist"):
+        mn.load(str(tmp_path / "nope.gguf"))
+    with pytest.raises(mn.InvalidArgumentError, match="dtype must be"):
+        mn.load(str(tmp_path), dtype=torch.int8)
+    if not torch.cuda.is_available():
+        with pytest.raises(mn.InvalidArgumentError, match="no CUDA GPU"):
+            mn.load(str(tmp_path), device="cuda")
+
+
+@pytest.mark.gpu
+def test_gpu_graph_and_eager_decode_agree(tiny):
+    model, tok = mn.load(tiny, device="cuda")
+    for kw in (dict(), dict(temp=0.9, top_k=20, seed=1, repetition_penalty=1.3)):
+        g = [r.token for r in mn.stream_generate(model, tok, [5, 9, 11], max_tokens=30, cuda_graph=True, **kw)]
+        e = [r.token for r in mn.stream_generate(model, tok, [5, 9, 11], max_tokens=30, cuda_graph=False, **kw)]
+        assert g == e
