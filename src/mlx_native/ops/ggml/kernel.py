@@ -170,7 +170,10 @@ class MatmulPlan:
             return
         if kind == "gemv" and gemv.supports(1, t.id, 4, True) and n * formats.row_bytes(t, k) < 2**31 \
                 and qmm.CONFIG_OVERRIDE is None:
-            self.launch = gemv.GemvLaunch(1, t.id, 4, 64, n, k, m, False, False, False, 0, x.dtype, strides, x.device)
+            self.launch = gemv.WithFallback(
+                gemv.GemvLaunch(1, t.id, 4, 64, n, k, m, False, False, False, 0, x.dtype, strides, x.device),
+                lambda: QmmLaunch(spec, cfg, n, k, m, m, False, False, False, False, 0, x.dtype,
+                                  x.dtype == torch.float32, strides, x.device), "ggml_matmul")
             self.kind = "gemv*"
             return
         self.launch = QmmLaunch(spec, cfg, n, k, m, triton.cdiv(m, cfg.bm), False, False, False, False, 0, x.dtype,

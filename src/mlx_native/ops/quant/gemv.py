@@ -416,3 +416,32 @@ class GemvLaunch:
         self.launch(x, w, s, b, w2, s2, b2, part, part2, erow, xrow, *self.ints)
         self.reduce(part, part2, out, self.n_rows * self.n, self.split)
         return out
+
+
+class WithFallback:
+    """The mat-vec launch, falling back (with a warning, once) to the general kernel if this
+    Triton build fails to compile it. Only compile errors are caught."""
+
+    def __init__(self, primary: GemvLaunch, make_fallback, what: str):
+        self.primary, self.make_fallback, self.what = primary, make_fallback, what
+        self.fallback = None
+        self.checked = False
+
+    def __call__(self, *args, **kwargs):
+        if self.fallback is not None:
+            return self.fallback(*args, **kwargs)
+        if self.checked:
+            return self.primary(*args, **kwargs)
+        try:
+            out = self.primary(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - triton.CompilationError and friends
+            if "ompil" not in type(exc).__name__ and "ompil" not in str(exc)[:200]:
+                raise
+            import warnings
+
+            warnings.warn(f"{self.what}: the mat-vec kernel failed to compile ({exc!r:.300}); "
+                          f"using the general kernel")
+            self.fallback = self.make_fallback()
+            return self.fallback(*args, **kwargs)
+        self.checked = True
+        return out

@@ -106,8 +106,10 @@ class QmmPlan:
             self.kind = "prefill (chunked dequantize + cuBLAS)"
             return
         if kind == "gemv" and gemv.supports(0, 0, bits, transpose) and w.numel() < 2**31 and qmm.CONFIG_OVERRIDE is None:
-            self.launch = gemv.GemvLaunch(0, 0, bits, group_size, n, k, m, False, False, False, 0, out_dtype, strides,
-                                          x.device)
+            self.launch = gemv.WithFallback(
+                gemv.GemvLaunch(0, 0, bits, group_size, n, k, m, False, False, False, 0, out_dtype, strides, x.device),
+                lambda: QmmLaunch(spec, cfg, n, k, m, m, False, False, False, False, 0, out_dtype,
+                                  out_dtype == torch.float32, strides, x.device), "quantized_matmul")
             self.kind = "gemv*"
             return
         self.launch = QmmLaunch(spec, cfg, n, k, m, triton.cdiv(m, cfg.bm), False, False, False, False, 0, out_dtype,

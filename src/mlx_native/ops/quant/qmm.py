@@ -557,6 +557,8 @@ class RoutedLaunch:
                 self.fast = True
                 self.launch = gemv.GemvLaunch(spec.family, spec.fmt, spec.bits, spec.group_size, n, k, n_rows, True,
                                               has_xrow, has_up, act, out_dtype, st, device)
+                self.fallback = None
+                self._fallback_args = (spec, n, k, n_rows, has_xrow, has_up, act, out_dtype, compute_ieee, st, device)
                 return
             cfg = choose_config("gemv", 1, n, k, spec, device, groups=n_rows)
             self.rows = torch.arange(n_rows, dtype=torch.int32, device=device)
@@ -572,7 +574,21 @@ class RoutedLaunch:
 
     def __call__(self, x, erow, w, s, b, w2=None, s2=None, b2=None, xrow=None) -> torch.Tensor:
         if self.fast:
-            return self.launch(x, w, s, b, w2, s2, b2, erow=erow, xrow=xrow)
+            try:
+                return self.launch(x, w, s, b, w2, s2, b2, erow=erow, xrow=xrow)
+            except Exception as exc:  # noqa: BLE001 - a compile failure of the mat-vec kernel: general kernel
+                if "ompil" not in type(exc).__name__ and "ompil" not in str(exc)[:200]:
+                    raise
+                import warnings
+
+                warnings.warn(f"expert matmul: the mat-vec kernel failed to compile ({exc!r:.300}); "
+                              f"using the general kernel")
+                spec, n, k, n_rows, has_xrow, has_up, act, out_dtype, ieee, st, device = self._fallback_args
+                cfg = choose_config("gemv", 1, n, k, spec, device, groups=n_rows)
+                self.rows = torch.arange(n_rows, dtype=torch.int32, device=device)
+                self.launch = QmmLaunch(spec, cfg, n, k, n_rows, n_rows, True, False, has_xrow, has_up, act,
+                                        out_dtype, ieee, st, device)
+                self.fast = False
         if self.gemv:
             return self.launch(x, w, s, b, w2, s2, b2, rows=self.rows, bexp=erow, xrow=xrow)
         rows, bexp, nblk = group_rows(erow, self.n_experts, self.bm)
