@@ -95,6 +95,9 @@ CASES += [
                 _q8_0_raw(d, 18, 64))),
     ("moe_weighted_reduce", lambda y, w: mn.moe_weighted_reduce(y, w),
      lambda d: (torch.randn(3, 4, 100, device=d), torch.rand(3, 4, device=d))),
+    ("argmax", lambda x: mn.argmax(x), lambda d: (torch.randn(3, 1000, device=d),)),
+    ("sample", lambda x, s: mn.sample(x, temperature=0.8, top_k=50, top_p=0.9, min_p=0.01, seed=s),
+     lambda d: (torch.randn(3, 1000, device=d) * 3, torch.tensor([5], device=d))),
 ]
 
 CASE_IDS = [c[0] for c in CASES]

@@ -11,9 +11,21 @@ from mlx_native.generate import encode_prompt
 from tiny import tiny_checkpoint
 
 
+@pytest.fixture(autouse=True)
+def _reference_backend():
+    """The runner logic is under test here (the kernels are in test_architectures.py):
+    the exact PyTorch path keeps these fast on the CPU."""
+    if torch.cuda.is_available():
+        yield
+        return
+    with mn.use_backend("reference"):
+        yield
+
+
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    path = tiny_checkpoint(str(tmp_path_factory.mktemp("gen")), "llama", max_position_embeddings=64)
+    path = tiny_checkpoint(str(tmp_path_factory.mktemp("gen")), "llama", max_position_embeddings=64,
+                           eos_token_id=1, bos_token_id=None)
     return path
 
 

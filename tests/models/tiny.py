@@ -112,6 +112,8 @@ def tiny_checkpoint(root: str, name: str = "llama", seed: int = 0, **config_over
     model = make_hf_model(name, seed)
     for k, v in config_overrides.items():
         setattr(model.config, k, v)
+        if getattr(model, "generation_config", None) is not None and hasattr(model.generation_config, k):
+            setattr(model.generation_config, k, v)
     path = os.path.join(root, name)
     save_hf(model, path)
     save_tokenizer(path, model.config.vocab_size)

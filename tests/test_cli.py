@@ -1,0 +1,120 @@
+"""The ``mlx-native`` command: generate / bench / info, one-line errors, --verbose tracebacks."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import mlx_native as mn
+from mlx_native.cli import main
+from models.tiny import tiny_checkpoint
+
+
+@pytest.fixture(autouse=True)
+def _reference_backend():
+    if torch.cuda.is_available():
+        yield
+        return
+    with mn.use_backend("reference"):
+        yield
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return tiny_checkpoint(str(tmp_path_factory.mktemp("cli")), "llama", max_position_embeddings=64,
+                           eos_token_id=1, bos_token_id=None)
+
+
+def test_generate_streams_and_prints_the_footer(tiny, capsys):
+    assert main(["generate", "--model", tiny, "-p", "hello world", "-m", "6", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    lines = out.strip().splitlines()
+    assert lines[0] == "=========="
+    assert any(line.startswith("Prompt: ") and "tokens-per-sec" in line for line in lines)
+    assert any(line.startswith("Generation: ") and "tokens-per-sec" in line for line in lines)
+    assert lines[-1].startswith("Peak memory: ") and lines[-1].endswith(" GB")
+
+
+def test_generate_sampling_flags(tiny, capsys):
+    args = ["generate", "--model", tiny, "-p", "hello", "-m", "5", "--temp", "0.8", "--top-p", "0.9", "--top-k",
+            "20", "--min-p", "0.05", "--seed", "3", "--system", "the system", "--repetition-penalty", "1.2",
+            "--device", "cpu"]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    assert main(args) == 0
+    assert capsys.readouterr().out.split("==========")[1] == first.split("==========")[1]  # same seed, same text
+    assert main(["generate", "--model", tiny, "-p", "hello", "-m", "3", "--no-chat-template", "--device", "cpu"]) == 0
+
+
+@pytest.mark.parametrize("args,match", [
+    (["generate", "--model", "/nonexistent/model.gguf"], "model path '/nonexistent/model.gguf' does not exist"),
+    (["generate", "--temp", "-1"], "temp must be >= 0"),
+    (["generate", "--top-p", "1.5"], r"top_p must be in \(0, 1\]"),
+    (["generate", "--min-p", "-0.2"], r"min_p must be in \[0, 1\]"),
+    (["generate", "--top-k", "-4"], "top_k must be an int >= 0"),
+    (["generate", "-m", "-1"], "max_tokens must be an int >= 0"),
+    (["generate", "--dtype", "int8"], "--dtype must be one of"),
+    (["generate", "-p", "hello " * 80], "the prompt has .* tokens, more than the model's context of 64"),
+])
+def test_bad_input_is_one_line(tiny, capsys, args, match):
+    import re
+
+    if "--model" not in args:
+        args = args[:1] + ["--model", tiny, "--device", "cpu"] + args[1:]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith("mlx-native: error: ") and re.search(match, err), err
+    assert "Traceback" not in err
+
+
+def test_corrupt_model_file_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\xff" * 30)
+    assert main(["generate", "--model", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mlx-native: error: ") and "offset" in err and len(err.strip().splitlines()) == 1
+
+
+def test_verbose_raises_with_traceback(tiny):
+    with pytest.raises(mn.InvalidArgumentError):
+        main(["generate", "--verbose", "--model", tiny, "--device", "cpu", "--temp", "-1"])
+    with pytest.raises(mn.InvalidArgumentError):
+        main(["--verbose", "generate", "--model", "/nonexistent"])
+
+
+def test_info(tiny, capsys):
+    assert main(["info", tiny, "--tensors"]) == 0
+    out = capsys.readouterr().out
+    assert "architecture:  llama  (supported: yes)" in out and "format:        hf" in out
+    assert "model.layers.0.mlp.down_proj.weight" in out and "F32" in out
+
+
+def test_info_default_model(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "SmolLM2-135M-Instruct.Q4_1.gguf" in out and "Q4_1 x210" in out and "Q8_0 x1" in out
+    assert "hidden_size:" in out and "576" in out
+
+
+def test_bench_json_and_markdown(tiny, capsys):
+    assert main(["bench", "--model", tiny, "--device", "cpu", "-p", "16", "-n", "4", "-r", "2", "-o", "json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    tests = {r["test"]: r for r in res["results"]}
+    assert set(tests) == {"pp16", "tg4"} and all(r["mean"] > 0 and len(r["tps"]) == 2 for r in tests.values())
+    assert main(["bench", "--model", tiny, "--device", "cpu", "-p", "8", "-n", "2", "-r", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "| model | size | params | backend | test | t/s |"
+    assert "| pp8 |" in out and "| tg2 |" in out and " ± " in out
+
+
+def test_console_script_error_has_no_traceback():
+    exe = os.path.join(os.path.dirname(sys.executable), "mlx-native")
+    cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "mlx_native.cli"]
+    proc = subprocess.run(cmd + ["generate", "--model", "/nonexistent"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "mlx-native: error: model path '/nonexistent' does not exist"
