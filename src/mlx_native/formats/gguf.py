@@ -356,7 +356,8 @@ def write_gguf(path: str, config: dict[str, Any], tensors: dict[str, np.ndarray]
         tensors: Hugging Face names -> float32 arrays (``[out, in]`` matrices, 1-D vectors).
         matrix_type: GGML type of 2-D weights (F32, F16, Q4_0, Q4_1, Q8_0, Q4_K, ...);
             1-D tensors are F32.
-        types: per-tensor overrides (HF name -> type name).
+        types: per-tensor overrides (HF name -> type name); a uint8 array is written as
+            raw blocks of its type.
         tokenizer: ``tokens``, ``token_type``, ``merges``, ``model`` ("gpt2"), ``pre``,
             ``bos``, ``eos``, ``chat_template`` (all optional but ``tokens``).
 
@@ -411,6 +412,10 @@ def write_gguf(path: str, config: dict[str, Any], tensors: dict[str, np.ndarray]
         else:
             base, _, kind = name.rpartition(".")
             gname = f"{inverse_global[base]}.{kind}"
+        if data.dtype == np.uint8:  # raw blocks of types["name"] given as bytes [rows, row_bytes]
+            qtype = gguf.GGMLQuantizationType[types[name]]
+            w.add_tensor(gname, data, raw_dtype=qtype)
+            continue
         data = np.ascontiguousarray(data, dtype=np.float32)
         if arch in ("llama", "mistral") and name.endswith(("q_proj.weight", "q_proj.bias")):
             data = _permute_qk(data, heads)
@@ -425,7 +430,7 @@ def write_gguf(path: str, config: dict[str, Any], tensors: dict[str, np.ndarray]
         elif qtype == gguf.GGMLQuantizationType.F16:
             w.add_tensor(gname, data.astype(np.float16))
         else:
-            w.add_tensor(gname, gguf.quants.quantize(data, qtype), raw_shape=data.shape, raw_dtype=qtype)
+            w.add_tensor(gname, gguf.quants.quantize(data, qtype), raw_dtype=qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
