@@ -47,7 +47,7 @@ class GPTFastLlama(torch.nn.Module):
             wqkv = dense(attn.qkv.weight, dtype) if attn.qkv is not None else torch.cat(
                 [dense(p.weight, dtype) for p in (attn.q, attn.k, attn.v)])
             w13 = dense(mlp.gate_up.weight, dtype) if mlp.gate_up is not None else torch.cat(
-                [dense(mlp.gate.weight, dtype), dense(mlp.up.weight, dtype)])
+                [dense(p.weight, dtype) for p in mlp.parts])
             self.layers.append(dict(attn_norm=attn_norm.to(dtype), mlp_norm=mlp_norm.to(dtype), wqkv=wqkv,
                                     wo=dense(attn.o.weight, dtype), w13=w13, w2=dense(mlp.down.weight, dtype)))
         self.norm = model.norm.to(dtype)

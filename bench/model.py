@@ -41,6 +41,7 @@ import gptfast_baseline  # noqa: E402
 import mlx_native as mn  # noqa: E402
 from mlx_native.cli import bench_model  # noqa: E402
 from mlx_native.formats.gguf import write_gguf  # noqa: E402
+from mlx_native.formats import load_checkpoint  # noqa: E402
 from mlx_native.formats.weights import AffineWeight, Checkpoint, DenseWeight, GGMLWeight  # noqa: E402
 from mlx_native.models import LoadOptions, build_model  # noqa: E402
 
@@ -136,6 +137,42 @@ def llama8b_checkpoint(n_layers: int, kind: str, device) -> Checkpoint:
     return Checkpoint(path=f"<random {kind}>", format="synthetic", config=c, weights=w, metadata={}, tokenizer={})
 
 
+# ---------------------------------------------------------------------------- profile
+
+def profile_decode(model, steps: int = 5) -> dict:
+    """Kernels of one eager decode step (forward + argmax): count, GPU time, the top ones."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from mlx_native.generate import SamplingSettings, _Decoder
+
+    dec = _Decoder(model, 256, SamplingSettings(), use_graph=False)
+    with torch.inference_mode():
+        for _ in range(3):
+            dec.step()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                dec.step()
+            torch.cuda.synchronize()
+    kernels = []
+    for e in prof.key_averages():
+        t = getattr(e, "self_device_time_total", None)
+        if t is None:
+            t = getattr(e, "self_cuda_time_total", 0.0)
+        if t and e.count:
+            kernels.append((e.key[:90], e.count / steps, t / steps))
+    kernels.sort(key=lambda k: -k[2])
+    return {"kernels_per_step": sum(k[1] for k in kernels), "kernel_us_per_step": sum(k[2] for k in kernels),
+            "top": kernels[:14]}
+
+
+def print_profile(label: str, prof: dict) -> None:
+    print(f"[model] profile {label}: {prof['kernels_per_step']:.0f} kernels, {prof['kernel_us_per_step']:.0f} us of "
+          f"kernel time per decode step", flush=True)
+    for name, n, us in prof["top"]:
+        print(f"[model]     {us:8.1f} us  x{n:5.1f}  {name}", flush=True)
+
+
 # ---------------------------------------------------------------------------- peers
 
 def hf_eager(gguf_path: str, n_prompt: int, n_gen: int, reps: int) -> dict:
@@ -182,7 +219,26 @@ def smollm2_rows(gguf_path: str, synthetic: bool, args, rows: list, save=lambda:
                      tg=stats(res[f"tg{args.n_gen}"]["tps"])))
     print(f"[model] {name} mlx-native: pp {rows[-1]['pp']['mean']:.0f} tg {rows[-1]['tg']['mean']:.1f} tok/s",
           flush=True)
+    if args.profile:
+        rows[-1]["profile"] = profile_decode(model)
+        print_profile("SmolLM2 mlx-native", rows[-1]["profile"])
     save()
+    if args.fused_mlp:
+        try:
+            fused = build_model(load_checkpoint(gguf_path), LoadOptions(torch.device("cuda"), torch.bfloat16, True,
+                                                                        fused_mlp_decode=True))
+            res = {r["test"]: r for r in bench_model(fused, 0, args.n_gen, args.reps)}
+            rows.append(dict(model=name, impl="mlx-native, fused gate/up+SiLU decode kernel",
+                             tg=stats(res[f"tg{args.n_gen}"]["tps"])))
+            print(f"[model] {name} mlx-native fused MLP: tg {rows[-1]['tg']['mean']:.1f} tok/s", flush=True)
+            if args.profile:
+                rows[-1]["profile"] = profile_decode(fused)
+                print_profile("SmolLM2 fused MLP", rows[-1]["profile"])
+            del fused
+        except Exception as exc:  # noqa: BLE001
+            traceback.print_exc()
+            rows.append(dict(model=name, impl="mlx-native, fused MLP", error=repr(exc)[:300]))
+        save()
     if not args.skip_compiled:
         try:
             agree = gptfast_baseline.check_agreement(model)
@@ -212,10 +268,13 @@ def smollm2_rows(gguf_path: str, synthetic: bool, args, rows: list, save=lambda:
 
 def llama8b_rows(args, copy_bw: float) -> list[dict]:
     rows = []
-    for kind in ("mlx-affine-4bit-g64", "gguf-Q4_K"):
+    variants = [(k, f) for k in ("mlx-affine-4bit-g64", "gguf-Q4_K") for f in ((False, True) if args.fused_mlp
+                                                                                else (False,))]
+    for kind, fused in variants:
         try:
             ckpt = llama8b_checkpoint(args.layers_8b, kind, torch.device("cuda"))
-            model = build_model(ckpt, LoadOptions(torch.device("cuda"), torch.bfloat16, keep_quantized=True))
+            model = build_model(ckpt, LoadOptions(torch.device("cuda"), torch.bfloat16, keep_quantized=True,
+                                                  fused_mlp_decode=fused))
             ctx = args.ctx_8b
             res = {r["test"]: r for r in bench_model(model, 0, args.n_gen, args.reps)}
             tps = res[f"tg{args.n_gen}"]["tps"]
@@ -228,8 +287,13 @@ def llama8b_rows(args, copy_bw: float) -> list[dict]:
             rows.append(dict(model=f"Llama-3-8B-shaped, {args.layers_8b} layers + 128256-vocab head, random {kind}",
                              impl="mlx-native", tg=stats(tps), bytes_per_token=weight_bytes + kv_bytes,
                              floor_tps=1 / floor_s, frac_floor=mean * floor_s))
-            print(f"[model] 8B-shaped {kind}: tg {mean:.1f} tok/s, floor {1 / floor_s:.1f} tok/s "
+            print(f"[model] 8B-shaped {kind}{' fused MLP' if fused else ''}: tg {mean:.1f} tok/s, floor {1 / floor_s:.1f} tok/s "
                   f"({100 * mean * floor_s:.1f}% of the bandwidth floor)", flush=True)
+            if fused:
+                rows[-1]["impl"] = "mlx-native, fused gate/up+SiLU decode kernel"
+            if args.profile:
+                rows[-1]["profile"] = profile_decode(model)
+                print_profile(f"8B-shaped {kind}{' fused MLP' if fused else ''}", rows[-1]["profile"])
             del model, ckpt
             torch.cuda.empty_cache()
         except Exception as exc:  # noqa: BLE001
@@ -282,6 +346,9 @@ def main(argv=None) -> int:
     p.add_argument("--skip-hf", action="store_true")
     p.add_argument("--skip-compiled", action="store_true")
     p.add_argument("--only", default="smollm2,llama8b")
+    p.add_argument("--profile", action="store_true", help="kernel breakdown of one eager decode step")
+    p.add_argument("--fused-mlp", action="store_true",
+                   help="also measure SmolLM2 (and run the 8B rows) with the fused gate/up+activation decode kernel")
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     env = common.environment()

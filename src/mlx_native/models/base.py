@@ -34,12 +34,16 @@ class LoadOptions:
             once at load (default on CPU, where the reference matmul would
             otherwise dequantize on every call).
         progress: a callable ``progress(n)`` called as tensors are placed.
+        fused_mlp_decode: decode steps (<= 16 rows) run the quantized gate/up
+            projections and the activation as one kernel (the routed-expert op
+            with a single expert) instead of a matmul plus ``silu_mul``/``gelu_mul``.
     """
 
     device: torch.device
     dtype: torch.dtype
     keep_quantized: bool
     progress: Any = None
+    fused_mlp_decode: bool = False
 
 
 def place(w: Weight, opts: LoadOptions, *, keep_quantized: Optional[bool] = None) -> Weight:
@@ -141,6 +145,57 @@ class Linear:
         return Linear(weight, bias)
 
 
+class GatedMLP:
+    """``down(act(gate(x)) * up(x))`` with gate/up fused into one projection when possible;
+    optionally one fused kernel (projections + activation) for decode rows."""
+
+    MAX_FUSED_ROWS = 16
+
+    def __init__(self, gate: Linear, up: Linear, down: Linear, activation: str, fused_decode: bool = False):
+        self.inter = gate.out_features
+        self.activation = activation  # "silu" or "gelu_tanh"
+        self.gate_up = Linear.fuse([gate, up])
+        self.parts = None if self.gate_up is not None else (gate, up)
+        self.down = down
+        self.fused = None
+        w = self.gate_up.weight if self.gate_up is not None else None
+        if fused_decode and self.gate_up is not None and self.gate_up.bias is None:
+            if isinstance(w, GGMLWeight):
+                self.fused = ("ggml", w.raw[: self.inter], w.raw[self.inter:], w.ggml_type,
+                              (1, self.inter, w.shape[1]))
+            elif isinstance(w, AffineWeight):
+                i = self.inter
+                self.fused = ("affine", w.weight[:i][None], w.scales[:i][None], w.biases[:i][None],
+                              w.weight[i:][None], w.scales[i:][None], w.biases[i:][None], w.group_size, w.bits)
+        if self.fused is not None:
+            # expert ids of the single "expert", preallocated so decode steps stay graph-capturable
+            self._ids = torch.zeros(self.MAX_FUSED_ROWS, 1, dtype=torch.int32, device=w.raw.device if isinstance(
+                w, GGMLWeight) else w.weight.device)
+
+    def _act(self, g: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        if self.activation == "silu":
+            return mn.silu_mul(g, u)
+        return mn.gelu_mul(g, u, "tanh")
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.numel() // x.shape[-1]
+        if self.fused is not None and rows <= self.MAX_FUSED_ROWS:
+            x2 = x.reshape(rows, x.shape[-1])
+            ids = self._ids[:rows]
+            f = self.fused
+            if f[0] == "ggml":
+                h = mn.moe_ggml_matmul(x2, ids, f[1], f[3], f[4], raw_up=f[2], activation=self.activation)
+            else:
+                h = mn.moe_qmm(x2, ids, f[1], f[2], f[3], group_size=f[7], bits=f[8], w_up=f[4], scales_up=f[5],
+                               biases_up=f[6], activation=self.activation)
+            return self.down(h.reshape(*x.shape[:-1], self.inter))
+        if self.gate_up is not None:
+            gu = self.gate_up(x)
+            return self.down(self._act(gu[..., : self.inter], gu[..., self.inter:]))
+        gate, up = self.parts
+        return self.down(self._act(gate(x), up(x)))
+
+
 class Embedding:
     """Token embedding over a dense, GGML-block or MLX-affine table ``[vocab, hidden]``."""
 
@@ -156,7 +211,8 @@ class Embedding:
         if isinstance(w, GGMLWeight):
             return mn.ggml_embedding(ids, w.raw, w.ggml_type, w.shape, dtype=self.dtype)
         flat = ids.reshape(-1)
-        rows = mn.dequantize(w.weight[flat], w.scales[flat], w.biases[flat], w.group_size, w.bits)
+        packed = w.weight.view(torch.int32)[flat]  # CUDA has no uint32 gather: move the words as int32
+        rows = mn.dequantize(packed, w.scales[flat], w.biases[flat], w.group_size, w.bits)
         return rows.to(self.dtype).reshape(*ids.shape, self.dim)
 
 
@@ -278,7 +334,10 @@ class Step:
         self.start = start
         lens = cache.lens
         if start is None:
-            self.positions = (lens[:, None] + torch.arange(length, device=lens.device, dtype=torch.int32))
+            if length == 1:
+                self.positions = lens[:, None]
+            else:
+                self.positions = lens[:, None] + torch.arange(length, device=lens.device, dtype=torch.int32)
             self.kv_lens = lens + length
         else:
             self.positions = torch.arange(start, start + length, device=lens.device,

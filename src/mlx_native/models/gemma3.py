@@ -21,7 +21,8 @@ import torch
 import mlx_native as mn
 
 from ..formats.weights import Checkpoint
-from .base import CausalLM, Linear, LoadOptions, Step, WeightSource, config_get, require, rope_freqs, rope_params
+from .base import (CausalLM, GatedMLP, Linear, LoadOptions, Step, WeightSource, config_get, require, rope_freqs,
+                   rope_params)
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 
@@ -119,20 +120,10 @@ class Gemma3Attention:
         return self.o(out.transpose(1, 2).reshape(b, length, hq * d))
 
 
-class GeGLU:
-    def __init__(self, ws: WeightSource, prefix: str):
-        gate, up = ws.linear(f"{prefix}.gate_proj"), ws.linear(f"{prefix}.up_proj")
-        self.inter = gate.out_features
-        self.gate_up = Linear.fuse([gate, up])
-        self.parts = None if self.gate_up is not None else (gate, up)
-        self.down = ws.linear(f"{prefix}.down_proj")
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self.gate_up is not None:
-            gu = self.gate_up(x)
-            return self.down(mn.gelu_mul(gu[..., :self.inter], gu[..., self.inter:], "tanh"))
-        gate, up = self.parts
-        return self.down(mn.gelu_mul(gate(x), up(x), "tanh"))
+def GeGLU(ws: WeightSource, prefix: str) -> GatedMLP:
+    """Gemma's MLP: ``down(gelu_tanh(gate(x)) * up(x))``."""
+    return GatedMLP(ws.linear(f"{prefix}.gate_proj"), ws.linear(f"{prefix}.up_proj"), ws.linear(f"{prefix}.down_proj"),
+                    "gelu_tanh", ws.opts.fused_mlp_decode)
 
 
 class Gemma3Model(CausalLM):

@@ -17,8 +17,8 @@ import torch
 import mlx_native as mn
 
 from ..formats.weights import Checkpoint
-from .base import (CausalLM, Embedding, Linear, LoadOptions, Step, WeightSource, config_get, require, rope_freqs,
-                   rope_params)
+from .base import (CausalLM, Embedding, GatedMLP, Linear, LoadOptions, Step, WeightSource, config_get, require,
+                   rope_freqs, rope_params)
 
 
 @dataclasses.dataclass
@@ -121,19 +121,10 @@ class LlamaAttention:
         return self.o(out.transpose(1, 2).reshape(b, length, hq * d))
 
 
-class LlamaMLP:
-    def __init__(self, cfg: LlamaConfig, ws: WeightSource, prefix: str):
-        gate, up = ws.linear(f"{prefix}.gate_proj"), ws.linear(f"{prefix}.up_proj")
-        self.gate_up = Linear.fuse([gate, up])
-        self.gate, self.up = (None, None) if self.gate_up is not None else (gate, up)
-        self.down = ws.linear(f"{prefix}.down_proj")
-        self.inter = cfg.intermediate_size
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self.gate_up is not None:
-            gu = self.gate_up(x)
-            return self.down(mn.silu_mul(gu[..., : self.inter], gu[..., self.inter:]))
-        return self.down(mn.silu_mul(self.gate(x), self.up(x)))
+def LlamaMLP(cfg: LlamaConfig, ws: WeightSource, prefix: str) -> GatedMLP:
+    """SwiGLU: ``down(silu(gate(x)) * up(x))``."""
+    return GatedMLP(ws.linear(f"{prefix}.gate_proj"), ws.linear(f"{prefix}.up_proj"), ws.linear(f"{prefix}.down_proj"),
+                    "silu", ws.opts.fused_mlp_decode)
 
 
 class LlamaModel(CausalLM):
