@@ -41,12 +41,13 @@ GGUF=$MLX_NATIVE_SMOLLM2_GGUF
 { nvidia-smi; python3 -c "import torch, triton, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'transformers', transformers.__version__)"; } > "$OUT/env.txt" 2>&1
 
 status=0
-timeout ${TEST_TIMEOUT:-240} python3 -m pytest tests/models/test_smollm2.py -m gpu -q -s -p no:cacheprovider -rA 2>&1 \
-  | tee "$OUT/smollm2_pytest.log" | tail -25
+# the SmolLM2 GPU tests (teacher-forced agreement, graph vs eager decode) and the sampling ops on CUDA
+timeout ${TEST_TIMEOUT:-240} python3 -m pytest tests/models/test_smollm2.py tests/ops/test_sampling.py \
+  -k "not test_cpu_" -q -s -p no:cacheprovider -rA 2>&1 | tee "$OUT/smollm2_pytest.log" | grep -E "SmolLM2|passed|failed|FAILED|ERROR" | tail -25
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 timeout 120 python3 -m mlx_native.cli generate --model "$GGUF" -p "Explain in two sentences why the sky is blue." \
   -m 64 2>&1 | tee "$OUT/generate.log"
 timeout 120 python3 -m mlx_native.cli bench --model "$GGUF" -p 512 -n 128 -r 5 2>&1 | tee "$OUT/cli_bench.md"
-timeout ${BENCH_TIMEOUT:-300} python3 bench/model.py --out "$OUT/model_bench" --gguf "$GGUF" ${MODEL_BENCH_ARGS:-} 2>&1 \
+timeout ${BENCH_TIMEOUT:-300} python3 bench/model.py --out "$OUT/model_bench" --gguf "$GGUF" ${MODEL_BENCH_ARGS:---profile} 2>&1 \
   | tee "$OUT/model_bench.log" | grep -E '^\[model\]|^\|' 
 exit $status
