@@ -304,3 +304,33 @@ def test_quantized_matmul_decode_swapped_tiles(device, m):
 def test_quantized_matmul_gemv_whole_steps(device, bits):
     """One row, N a multiple of the row tile and K of the step: the mask-free mat-vec path."""
     _check_qmm(device, 1, 64, 1024, 64, bits, torch.bfloat16)
+
+
+@pytest.fixture
+def word_gemv(monkeypatch):
+    """Turn on the word-level mat-vec kernel (off by default, see ops/quant/gemv.py) for one test."""
+    from mlx_native.ops.quant import gemv
+    from mlx_native.runtime import plans
+
+    monkeypatch.setattr(gemv, "ENABLED", True)
+    plans.clear_all()
+    yield
+    plans.clear_all()
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_word_level_gemv_kernel(device, word_gemv, bits):
+    _check_qmm(device, 1, 64, 1024, 64, bits, torch.bfloat16)  # whole steps, no masks
+    _check_qmm(device, 1, 40, 256, 32, bits, torch.float16)  # masked tail rows and steps
+
+
+def test_word_level_gemv_kernel_ggml_and_moe(device, word_gemv, request):
+    import numpy as np
+
+    from test_ggml import _check_matmul
+    from test_moe import test_moe_qmm_fused_gate_up
+
+    rng = np.random.default_rng(3)
+    for name in ("Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q5_K"):
+        _check_matmul(device, name, 1, 40, 512, torch.bfloat16, rng)
+    test_moe_qmm_fused_gate_up(device, "silu", 2)  # routed rows, fused gate/up
