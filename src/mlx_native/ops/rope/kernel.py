@@ -35,8 +35,8 @@ from . import ref
 TILE_ELEMS = 2048  # large problems: elements per program (rows x group x head dim)
 ELEMS_PER_THREAD = 32  # large problems: sets num_warps
 LARGE_GROUP = 16  # large problems: heads per program
-SMALL_ROWS = 4  # small problems: head rows per program
-SMALL_NUM_WARPS = 4
+SMALL_TILE_ELEMS = 1024
+SMALL_ELEMS_PER_THREAD = 4
 SMALL_PROGRAMS_PER_SM = 2  # below this many large-config programs per SM, use the small config
 _NO_SECTION = 1 << 30
 
@@ -156,7 +156,7 @@ def _rope_tile(
         ss = tl.sum(a * a, axis=2) + tl.sum(b * b, axis=2)
         if HAS_TAIL:
             ss += tl.sum(t * t, axis=2)
-        inv_rms = tl.rsqrt(ss * (1.0 / head_dim) + eps)[:, :, None]
+        inv_rms = tl.rsqrt(ss / head_dim + eps)[:, :, None]
         a = a * inv_rms
         b = b * inv_rms
         t = t * inv_rms
@@ -394,17 +394,13 @@ class RopePlan:
         block_t = next_pow2(tail) if tail > 0 else 1
         row_elems = 2 * block_h + (block_t if tail > 0 else 0)
         total = n_rows * (lay.n_groups + (lay2.n_groups if x2 is not None else 0)) * row_elems
-        small = total < SMALL_PROGRAMS_PER_SM * device_info(x.device).sm_count * TILE_ELEMS
-        if small:
-            tile, max_group = SMALL_ROWS * row_elems, n_groups
+        if total < SMALL_PROGRAMS_PER_SM * device_info(x.device).sm_count * TILE_ELEMS:
+            tile, per_thread, max_group = SMALL_TILE_ELEMS, SMALL_ELEMS_PER_THREAD, n_groups
         else:
-            tile, max_group = max(TILE_ELEMS, LARGE_GROUP * row_elems), LARGE_GROUP
+            tile, per_thread, max_group = max(TILE_ELEMS, LARGE_GROUP * row_elems), ELEMS_PER_THREAD, LARGE_GROUP
         block_g = min(next_pow2(n_groups), prev_pow2(max(1, tile // row_elems)), next_pow2(max_group))
         block_r = min(next_pow2(n_rows), prev_pow2(max(1, tile // (row_elems * block_g))))
-        if small:
-            num_warps = SMALL_NUM_WARPS
-        else:
-            num_warps = prev_pow2(min(16, max(1, block_r * block_g * row_elems // (32 * ELEMS_PER_THREAD))))
+        num_warps = prev_pow2(min(16, max(1, block_r * block_g * row_elems // (32 * per_thread))))
         group_blocks = triton.cdiv(lay.n_groups, block_g)
         grid_g = group_blocks + (triton.cdiv(lay2.n_groups, block_g) if x2 is not None else 0)
         sec1, sec2, sec3 = _section_bounds(sections, interleaved)
