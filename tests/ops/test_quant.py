@@ -1,6 +1,8 @@
 """MLX affine quantization: MLX itself is the oracle (quantize bit-identical, dequantize,
 quantized_matmul and gather_qmm agree), fp64 error bars, odd shapes, bad input."""
 
+import dataclasses
+
 import mlx.core as mx
 import numpy as np
 import pytest
@@ -308,11 +310,10 @@ def test_quantized_matmul_gemv_whole_steps(device, bits):
 
 @pytest.fixture
 def word_gemv(monkeypatch):
-    """Turn on the word-level mat-vec kernel (off by default, see ops/quant/gemv.py) for one test."""
-    from mlx_native.ops.quant import gemv
-    from mlx_native.runtime import plans
+    """Turn on the word-level mat-vec kernel (MLX_NATIVE_WORD_GEMV, off by default) for one test."""
+    from mlx_native.runtime import env, plans
 
-    monkeypatch.setattr(gemv, "ENABLED", True)
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, word_gemv=True))
     plans.clear_all()
     yield
     plans.clear_all()

@@ -323,15 +323,15 @@ def gemv_kernel(
 import torch  # noqa: E402
 
 from ...kernels.launch import Launch  # noqa: E402
+from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from ...runtime.memory import empty  # noqa: E402
 from ..common import next_pow2  # noqa: E402
 
-# Off by default: on the H100 this kernel measured slower than the software-pipelined general kernel
+# Off by default (MLX_NATIVE_WORD_GEMV=1 turns it on): on the H100 this kernel measured slower than the software-pipelined general kernel
 # (qmm.py) with tuned tiles (e.g. 4-bit affine, M = 1, K 4096 x N 14336: 37.4 us here vs 34.5 us),
 # although it issues about half the instructions per code: without prefetching, its loads are not
 # overlapped with its arithmetic (see bench/results/2026-11-22-h100-quant/NOTES.md).
-ENABLED = False
 
 GEMV_BN = 16
 GEMV_WORDS = 128  # words per row per K step
@@ -340,8 +340,9 @@ PROGRAMS_PER_SM = 4  # split K until about this many programs per SM
 
 
 def supports(family: int, fmt: int, bits: int, trans: bool) -> bool:
-    """Formats the mat-vec kernel takes (others run the general qmm kernel); False unless ENABLED."""
-    if not ENABLED:
+    """Formats the mat-vec kernel takes (others run the general qmm kernel); none unless
+    ``MLX_NATIVE_WORD_GEMV=1``."""
+    if not env.settings.word_gemv:
         return False
     if family == 0:
         return trans and bits in (2, 4, 8)
