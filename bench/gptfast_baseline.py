@@ -11,15 +11,12 @@ Kept small and honest: no custom kernels, no weight quantization tricks.
 
 from __future__ import annotations
 
-import math
 import time
-from typing import Optional
-
 import torch
 import torch.nn.functional as F
 
 import mlx_native as mn
-from mlx_native.formats.weights import AffineWeight, DenseWeight, GGMLWeight
+from mlx_native.formats.weights import DenseWeight, GGMLWeight
 
 
 def dense(weight, dtype=torch.bfloat16) -> torch.Tensor:

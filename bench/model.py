@@ -275,7 +275,6 @@ def llama8b_rows(args, copy_bw: float) -> list[dict]:
             ckpt = llama8b_checkpoint(args.layers_8b, kind, torch.device("cuda"))
             model = build_model(ckpt, LoadOptions(torch.device("cuda"), torch.bfloat16, keep_quantized=True,
                                                   fused_mlp_decode=fused))
-            ctx = args.ctx_8b
             res = {r["test"]: r for r in bench_model(model, 0, args.n_gen, args.reps)}
             tps = res[f"tg{args.n_gen}"]["tps"]
             weight_bytes = sum(w.nbytes for n, w in ckpt.weights.items() if n != "model.embed_tokens.weight")
@@ -342,7 +341,6 @@ def main(argv=None) -> int:
     p.add_argument("--n-gen", type=int, default=128)
     p.add_argument("--hf-gen", type=int, default=32, help="decode tokens for transformers eager (slow)")
     p.add_argument("--layers-8b", type=int, default=4)
-    p.add_argument("--ctx-8b", type=int, default=512)
     p.add_argument("--skip-hf", action="store_true")
     p.add_argument("--skip-compiled", action="store_true")
     p.add_argument("--only", default="smollm2,llama8b")

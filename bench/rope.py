@@ -7,7 +7,7 @@ import torch
 import mlx_native as mn
 import common
 from common import Case, Impl
-from peers import compiled, cos_sin, liger, torch_head_norm_rope, torch_rms_norm, torch_rope
+from peers import compiled, cos_sin, liger, torch_head_norm_rope, torch_rope
 
 BASE = 1e6
 EPS = 1e-6

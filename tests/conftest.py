@@ -49,3 +49,23 @@ def _seed(request):
     """A fresh, reproducible seed per test (derived from its id)."""
     torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
     yield
+
+
+@pytest.fixture
+def reference_backend_on_cpu():
+    """Runner/CLI tests check the runner's logic: on the CPU they take the exact PyTorch path
+    (fast; the kernels are covered by tests/models/test_architectures.py), on a GPU the kernels."""
+    if HAS_CUDA:
+        yield
+        return
+    with mlx_native.use_backend("reference"):
+        yield
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory) -> str:
+    """A tiny random Llama checkpoint (HF layout) with a 64-token context and EOS id 1."""
+    from models.tiny import tiny_checkpoint
+
+    return tiny_checkpoint(str(tmp_path_factory.mktemp("tiny_llama")), "llama", max_position_embeddings=64,
+                           eos_token_id=1, bos_token_id=None)

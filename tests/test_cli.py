@@ -6,30 +6,15 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
 import mlx_native as mn
 from mlx_native.cli import main
-from models.tiny import tiny_checkpoint
+
+pytestmark = pytest.mark.usefixtures("reference_backend_on_cpu")
 
 
-@pytest.fixture(autouse=True)
-def _reference_backend():
-    if torch.cuda.is_available():
-        yield
-        return
-    with mn.use_backend("reference"):
-        yield
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return tiny_checkpoint(str(tmp_path_factory.mktemp("cli")), "llama", max_position_embeddings=64,
-                           eos_token_id=1, bos_token_id=None)
-
-
-def test_generate_streams_and_prints_the_footer(tiny, capsys):
-    assert main(["generate", "--model", tiny, "-p", "hello world", "-m", "6", "--device", "cpu"]) == 0
+def test_generate_streams_and_prints_the_footer(tiny_llama, capsys):
+    assert main(["generate", "--model", tiny_llama, "-p", "hello world", "-m", "6", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
     lines = out.strip().splitlines()
     assert lines[0] == "=========="
@@ -38,15 +23,15 @@ def test_generate_streams_and_prints_the_footer(tiny, capsys):
     assert lines[-1].startswith("Peak memory: ") and lines[-1].endswith(" GB")
 
 
-def test_generate_sampling_flags(tiny, capsys):
-    args = ["generate", "--model", tiny, "-p", "hello", "-m", "5", "--temp", "0.8", "--top-p", "0.9", "--top-k",
+def test_generate_sampling_flags(tiny_llama, capsys):
+    args = ["generate", "--model", tiny_llama, "-p", "hello", "-m", "5", "--temp", "0.8", "--top-p", "0.9", "--top-k",
             "20", "--min-p", "0.05", "--seed", "3", "--system", "the system", "--repetition-penalty", "1.2",
             "--device", "cpu"]
     assert main(args) == 0
     first = capsys.readouterr().out
     assert main(args) == 0
     assert capsys.readouterr().out.split("==========")[1] == first.split("==========")[1]  # same seed, same text
-    assert main(["generate", "--model", tiny, "-p", "hello", "-m", "3", "--no-chat-template", "--device", "cpu"]) == 0
+    assert main(["generate", "--model", tiny_llama, "-p", "hello", "-m", "3", "--no-chat-template", "--device", "cpu"]) == 0
 
 
 @pytest.mark.parametrize("args,match", [
@@ -59,11 +44,11 @@ def test_generate_sampling_flags(tiny, capsys):
     (["generate", "--dtype", "int8"], "--dtype must be one of"),
     (["generate", "-p", "hello " * 80], "the prompt has .* tokens, more than the model's context of 64"),
 ])
-def test_bad_input_is_one_line(tiny, capsys, args, match):
+def test_bad_input_is_one_line(tiny_llama, capsys, args, match):
     import re
 
     if "--model" not in args:
-        args = args[:1] + ["--model", tiny, "--device", "cpu"] + args[1:]
+        args = args[:1] + ["--model", tiny_llama, "--device", "cpu"] + args[1:]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1, err
@@ -79,15 +64,15 @@ def test_corrupt_model_file_is_one_line(tmp_path, capsys):
     assert err.startswith("mlx-native: error: ") and "offset" in err and len(err.strip().splitlines()) == 1
 
 
-def test_verbose_raises_with_traceback(tiny):
+def test_verbose_raises_with_traceback(tiny_llama):
     with pytest.raises(mn.InvalidArgumentError):
-        main(["generate", "--verbose", "--model", tiny, "--device", "cpu", "--temp", "-1"])
+        main(["generate", "--verbose", "--model", tiny_llama, "--device", "cpu", "--temp", "-1"])
     with pytest.raises(mn.InvalidArgumentError):
         main(["--verbose", "generate", "--model", "/nonexistent"])
 
 
-def test_info(tiny, capsys):
-    assert main(["info", tiny, "--tensors"]) == 0
+def test_info(tiny_llama, capsys):
+    assert main(["info", tiny_llama, "--tensors"]) == 0
     out = capsys.readouterr().out
     assert "architecture:  llama  (supported: yes)" in out and "format:        hf" in out
     assert "model.layers.0.mlp.down_proj.weight" in out and "F32" in out
@@ -100,12 +85,12 @@ def test_info_default_model(capsys):
     assert "hidden_size:" in out and "576" in out
 
 
-def test_bench_json_and_markdown(tiny, capsys):
-    assert main(["bench", "--model", tiny, "--device", "cpu", "-p", "16", "-n", "4", "-r", "2", "-o", "json"]) == 0
+def test_bench_json_and_markdown(tiny_llama, capsys):
+    assert main(["bench", "--model", tiny_llama, "--device", "cpu", "-p", "16", "-n", "4", "-r", "2", "-o", "json"]) == 0
     res = json.loads(capsys.readouterr().out)
     tests = {r["test"]: r for r in res["results"]}
     assert set(tests) == {"pp16", "tg4"} and all(r["mean"] > 0 and len(r["tps"]) == 2 for r in tests.values())
-    assert main(["bench", "--model", tiny, "--device", "cpu", "-p", "8", "-n", "2", "-r", "1"]) == 0
+    assert main(["bench", "--model", tiny_llama, "--device", "cpu", "-p", "8", "-n", "2", "-r", "1"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "| model | size | params | backend | test | t/s |"
     assert "| pp8 |" in out and "| tg2 |" in out and " ± " in out

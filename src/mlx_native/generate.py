@@ -26,8 +26,8 @@ import torch
 
 import mlx_native as mn
 
-from .errors import InvalidArgumentError, UnsupportedError
-from .formats import Checkpoint, Tokenizer, default_model_path, load_checkpoint, load_tokenizer
+from .errors import InvalidArgumentError
+from .formats import Tokenizer, default_model_path, load_checkpoint, load_tokenizer
 from .models import CausalLM, LoadOptions, ModelCache, build_model
 from .runtime import checks
 

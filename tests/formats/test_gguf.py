@@ -2,7 +2,6 @@
 unsupported architectures and tensor types, files written like llama.cpp."""
 
 import os
-import shutil
 import struct
 
 import numpy as np
@@ -13,7 +12,7 @@ import mlx_native as mn
 from mlx_native.formats import GGMLWeight, default_model_path, load_checkpoint
 from mlx_native.formats.gguf import write_gguf
 from mlx_native.models import LoadOptions, build_model
-from models.tiny import SEQ, make_hf_model, save_tokenizer
+from models.tiny import SEQ, make_hf_model
 
 
 def _tiny_gguf(path, name="llama", matrix_type="F32", types=None):

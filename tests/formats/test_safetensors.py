@@ -3,7 +3,6 @@ files (tensor name or offset in the message), config problems, unsupported quant
 
 import json
 import os
-import shutil
 import struct
 
 import pytest

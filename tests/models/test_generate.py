@@ -1,37 +1,19 @@
 """The runner on tiny models: streaming, EOS, seeds, repetition penalty, chat
 template, the Python API's typed errors."""
 
-import os
 
 import pytest
 import torch
 
 import mlx_native as mn
 from mlx_native.generate import encode_prompt
-from tiny import tiny_checkpoint
 
-
-@pytest.fixture(autouse=True)
-def _reference_backend():
-    """The runner logic is under test here (the kernels are in test_architectures.py):
-    the exact PyTorch path keeps these fast on the CPU."""
-    if torch.cuda.is_available():
-        yield
-        return
-    with mn.use_backend("reference"):
-        yield
+pytestmark = pytest.mark.usefixtures("reference_backend_on_cpu")
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    path = tiny_checkpoint(str(tmp_path_factory.mktemp("gen")), "llama", max_position_embeddings=64,
-                           eos_token_id=1, bos_token_id=None)
-    return path
-
-
-@pytest.fixture(scope="module")
-def loaded(tiny):
-    return mn.load(tiny, device="cpu")
+def loaded(tiny_llama):
+    return mn.load(tiny_llama, device="cpu")
 
 
 def test_load_defaults_and_source(loaded):
@@ -142,8 +124,8 @@ def test_load_errors(tmp_path):
 
 
 @pytest.mark.gpu
-def test_gpu_graph_and_eager_decode_agree(tiny):
-    model, tok = mn.load(tiny, device="cuda")
+def test_gpu_graph_and_eager_decode_agree(tiny_llama):
+    model, tok = mn.load(tiny_llama, device="cuda")
     for kw in (dict(), dict(temp=0.9, top_k=20, seed=1, repetition_penalty=1.3)):
         g = [r.token for r in mn.stream_generate(model, tok, [5, 9, 11], max_tokens=30, cuda_graph=True, **kw)]
         e = [r.token for r in mn.stream_generate(model, tok, [5, 9, 11], max_tokens=30, cuda_graph=False, **kw)]

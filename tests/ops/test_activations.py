@@ -7,7 +7,6 @@ import torch.nn.functional as F
 
 import mlx_native as mn
 from helpers import ALL_FLOAT, assert_agrees_with, assert_error_bar, from_mlx, mlx_array, randn
-from mlx_native.ops.activations import ref
 
 COLS = [1, 7, 63, 1000, 4097]
 

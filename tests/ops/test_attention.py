@@ -6,7 +6,6 @@ same math done by PyTorch in the low dtype), PyTorch SDPA and MLX
 Interpreter runs use small shapes; real sizes are ``@pytest.mark.gpu``.
 """
 
-import math
 
 import mlx.core as mx
 import pytest
@@ -242,7 +241,6 @@ def decode_oracle(q, kc, vc, lens, scale, window=None, softcap=None):
 
 def decode_baseline(q, kc, vc, lens, scale, window=None, softcap=None):
     """Low-precision baseline: the naive attention of each sequence over its own visible keys."""
-    lq = q.shape[2]
     outs = []
     pos, valid = ref.slot_positions(lens, kc.shape[2], window is not None)
     for b in range(q.shape[0]):

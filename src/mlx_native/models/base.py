@@ -378,6 +378,15 @@ class CausalLM:
     vocab_size: int
     max_context: int
 
+    def _setup(self, cfg: Any, ckpt: Checkpoint, opts: LoadOptions) -> "WeightSource":
+        """The common part of a constructor: config, dtype/device, vocabulary and context
+        sizes from ``cfg``; returns the weight source of ``ckpt``."""
+        self.config = cfg
+        self.dtype, self.device = opts.dtype, opts.device
+        self.vocab_size = cfg.vocab_size
+        self.max_context = cfg.max_position_embeddings
+        return WeightSource(ckpt, opts)
+
     def layer_cache_shapes(self) -> list[Optional[tuple[int, int]]]:
         raise NotImplementedError
 

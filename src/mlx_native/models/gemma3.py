@@ -131,11 +131,7 @@ class Gemma3Model(CausalLM):
 
     def __init__(self, ckpt: Checkpoint, opts: LoadOptions):
         cfg = Gemma3Config.from_hf(ckpt.config)
-        self.config = cfg
-        self.dtype, self.device = opts.dtype, opts.device
-        self.vocab_size = cfg.vocab_size
-        self.max_context = cfg.max_position_embeddings
-        ws = WeightSource(ckpt, opts)
+        ws = self._setup(cfg, ckpt, opts)
         self.embed = ws.embedding("model.embed_tokens.weight")
         self.embed_scale = torch.tensor(cfg.hidden_size ** 0.5, dtype=opts.dtype).item()
         self.layers = []

@@ -17,7 +17,7 @@ import torch
 import mlx_native as mn
 
 from ..formats.weights import Checkpoint
-from .base import (CausalLM, Embedding, GatedMLP, Linear, LoadOptions, Step, WeightSource, config_get, require,
+from .base import (CausalLM, GatedMLP, Linear, LoadOptions, Step, WeightSource, config_get, require,
                    rope_freqs, rope_params)
 
 
@@ -134,11 +134,7 @@ class LlamaModel(CausalLM):
 
     def __init__(self, ckpt: Checkpoint, opts: LoadOptions, config: Optional[LlamaConfig] = None):
         cfg = config or LlamaConfig.from_hf(ckpt.config, self.arch)
-        self.config = cfg
-        self.dtype, self.device = opts.dtype, opts.device
-        self.vocab_size = cfg.vocab_size
-        self.max_context = cfg.max_position_embeddings
-        ws = WeightSource(ckpt, opts)
+        ws = self._setup(cfg, ckpt, opts)
         factors = ws.vector("rope_freqs.weight") if ws.has("rope_freqs.weight") else None
         freqs, rope_scale = rope_freqs(cfg.head_dim, cfg.rope_dims, cfg.rope_theta, cfg.rope_scaling, opts.device,
                                        factors)

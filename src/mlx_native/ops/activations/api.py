@@ -7,8 +7,6 @@ dim must have stride 1. Outputs are contiguous.
 No ``from __future__ import annotations``: torch.library reads the annotations.
 """
 
-from typing import Optional
-
 import torch
 
 from ...errors import InvalidArgumentError

@@ -21,7 +21,6 @@ Rows that see nothing keep ``l == 0`` and are written as zeros with
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 import torch

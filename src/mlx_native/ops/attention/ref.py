@@ -116,7 +116,7 @@ def flash_attn_decode(
     """Causal attention of ``q [B, Hq, Lq, D]`` (query ``i`` at position ``kv_lens[b] - Lq + i``)
     over the cache ``[B, Hkv, C, D]``; slot ``p % C`` holds position ``p`` when ``window`` is set."""
     cd = compute_dtype(q.dtype)
-    b, hq, lq = q.shape[0], q.shape[1], q.shape[2]
+    hq, lq = q.shape[1], q.shape[2]
     cap = k_cache.shape[2]
     pos, valid = slot_positions(kv_lens, cap, window is not None)
     qpos = kv_lens.to(torch.int64)[:, None] - lq + torch.arange(lq, device=q.device)[None, :]  # [B, Lq]

@@ -15,7 +15,6 @@ Rows are grouped by expert on the GPU (no host sync, static sizes); a few rows
 No ``from __future__ import annotations`` here: torch.library reads the annotations.
 """
 
-import math
 from typing import Optional, Sequence
 
 import torch

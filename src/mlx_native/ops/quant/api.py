@@ -13,7 +13,7 @@ from typing import Optional
 
 import torch
 
-from ...errors import InvalidArgumentError, UnsupportedDTypeError, UnsupportedError
+from ...errors import InvalidArgumentError, UnsupportedError
 from ...runtime import checks
 from ...runtime.dispatch import use_triton
 from ...runtime.library import register_op

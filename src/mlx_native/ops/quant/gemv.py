@@ -76,11 +76,6 @@ def _k_scale(sb_ptr, j, mask):
 
 
 @triton.jit
-def _xp(x_row, k, k_hi):
-    return tl.load(x_row + k, mask=k < k_hi, other=0.0).to(tl.float32)
-
-
-@triton.jit
 def _ld(ptr, mask, EVEN: tl.constexpr):
     if EVEN:
         return tl.load(ptr)

@@ -39,7 +39,6 @@ def unpack(w_q: torch.Tensor, bits: int) -> torch.Tensor:
     k = n_words * 32 // bits
     mask = (1 << bits) - 1
     if 32 % bits == 0:
-        per = 32 // bits
         shifts = torch.arange(0, 32, bits, device=words.device, dtype=torch.int64)
         return ((words.unsqueeze(-1) >> shifts) & mask).reshape(*words.shape[:-1], k)
     pos = torch.arange(k, device=words.device, dtype=torch.int64) * bits

@@ -8,7 +8,7 @@ No ``from __future__ import annotations``: torch.library reads the annotations.
 """
 
 import math
-from typing import Optional, Union
+from typing import Union
 
 import torch
 
