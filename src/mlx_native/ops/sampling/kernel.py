@@ -77,45 +77,6 @@ def _argmax_kernel(
     tl.store(out_ptr + row, best_i.to(tl.int64))
 
 
-@triton.jit(do_not_specialize=["n_cols"])
-def _argmax_partial_kernel(
-    x_ptr,  # [R, V] logits (row stride stride_r), unit column stride
-    pv_ptr,  # [R, n_chunks] fp32 chunk maxima
-    pi_ptr,  # [R, n_chunks] int32 index of each chunk maximum (lowest on ties)
-    stride_r,
-    n_cols,
-    n_chunks,
-    CHUNK: tl.constexpr,
-):
-    row = tl.program_id(0)
-    chunk = tl.program_id(1)
-    c = chunk * CHUNK + tl.arange(0, CHUNK)
-    x = tl.load(x_ptr + row.to(tl.int64) * stride_r + c, mask=c < n_cols, other=float("-inf")).to(tl.float32)
-    x = tl.where(x != x, float("-inf"), x)
-    bm = tl.max(x, axis=0)
-    bi = tl.min(tl.where((x == bm) & (c < n_cols), c, n_cols), axis=0)
-    tl.store(pv_ptr + row * n_chunks + chunk, bm)
-    tl.store(pi_ptr + row * n_chunks + chunk, bi)
-
-
-@triton.jit
-def _argmax_reduce_kernel(
-    pv_ptr,  # [R, n_chunks] fp32
-    pi_ptr,  # [R, n_chunks] int32
-    out_ptr,  # [R] int64
-    n_chunks,
-    BLOCK: tl.constexpr,
-):
-    row = tl.program_id(0)
-    i = tl.arange(0, BLOCK)
-    ok = i < n_chunks
-    v = tl.load(pv_ptr + row * n_chunks + i, mask=ok, other=float("-inf"))
-    idx = tl.load(pi_ptr + row * n_chunks + i, mask=ok, other=2147483647)
-    bm = tl.max(v, axis=0)
-    best = tl.min(tl.where((v == bm) & ok, idx, 2147483647), axis=0)
-    tl.store(out_ptr + row, best.to(tl.int64))
-
-
 @triton.jit(do_not_specialize=["n_cols", "top_k"])
 def _sample_kernel(
     x_ptr,  # [R, V] logits (row stride stride_r), unit column stride
@@ -226,39 +187,16 @@ def _block(n_cols: int) -> int:
     return min(BLOCK, next_pow2(n_cols))
 
 
-SPLIT_MIN_COLS = 8192  # longer rows are split over programs (two launches), few rows only
-SPLIT_MAX_ROWS = 64
-
-
 class ArgmaxPlan:
-    """One program per row, or for few long rows (decode over a vocabulary) chunks of each
-    row in parallel followed by a small reduce."""
-
     def __init__(self, x: torch.Tensor):
-        n_cols = x.shape[-1]
-        self.rows = x.numel() // n_cols
+        self.rows = x.numel() // x.shape[-1]
         self.shape = tuple(x.shape[:-1])
         self.device = x.device
-        self.split = n_cols >= SPLIT_MIN_COLS and self.rows <= SPLIT_MAX_ROWS
-        if self.split:
-            chunk = max(1024, next_pow2(triton.cdiv(n_cols, 128)))
-            self.n_chunks = triton.cdiv(n_cols, chunk)
-            self.partial = Launch(_argmax_partial_kernel, (self.rows, self.n_chunks), dict(CHUNK=chunk),
-                                  num_warps=4)
-            self.reduce = Launch(_argmax_reduce_kernel, (self.rows,), dict(BLOCK=next_pow2(self.n_chunks)),
-                                 num_warps=1)
-        else:
-            self.launch = Launch(_argmax_kernel, (self.rows,), dict(BLOCK=_block(n_cols)), num_warps=NUM_WARPS)
+        self.launch = Launch(_argmax_kernel, (self.rows,), dict(BLOCK=_block(x.shape[-1])), num_warps=NUM_WARPS)
 
     def __call__(self, x2d: torch.Tensor) -> torch.Tensor:
         out = empty((self.rows,), dtype=torch.int64, device=self.device)
-        if self.split:
-            pv = torch.empty(self.rows, self.n_chunks, dtype=torch.float32, device=self.device)
-            pi = torch.empty(self.rows, self.n_chunks, dtype=torch.int32, device=self.device)
-            self.partial(x2d, pv, pi, x2d.stride(0), x2d.shape[1], self.n_chunks)
-            self.reduce(pv, pi, out, self.n_chunks)
-        else:
-            self.launch(x2d, out, x2d.stride(0), x2d.shape[1])
+        self.launch(x2d, out, x2d.stride(0), x2d.shape[1])
         return out.view(self.shape)
 
 
