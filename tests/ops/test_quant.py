@@ -308,24 +308,25 @@ def test_quantized_matmul_gemv_whole_steps(device, bits):
     _check_qmm(device, 1, 64, 1024, 64, bits, torch.bfloat16)
 
 
-@pytest.fixture
-def word_gemv(monkeypatch):
-    """Turn on the word-level mat-vec kernel (MLX_NATIVE_WORD_GEMV, off by default) for one test."""
+@pytest.fixture(params=[True, False], ids=["word-gemv", "general-kernel"])
+def word_gemv(request, monkeypatch):
+    """One-row mat-vecs through the word-level kernel (MLX_NATIVE_WORD_GEMV=1, the default) and
+    through the general qmm kernel (=0): both paths stay checked."""
     from mlx_native.runtime import env, plans
 
-    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, word_gemv=True))
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, word_gemv=request.param))
     plans.clear_all()
     yield
     plans.clear_all()
 
 
 @pytest.mark.parametrize("bits", [4, 8])
-def test_word_level_gemv_kernel(device, word_gemv, bits):
+def test_one_row_matvec_paths(device, word_gemv, bits):
     _check_qmm(device, 1, 64, 1024, 64, bits, torch.bfloat16)  # whole steps, no masks
     _check_qmm(device, 1, 40, 256, 32, bits, torch.float16)  # masked tail rows and steps
 
 
-def test_word_level_gemv_kernel_ggml_and_moe(device, word_gemv, request):
+def test_one_row_matvec_paths_ggml_and_moe(device, word_gemv, request):
     import numpy as np
 
     from test_ggml import _check_matmul

@@ -31,14 +31,15 @@ class Settings:
             (integers with -1) so unwritten elements show up in tests.
         triton_interpret: ``TRITON_INTERPRET`` (Triton's own variable): Triton
             kernels run on CPU tensors through Triton's interpreter.
-        word_gemv: ``MLX_NATIVE_WORD_GEMV``: route one-row quantized mat-vecs
-            through the experimental word-level kernel (``ops/quant/gemv.py``).
+        word_gemv: ``MLX_NATIVE_WORD_GEMV``: one-row quantized mat-vecs of the formats
+            it takes run the word-level kernel (``ops/quant/gemv.py``); 0 selects the
+            general qmm kernel for them.
     """
 
     backend: str = "auto"
     nan_fill: bool = False
     triton_interpret: bool = False
-    word_gemv: bool = False
+    word_gemv: bool = True
 
 
 def _parse_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -70,7 +71,7 @@ def parse_settings(env: Mapping[str, str] | None = None) -> Settings:
         backend=_parse_choice(env, "MLX_NATIVE_BACKEND", BACKENDS, "auto"),
         nan_fill=_parse_bool(env, "MLX_NATIVE_NAN_FILL", False),
         triton_interpret=_parse_bool(env, "TRITON_INTERPRET", False),
-        word_gemv=_parse_bool(env, "MLX_NATIVE_WORD_GEMV", False),
+        word_gemv=_parse_bool(env, "MLX_NATIVE_WORD_GEMV", True),
     )
 
 

@@ -323,11 +323,11 @@ from ...runtime.device import device_info  # noqa: E402
 from ...runtime.memory import empty  # noqa: E402
 from ..common import next_pow2  # noqa: E402
 
-# Off by default (MLX_NATIVE_WORD_GEMV=1 turns it on): on the H100 this kernel measured slower than the software-pipelined general kernel
-# (qmm.py) with tuned tiles (e.g. 4-bit affine, M = 1, K 4096 x N 14336: 37.4 us here vs 34.5 us),
-# although it issues about half the instructions per code: without prefetching, its loads are not
-# overlapped with its arithmetic (see bench/results/2026-11-22-h100-quant/NOTES.md).
-
+# The default for one-row mat-vecs of the formats below (MLX_NATIVE_WORD_GEMV=0 turns it off): it is
+# what the GPU tests verified. It issues about half the instructions per code of the general kernel
+# (qmm.py) but, without prefetching, measured slower than that kernel with tiles from the H100 sweep
+# (e.g. 4-bit affine, M = 1, K 4096 x N 14336: 37.4 us vs 34.5 us); switching the default needs a GPU
+# run that checks those configs (see bench/results/2026-11-22-h100-quant/NOTES.md).
 GEMV_BN = 16
 GEMV_WORDS = 128  # words per row per K step
 GEMV_WARPS = 4
@@ -335,8 +335,8 @@ PROGRAMS_PER_SM = 4  # split K until about this many programs per SM
 
 
 def supports(family: int, fmt: int, bits: int, trans: bool) -> bool:
-    """Formats the mat-vec kernel takes (others run the general qmm kernel); none unless
-    ``MLX_NATIVE_WORD_GEMV=1``."""
+    """Formats the mat-vec kernel takes (others run the general qmm kernel); none with
+    ``MLX_NATIVE_WORD_GEMV=0``."""
     if not env.settings.word_gemv:
         return False
     if family == 0:

@@ -427,24 +427,9 @@ def choose_config(kind: str, m: int, n: int, k: int, spec: WeightSpec, device, g
     if not spec.trans:  # W [K, N] packed along N: tiles are BK rows x BN (>= group) columns
         bn = max(spec.group_size, _cap(64, n, 16))
         bk = _cap(32 if kind == "gemv" else 64, k, 16)
-    elif kind == "gemv":
-        # measured on the H100 (bench/results/2026-11-22-h100-quant/sweep_run2.log, M = 1, three
-        # Llama shapes): 2/4/8-bit affine words: 8 rows x 1024 columns per step; whole GGUF blocks:
-        # 16 (Q4_0/Q4_1/Q8_0) or 8 (K-quants) rows x 512; element-gathering formats (3/5/6 bits,
-        # Q5_0, Q5_1, Q2_K, Q3_K, Q6_K, floats): 16 x 256, which keeps them out of register spills.
-        if spec.family == 0 and 32 % spec.bits == 0:
-            bn, bk = 8, 1024
-        elif spec.family == 1 and spec.fmt in (2, 3, 8):
-            bn, bk = 16, 512
-        elif spec.family == 1 and spec.fmt in (12, 13):
-            bn, bk = 8, 512
-        else:
-            bn, bk = 16, 256
-        bn = _cap(bn, n, 8)
-        bk = max(align, _cap(bk, k, 16))
     else:
-        bn = _cap(64 if kind == "decode" else 128, n, 16)
-        bk = max(align, _cap(128 if kind == "decode" else 64, k, 16))
+        bn = _cap(16 if kind == "gemv" else (64 if kind == "decode" else 128), n, 16)
+        bk = max(align, _cap(1024 if kind == "gemv" else (128 if kind == "decode" else 64), k, 16))
     if kind == "prefill":
         bm = _cap(128 if m >= 256 else 64, m, 16)
         warps = 8 if bm * bn >= 128 * 128 else 4
@@ -453,10 +438,7 @@ def choose_config(kind: str, m: int, n: int, k: int, spec: WeightSpec, device, g
     tiles = triton.cdiv(n, bn) * groups
     steps = triton.cdiv(k, bk)
     split = 1
-    # mat-vec: split K only while the tiles do not cover the SMs (more splits measured slower);
-    # tensor-core decode tiles: about 4 programs per SM measured best
-    target = sms if kind == "gemv" else 4 * sms
-    while tiles * split < target and steps // (split * 2) >= 2 and split < 16:
+    while tiles * split < 2 * sms and steps // (split * 2) >= 2 and split < 16:
         split *= 2
     return Config(bm, bn, bk, split, kind != "gemv", 4, num_stages=1, swap=kind == "decode" and bn >= 64)
 
