@@ -143,6 +143,28 @@ def test_quantized_matmul_batched_x_and_mixed_dtypes(device):
     assert_error_bar(out.cpu(), oracle, x.float() @ ref.dequantize(wq, s, b, 64, 4).T)
 
 
+@pytest.mark.parametrize("m, n, k, gs, dtype", [
+    (1, 200, 1024, 64, torch.bfloat16),  # N not a multiple of the tile, K split in two
+    (3, 64, 1152, 64, torch.float16),  # 18 groups: an uneven split
+    (16, 72, 192, 32, torch.float16),  # 16 rows, 64-feature tile
+    (5, 130, 384, 128, torch.bfloat16),  # 3 groups: one group per step
+])
+def test_quantized_matmul_tensor_core_decode(device, monkeypatch, m, n, k, gs, dtype):
+    """1-16 rows of 4-bit weights take the tensor-core decode kernel (ops/quant/mmv.py)."""
+    from mlx_native.ops.quant import mmv
+
+    built = []
+    init = mmv.MmvLaunch.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        built.append(self.split)
+
+    monkeypatch.setattr(mmv.MmvLaunch, "__init__", spy)
+    _check_qmm(device, m, n, k, gs, 4, dtype)
+    assert len(built) == 1, "the tensor-core decode kernel was not used"
+
+
 def test_quantized_matmul_m300(device):
     _check_qmm(device, 300, 33, 128, 64, 4, torch.bfloat16)
 

@@ -34,12 +34,16 @@ class Settings:
         word_gemv: ``MLX_NATIVE_WORD_GEMV``: one-row quantized mat-vecs of the formats
             it takes run the word-level kernel (``ops/quant/gemv.py``); 0 selects the
             general qmm kernel for them.
+        mmv: ``MLX_NATIVE_MMV``: quantized matmuls of MLX affine 4-bit weights with 1-16
+            bf16/fp16 rows of x run the tensor-core decode kernel (``ops/quant/mmv.py``);
+            0 sends them to the word-level / general kernels.
     """
 
     backend: str = "auto"
     nan_fill: bool = False
     triton_interpret: bool = False
     word_gemv: bool = True
+    mmv: bool = True
 
 
 def _parse_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -72,6 +76,7 @@ def parse_settings(env: Mapping[str, str] | None = None) -> Settings:
         nan_fill=_parse_bool(env, "MLX_NATIVE_NAN_FILL", False),
         triton_interpret=_parse_bool(env, "TRITON_INTERPRET", False),
         word_gemv=_parse_bool(env, "MLX_NATIVE_WORD_GEMV", True),
+        mmv=_parse_bool(env, "MLX_NATIVE_MMV", True),
     )
 
 

@@ -14,7 +14,7 @@ import triton.language as tl
 from ...kernels.launch import Launch
 from ...runtime.memory import empty
 from ..common import next_pow2
-from . import gemv, qmm
+from . import gemv, mmv, qmm
 from .qmm import QmmLaunch, select_kind, RoutedLaunch, WeightSpec, choose_config
 from .tiles import affine_tile
 
@@ -104,6 +104,12 @@ class QmmPlan:
             compute = out_dtype if out_dtype == torch.float32 else x.dtype
             self.chunked = qmm.ChunkedPrefill(m, n, k, compute, out_dtype, x.device, dequant_rows)
             self.kind = "prefill (chunked dequantize + cuBLAS)"
+            return
+        if kind in ("gemv", "decode") and mmv.supports(bits, group_size, transpose, x.dtype, out_dtype, m) \
+                and w.numel() < 2**31 and qmm.CONFIG_OVERRIDE is None:
+            self.launch = mmv.MmvLaunch(m, n, k, group_size, x.dtype, out_dtype,
+                                        (x2.stride(0), w.stride(0), scales.stride(0)), x.device)
+            self.kind = "mmv"
             return
         if kind == "gemv" and gemv.supports(0, 0, bits, transpose) and w.numel() < 2**31 and qmm.CONFIG_OVERRIDE is None:
             self.launch = gemv.WithFallback(
