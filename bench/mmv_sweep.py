@@ -1,0 +1,105 @@
+"""Sweep of the tensor-core decode kernel (ops/quant/mmv.py) against the word-level mat-vec and cuBLAS.
+
+    python bench/mmv_sweep.py [--out FILE.json]
+
+For MLX affine 4-bit g64 weights, K x N in the issue's shapes, M in {1, 2, 8, 16}: times every
+(tile, pipeline stages, programs per SM) variant in CUDA-graph replay, the previous default path
+(MLX_NATIVE_MMV off: the word-level kernel at M=1, the general tensor-core kernel for 2-16), and the
+bf16 cuBLAS matmul on the dequantized weight. Checks each variant's output against the previous path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import math
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import common  # noqa: E402
+
+import mlx_native as mn  # noqa: E402
+from mlx_native.ops.quant import mmv  # noqa: E402
+from mlx_native.runtime import env, plans  # noqa: E402
+
+DT = torch.bfloat16
+SHAPES = [(4096, 4096), (4096, 14336), (14336, 4096)]
+VARIANTS = [dict(MMV_BN=bn, MMV_STAGES=st, PROGRAMS_PER_SM=pp)
+            for bn, st, pp in itertools.product((64, 128), (2, 3, 4), (1, 2, 4))]
+
+
+def _weights(n, k, count):
+    out = []
+    for _ in range(count):
+        w = torch.randn(n, k, device="cuda", dtype=DT) * 0.02
+        out.append(mn.quantize(w, 64, 4))
+    return out
+
+
+def _time(fn, sets):
+    t = common.time_graph(fn, sets, 20)
+    return t if t is not None else common.time_eager(fn, sets, 20)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--quick", action="store_true", help="only the default variant")
+    args = ap.parse_args()
+    copy_bw = common.copy_bandwidth()
+    print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s", flush=True)
+    rows = []
+    defaults = {name: getattr(mmv, name) for name in VARIANTS[0]}
+    for (k, n), m in itertools.product(SHAPES, (1, 2, 8, 16)):
+        variants = [defaults] if args.quick or m in (2, 8) else VARIANTS
+        wbytes = n * k // 2 + 2 * 2 * n * (k // 64)
+        count = max(2, min(12, math.ceil(256e6 / wbytes)))
+        ws = _weights(n, k, count)
+        sets = [(torch.randn(m, k, device="cuda", dtype=DT), *w) for w in ws]
+        fn = lambda x, wq, s, b: mn.quantized_matmul(x, wq, s, b)  # noqa: E731
+
+        def measure(label, sets=sets, **extra):
+            plans.clear_all()
+            t = _time(fn, sets)
+            out = fn(*sets[0])
+            row = dict(k=k, n=n, m=m, label=label, us=t, frac_copy=wbytes / (t * 1e-6) / copy_bw, **extra)
+            rows.append(row)
+            print(f"K{k:<6d} N{n:<6d} M{m:<3d} {label:48s} {t:8.2f} us {100 * row['frac_copy']:5.1f}% copy",
+                  flush=True)
+            return out
+
+        env.settings = dataclasses.replace(env.settings, mmv=False)
+        want = measure("previous path (MLX_NATIVE_MMV=0)")
+        env.settings = dataclasses.replace(env.settings, mmv=True)
+        for var in variants:
+            for name, value in var.items():
+                setattr(mmv, name, value)
+            try:
+                got = measure("mmv " + " ".join(f"{a}={b}" for a, b in var.items()), **var)
+            except Exception as exc:  # noqa: BLE001
+                print(f"K{k} N{n} M{m} {var}: {exc!r}"[:400], flush=True)
+                continue
+            err = (got.float() - want.float()).abs().max().item() / max(want.float().abs().max().item(), 1e-6)
+            rows[-1]["rel_err_vs_previous"] = err
+            if err > 2e-2:
+                print(f"  MISMATCH rel err {err:.3e}", flush=True)
+        for name, value in defaults.items():
+            setattr(mmv, name, value)
+        wd = [mn.dequantize(*w) for w in ws[:4]]
+        t = _time(lambda x, w: x @ w.T, [(sets[0][0], w) for w in wd])
+        rows.append(dict(k=k, n=n, m=m, label="cuBLAS bf16", us=t, frac_copy=wbytes / (t * 1e-6) / copy_bw))
+        print(f"K{k:<6d} N{n:<6d} M{m:<3d} {'cuBLAS bf16 (dequantized weight)':48s} {t:8.2f} us", flush=True)
+        torch.cuda.empty_cache()
+    if args.out:
+        json.dump(dict(copy_bandwidth_Bps=copy_bw, rows=rows), open(args.out, "w"), indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
