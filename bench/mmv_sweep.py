@@ -30,7 +30,7 @@ from mlx_native.runtime import env, plans  # noqa: E402
 
 DT = torch.bfloat16
 SHAPES = [(4096, 4096), (4096, 14336), (14336, 4096)]
-VARIANTS = [dict(MMV_BN=bn, MMV_STAGES=st, PROGRAMS_PER_SM=pp)
+VARIANTS = [dict(MMV_BN=bn, MMV_STAGES=st, MMV_STAGES_ROWS=st, PROGRAMS_PER_SM=pp)
             for bn, st, pp in itertools.product((64, 128), (2, 3, 4), (1, 2, 4))]
 
 

@@ -145,9 +145,12 @@ from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from ...runtime.memory import empty  # noqa: E402
 
-MMV_BN = 128  # output features per program
+# From the H100 sweep (bench/mmv_sweep.py, bench/results/2026-11-22-h100-quant-mmv/): 64-feature tiles,
+# about 2 programs per SM, 3 pipeline stages for one row of x and 2 for more (M = 16: 44 vs 56 us).
+MMV_BN = 64  # output features per program
 MMV_WARPS = 4
-MMV_STAGES = 3
+MMV_STAGES = 3  # one row of x
+MMV_STAGES_ROWS = 2  # 2-16 rows
 PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
 MAX_ROWS = 16
 
@@ -175,7 +178,7 @@ class MmvLaunch:
 
     def __init__(self, m: int, n: int, k: int, group_size: int, x_dtype: torch.dtype, out_dtype: torch.dtype,
                  strides: tuple, device):
-        bn = MMV_BN if n >= MMV_BN else 64
+        bn = MMV_BN
         groups = k // group_size
         gps = 2 if groups % 2 == 0 else 1
         tiles = triton.cdiv(n, bn)
@@ -190,7 +193,7 @@ class MmvLaunch:
         self.launch = Launch(mmv_kernel, (tiles, self.split), dict(
             BN=bn, GS=group_size, MP=16, GPS=gps, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
             ONE_ROW=m == 1),
-            num_warps=MMV_WARPS, num_stages=MMV_STAGES)
+            num_warps=MMV_WARPS, num_stages=MMV_STAGES if m == 1 else MMV_STAGES_ROWS)
         if self.split > 1:
             from .qmm import splitk_reduce_kernel
 
