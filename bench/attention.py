@@ -7,8 +7,9 @@ peers run on the batch padded to its longest sequence (with a key-padding
 mask, which is what correctness requires).
 
     python bench/run_all.py --out DIR --families attention      # rows for results.json / results.md
+    python bench/run_all.py --out DIR --families attention --ops decode   # decode rows only (split rule)
     python bench/attention.py --sweep DIR                        # launch-config sweep (developer tool)
-    python bench/attention.py --run DIR [--budget S] [--reps N]  # same cases, results written row by row
+    python bench/attention.py --run DIR [--budget S] [--reps N] [--ops decode]  # written row by row
     python bench/attention.py --report DIR/results.json          # attention table: TFLOP/s, TB/s, ratios
 
 Prefill shapes follow FlashAttention's benchmark: 16k tokens per batch
@@ -42,6 +43,28 @@ DECODE_BATCHES = [1, 8, 32]
 DECODE_LENGTHS = [1024, 8192, 32768, 131072]
 DECODE_HEADS = {128: (64, 8), 256: (16, 8)}  # D -> (Hq, Hkv): Llama-70B-like 8:1, Gemma-2/3-like D=256
 TOL = 3e-2
+# Decode rows that also time forced split counts ("mlx-native[splits=N]", the same kernels; not peers), keyed by
+# (B, kv, D, ragged). On a 132-SM H100/H200 the default (decode.num_splits) picks 16 splits on every target row
+# (B1 kv 8k-128k, B8 kv32k uniform and ragged) and 4 at B32 kv >= 8k; the previous rule (one wave of
+# SMs x occupancy programs) picked 16 / 32 / 33 at B1 kv 8k / 32k / 128k, 4 at B8 and 1 at B32. Target rows carry
+# the previous default and neighbours of the new one; other rows whose count changed carry the previous default.
+DECODE_SPLIT_VARIANTS = {
+    (1, 8192, 128, False): (8, 32),
+    (1, 32768, 128, False): (8, 32),  # 32: previous default
+    (1, 131072, 128, False): (8, 33),  # 33: previous default
+    (8, 32768, 128, False): (4, 8, 32),  # 4: previous default
+    (8, 32768, 128, True): (4, 8, 32),  # ragged 1k-32k; 4: previous default
+    (8, 131072, 128, False): (4,),
+    (32, 8192, 128, False): (1,),
+    (32, 32768, 128, False): (1,),
+    (32, 131072, 128, False): (1,),
+    (1, 32768, 256, False): (32,),
+    (1, 131072, 256, False): (33,),
+    (8, 32768, 256, False): (4,),
+    (8, 131072, 256, False): (4,),
+    (32, 8192, 256, False): (1,),
+    (32, 32768, 256, False): (1,),
+}
 
 
 def _sdpa(backend_name: str):
@@ -192,19 +215,18 @@ def cases() -> list[Case]:
                 if b * hkv * kv * d * 4 > 20 << 30:  # > 20 GiB of K/V per input set
                     continue
                 c = decode_case(b, hq, hkv, kv, d)
+                for splits in DECODE_SPLIT_VARIANTS.get((b, kv, d, False), ()):
+                    c.impls["mlx-native[splits=%d]" % splits] = decode_variant(splits)
                 target = d == 128 and ((b == 8 and kv == 32768) or (b == 1 and kv >= 8192))
-                if target:
-                    for splits in ((2, 8) if b == 8 else (16, 64)):
-                        c.impls["mlx-native[splits=%d]" % splits] = decode_variant(splits)
                 (first if target else rest).append(c)
     ragged = decode_case(8, 64, 8, 32768, 128, ragged=True)
-    for splits in (8, 16, 32):
+    for splits in DECODE_SPLIT_VARIANTS[(8, 32768, 128, True)]:
         ragged.impls["mlx-native[splits=%d]" % splits] = decode_variant(splits)
     first.append(ragged)
     return first + rest
 
 
-def run(out_dir: str, reps: int, budget_s: float) -> None:
+def run(out_dir: str, reps: int, budget_s: float, ops: str = "") -> None:
     """Time every case (target rows first), rewriting results.json / results.md after each row,
     so a time-limited device call still returns what it measured."""
     import report
@@ -215,7 +237,10 @@ def run(out_dir: str, reps: int, budget_s: float) -> None:
     copy_bw = common.copy_bandwidth()
     print(f"[bench] {env.get('gpu')}: copy bandwidth {copy_bw / 1e12:.3f} TB/s", flush=True)
     rows = []
+    keep = set(filter(None, ops.split(",")))
     for case in cases():
+        if keep and case.op not in keep:
+            continue
         if time.time() - t_start > budget_s:
             print(f"[bench] budget exhausted, skipped {case.op} {case.shape}", flush=True)
             continue
@@ -367,11 +392,11 @@ def sweep(out_dir: str, budget_s: float = 1e9) -> None:
     dgrid = [(64, 4, 4), (64, 4, 3), (128, 4, 3), (128, 8, 3), (32, 4, 4)]
     jobs = [
         lambda: prefill_job(128, False, p128), lambda: prefill_job(128, True, p128),
-        lambda: decode_job(8, 32768, 128, dgrid, (None, 2, 8)),
-        lambda: decode_job(1, 32768, 128, dgrid[:3], (None, 16, 64)),
+        lambda: decode_job(8, 32768, 128, dgrid, (None, 4, 8)),
+        lambda: decode_job(1, 32768, 128, dgrid[:3], (None, 8, 32)),
         lambda: prefill_job(256, False, p256), lambda: prefill_job(256, True, p256),
         lambda: decode_job(8, 32768, 256, [(32, 4, 4), (64, 4, 3), (32, 4, 3), (64, 8, 3)], (None,)),
-        lambda: decode_job(32, 8192, 128, dgrid[:3], (None, 2)),
+        lambda: decode_job(32, 8192, 128, dgrid[:3], (None, 1)),
         lambda: prefill_job(64, False, p64), lambda: prefill_job(64, True, p64),
     ]
     for job in jobs:
@@ -435,10 +460,11 @@ if __name__ == "__main__":
     parser.add_argument("--report", metavar="RESULTS_JSON")
     parser.add_argument("--run", metavar="DIR", help="time all cases, writing DIR/results.json as rows come")
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--ops", default="", help="comma-separated op names to keep with --run (e.g. decode)")
     args = parser.parse_args()
     if args.sweep:
         sweep(args.sweep, args.budget)
     if args.run:
-        run(args.run, args.reps, args.budget)
+        run(args.run, args.reps, args.budget, args.ops)
     if args.report:
         print(report_text(args.report))

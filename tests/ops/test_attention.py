@@ -306,16 +306,63 @@ def test_decode_forced_split_counts(device, splits, monkeypatch):
         clear_all()
 
 
-def test_decode_split_heuristic():
-    """One wave of programs (SMs x occupancy), splits of at least MIN_SPLIT_KEYS positions."""
+def _h100_splits(b, hkv, kv, d=128, g=8):
+    """Effective split count the plan would use on a 132-SM H100 (bf16, one query token)."""
+    from mlx_native.ops.attention import decode as dec
+
+    block_d = max(16, 1 << (d - 1).bit_length())
+    block_m = min(dec.MAX_BLOCK_M, max(16, 1 << (g - 1).bit_length()))
+    block_n, _, stages = dec.GPU_CONFIGS[block_d]
+    slots = 132 * dec.occupancy(block_m, block_n, block_d, stages, 2)
+    splits = dec.num_splits(b * hkv, kv, block_n, sms=132, slots=slots, batch=b, on_cuda=True)
+    return dec.split_layout(kv, splits, block_n)[1]
+
+
+@pytest.mark.parametrize("b, kv, d, expected", [
+    # measured on the H100 (bench/results/2026-11-22-h100-attention/NOTES.md): the best forced count
+    (1, 8192, 128, 16), (1, 32768, 128, 16), (1, 131072, 128, 16),
+    (8, 32768, 128, 16),  # ragged 1k-32k: 16 best (205.7 us vs 251.4 with 4); uniform: 2/4/8 equal
+    # not measured with forced counts: what the rule predicts
+    (1, 1024, 128, 2), (8, 1024, 128, 2), (8, 8192, 128, 4), (8, 131072, 128, 16),
+    (32, 1024, 128, 1), (32, 8192, 128, 4), (32, 32768, 128, 4), (32, 131072, 128, 4),
+    (1, 32768, 256, 16), (1, 131072, 256, 16), (8, 32768, 256, 16), (32, 8192, 256, 4),
+])
+def test_decode_split_heuristic(b, kv, d, expected):
+    """Fill (one program per SM at batch 1), ragged balance (~16 splits of >= 2048 positions at batch > 1)."""
+    hkv, g = (8, 8) if d == 128 else (8, 2)
+    assert _h100_splits(b, hkv, kv, d, g) == expected
+
+
+def test_decode_split_rule_parts():
     from mlx_native.ops.attention import decode as dec
 
     slots = 132 * dec.occupancy(16, 64, 128, 4, 2)
     assert slots == 264  # H100, bf16, D=128: two programs per SM
-    assert dec.num_splits(64, 32768, 64, slots, True) == 4  # batch 8 x 8 KV heads
-    assert dec.num_splits(8, 32768, 64, slots, True) == 33  # batch 1: 33 splits of ~1k positions
-    assert dec.num_splits(8, 2000, 64, slots, True) == 4  # short caches: >= 512 positions per split
-    assert dec.num_splits(256, 32768, 64, slots, True) == 1  # batch 32: no split, no reduce
+
+    def rule(base, span, batch):
+        return dec.num_splits(base, span, 64, sms=132, slots=slots, batch=batch, on_cuda=True)
+
+    assert rule(8, 32768, 1) == 16  # batch 1: 128 programs, one per SM (not 33 = one wave of slots)
+    assert rule(64, 32768, 1) == 2  # one long sequence over 64 programs per split: fill only
+    assert rule(64, 32768, 8) == 16  # batch 8: ragged balance
+    assert rule(16, 131072, 2) == 16  # batch 2: fill gives 8, balance caps at RAGGED_SPLITS
+    assert rule(8, 2000, 1) == 4  # short caches: >= 512 positions per split
+    assert rule(64, 4096, 8) == 2  # ... and no ragged splits under RAGGED_MIN_KEYS positions
+    assert rule(1024, 131072, 128) == 1  # batch 128: base alone is ~4 programs per slot, no split
+    assert rule(1, 1 << 20, 1) == dec.MAX_SPLITS
+    assert dec.split_layout(32768, 33, 64) == (1024, 32)  # a rounded-up chunk gives fewer splits
+    assert dec.split_layout(131072, 33, 64) == (4032, 33)
+
+
+def test_decode_split_override(monkeypatch):
+    """SPLITS_OVERRIDE wins on every path, capped at one BLOCK_N tile per split."""
+    from mlx_native.ops.attention import decode as dec
+
+    monkeypatch.setattr(dec, "SPLITS_OVERRIDE", 33)
+    for on_cuda in (True, False):
+        assert dec.num_splits(8, 131072, 64, sms=132, slots=264, batch=1, on_cuda=on_cuda) == 33
+        assert dec.num_splits(64, 32768, 64, sms=132, slots=264, batch=8, on_cuda=on_cuda) == 33
+        assert dec.num_splits(8, 100, 64, sms=132, slots=264, batch=1, on_cuda=on_cuda) == 2
 
 
 def test_decode_empty_sequence_is_zero(device):

@@ -38,6 +38,9 @@ SMEM_PER_SM = 228 * 1024  # H100 / H200 shared memory per SM
 MIN_SPLIT_KEYS = 512  # never split below this many cache positions per program
 SPLITS_OVERRIDE = None  # benchmarks / sweeps: force a split count
 MAX_SPLITS = 64
+RAGGED_SPLITS = 16  # batch > 1: split granularity for ragged lengths (1/16 of the span per program) ...
+RAGGED_WAVES = 4  # ... but no more than this many programs per slot (SMs x occupancy) ...
+RAGGED_MIN_KEYS = 2048  # ... and no shorter splits than this (see num_splits)
 MAX_BLOCK_M = 64
 # (BLOCK_N, num_warps, num_stages) by BLOCK_D, 16-bit inputs on CUDA
 GPU_CONFIGS = {16: (64, 4, 4), 32: (64, 4, 4), 64: (64, 4, 4), 128: (64, 4, 4), 256: (32, 4, 4), 512: (16, 4, 3)}
@@ -225,21 +228,56 @@ def occupancy(block_m: int, block_n: int, block_d: int, stages: int, esize: int)
     return max(1, min(4, SMEM_PER_SM // smem))
 
 
-def num_splits(base: int, span: int, block_n: int, slots: int, on_cuda: bool) -> int:
-    """Split count from the device and the static shapes.
+def num_splits(base: int, span: int, block_n: int, *, sms: int, slots: int, batch: int, on_cuda: bool) -> int:
+    """Split count from the device and the static shapes (never from the ``kv_lens`` values: no host sync).
 
-    ``base``: programs per split (batch x KV heads x row blocks); ``span``: most positions a query can see;
-    ``slots``: programs the GPU runs at once (SMs x occupancy). One full wave of programs, each with at least
-    MIN_SPLIT_KEYS positions. On an H100 this beats 2-4 waves of shorter splits for uniform batches, but forcing
-    16 splits measured better at batch 1 (kv 32k: 56 vs 63 us) and on ragged batches (206 vs 251 us), see
-    bench/results/2026-11-22-h100-attention/NOTES.md: the rule is due for a retune.
+    ``base``: programs per split (batch x KV heads x query-row blocks); ``span``: most positions a query can see
+    (cache capacity, or the window); ``sms``: the device's SM count; ``slots``: programs it runs at once (SMs x
+    occupancy); ``batch``: sequences in the batch. The rule takes the larger of two counts, then caps it:
+
+    * **fill**: ``sms // base`` (at least 1), the most splits that keep every program on an SM of its own in a
+      single wave. At batch 1 more programs than SMs lose even while they still fit the slots: on the H100 (132
+      SMs, 2 slots each at D=128) B1 Hkv8 measured 16 splits (128 programs) at 56.0 us for kv 32k and 190.0 us for
+      kv 128k, against 62.6 / 195.3 us with 32 / 33 splits (256 / 264 programs, two per SM) and 87.9 / 217.0 us
+      with 64. Each extra program pays its own prologue (q load, pipeline fill) and the partials grow.
+    * **ragged balance** (batch > 1 only): ``min(RAGGED_SPLITS, RAGGED_WAVES * slots // base,
+      span // RAGGED_MIN_KEYS)``. The split length is fixed by the span, so a sequence of ``n`` positions keeps
+      ``ceil(n / chunk)`` programs busy and the others exit at once: with batch > 1 the lengths may differ, and
+      a few long splits then finish long after the SMs that held the short sequences went idle. Splits of about
+      1/16 of the span let the block scheduler spread the real work over the SMs: B8 Hkv8 kv 32k with lengths
+      1k-32k measured 251.4 us with 4 splits (the old one-wave rule), 253.2 with 8, 205.7 with 16 and 214.3 with
+      32. The same static shape with uniform lengths measured 365-366 us with 2, 4 and 8 splits (16 is what this
+      rule picks for both: the shapes cannot tell them apart; its uniform cost is to be confirmed on the GPU).
+      ``RAGGED_WAVES`` fades the balance out at large batches, where ``base`` alone is several programs per slot
+      and the scheduler already balances (B32 Hkv8: 4 splits, B >= 128 none); ``RAGGED_MIN_KEYS`` keeps the
+      fp32 partials + reduce (``G * D * 4`` bytes written and read per program, against ``chunk * D * 4``
+      bytes of K/V: under 1% at 2048 positions and G = 8) and the per-program prologue small, and keeps short
+      caches (under 4k positions) at the fill count, where the whole call is launch and latency bound.
+
+    Caps: ``ceil(span / max(MIN_SPLIT_KEYS, block_n))`` (at least 512 positions per split) and ``MAX_SPLITS``.
+    On the H100 (132 SMs, bf16 D=128: 2 programs per SM) this gives B1 Hkv8: 2 / 16 / 16 / 16 splits at kv
+    1k / 8k / 32k / 128k; B8 Hkv8: 2 / 4 / 16 / 16; B32 Hkv8: 1 / 4 / 4 / 4. The measured shapes and the
+    predictions are tabulated in bench/results/2026-11-22-h100-attention/NOTES.md.
+
+    ``SPLITS_OVERRIDE`` (benchmarks, sweeps, tests) forces a count, capped at one ``block_n`` tile per split;
+    off CUDA (the interpreter) a few short splits keep the tests fast and still exercise the reduce.
     """
     if SPLITS_OVERRIDE is not None:
         return max(1, min(SPLITS_OVERRIDE, triton.cdiv(span, block_n)))
     if not on_cuda:
         return max(1, min(INTERPRETER["max_splits"], triton.cdiv(span, INTERPRETER["min_split_keys"])))
+    splits = max(1, sms // base)
+    if batch > 1:
+        splits = max(splits, min(RAGGED_SPLITS, RAGGED_WAVES * slots // base, span // RAGGED_MIN_KEYS))
     by_len = triton.cdiv(span, max(MIN_SPLIT_KEYS, block_n))
-    return max(1, min(slots // base, by_len, MAX_SPLITS))
+    return max(1, min(splits, by_len, MAX_SPLITS))
+
+
+def split_layout(span: int, splits: int, block_n: int) -> tuple[int, int]:
+    """``(chunk, splits)``: positions per split (a multiple of ``block_n``) and the split count that chunk gives
+    (rounding the chunk up can leave fewer splits than asked, e.g. 33 asked over 32k positions -> 32)."""
+    chunk = triton.cdiv(triton.cdiv(span, splits), block_n) * block_n
+    return chunk, triton.cdiv(span, chunk)
 
 
 class DecodePlan:
@@ -263,9 +301,8 @@ class DecodePlan:
             block_n, warps, stages, sm_count = INTERPRETER["block_n"], 4, 1, 1
         span = cap if window <= 0 else min(cap, window + lq - 1)
         slots = sm_count * occupancy(block_m, block_n, block_d, stages, q.element_size())
-        splits = num_splits(b * hkv * m_blocks, span, block_n, slots, on_cuda)
-        self.chunk = triton.cdiv(triton.cdiv(span, splits), block_n) * block_n
-        self.splits = triton.cdiv(span, self.chunk)
+        splits = num_splits(b * hkv * m_blocks, span, block_n, sms=sm_count, slots=slots, batch=b, on_cuda=on_cuda)
+        self.chunk, self.splits = split_layout(span, splits, block_n)
         self.rows = b * hq * lq
         self.ints = (*q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], hq, lq, cap, window, self.rows,
                      self.chunk)
