@@ -31,7 +31,7 @@ def rows() -> list[dict]:
     calls = {
         "component: torch.empty 1x4096 bf16": (lambda: torch.empty((1, 4096), dtype=torch.bfloat16, device="cuda"), ()),
         "component: plan key + lookup": (lambda: norms_api._RMS_PLANS.get((tensor_key(x), tensor_key(w), 1e-6)), ()),
-        "component: prepared Launch only": (lambda: plan.launch(x, x, w, y, y, *plan.ints, 1e-6, 0.0), ()),
+        "component: prepared Launch only": (lambda: plan.launch(x, x, w, y, y, *plan.ints, plan.inv_n, 1e-6, 0.0), ()),
         "bare triton launch (copy kernel)": (lambda: _noop_kernel[(4,)](x, y, 4096, BLOCK=1024), ()),
         "mlx-native rms_norm": (lambda: mn.rms_norm(x, w, 1e-6), ()),
         "mlx-native add_rms_norm": (lambda: mn.add_rms_norm(x, x, w, 1e-6), ()),

@@ -114,6 +114,19 @@ def test_empty_inputs(device):
     assert n.shape == h.shape == (0, 64)
 
 
+
+def test_plan_passes_host_inverse_of_n(device):
+    """The mean is a multiply by a host-computed 1/N (a plan attribute), 1.0 for l2_norm."""
+    from mlx_native.ops.norms import api
+    from mlx_native.runtime.plans import tensor_key
+
+    x = randn(2, 576, device=device)
+    w = randn(576, device=device)
+    key = (tensor_key(x), tensor_key(w), 1e-6)
+    assert api._RMS_PLANS.get(key, x, w, None, 1e-6).inv_n == 1.0 / 576
+    assert api._ADD_RMS_PLANS.get((tensor_key(x), tensor_key(w), tensor_key(x), 1e-6), x, w, x, 1e-6).inv_n == 1.0 / 576
+    assert api._L2_PLANS.get((tensor_key(x), 1e-6), x, None, None, 1e-6).inv_n == 1.0
+
 class TestBadInput:
     def test_wrong_dtype(self):
         with pytest.raises(mn.UnsupportedDTypeError, match="rms_norm: x has dtype int32"):

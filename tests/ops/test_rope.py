@@ -297,6 +297,24 @@ def test_plan_shares_angles_across_heads():
     assert plan.ints_head[0] == 7 and plan.ints_head[1] == 16  # 7 position rows x 16 heads
 
 
+def test_launch_config_small_and_large_problems():
+    """Small (decode) problems: SMALL_ROWS head rows per program, SMALL_NUM_WARPS warps; large ones unchanged."""
+    from mlx_native.ops.rope import kernel
+
+    sms = 132  # H100
+    rows, warps = kernel.SMALL_ROWS, kernel.SMALL_NUM_WARPS
+    # (BLOCK_G, BLOCK_R, num_warps) for (position rows, heads, padded head-row elements, total elements)
+    assert kernel.launch_config(1, 32, 128, 32 * 128, sms) == (rows, 1, warps)  # T1 H32 D128
+    assert kernel.launch_config(4, 16, 256, 4 * 16 * 256, sms) == (rows, 1, warps)  # T4 H16 D256
+    assert kernel.launch_config(1, 32, 128, 40 * 128, sms) == (rows, 1, warps)  # rope_qk B1 32/8 D128
+    assert kernel.launch_config(16, 32, 128, 16 * 32 * 128, sms) == (rows, 1, warps)  # T16 H32 D128
+    assert kernel.launch_config(7, 1, 64, 7 * 64, sms) == (1, rows, warps)  # no head dim: position rows
+    assert kernel.launch_config(3, 2, 64, 3 * 2 * 64, sms) == (2, 2, warps)
+    # large problems keep the verified config: LARGE_GROUP heads, ELEMS_PER_THREAD per thread
+    assert kernel.launch_config(8192, 32, 256, 8192 * 32 * 256, sms) == (16, 1, 4)  # T8192 H32 D256
+    assert kernel.launch_config(16384, 40, 128, 16384 * 40 * 128, sms) == (16, 1, 2)  # rope_qk B4 L4096 D128
+
+
 @pytest.mark.parametrize("dtype", ALL_FLOAT)
 @pytest.mark.parametrize("traditional", [False, True])
 def test_rope_qk_equals_two_ropes(device, dtype, traditional):

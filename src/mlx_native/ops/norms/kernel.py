@@ -39,9 +39,9 @@ def _norm_kernel(
     r_inner,
     r_so,
     r_si,
+    inv_n,  # 1 / N (rms norm) or 1.0 (l2 norm), computed on the host: a multiply, not a division
     eps,
     w_offset,
-    MEAN: tl.constexpr,  # True: rms norm (sum / N); False: l2 norm (sum)
     HAS_WEIGHT: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr,
     X_TWO_LEVEL: tl.constexpr,
@@ -72,9 +72,7 @@ def _norm_kernel(
             h = (x + r).to(h_ptr.dtype.element_ty)
             tl.store(h_ptr + out_row[:, None] + cols[None, :], h, mask=mask)
             x = h.to(tl.float32)
-        ss = tl.sum(x * x, axis=1)
-        if MEAN:
-            ss = ss / n_cols
+        ss = tl.sum(x * x, axis=1) * inv_n
         y = x * tl.rsqrt(ss + eps)[:, None]
         if HAS_WEIGHT:
             y = y * w[None, :]
@@ -91,10 +89,7 @@ def _norm_kernel(
                 tl.store(h_ptr + out_row[:, None] + c[None, :], h, mask=mask)
                 x = h.to(tl.float32)
             acc += x * x
-        ss = tl.sum(acc, axis=1)
-        if MEAN:
-            ss = ss / n_cols
-        inv = tl.rsqrt(ss + eps)
+        inv = tl.rsqrt(tl.sum(acc, axis=1) * inv_n + eps)
         for start in range(0, n_cols, BLOCK_N):
             c = start + cols
             col_ok = c < n_cols
@@ -140,12 +135,13 @@ class NormPlan:
             self.copy_r = rl is None
             rl = rl or contiguous_rows(residual.shape)
         self.has_residual = residual is not None
+        self.inv_n = 1.0 / n_cols if mean else 1.0  # kernel argument: the mean is a multiply (inductor's form)
         block_r, block_n, single, num_warps = config(xl.n_rows, n_cols)
         self.ints = (xl.n_rows, n_cols, xl.inner, xl.stride_outer, xl.stride_inner, rl.inner, rl.stride_outer,
                      rl.stride_inner)
         self.launch = Launch(
             _norm_kernel, (triton.cdiv(xl.n_rows, block_r),),
-            dict(MEAN=mean, HAS_WEIGHT=weight is not None, HAS_RESIDUAL=residual is not None,
+            dict(HAS_WEIGHT=weight is not None, HAS_RESIDUAL=residual is not None,
                  X_TWO_LEVEL=xl.two_level, R_TWO_LEVEL=rl.two_level, BLOCK_R=block_r, BLOCK_N=block_n,
                  SINGLE_TILE=single),
             num_warps=num_warps,
@@ -162,5 +158,5 @@ class NormPlan:
                 residual = residual.contiguous()
             h = empty(self.shape, dtype=self.dtype, device=self.device)
         self.launch(x, residual if residual is not None else x, weight if weight is not None else x, y,
-                    h if h is not None else y, *self.ints, eps, weight_offset)
+                    h if h is not None else y, *self.ints, self.inv_n, eps, weight_offset)
         return y, h

@@ -30,13 +30,14 @@ from . import ref
 
 # Launch configs (bench/sweep.py, bench/NOTES.md): large problems take tiles of up to
 # LARGE_GROUP heads with many elements per thread (few warps, the angles amortized over
-# the heads); problems too small to fill the GPU that way take small tiles with more
-# warps (latency: more programs in flight).
+# the heads); problems too small to fill the GPU that way (decode: a few tokens) take
+# SMALL_ROWS head rows per program with SMALL_NUM_WARPS warps (latency: more programs
+# in flight). The small config is the run-4 sweep's choice, awaiting GPU verification.
 TILE_ELEMS = 2048  # large problems: elements per program (rows x group x head dim)
 ELEMS_PER_THREAD = 32  # large problems: sets num_warps
 LARGE_GROUP = 16  # large problems: heads per program
-SMALL_TILE_ELEMS = 1024
-SMALL_ELEMS_PER_THREAD = 4
+SMALL_ROWS = 4  # small problems: head rows (position rows x heads) per program
+SMALL_NUM_WARPS = 4  # small problems: num_warps
 SMALL_PROGRAMS_PER_SM = 2  # below this many large-config programs per SM, use the small config
 _NO_SECTION = 1 << 30
 
@@ -339,6 +340,28 @@ class _Layouts:
                 self.y.inner, self.y.stride_outer, self.y.stride_inner, self.y_gs)
 
 
+def launch_config(n_rows: int, n_groups: int, row_elems: int, total: int, sm_count: int) -> tuple[int, int, int]:
+    """(BLOCK_G, BLOCK_R, num_warps) for ``n_rows`` position rows x ``n_groups`` heads.
+
+    ``row_elems``: padded elements of one head row; ``total``: padded elements of
+    the whole launch (both tensors of a pair). Small problems (fewer than
+    ``SMALL_PROGRAMS_PER_SM`` large-config programs per SM) take ``SMALL_ROWS``
+    head rows per program (heads first) and ``SMALL_NUM_WARPS`` warps.
+    """
+    small = total < SMALL_PROGRAMS_PER_SM * sm_count * TILE_ELEMS
+    if small:
+        tile, max_group = SMALL_ROWS * row_elems, n_groups
+    else:
+        tile, max_group = max(TILE_ELEMS, LARGE_GROUP * row_elems), LARGE_GROUP
+    block_g = min(next_pow2(n_groups), prev_pow2(max(1, tile // row_elems)), next_pow2(max_group))
+    block_r = min(next_pow2(n_rows), prev_pow2(max(1, tile // (row_elems * block_g))))
+    if small:
+        num_warps = SMALL_NUM_WARPS
+    else:
+        num_warps = prev_pow2(min(16, max(1, block_r * block_g * row_elems // (32 * ELEMS_PER_THREAD))))
+    return block_g, block_r, num_warps
+
+
 class RopePlan:
     """The rope kernel prepared for one signature (one tensor, or a q/k pair in one launch).
 
@@ -394,13 +417,7 @@ class RopePlan:
         block_t = next_pow2(tail) if tail > 0 else 1
         row_elems = 2 * block_h + (block_t if tail > 0 else 0)
         total = n_rows * (lay.n_groups + (lay2.n_groups if x2 is not None else 0)) * row_elems
-        if total < SMALL_PROGRAMS_PER_SM * device_info(x.device).sm_count * TILE_ELEMS:
-            tile, per_thread, max_group = SMALL_TILE_ELEMS, SMALL_ELEMS_PER_THREAD, n_groups
-        else:
-            tile, per_thread, max_group = max(TILE_ELEMS, LARGE_GROUP * row_elems), ELEMS_PER_THREAD, LARGE_GROUP
-        block_g = min(next_pow2(n_groups), prev_pow2(max(1, tile // row_elems)), next_pow2(max_group))
-        block_r = min(next_pow2(n_rows), prev_pow2(max(1, tile // (row_elems * block_g))))
-        num_warps = prev_pow2(min(16, max(1, block_r * block_g * row_elems // (32 * per_thread))))
+        block_g, block_r, num_warps = launch_config(n_rows, n_groups, row_elems, total, device_info(x.device).sm_count)
         group_blocks = triton.cdiv(lay.n_groups, block_g)
         grid_g = group_blocks + (triton.cdiv(lay2.n_groups, block_g) if x2 is not None else 0)
         sec1, sec2, sec3 = _section_bounds(sections, interleaved)
