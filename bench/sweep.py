@@ -56,7 +56,7 @@ def rms(rows, cols):
 
 
 SWEEPS = [
-    ("rope small problems", rope_kernel, ("SMALL_TILE_ELEMS", "SMALL_ELEMS_PER_THREAD"), ([512, 1024, 2048], [2, 4, 8]),
+    ("rope small problems", rope_kernel, ("SMALL_ROWS", "SMALL_NUM_WARPS"), ([2, 4, 8], [2, 4, 8]),
      {"hnr T1 H32 D128": hnr(1, 32, 128), "hnr T4 H16 D256": hnr(4, 16, 256), "hnr T16 H32 D128": hnr(16, 32, 128),
       "rope_qk B1 L1 32/8 D128": rope_qk(1, 1, 32, 8, 128), "rope_qk B8 L1 32/8 D128": rope_qk(8, 1, 32, 8, 128)}),
     ("rope large problems", rope_kernel, ("LARGE_GROUP", "ELEMS_PER_THREAD"), ([8, 16, 32], [16, 32]),
