@@ -39,3 +39,12 @@ def gelu_erf(x):
 def sigmoid(x):
     """1 / (1 + exp(-x)) in fp32, safe for large |x|."""
     return 1.0 / (1.0 + tl.exp(-x))
+
+
+@triton.jit
+def gated_act(g, ACT: tl.constexpr):
+    """The gate activation of a fused gate/up pair: ``ACT`` 0 = SiLU, 1 = GELU (tanh)."""
+    if ACT == 0:
+        return g * sigmoid(g)
+    else:
+        return gelu_tanh(g)

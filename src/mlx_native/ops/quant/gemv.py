@@ -27,7 +27,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.math import gelu_tanh, sigmoid
+from ...kernels.math import gated_act
 
 AFFINE: tl.constexpr = tl.constexpr(-1)
 Q4_0: tl.constexpr = tl.constexpr(2)
@@ -228,14 +228,6 @@ def gemv_offsets(rows, c, stride_wr, stride_sr, FMT: tl.constexpr, BITS: tl.cons
     return w_off, s_off
 
 
-@triton.jit
-def _act(g, ACT: tl.constexpr):
-    if ACT == 0:
-        return g * sigmoid(g)
-    else:
-        return gelu_tanh(g)
-
-
 @triton.jit(do_not_specialize=["n_rows", "k_per_split"])
 def gemv_kernel(
     x_ptr,  # [Rx, K] activations (row stride stride_xm, unit column stride)
@@ -304,7 +296,7 @@ def gemv_kernel(
     out_off = r.to(tl.int64) * N + offs_n
     if not SPLIT_K:
         if HAS_UP:
-            res = _act(res, ACT) * res2
+            res = gated_act(res, ACT) * res2
         tl.store(out_ptr + out_off, res.to(out_ptr.dtype.element_ty), mask=n_ok)
     else:
         part = pid_k.to(tl.int64) * n_rows * N
@@ -382,7 +374,7 @@ class GemvLaunch:
                  has_xrow: bool, has_up: bool, act: int, out_dtype: torch.dtype, strides: tuple, device):
         code, nw, kstep = words_geometry(family, fmt, bits, group_size, k)
         bn = max(1, min(GEMV_BN, next_pow2(n)))
-        self.n, self.n_rows, self.out_dtype, self.device, self.has_up = n, n_rows, out_dtype, device, has_up
+        self.n, self.n_rows, self.out_dtype, self.device = n, n_rows, out_dtype, device
         tiles = triton.cdiv(n, bn) * n_rows
         steps = triton.cdiv(k, kstep)
         target = PROGRAMS_PER_SM * device_info(device).sm_count
@@ -399,11 +391,9 @@ class GemvLaunch:
             FMT=code, BITS=bits, GS=group_size, ROUTED=routed, HAS_XROW=has_xrow, HAS_UP=has_up, ACT=act,
             SPLIT_K=self.split > 1, BN=bn, NW=nw, KSTEP=kstep, EVEN=even), num_warps=GEMV_WARPS, num_stages=1)
         if self.split > 1:
-            from .qmm import splitk_reduce_kernel
+            from .qmm import SplitK
 
-            block = 1024
-            self.reduce = Launch(splitk_reduce_kernel, (triton.cdiv(n_rows * n, block),),
-                                 dict(HAS_UP=has_up, ACT=act, BLOCK=block), num_warps=4)
+            self.splitk = SplitK(self.split, n_rows, n, has_up, act, device)
 
     def __call__(self, x, w, s, b, w2=None, s2=None, b2=None, erow=None, xrow=None) -> torch.Tensor:
         out = empty((self.n_rows, self.n), dtype=self.out_dtype, device=self.device)
@@ -415,11 +405,9 @@ class GemvLaunch:
         if self.split == 1:
             self.launch(x, w, s, b, w2, s2, b2, out, out, erow, xrow, *self.ints)
             return out
-        part = torch.empty((self.split, self.n_rows, self.n), dtype=torch.float32, device=self.device)
-        part2 = torch.empty_like(part) if self.has_up else part
+        part, part2 = self.splitk.partials()
         self.launch(x, w, s, b, w2, s2, b2, part, part2, erow, xrow, *self.ints)
-        self.reduce(part, part2, out, self.n_rows * self.n, self.split)
-        return out
+        return self.splitk.reduce_into(part, part2, out)
 
 
 class WithFallback:

@@ -195,18 +195,15 @@ class MmvLaunch:
             ONE_ROW=m == 1),
             num_warps=MMV_WARPS, num_stages=MMV_STAGES if m == 1 else MMV_STAGES_ROWS)
         if self.split > 1:
-            from .qmm import splitk_reduce_kernel
+            from .qmm import SplitK
 
-            block = 1024
-            self.reduce = Launch(splitk_reduce_kernel, (triton.cdiv(m * n, block),),
-                                 dict(HAS_UP=False, ACT=0, BLOCK=block), num_warps=4)
+            self.splitk = SplitK(self.split, m, n, False, 0, device)
 
     def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
         out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)
         if self.split == 1:
             self.launch(x, w, s, b, out, *self.ints)
             return out
-        part = torch.empty((self.split, self.m, self.n), dtype=torch.float32, device=self.device)
+        part, _ = self.splitk.partials()
         self.launch(x, w, s, b, part, *self.ints)
-        self.reduce(part, part, out, self.m * self.n, self.split)
-        return out
+        return self.splitk.reduce_into(part, part, out)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.math import gelu_tanh, sigmoid
+from ...kernels.math import gated_act
 from ..ggml.tiles import ggml_decode, ggml_load, planes_of
 from .tiles import affine_decode, affine_gemv_compute, affine_load, affine_tile
 
@@ -96,14 +96,6 @@ def _dot(x, w, acc, TRANS: tl.constexpr, DOT_IEEE: tl.constexpr, SWAP: tl.conste
         else:
             out = tl.dot(xd, wd, acc)
     return out
-
-
-@triton.jit
-def _act(g, ACT: tl.constexpr):
-    if ACT == 0:
-        return g * sigmoid(g)
-    else:
-        return gelu_tanh(g)
 
 
 @triton.jit(do_not_specialize=["n_rows", "k_per_split"])
@@ -313,7 +305,7 @@ def qmm_kernel(
     out_off = r.to(tl.int64)[:, None] * N + offs_n[None, :]
     if not SPLIT_K:
         if HAS_UP:
-            res = _act(res, ACT) * res2
+            res = gated_act(res, ACT) * res2
         tl.store(out_ptr + out_off, res.to(out_ptr.dtype.element_ty), mask=mask)
     else:
         part = pid_k.to(tl.int64) * n_rows * N
@@ -339,7 +331,7 @@ def splitk_reduce_kernel(
         if HAS_UP:
             acc2 += tl.load(part2_ptr + s * numel + offs, mask=ok, other=0.0)
     if HAS_UP:
-        acc = _act(acc, ACT) * acc2
+        acc = gated_act(acc, ACT) * acc2
     tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=ok)
 
 
@@ -354,6 +346,32 @@ from ...kernels.launch import Launch  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from ...runtime.memory import empty  # noqa: E402
 from ..common import next_pow2  # noqa: E402
+
+class SplitK:
+    """fp32 partials of a launch split over K, and the kernel that sums them into the output.
+
+    Args:
+        split: number of K splits (> 1). n_rows, n: output shape. has_up, act: a fused gate/up pair
+            (two sets of partials, ``act(gate) * up`` applied after the sum).
+    """
+
+    BLOCK = 1024
+
+    def __init__(self, split: int, n_rows: int, n: int, has_up: bool, act: int, device):
+        self.split, self.numel, self.has_up, self.device = split, n_rows * n, has_up, device
+        self.shape = (split, n_rows, n)
+        self.reduce = Launch(splitk_reduce_kernel, (triton.cdiv(self.numel, self.BLOCK),),
+                             dict(HAS_UP=has_up, ACT=act, BLOCK=self.BLOCK), num_warps=4)
+
+    def partials(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(part, part2)``: ``[split, n_rows, n]`` fp32 (``part2`` is ``part`` without an up projection)."""
+        part = torch.empty(self.shape, dtype=torch.float32, device=self.device)
+        return part, (torch.empty_like(part) if self.has_up else part)
+
+    def reduce_into(self, part: torch.Tensor, part2: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        self.reduce(part, part2, out, self.numel, self.split)
+        return out
+
 
 ACT_CODES = {"silu": 0, "gelu_tanh": 1}
 DECODE_MAX_ROWS = 16  # up to this many rows of x: the decode kernels
@@ -460,7 +478,7 @@ class QmmLaunch:
                  has_nblk: bool, has_xrow: bool, has_up: bool, act: int, out_dtype: torch.dtype, compute_ieee: bool,
                  strides: tuple, device):
         self.cfg, self.n, self.k, self.n_rows = cfg, n, k, n_rows
-        self.out_dtype, self.device, self.has_up = out_dtype, device, has_up
+        self.out_dtype, self.device = out_dtype, device
         steps = triton.cdiv(k, cfg.bk)
         self.split = max(1, min(cfg.split, steps))
         self.k_per_split = triton.cdiv(steps, self.split) * cfg.bk
@@ -475,10 +493,7 @@ class QmmLaunch:
             DOT_IEEE=compute_ieee, GROUP_M=cfg.group_m if not grouped else 1, BM=cfg.bm, BN=cfg.bn, BK=cfg.bk),
             num_warps=cfg.num_warps, num_stages=cfg.num_stages)
         if self.split > 1:
-            block = 1024
-            numel = n_rows * n
-            self.reduce = Launch(splitk_reduce_kernel, (triton.cdiv(numel, block),),
-                                 dict(HAS_UP=has_up, ACT=act, BLOCK=block), num_warps=4)
+            self.splitk = SplitK(self.split, n_rows, n, has_up, act, device)
 
     def __call__(self, x, w, s, b, w2, s2, b2, rows=None, bexp=None, nblk=None, xrow=None) -> torch.Tensor:
         out = empty((self.n_rows, self.n), dtype=self.out_dtype, device=self.device)
@@ -492,11 +507,9 @@ class QmmLaunch:
         if self.split == 1:
             self.launch(x, w, s, b, w2, s2, b2, out, out, rows, bexp, nblk, xrow, *self.ints)
             return out
-        part = torch.empty((self.split, self.n_rows, self.n), dtype=torch.float32, device=self.device)
-        part2 = torch.empty_like(part) if self.has_up else part
+        part, part2 = self.splitk.partials()
         self.launch(x, w, s, b, w2, s2, b2, part, part2, rows, bexp, nblk, xrow, *self.ints)
-        self.reduce(part, part2, out, self.n_rows * self.n, self.split)
-        return out
+        return self.splitk.reduce_into(part, part2, out)
 
 
 def group_rows(erow: torch.Tensor, n_experts: int, bm: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
