@@ -65,6 +65,10 @@ DECODE_SPLIT_VARIANTS = {
     (32, 8192, 256, False): (1,),
     (32, 32768, 256, False): (1,),
 }
+# Every decode row also times the default split count with the splits merged by a second kernel (the path before
+# the merge moved into the decode launch, decode.FUSED_REDUCE = False): the saving of the fused merge, side by
+# side. Rows where the default is one split run the same single kernel in both.
+TWO_KERNEL = "mlx-native[2-kernel reduce]"
 
 
 def _sdpa(backend_name: str):
@@ -173,8 +177,9 @@ def prefill_variant(cfg, causal):
     return Impl(run, tolerance=TOL)
 
 
-def decode_variant(splits):
-    """Ours with a forced split count (the default comes from the SM count and the static shapes)."""
+def decode_variant(splits=None, fused=True):
+    """Ours with a forced split count (the default comes from the SM count and the static shapes), or
+    (``fused=False``) with the splits merged by a second launch instead of by the last program of each column."""
     from mlx_native.ops.attention import decode as dec
 
     plans = {}
@@ -183,11 +188,12 @@ def decode_variant(splits):
         key = (q.shape, kc.shape, kc.stride())
         plan = plans.get(key)
         if plan is None:
-            saved, dec.SPLITS_OVERRIDE = dec.SPLITS_OVERRIDE, splits
+            saved = dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE
+            dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE = splits, fused
             try:
                 plan = plans[key] = dec.DecodePlan(q, kc, vc, lens, window=0, softcap=0.0)
             finally:
-                dec.SPLITS_OVERRIDE = saved
+                dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE = saved
         return plan(q, kc, vc, lens, q.shape[-1] ** -0.5, 0.0)
 
     return Impl(run, tolerance=TOL)
@@ -215,11 +221,13 @@ def cases() -> list[Case]:
                 if b * hkv * kv * d * 4 > 20 << 30:  # > 20 GiB of K/V per input set
                     continue
                 c = decode_case(b, hq, hkv, kv, d)
+                c.impls[TWO_KERNEL] = decode_variant(fused=False)
                 for splits in DECODE_SPLIT_VARIANTS.get((b, kv, d, False), ()):
                     c.impls["mlx-native[splits=%d]" % splits] = decode_variant(splits)
                 target = d == 128 and ((b == 8 and kv == 32768) or (b == 1 and kv >= 8192))
                 (first if target else rest).append(c)
     ragged = decode_case(8, 64, 8, 32768, 128, ragged=True)
+    ragged.impls[TWO_KERNEL] = decode_variant(fused=False)
     for splits in DECODE_SPLIT_VARIANTS[(8, 32768, 128, True)]:
         ragged.impls["mlx-native[splits=%d]" % splits] = decode_variant(splits)
     first.append(ragged)

@@ -306,6 +306,70 @@ def test_decode_forced_split_counts(device, splits, monkeypatch):
         clear_all()
 
 
+def _decode_plan(q, kc, vc, lens, *, fused=True, window=0, splits=4):
+    """A DecodePlan built directly (not through the plan cache), with or without the fused merge; ``splits``
+    forces the split count (capped at one key tile per split) so small shapes split on the GPU too."""
+    from mlx_native.ops.attention import decode as dec
+
+    saved = dec.FUSED_REDUCE, dec.SPLITS_OVERRIDE
+    dec.FUSED_REDUCE, dec.SPLITS_OVERRIDE = fused, splits
+    try:
+        return dec.DecodePlan(q, kc, vc, lens, window=window, softcap=0.0)
+    finally:
+        dec.FUSED_REDUCE, dec.SPLITS_OVERRIDE = saved
+
+
+def test_decode_fused_merge_rearms_its_counters(device):
+    """One launch: the last split of each (sequence, KV head, row block) merges and leaves its counter at 0."""
+    b, hq, hkv, cap, d = 3, 8, 2, 200, 64
+    q = randn(b, hq, 1, d, dtype=torch.bfloat16, device=device)
+    kc, vc = (randn(b, hkv, cap, d, dtype=torch.bfloat16, device=device) for _ in range(2))
+    lens = torch.tensor([200, 90, 130], dtype=torch.int32, device=device)
+    plan = _decode_plan(q, kc, vc, lens)
+    assert plan.splits > 1 and plan.reduce is None
+    assert plan.counters.shape == (b * hkv, 1) and plan.counters.dtype == torch.int32
+    out = plan(q, kc, vc, lens, d ** -0.5, 0.0)
+    assert torch.equal(plan.counters, torch.zeros_like(plan.counters))
+    scale = d ** -0.5
+    assert_error_bar(out, decode_oracle(q, kc, vc, lens, scale), decode_baseline(q, kc, vc, lens, scale),
+                     what="fused merge")
+
+
+def test_decode_fused_merge_repeated_calls(device):
+    """The counters carry over between calls of one plan: new lengths on every call, each result exact."""
+    b, hq, hkv, cap, d = 2, 8, 1, 160, 64
+    q = randn(b, hq, 2, d, dtype=torch.float16, device=device)  # Lq = 2: 16 packed rows, one row block
+    kc, vc = (randn(b, hkv, cap, d, dtype=torch.float16, device=device) for _ in range(2))
+    plan = _decode_plan(q, kc, vc, torch.ones(b, dtype=torch.int32, device=device))
+    assert plan.splits > 1 and plan.counters is not None
+    scale = d ** -0.5
+    for n in ([160, 70], [33, 160], [2, 100], [160, 160]):
+        lens = torch.tensor(n, dtype=torch.int32, device=device)
+        out = plan(q, kc, vc, lens, scale, 0.0)
+        assert_error_bar(out, decode_oracle(q, kc, vc, lens, scale), decode_baseline(q, kc, vc, lens, scale),
+                         what=f"call with lengths {n}")
+        assert not plan.counters.any()
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("window", [0, 200])
+def test_decode_splits_left_empty_by_short_sequences(device, fused, window):
+    """Sequences of 0-2 positions leave all splits but the first empty (lse = -inf): they still arrive and merge.
+    Both merge paths (fused, and the two-kernel one the benchmark times) give the reference result."""
+    b, hq, hkv, cap, d = 5, 4, 2, 400, 64
+    q = randn(b, hq, 1, d, dtype=torch.bfloat16, device=device)
+    kc, vc = (randn(b, hkv, cap, d, dtype=torch.bfloat16, device=device) for _ in range(2))
+    lens = torch.tensor([1, 400, 0, 2, 150], dtype=torch.int32, device=device)
+    plan = _decode_plan(q, kc, vc, lens, fused=fused, window=window)
+    assert plan.splits > 2 and (plan.counters is not None) == fused and (plan.reduce is None) == fused
+    scale = d ** -0.5
+    out = plan(q, kc, vc, lens, scale, 0.0)
+    w = window or None
+    assert_error_bar(out, decode_oracle(q, kc, vc, lens, scale, w), decode_baseline(q, kc, vc, lens, scale, w),
+                     what=f"fused={fused} window={window}")
+    assert (out[2] == 0).all()
+
+
 def _h100_splits(b, hkv, kv, d=128, g=8):
     """Effective split count the plan would use on a 132-SM H100 (bf16, one query token)."""
     from mlx_native.ops.attention import decode as dec
@@ -660,6 +724,25 @@ def test_gpu_decode_128k_and_ring():
     ring_k, ring_v = kc[:, :, :4096], vc[:, :, :4096]
     check_decode(q, ring_k, ring_v, torch.tensor([100000], dtype=torch.int32, device="cuda"), window=4096,
                  softcap=30.0, what="ring 4096 at position 100000")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("b", [1, 8])
+def test_gpu_decode_fused_merge_sees_every_split(b):
+    """Memory ordering of the fused merge on the GPU: many calls with new lengths each time (fresh, NaN-filled
+    partial buffers), each equal to the two-kernel merge within one bf16 ulp. A merge that read a partial before
+    its split's stores were visible would get NaN or another call's values."""
+    hq, hkv, d, cap = 64, 8, 128, 8192
+    q = randn(b, hq, 1, d, dtype=torch.bfloat16, device="cuda")
+    kc, vc = (randn(b, hkv, cap, d, dtype=torch.bfloat16, device="cuda") for _ in range(2))
+    lens = torch.full((b,), cap, dtype=torch.int32, device="cuda")
+    fused, two = _decode_plan(q, kc, vc, lens, splits=None), _decode_plan(q, kc, vc, lens, fused=False, splits=None)
+    assert fused.splits > 1 and fused.reduce is None and two.counters is None
+    for _ in range(200):
+        lens = torch.randint(1, cap + 1, (b,), dtype=torch.int32, device="cuda")
+        out = fused(q, kc, vc, lens, d ** -0.5, 0.0)
+        torch.testing.assert_close(out, two(q, kc, vc, lens, d ** -0.5, 0.0), rtol=2 ** -7, atol=1e-6)
+    assert not fused.counters.any()
 
 
 @pytest.mark.gpu

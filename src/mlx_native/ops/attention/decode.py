@@ -1,4 +1,4 @@
-"""Split-KV decode attention (flash-decoding) with GQA packing, and its reduce kernel.
+"""Split-KV decode attention (flash-decoding) with GQA packing; the splits are merged in the same launch.
 
 Decode is memory bound: each step reads the whole visible KV cache once. To
 keep every SM streaming even at batch 1, the visible range of each sequence
@@ -7,15 +7,21 @@ split count and the split length (``chunk`` positions) come from the SM count an
 capacity, window), never from the ``kv_lens`` values, so a call needs no host
 sync and replays from a CUDA graph with new lengths. A fixed split length
 also balances ragged batches: a short sequence simply uses fewer splits
-(the programs past its length exit at once).
+(the programs past its length skip the key loop and write an empty partial).
 
 GQA packing: the ``G = Hq / Hkv`` query heads of one KV head (times the
 ``Lq`` query tokens) are the rows of one ``[BLOCK_M, D]`` tile, so each K/V
 tile is read once for all of them and ``q @ k^T`` is a real matrix product.
 
 Each split writes its normalized partial output and its log2-sum-exp (fp32);
-the reduce kernel merges the splits: ``out = sum_s w_s o_s / sum_s w_s`` with
+:func:`_merge_splits` combines them: ``out = sum_s w_s o_s / sum_s w_s`` with
 ``w_s = exp2(lse_s - max lse)``. Empty splits write ``lse = -inf`` and zeros.
+The merge runs in the decode launch itself: the splits of one row block count
+their arrivals on an atomic counter, and the last to arrive merges (see
+:class:`DecodePlan`). Decode at batch 1 is launch and latency bound (B1 kv8k
+D128: 22.3 us on the H100), and a separate reduce kernel adds a launch and its
+tail (estimated at about 2 us); ``FUSED_REDUCE = False`` keeps that two-kernel
+path (:func:`_reduce_kernel`, same merge) so the benchmark can time both.
 With one split the decode kernel writes the output directly.
 """
 
@@ -37,6 +43,7 @@ LOG2E = 1.4426950408889634
 SMEM_PER_SM = 228 * 1024  # H100 / H200 shared memory per SM
 MIN_SPLIT_KEYS = 512  # never split below this many cache positions per program
 SPLITS_OVERRIDE = None  # benchmarks / sweeps: force a split count
+FUSED_REDUCE = True  # False: merge the splits in a second launch (_reduce_kernel), for benchmark comparisons
 MAX_SPLITS = 64
 RAGGED_SPLITS = 16  # batch > 1: split granularity for ragged lengths (1/16 of the span per program) ...
 RAGGED_WAVES = 4  # ... but no more than this many programs per slot (SMs x occupancy) ...
@@ -107,14 +114,43 @@ def _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, lo, hi, end, qpo
 
 
 @triton.jit
+def _merge_splits(po_ptr, plse_ptr, rows, r_ok, R, n_splits, BLOCK_S: tl.constexpr, BLOCK_R: tl.constexpr,
+                  BLOCK_D: tl.constexpr, HEAD_D: tl.constexpr):
+    """Merge the ``n_splits`` partials of ``rows`` ([BLOCK_R] int64 row indices into ``R``, ``r_ok`` their mask).
+
+    ``po_ptr``: [n_splits, R, HEAD_D] fp32 normalized partial outputs; ``plse_ptr``: [n_splits, R] fp32 partial
+    log2-sum-exp (``-inf``: the split saw no key). ``BLOCK_S >= n_splits``. Returns the [BLOCK_R, BLOCK_D] fp32
+    output ``sum_s w_s o_s / sum_s w_s``, ``w_s = exp2(lse_s - max_s lse_s)``; a row no split saw gets zeros.
+    The loads bypass L1 (``.cg``): other SMs wrote the partials during the same launch in the fused path.
+    """
+    s = tl.arange(0, BLOCK_S)
+    offs_d = tl.arange(0, BLOCK_D)
+    ld_mask = r_ok[:, None] & (offs_d < HEAD_D)[None, :]
+    lse = tl.load(plse_ptr + s[:, None].to(tl.int64) * R + rows[None, :],
+                  mask=(s < n_splits)[:, None] & r_ok[None, :], other=float("-inf"), cache_modifier=".cg")  # [S, R]
+    mx = tl.max(lse, axis=0)
+    mx = tl.where(mx == float("-inf"), 0.0, mx)
+    tot = tl.zeros_like(mx)
+    acc = tl.zeros([BLOCK_R, BLOCK_D], dtype=tl.float32)
+    for sp in range(n_splits):
+        pr = sp * R + rows
+        w = tl.math.exp2(tl.load(plse_ptr + pr, mask=r_ok, other=float("-inf"), cache_modifier=".cg") - mx)
+        o = tl.load(po_ptr + pr[:, None] * HEAD_D + offs_d[None, :], mask=ld_mask, other=0.0, cache_modifier=".cg")
+        tot += w
+        acc += w[:, None] * o
+    return acc / tl.where(tot > 0.0, tot, 1.0)[:, None]
+
+
+@triton.jit
 def _decode_kernel(
     q_ptr,  # [B, Hq, Lq, D] (strides sq_*)
     k_ptr,  # [B, Hkv, C, D] cache (strides sk_*)
     v_ptr,  # [B, Hkv, C, D] cache (strides sv_*)
     lens_ptr,  # [B] int32/int64: tokens in the cache, current queries included
-    o_ptr,  # [B, Hq, Lq, D] contiguous output (SINGLE)
+    o_ptr,  # [B, Hq, Lq, D] contiguous output (SINGLE or FUSE)
     po_ptr,  # [n_splits, B*Hq*Lq, D] fp32 partial outputs (not SINGLE)
     plse_ptr,  # [n_splits, B*Hq*Lq] fp32 partial log2-sum-exp (not SINGLE)
+    cnt_ptr,  # [B*Hkv, m_blocks] int32 arrival counters, zero between launches (FUSE)
     sq_b, sq_h, sq_l,
     sk_b, sk_h, sk_s,
     sv_b, sv_h, sv_s,
@@ -125,11 +161,13 @@ def _decode_kernel(
     softcap_out,  # softcap * log2(e)
     G: tl.constexpr,  # query heads per KV head
     SINGLE: tl.constexpr,  # one split: write the output directly
+    FUSE: tl.constexpr,  # several splits: the last program of each (batch*KV head, row block) merges them
     WINDOW: tl.constexpr,  # sliding window; the cache may be a ring (slot = pos % C)
     MULTI_Q: tl.constexpr,  # Lq > 1: causal mask among the new tokens
     SOFTCAP: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    BLOCK_S: tl.constexpr,  # next_pow2(n_splits) (FUSE)
     BLOCK_D: tl.constexpr,
     HEAD_D: tl.constexpr,
     EVEN_D: tl.constexpr,
@@ -187,6 +225,19 @@ def _decode_kernel(
         tl.store(po_ptr + pr[:, None] * HEAD_D + offs_d[None, :], out, mask=st_mask)
         lse = tl.where(seen, m_i + tl.log2(tl.where(seen, l_i, 1.0)), float("-inf"))
         tl.store(plse_ptr + pr, lse, mask=row_ok)
+        if FUSE:
+            # Publish the partials, then arrive: the barrier orders every thread's stores before the atomic
+            # (issued by one thread), whose release makes them visible GPU-wide; its acquire lets the last
+            # program see all the other splits' partials. Every program arrives, empty splits included.
+            tl.debug_barrier()
+            n_splits = tl.num_programs(0)
+            cnt = cnt_ptr + pid_bh * tl.num_programs(2) + pid_m
+            arrived = tl.atomic_add(cnt, 1, sem="acq_rel", scope="gpu")
+            if arrived == n_splits - 1:
+                merged = _merge_splits(po_ptr, plse_ptr, r, row_ok, R, n_splits, BLOCK_S, BLOCK_M, BLOCK_D, HEAD_D)
+                tl.store(o_ptr + r[:, None] * HEAD_D + offs_d[None, :], merged.to(o_ptr.dtype.element_ty),
+                         mask=st_mask)
+                tl.store(cnt, 0)  # every split has arrived: rearm for the next launch (or graph replay)
 
 
 @triton.jit(do_not_specialize=["n_splits"])
@@ -202,24 +253,10 @@ def _reduce_kernel(
 ):
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     r_ok = rows < R
-    s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, BLOCK_D)
-    st_mask = r_ok[:, None] & (offs_d < HEAD_D)[None, :]
-    lse = tl.load(plse_ptr + s[:, None].to(tl.int64) * R + rows[None, :],
-                  mask=(s < n_splits)[:, None] & r_ok[None, :], other=float("-inf"))  # [S, R]
-    mx = tl.max(lse, axis=0)
-    mx = tl.where(mx == float("-inf"), 0.0, mx)
-    tot = tl.zeros([BLOCK_R], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_R, BLOCK_D], dtype=tl.float32)
-    for sp in range(n_splits):
-        pr = sp * R + rows.to(tl.int64)
-        w = tl.math.exp2(tl.load(plse_ptr + pr, mask=r_ok, other=float("-inf")) - mx)
-        o = tl.load(po_ptr + pr[:, None] * HEAD_D + offs_d[None, :], mask=st_mask, other=0.0)
-        tot += w
-        acc += w[:, None] * o
-    out = acc / tl.where(tot > 0.0, tot, 1.0)[:, None]
+    out = _merge_splits(po_ptr, plse_ptr, rows.to(tl.int64), r_ok, R, n_splits, BLOCK_S, BLOCK_R, BLOCK_D, HEAD_D)
     tl.store(o_ptr + rows[:, None].to(tl.int64) * HEAD_D + offs_d[None, :], out.to(o_ptr.dtype.element_ty),
-             mask=st_mask)
+             mask=r_ok[:, None] & (offs_d < HEAD_D)[None, :])
 
 
 def occupancy(block_m: int, block_n: int, block_d: int, stages: int, esize: int) -> int:
@@ -250,7 +287,7 @@ def num_splits(base: int, span: int, block_n: int, *, sms: int, slots: int, batc
       rule picks for both: the shapes cannot tell them apart; its uniform cost is to be confirmed on the GPU).
       ``RAGGED_WAVES`` fades the balance out at large batches, where ``base`` alone is several programs per slot
       and the scheduler already balances (B32 Hkv8: 4 splits, B >= 128 none); ``RAGGED_MIN_KEYS`` keeps the
-      fp32 partials + reduce (``G * D * 4`` bytes written and read per program, against ``chunk * D * 4``
+      fp32 partials + merge (``G * D * 4`` bytes written and read per program, against ``chunk * D * 4``
       bytes of K/V: under 1% at 2048 positions and G = 8) and the per-program prologue small, and keeps short
       caches (under 4k positions) at the fill count, where the whole call is launch and latency bound.
 
@@ -260,7 +297,7 @@ def num_splits(base: int, span: int, block_n: int, *, sms: int, slots: int, batc
     predictions are tabulated in bench/results/2026-11-22-h100-attention/NOTES.md.
 
     ``SPLITS_OVERRIDE`` (benchmarks, sweeps, tests) forces a count, capped at one ``block_n`` tile per split;
-    off CUDA (the interpreter) a few short splits keep the tests fast and still exercise the reduce.
+    off CUDA (the interpreter) a few short splits keep the tests fast and still exercise the merge.
     """
     if SPLITS_OVERRIDE is not None:
         return max(1, min(SPLITS_OVERRIDE, triton.cdiv(span, block_n)))
@@ -281,7 +318,35 @@ def split_layout(span: int, splits: int, block_n: int) -> tuple[int, int]:
 
 
 class DecodePlan:
-    """The decode (+ reduce) kernels prepared for one signature of (q, caches, kv_lens) and options."""
+    """The decode kernel (and, with ``FUSED_REDUCE = False``, the reduce kernel) prepared for one signature of
+    (q, caches, kv_lens) and options.
+
+    Grid ``(splits, B * Hkv, m_blocks)``: axis 0 the split of the visible range, axes 1-2 one "column" per
+    (sequence, KV head, block of ``BLOCK_M`` packed query rows). With several splits each program writes its
+    fp32 partials (``po [splits, B*Hq*Lq, D]``, ``plse [splits, B*Hq*Lq]``, fresh buffers every call) and the
+    splits are merged in the same launch:
+
+    * The plan owns ``counters``: int32 ``[B * Hkv, m_blocks]``, one per column, zeroed once when the plan is
+      built. After storing its partials each program of a column increments the column's counter (every
+      program does, whether its split saw keys or not); the one that reads ``splits - 1`` arrived last, merges
+      the column's partials into the output (:func:`_merge_splits`) and stores 0 back. A launch therefore
+      leaves every counter at zero, so the next call, and a CUDA-graph replay (which reuses the counters of
+      the captured call), starts from zero without a memset.
+    * Memory ordering: a CTA barrier orders all the program's partial stores before the atomic increment
+      (issued by one thread, ``sem="acq_rel", scope="gpu"``). Its release half publishes the partials GPU-wide;
+      the increments of one counter form a release sequence, so the acquire half of the last increment makes
+      every other split's partials visible to the merging program, which reads them with L1-bypassing
+      (``.cg``) loads. The counter reset needs no ordering: no other program of this launch touches that
+      counter any more, and the next launch on the stream starts after this one ends.
+    * One plan must not run concurrently with itself: two launches in flight at once (two streams, or two
+      replays of graphs captured from it on different streams) would share the counters. Build the plan
+      (the first call) outside a CUDA-graph capture: the counters are zeroed there; a plan first built
+      during a capture merges in a second launch instead (no state kept between calls).
+
+    ``FUSED_REDUCE = False`` (read when the plan is built) keeps the previous two-kernel path: the decode
+    kernel only writes the partials and :func:`_reduce_kernel` merges them in a second launch. With one split
+    the decode kernel writes the output and neither applies.
+    """
 
     def __init__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_lens: torch.Tensor, *,
                  window: int, softcap: float):
@@ -306,16 +371,19 @@ class DecodePlan:
         self.rows = b * hq * lq
         self.ints = (*q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], hq, lq, cap, window, self.rows,
                      self.chunk)
+        multi = self.splits > 1
+        fuse = multi and FUSED_REDUCE and not (q.is_cuda and torch.cuda.is_current_stream_capturing())
+        block_s = next_pow2(self.splits)
+        self.counters = torch.zeros((b * hkv, m_blocks), dtype=torch.int32, device=q.device) if fuse else None
         self.launch = Launch(
             _decode_kernel, (self.splits, b * hkv, m_blocks),
-            dict(G=g, SINGLE=self.splits == 1, WINDOW=window > 0, MULTI_Q=lq > 1, SOFTCAP=softcap > 0, BLOCK_M=block_m,
-                 BLOCK_N=block_n, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d,
+            dict(G=g, SINGLE=not multi, FUSE=fuse, WINDOW=window > 0, MULTI_Q=lq > 1, SOFTCAP=softcap > 0,
+                 BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_S=block_s, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d,
                  PRECISION="ieee" if q.dtype == torch.float32 else "tf32"),
             num_warps=warps, num_stages=stages,
         )
         self.reduce = None
-        if self.splits > 1:
-            block_s = next_pow2(self.splits)
+        if multi and not fuse:
             block_r = max(1, min(16, 4096 // block_d))
             self.reduce = Launch(
                 _reduce_kernel, (triton.cdiv(self.rows, block_r),),
@@ -325,15 +393,18 @@ class DecodePlan:
 
     def __call__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_lens: torch.Tensor,
                  scale: float, softcap: float) -> torch.Tensor:
+        """``out [B, Hq, Lq, D]`` in q's dtype (one launch, or two without the fused merge)."""
         out = empty(self.shape, dtype=self.dtype, device=self.device)
         d = self.shape[3]
-        if self.reduce is None:
+        if self.splits == 1:
             po = plse = out
         else:
             po = empty((self.splits, self.rows, d), dtype=torch.float32, device=self.device)
             plse = empty((self.splits, self.rows), dtype=torch.float32, device=self.device)
+        cnt = self.counters if self.counters is not None else out
         cap_in = scale / softcap if softcap > 0 else 0.0
-        self.launch(q, k_cache, v_cache, kv_lens, out, po, plse, *self.ints, scale * LOG2E, cap_in, softcap * LOG2E)
+        self.launch(q, k_cache, v_cache, kv_lens, out, po, plse, cnt, *self.ints, scale * LOG2E, cap_in,
+                    softcap * LOG2E)
         if self.reduce is not None:
             self.reduce(po, plse, out, self.rows, self.splits)
         return out
