@@ -140,7 +140,7 @@ def bench(model, n_prompt: int, n_gen: int, reps: int, compile_decode: bool = Tr
             if r:
                 times.append(time.perf_counter() - t0)
         out["tg"] = [n_gen / t for t in times]
-    del g
+    g = step = None  # drop the weights and the compiled graph before the next model
     torch.cuda.empty_cache()
     return out
 
