@@ -33,6 +33,22 @@ def test_argmax_ties_nan_and_shapes(device):
     assert torch.equal(mn.argmax(strided).cpu(), strided.cpu().argmax(-1))
 
 
+def test_argmax_split_rows_tie_across_parts(device):
+    """A row split over several programs (the interpreter: parts of 2048 columns; CUDA: of >= 4096):
+    the maximum in a later part, ties across parts (the lowest index wins), NaN, and repeated calls
+    (the arrival counters rearm)."""
+    x = torch.randn(3, 9000, device=device)
+    x[0, 8999] = 50.0  # maximum in the last part
+    x[1, 100] = x[1, 4500] = x[1, 8500] = 60.0  # tie across parts
+    x[2, :] = float("nan")
+    x[2, 6000] = -1.0
+    for _ in range(3):
+        out = mn.argmax(x)
+        assert out.tolist() == [8999, 100, 6000]
+    y = torch.randn(2, 9000, device=device)
+    assert torch.equal(mn.argmax(y).cpu(), y.cpu().argmax(-1))
+
+
 CONFIGS = [
     dict(temperature=1.0),
     dict(temperature=0.7, top_k=5),

@@ -31,6 +31,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ...kernels.arrival import arrive_last, can_fuse, counters, rearm
 from ...kernels.launch import Launch
 from ...kernels.math import tanh
 from ...runtime import env
@@ -235,18 +236,14 @@ def _decode_kernel(
         lse = tl.where(seen, m_i + tl.log2(tl.where(seen, l_i, 1.0)), float("-inf"))
         tl.store(plse_ptr + pr, lse, mask=row_ok)
         if FUSE:
-            # Publish the partials, then arrive: the barrier orders every thread's stores before the atomic
-            # (issued by one thread), whose release makes them visible GPU-wide; its acquire lets the last
-            # program see all the other splits' partials. Every program arrives, empty splits included.
-            tl.debug_barrier()
+            # every program arrives, empty splits included (kernels/arrival.py: ordering and rules)
             n_splits = tl.num_programs(0)
             cnt = cnt_ptr + pid_bh * tl.num_programs(2) + pid_m
-            arrived = tl.atomic_add(cnt, 1, sem="acq_rel", scope="gpu")
-            if arrived == n_splits - 1:
+            if arrive_last(cnt, n_splits):
                 merged = _merge_splits(po_ptr, plse_ptr, r, row_ok, R, n_splits, BLOCK_S, BLOCK_M, BLOCK_D, HEAD_D)
                 tl.store(o_ptr + r[:, None] * HEAD_D + offs_d[None, :], merged.to(o_ptr.dtype.element_ty),
                          mask=st_mask)
-                tl.store(cnt, 0)  # every split has arrived: rearm for the next launch (or graph replay)
+                rearm(cnt)
 
 
 @triton.jit(do_not_specialize=["n_splits"])
@@ -381,9 +378,9 @@ class DecodePlan:
         self.ints = (*q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], hq, lq, cap, window, self.rows,
                      self.chunk)
         multi = self.splits > 1
-        fuse = multi and FUSED_REDUCE and not (q.is_cuda and torch.cuda.is_current_stream_capturing())
+        fuse = multi and FUSED_REDUCE and can_fuse(q.device)
         block_s = next_pow2(self.splits)
-        self.counters = torch.zeros((b * hkv, m_blocks), dtype=torch.int32, device=q.device) if fuse else None
+        self.counters = counters((b * hkv, m_blocks), q.device) if fuse else None
         self.launch = Launch(
             _decode_kernel, (self.splits, b * hkv, m_blocks),
             dict(G=g, SINGLE=not multi, FUSE=fuse, WINDOW=window > 0, MULTI_Q=lq > 1, SOFTCAP=softcap > 0,

@@ -1,7 +1,9 @@
 """Triton kernels for token selection: ``argmax`` and ``sample``.
 
-One program per row walks the vocabulary in ``BLOCK`` chunks (no sort, no
-host sync, fixed configs: CUDA-graph capturable).
+``sample``: one program per row walks the vocabulary in ``BLOCK`` chunks;
+``argmax``: a row is split over several programs when there are few rows (see
+:class:`ArgmaxPlan`). No sort, no host sync, fixed configs: CUDA-graph
+capturable.
 
 ``sample``:
   1. row max ``m``; scaled logits ``z = (x - m) * inv_temp`` (``<= 0``);
@@ -23,12 +25,16 @@ import torch
 import triton
 import triton.language as tl
 
+from ...kernels.arrival import arrive_last, can_fuse, counters, rearm
 from ...kernels.launch import Launch
+from ...runtime.device import device_info
 from ...runtime.memory import empty
 from ..common import next_pow2
 
 BLOCK = 2048
 NUM_WARPS = 8
+MIN_SPLIT_COLS = 4096  # argmax: shortest column range per program
+PROGRAMS_PER_SM = 2  # argmax: split rows until about this many programs per SM
 HASH_C1 = 0x21F0AAAD
 HASH_C2 = 0x735A2D97
 GOLDEN = 0x9E3779B9
@@ -52,29 +58,52 @@ def _order_key(x):
     return tl.where(b >= 0, b, b ^ 0x7FFFFFFF)
 
 
-@triton.jit(do_not_specialize=["n_cols"])
+@triton.jit(do_not_specialize=["n_cols", "chunk"])
 def _argmax_kernel(
     x_ptr,  # [R, V] logits (row stride stride_r), unit column stride
     out_ptr,  # [R] int64
+    pmax_ptr, pidx_ptr,  # [R, P] fp32 / int32 partial maxima and their indices (SPLIT)
+    cnt_ptr,  # [R] int32 arrival counters, zero between launches (SPLIT)
     stride_r,
     n_cols,
+    chunk,  # columns per program along axis 1 (a multiple of BLOCK)
     BLOCK: tl.constexpr,
+    SPLIT: tl.constexpr,  # P > 1 programs per row; the last to arrive merges (kernels/arrival.py)
+    BLOCK_P: tl.constexpr,  # next_pow2(P)
 ):
     row = tl.program_id(0)
+    part = tl.program_id(1)
     base = x_ptr + row.to(tl.int64) * stride_r
     cols = tl.arange(0, BLOCK)
     best = tl.full((), float("-inf"), tl.float32)
     best_i = tl.full((), 0, tl.int32)
-    for start in range(0, n_cols, BLOCK):
+    lo = part * chunk
+    hi = tl.minimum(lo + chunk, n_cols)
+    for start in range(lo, hi, BLOCK):
         c = start + cols
-        x = tl.load(base + c, mask=c < n_cols, other=float("-inf")).to(tl.float32)
+        x = tl.load(base + c, mask=c < hi, other=float("-inf")).to(tl.float32)
         x = tl.where(x != x, float("-inf"), x)
         bm = tl.max(x, axis=0)
         bi = tl.min(tl.where(x == bm, c, n_cols), axis=0)
         better = bm > best
         best_i = tl.where(better, bi, best_i)
         best = tl.where(better, bm, best)
-    tl.store(out_ptr + row, best_i.to(tl.int64))
+    if SPLIT:
+        n_parts = tl.num_programs(1)
+        slot = row * n_parts + part
+        tl.store(pmax_ptr + slot, best)
+        tl.store(pidx_ptr + slot, best_i)
+        if arrive_last(cnt_ptr + row, n_parts):
+            p = tl.arange(0, BLOCK_P)
+            ok = p < n_parts
+            m = tl.load(pmax_ptr + row * n_parts + p, mask=ok, other=float("-inf"), cache_modifier=".cg")
+            i = tl.load(pidx_ptr + row * n_parts + p, mask=ok, other=n_cols, cache_modifier=".cg")
+            top = tl.max(m, axis=0)
+            # parts cover increasing column ranges and keep their lowest index: the lowest index wins ties
+            tl.store(out_ptr + row, tl.min(tl.where(m == top, i, n_cols), axis=0).to(tl.int64))
+            rearm(cnt_ptr + row)
+    else:
+        tl.store(out_ptr + row, best_i.to(tl.int64))
 
 
 @triton.jit(do_not_specialize=["n_cols", "top_k"])
@@ -188,15 +217,42 @@ def _block(n_cols: int) -> int:
 
 
 class ArgmaxPlan:
+    """argmax over the last dim of ``[..., V]`` logits.
+
+    Few rows over a large vocabulary (decode: one row of 49k-256k logits) would leave all but a few SMs
+    idle with one program per row, so each row is cut into ``P`` column ranges of at least
+    ``MIN_SPLIT_COLS``, about ``PROGRAMS_PER_SM`` programs per SM in all; the last program of a row to
+    finish merges the row's partials (no second launch).
+    """
+
     def __init__(self, x: torch.Tensor):
-        self.rows = x.numel() // x.shape[-1]
+        n_cols = x.shape[-1]
+        self.rows = x.numel() // n_cols
         self.shape = tuple(x.shape[:-1])
         self.device = x.device
-        self.launch = Launch(_argmax_kernel, (self.rows,), dict(BLOCK=_block(x.shape[-1])), num_warps=NUM_WARPS)
+        block = _block(n_cols)
+        parts = 1
+        if x.is_cuda and can_fuse(x.device):
+            target = PROGRAMS_PER_SM * device_info(x.device).sm_count
+            parts = max(1, min(triton.cdiv(n_cols, MIN_SPLIT_COLS), target // max(self.rows, 1)))
+        elif not x.is_cuda:  # the interpreter: a few short parts, so the tests exercise the merge
+            parts = max(1, min(4, triton.cdiv(n_cols, block)))
+        chunk = triton.cdiv(triton.cdiv(n_cols, parts), block) * block
+        self.parts = triton.cdiv(n_cols, chunk)
+        self.chunk = chunk
+        split = self.parts > 1
+        self.counters = counters((self.rows,), x.device) if split else None
+        self.launch = Launch(_argmax_kernel, (self.rows, self.parts),
+                             dict(BLOCK=block, SPLIT=split, BLOCK_P=next_pow2(self.parts)), num_warps=NUM_WARPS)
 
     def __call__(self, x2d: torch.Tensor) -> torch.Tensor:
         out = empty((self.rows,), dtype=torch.int64, device=self.device)
-        self.launch(x2d, out, x2d.stride(0), x2d.shape[1])
+        if self.counters is None:
+            self.launch(x2d, out, out, out, out, x2d.stride(0), x2d.shape[1], self.chunk)
+        else:
+            pmax = torch.empty((self.rows, self.parts), dtype=torch.float32, device=self.device)
+            pidx = torch.empty((self.rows, self.parts), dtype=torch.int32, device=self.device)
+            self.launch(x2d, out, pmax, pidx, self.counters, x2d.stride(0), x2d.shape[1], self.chunk)
         return out.view(self.shape)
 
 
