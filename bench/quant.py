@@ -36,6 +36,7 @@ SHAPES = [(4096, 4096), (4096, 14336), (14336, 4096)]  # (K, N): in x out featur
 DECODE_M = [1]
 SMALL_M = [2, 4, 8, 16]  # on SMALL_M_SHAPES
 SMALL_M_SHAPES = [(4096, 14336)]
+GGUF_M16_SHAPES = [s for s in SHAPES if s not in SMALL_M_SHAPES]  # GGUF decode at M = 16 on the other shapes
 PREFILL = [(1024, 4096, 4096), (1024, 4096, 14336), (1024, 14336, 4096), (4096, 4096, 14336), (256, 4096, 14336)]  # M, K, N
 GGUF_MAIN = ["Q4_0", "Q4_K"]
 GGUF_OTHER = ["Q4_1", "Q8_0", "Q5_K", "Q6_K"]
@@ -186,6 +187,9 @@ def cases() -> list[Case]:
             out.append(_affine_case("decode", m, k, n))
             for name in GGUF_MAIN:
                 out.append(_gguf_case("decode", name, m, k, n))
+    for k, n in GGUF_M16_SHAPES:
+        for name in GGUF_MAIN:
+            out.append(_gguf_case("decode", name, 16, k, n))
     k, n = OTHER_SHAPE
     for name in GGUF_OTHER:
         out.append(_gguf_case("decode", name, 1, k, n))

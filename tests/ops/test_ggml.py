@@ -165,6 +165,78 @@ def test_matmul_types_without_fused_kernel(device, name, request):
     _check_matmul(device, name, 3, 16, 256, torch.bfloat16, rng_for(request))
 
 
+@pytest.fixture
+def mmv_launches(monkeypatch):
+    """``[(fmt, split, groups_per_split)]`` of each tensor-core decode launch (quant/mmv.py) built
+    while the test runs (plans are cleared around it, so cached ones do not hide a build)."""
+    from mlx_native.ops.quant import mmv
+    from mlx_native.runtime import plans
+
+    built = []
+    init = mmv.MmvLaunch.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        built.append((kwargs.get("fmt"), self.split, self.ints[-1]))
+
+    monkeypatch.setattr(mmv.MmvLaunch, "__init__", spy)
+    plans.clear_all()
+    yield built
+    plans.clear_all()
+
+
+MMV_TYPES = ("Q4_0", "Q4_1", "Q4_K")
+
+
+@pytest.mark.parametrize("name", MMV_TYPES)
+@pytest.mark.parametrize("m", [1, 3, 16])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_matmul_tensor_core_decode(device, mmv_launches, name, m, dtype, request):
+    """1-16 bf16/fp16 rows on Q4_0 / Q4_1 / Q4_K blocks take the tensor-core decode kernel:
+    N = 72 (a partial second 64-feature tile), K = 1024 (32 blocks, 4 super-blocks). Outputs are
+    NaN-prefilled (conftest), so an unwritten element fails the error bar."""
+    _check_matmul(device, name, m, 72, 1024, dtype, rng_for(request))
+    assert [fmt for fmt, _, _ in mmv_launches] == [formats.BY_NAME[name].id], "mmv kernel not used"
+
+
+@pytest.mark.parametrize("name, k", [
+    ("Q4_0", 576),  # 18 blocks: 9 two-block steps, split 10 + 8
+    ("Q4_1", 608),  # 19 blocks: one-block steps, split unevenly
+    ("Q4_K", 1280),  # 5 super-blocks: split 3 + 2
+])
+@pytest.mark.parametrize("m, dtype", [(1, torch.bfloat16), (16, torch.float16)])
+def test_matmul_tensor_core_decode_uneven_split(device, mmv_launches, name, k, m, dtype, request):
+    """The K split of the decode kernel (fp32 partials, one tile of 40 features) with a short last split."""
+    _check_matmul(device, name, m, 40, k, dtype, rng_for(request))
+    ((fmt, split, per_split),) = mmv_launches
+    assert split > 1 and (k // 32) % per_split != 0, (split, per_split)
+
+
+@pytest.mark.parametrize("name, k", [("Q4_0", 128), ("Q4_1", 96), ("Q4_K", 256)])
+def test_matmul_tensor_core_decode_no_split(device, mmv_launches, name, k, request):
+    """A K too short to split: one program per tile stores the 16-bit output itself (3 tiles,
+    the last one partial; x with a leading batch dim: 2 x 3 rows)."""
+    _check_matmul(device, name, 3, 130, k, torch.bfloat16, rng_for(request), lead=(2,))
+    assert [split for _, split, _ in mmv_launches] == [1]
+
+
+def test_matmul_tensor_core_decode_fallbacks(device, mmv_launches, monkeypatch, request):
+    """Q4_0 with an odd number of blocks per row (rows not 4-byte aligned), fp32 x, other types and
+    ``MLX_NATIVE_MMV=0`` run the other kernels."""
+    import dataclasses
+
+    from mlx_native.runtime import env, plans
+
+    rng = rng_for(request)
+    _check_matmul(device, "Q4_0", 3, 40, 96, torch.bfloat16, rng)
+    _check_matmul(device, "Q4_K", 3, 40, 256, torch.float32, rng)
+    _check_matmul(device, "Q8_0", 3, 40, 256, torch.bfloat16, rng)
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv=False))
+    plans.clear_all()
+    _check_matmul(device, "Q4_K", 1, 40, 256, torch.bfloat16, rng)
+    assert mmv_launches == []
+
+
 # --------------------------------------------------------------------------- embedding
 
 

@@ -333,10 +333,11 @@ def test_quantized_matmul_gemv_whole_steps(device, bits):
 @pytest.fixture(params=[True, False], ids=["word-gemv", "general-kernel"])
 def word_gemv(request, monkeypatch):
     """One-row mat-vecs through the word-level kernel (MLX_NATIVE_WORD_GEMV=1, the default) and
-    through the general qmm kernel (=0): both paths stay checked."""
+    through the general qmm kernel (=0): both paths stay checked (the tensor-core decode kernel,
+    which takes 4-bit MLX and Q4_0/Q4_1/Q4_K rows first, is off here)."""
     from mlx_native.runtime import env, plans
 
-    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, word_gemv=request.param))
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, word_gemv=request.param, mmv=False))
     plans.clear_all()
     yield
     plans.clear_all()

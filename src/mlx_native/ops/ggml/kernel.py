@@ -11,7 +11,7 @@ import triton.language as tl
 from ...kernels.launch import Launch
 from ...runtime.memory import empty
 from ..common import next_pow2
-from ..quant import gemv, qmm
+from ..quant import gemv, mmv, qmm
 from ..quant.qmm import QmmLaunch, select_kind, WeightSpec, choose_config
 from . import formats
 from .tiles import STRUCTURED, ggml_elem, ggml_tile, planes_of
@@ -134,7 +134,8 @@ def weight_spec(t) -> WeightSpec:
 
 class MatmulPlan:
     """ggml_matmul: float types with x's dtype go to torch.matmul on a view of the bytes (no copy);
-    everything else runs the fused kernel on the blocks."""
+    Q4_0 / Q4_1 / Q4_K with 1-16 bf16/fp16 rows of x the tensor-core decode kernel
+    (``quant/mmv.py``, ``MLX_NATIVE_MMV``); everything else runs the fused kernel on the blocks."""
 
     def __init__(self, x, raw, t, n, k):
         self.t, self.n, self.k = t, n, k
@@ -150,11 +151,11 @@ class MatmulPlan:
         spec = weight_spec(t)
         cfg = choose_config(kind, m, n, k, spec, x.device)
         x2 = x.reshape(m, k)
-        strides = (x2.stride(0) if x2.stride(-1) == 1 else k, 1, 0, formats.row_bytes(t, k), 0, 0, 1)
+        rb = formats.row_bytes(t, k)
+        strides = (x2.stride(0) if x2.stride(-1) == 1 else k, 1, 0, rb, 0, 0, 1)
         self.kind, self.cfg = kind, cfg
         self.chunked = None
         if kind == "prefill" and m >= qmm.PREFILL_CUBLAS_MIN_M and qmm.CONFIG_OVERRIDE is None:
-            rb = formats.row_bytes(t, k)
             rows_launch = {}
 
             def dequant_rows(args, n0, n1, ws, t=t, k=k, rb=rb):
@@ -168,7 +169,13 @@ class MatmulPlan:
             self.chunked = qmm.ChunkedPrefill(m, n, k, x.dtype, x.dtype, x.device, dequant_rows)
             self.kind = "prefill (chunked dequantize + cuBLAS)"
             return
-        if kind == "gemv" and gemv.supports(1, t.id, 4, True) and n * formats.row_bytes(t, k) < 2**31 \
+        if kind in ("gemv", "decode") and mmv.supports_gguf(t.id, x.dtype, m, k, n * rb) \
+                and qmm.CONFIG_OVERRIDE is None:
+            self.launch = mmv.MmvLaunch(m, n, k, mmv.GGUF_GROUP, x.dtype, x.dtype, (strides[0], rb, 0), x.device,
+                                        fmt=t.id)
+            self.kind = "mmv"
+            return
+        if kind == "gemv" and gemv.supports(1, t.id, 4, True) and n * rb < 2**31 \
                 and qmm.CONFIG_OVERRIDE is None:
             self.launch = gemv.WithFallback(
                 gemv.GemvLaunch(1, t.id, 4, 64, n, k, m, False, False, False, 0, x.dtype, strides, x.device),

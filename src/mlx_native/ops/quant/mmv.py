@@ -1,25 +1,52 @@
-"""Decode matmul on tensor cores for MLX affine 4-bit weights: 1 to 16 rows of x, one kernel.
+"""Decode matmul on tensor cores for 4-bit weights with one scale and offset per 32-128 codes:
+MLX affine and GGUF Q4_0 / Q4_1 / Q4_K, 1 to 16 rows of x, one kernel (``FMT`` picks the layout).
 
-``out[m, n] = sum_k x[m, k] * (S[n, g] * q[n, k] + B[n, g])`` with ``W`` packed as MLX does
-(``transpose=True``: ``[N, K / 8]`` words, nibble ``p`` of word ``j`` is column ``8 j + p``).
+``out[m, n] = sum_k x[m, k] * (S[n, g] * q[n, k] + B[n, g])`` for groups ``g`` of ``GS`` codes:
+
+* MLX affine (``transpose=True``): ``W [N, K / 8]`` int32 words, nibble ``p`` of word ``j`` is
+  column ``8 j + p``; ``S, B`` from ``[N, K / GS]`` scales / biases; ``GS`` = 32, 64 or 128.
+* GGUF (``raw``: each row ``K / 32`` or ``K / 256`` blocks of llama.cpp's layout, ``GS`` = 32):
+  Q4_0 (18 B: fp16 d, 16 B codes; ``S, B = d, -8 d``), Q4_1 (20 B: fp16 d, fp16 m, 16 B codes;
+  ``S, B = d, m``), Q4_K (144 B super-blocks: fp16 d, fp16 dmin, 12 B of 6-bit scales / mins,
+  128 B codes; sub-block ``j``: ``S, B = d sc_j, -dmin m_j``). Code byte ``l`` of a Q4_0/Q4_1
+  block holds values ``l`` and ``l + 16``; byte ``l`` of the 32-byte chunk ``c`` of a Q4_K
+  super-block holds value ``l`` of sub-blocks ``2 c`` (low nibble) and ``2 c + 1`` (high).
 
 Why tensor cores for a mat-vec: the multiply-adds are free there, so the cost per code is
-only its decoding, and 16 rows of x cost what one row costs. Per packed word the decoding is
-three shifts and four LOP3s: ``((w >> 4 i) & 0x000F000F) | MAGIC`` is a pair of 16-bit floats
-``(OFF + q_i, OFF + q_{i+4})`` exactly (bf16: ``0x4300`` = 128, fp16: ``0x6400`` = 1024), which
-is already a register pair of the MMA's A operand. The dot runs on the raw ``OFF + q`` codes,
-one group at a time, and the group's scale is applied to the fp32 result; the bias and the
-offset, which need only the group sums of x, are one more (fp32) dot after the loop::
+only its decoding, and 16 rows of x cost what one row costs. Per 32-bit word of codes the
+decoding is three shifts and four LOP3s: ``((w >> 4 i) & 0x000F000F) | MAGIC`` is a pair of
+16-bit floats ``OFF + q`` (the nibbles ``i`` and ``i + 4`` of the word) exactly (bf16:
+``0x4300`` = 128, fp16: ``0x6400`` = 1024), which is already a register pair of the MMA's A
+operand. The dot runs on the raw ``OFF + q`` codes, one group at a time, and the group's scale
+is applied to the fp32 result; the bias and the offset, which need only the group sums of x,
+are one more (fp32) dot after the loop::
 
     acc = sum_g S_g * dot(OFF + q_g, x_g)  +  (B - OFF * S) @ [sum_{k in g} x_k]_g
 
 Column order: the dequantized group tile is permuted so that each thread's register pairs
-come straight from its own words (column ``col`` holds code ``8 * word + i + 4 e``, see
-:func:`_group_columns`); ``x`` is gathered in the same order, so the dot is unchanged.
+come straight from its own words, and ``x`` is gathered in the same order, so the dot is
+unchanged (:func:`_tile_columns`). The formats differ only in which code a nibble is: MLX puts
+the nibbles of a word in column order, GGUF interleaves two bytes' low and high nibbles; a
+Q4_K word mixes two sub-blocks (even / odd shifts), so its tiles take two of the four shifts.
+
+Loads: every code word is an aligned int32 load, so the software pipeline streams the weights
+with ``cp.async`` (which needs 4-byte pieces). MLX words, Q4_1 codes (20-byte blocks) and Q4_K
+super-blocks (144 bytes, 16-byte aligned) are aligned as stored. Q4_0's 18-byte blocks are
+2-byte aligned: in a row of an even number of blocks (a 4-byte aligned row) the odd block's
+codes are aligned, and the even block's codes sit at 2 mod 4, so its code word ``j`` is the
+high half of aligned word ``j`` of the block and the low half of word ``j + 1`` (one funnel
+shift per word). Q4_0 steps are therefore two blocks, even then odd; rows of an odd number of
+blocks are not taken. (Loading the codes as 16-bit halves instead makes them synchronous loads
+with a shared-memory layout conversion: 202 SASS instructions per loop step against 194 for
+one row of x, 201 against 179 for more, compiled for sm_90.)
+
+Loop steps: one or two groups (``GPS``); for Q4_K a super-block (``GPS = 8``: its header is
+one 16-byte load). The x pointers of a step are computed once, each group's x at a constant
+offset from them.
 
 Grid: axis 0 = tiles of ``BN`` output features, axis 1 = K split (fp32 partials, reduced by
-``qmm.splitk_reduce_kernel``). x rows are padded to 16 (the smallest dot); rows ``>= M`` are
-masked loads and never stored.
+``qmm.SplitK``). x rows are padded to 16 (the smallest dot); rows ``>= M`` are masked loads
+and never stored.
 """
 
 from __future__ import annotations
@@ -27,27 +54,30 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .gemv import AFFINE, Q4_0, Q4_1, Q4_K
+
 
 @triton.jit
-def _group_columns(GS: tl.constexpr):
-    """``[GS]`` offset within the group of the code held by each column of the dequantized tile."""
-    WPG: tl.constexpr = GS // 8
-    F: tl.constexpr = WPG // 4
+def _tile_columns(FMT: tl.constexpr, GS: tl.constexpr):
+    """``[GS]`` offset within its group of the code held by each column of a tile of :func:`_tile`."""
+    NI: tl.constexpr = 2 if FMT == Q4_K else 4  # shifts per tile
+    F: tl.constexpr = GS // (8 * NI)  # words per thread and row
     col = tl.arange(0, GS)
-    i = col // (2 * WPG)
-    f = (col // 8) % F
-    c = (col // 2) % 4
+    i = col // (8 * F)
+    word = ((col // 2) % 4) * F + (col // 8) % F
     e = col % 2
-    return 8 * (c * F + f) + i + 4 * e
+    if FMT == AFFINE:
+        return 8 * word + i + 4 * e
+    elif FMT == Q4_K:  # shift 2 i + parity: byte 4 word + i (+ 2 for the high half)
+        return 4 * word + i + 2 * e
+    else:  # Q4_0 / Q4_1: shift i: byte 4 word + i // 2 + 2 e, its high nibble for odd i
+        return 4 * word + i // 2 + 2 * e + 16 * (i % 2)
 
 
 @triton.jit
-def _decode_group(w, BN: tl.constexpr, GS: tl.constexpr, X_F16: tl.constexpr):
-    """``[BN, GS / 8]`` int32 words -> ``[BN, GS]`` 16-bit floats ``OFF + q`` in column order
-    :func:`_group_columns`."""
-    WPG: tl.constexpr = GS // 8
-    F: tl.constexpr = WPG // 4
-    shifts = 4 * tl.arange(0, 4)
+def _magic_pairs(w, shifts, X_F16: tl.constexpr):
+    """``[BN, NW]`` int32 words, ``[NI]`` shifts -> ``[BN, NW, NI, 2]`` 16-bit floats ``OFF + q``:
+    half ``e`` of ``(w >> shift) & 0x000F000F``."""
     if X_F16:
         t = ((w[:, :, None] >> shifts[None, None, :]) & 0x000F000F) | 0x64006400
         lo = t.to(tl.int16).to(tl.float16, bitcast=True)
@@ -56,27 +86,167 @@ def _decode_group(w, BN: tl.constexpr, GS: tl.constexpr, X_F16: tl.constexpr):
         t = ((w[:, :, None] >> shifts[None, None, :]) & 0x000F000F) | 0x43004300
         lo = t.to(tl.int16).to(tl.bfloat16, bitcast=True)
         hi = (t >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
-    d = tl.join(lo, hi)  # [BN, word, i, e]: code 8 word + i + 4 e
-    d = tl.reshape(d, (BN, 4, F, 4, 2))  # word = c F + f
+    return tl.join(lo, hi)
+
+
+@triton.jit
+def _tile(d, BN: tl.constexpr, GS: tl.constexpr):
+    """``[BN, NW, NI, 2]`` pairs of :func:`_magic_pairs` -> ``[BN, GS]`` tile in column order
+    :func:`_tile_columns` (word ``c F + f``, shift ``i``, half ``e`` -> column ``((i F + f) 4 + c) 2 + e``)."""
+    NI: tl.constexpr = d.shape[2]
+    F: tl.constexpr = d.shape[1] // 4
+    d = tl.reshape(d, (BN, 4, F, NI, 2))
     d = tl.permute(d, (0, 3, 2, 1, 4))  # [BN, i, f, c, e]
     return tl.reshape(d, (BN, GS))
 
 
 @triton.jit
-def _group_step(x_ptr, w_ptr, s_ptr, rows, m, kcol, g, M, stride_xm, stride_wn, stride_sn, acc,
-                BN: tl.constexpr, GS: tl.constexpr, X_F16: tl.constexpr):
-    """``acc [BN, MP] += S_g * dot(OFF + q_g, x_g)`` for group ``g``."""
-    WPG: tl.constexpr = GS // 8
-    wj = tl.arange(0, WPG)
-    w = tl.load(w_ptr + rows[:, None] * stride_wn + (g * WPG + wj)[None, :])
-    S = tl.load(s_ptr + rows * stride_sn + g).to(tl.float32)
-    xg = tl.load(x_ptr + m[None, :] * stride_xm + (g * GS + kcol)[:, None], mask=(m < M)[None, :], other=0.0)
-    return acc + S[:, None] * tl.dot(_decode_group(w, BN, GS, X_F16), xg)
+def _ld(p, mask):
+    """``p``'s values; 0 where ``mask`` is False (``mask=None``: an unmasked load)."""
+    if mask is None:
+        return tl.load(p)
+    else:
+        return tl.load(p, mask=mask, other=0)
 
 
 @triton.jit
-def _offset_terms(x_ptr, s_ptr, b_ptr, rows, m, g_lo, g_hi, M, stride_xm, stride_sn, acc,
-                  GS: tl.constexpr, X_F16: tl.constexpr, ONE_ROW: tl.constexpr):
+def _f16(w_ptr, off, mask):
+    """fp16 at byte offset ``off`` (2-byte aligned) of the raw blocks, as fp32."""
+    return _ld((w_ptr + off).to(tl.pointer_type(tl.uint16)), mask).to(tl.float16, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def _i32(w_ptr, off, mask):
+    """int32 at byte offset ``off`` (4-byte aligned) of the raw blocks."""
+    return _ld((w_ptr + off).to(tl.pointer_type(tl.int32)), mask)
+
+
+@triton.jit
+def _k_scale_min(s1, s2, s3, j):
+    """Q4_K six-bit scale and min of sub-block ``j`` (0-7, constexpr or tensor) from the 12 scale
+    bytes as three int32 words (llama.cpp's ``get_scale_min_k4``)."""
+    sh = 8 * (j % 4)
+    low = j < 4
+    sc = tl.where(low, (s1 >> sh) & 63, ((s3 >> sh) & 15) | (((s1 >> (sh + 6)) & 3) << 4))
+    mn = tl.where(low, (s2 >> sh) & 63, ((s3 >> (sh + 4)) & 15) | (((s2 >> (sh + 6)) & 3) << 4))
+    return sc, mn
+
+
+@triton.jit
+def _q4k_header(w_ptr, off, mask):
+    """Q4_K super-block headers at byte offsets ``off [BN, NB]`` (16-byte aligned; one vector load
+    each) -> ``(d, dmin)`` fp32 and the three words ``s1, s2, s3`` of the 12 scale bytes, ``[BN, NB]``."""
+    m3 = None if mask is None else mask[:, :, None]
+    h = _i32(w_ptr, off[:, :, None] + 4 * tl.arange(0, 4)[None, None, :], m3)
+    even, odd = tl.split(tl.reshape(h, (h.shape[0], h.shape[1], 2, 2)))  # words 0, 2 and 1, 3
+    dd, s2 = tl.split(even)
+    s1, s3 = tl.split(odd)
+    d = (dd & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+    dmin = (dd >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+    return d, dmin, s1, s2, s3
+
+
+@triton.jit
+def _group_words(w_ptr, s_ptr, rows, g, stride_wn, stride_sn, FMT: tl.constexpr, GS: tl.constexpr,
+                 ODD: tl.constexpr):
+    """Codes and scale of group ``g`` (not Q4_K): ``([BN, GS / 8] int32 words, [BN] fp32 S)``.
+    ``ODD``: ``g`` is odd (Q4_0: rows of an even number of 18-byte blocks, 4-byte aligned)."""
+    WPG: tl.constexpr = GS // 8
+    wj = tl.arange(0, WPG)
+    if FMT == AFFINE:
+        w = tl.load(w_ptr + rows[:, None] * stride_wn + (g * WPG + wj)[None, :])
+        S = tl.load(s_ptr + rows * stride_sn + g).to(tl.float32)
+    else:
+        base = rows * stride_wn + g * (20 if FMT == Q4_1 else 18)
+        S = _f16(w_ptr, base, None)
+        if FMT == Q4_1:
+            w = _i32(w_ptr, base[:, None] + 4 + 4 * wj[None, :], None)
+        elif ODD:  # Q4_0 codes at a 4-byte boundary
+            w = _i32(w_ptr, base[:, None] + 2 + 4 * wj[None, :], None)
+        else:  # Q4_0 codes at 2 mod 4: word j = high half of aligned word j, low half of word j + 1
+            lo = _i32(w_ptr, base[:, None] + 4 * wj[None, :], None)
+            hi = _i32(w_ptr, base[:, None] + 4 + 4 * wj[None, :], None)
+            w = ((lo >> 16) & 0xFFFF) | (hi << 16)
+    return w, S
+
+
+@triton.jit
+def _x_ptrs(x_ptr, m, kcol, g, stride_xm, GS: tl.constexpr):
+    """``[GS, MP]`` pointers to x of group ``g`` in column order ``kcol``; group ``g + j`` is at
+    ``+ j GS`` (a constant offset, folded into the loads' addresses)."""
+    return x_ptr + m[None, :] * stride_xm + (g * GS + kcol)[:, None]
+
+
+@triton.jit
+def _x_group(xp, m, M):
+    """x at the pointers ``xp [GS, MP]`` of :func:`_x_ptrs` (rows ``>= M``: 0)."""
+    return tl.load(xp, mask=(m < M)[None, :], other=0.0)
+
+
+@triton.jit
+def _group_step(xp, w_ptr, s_ptr, rows, m, g, M, stride_wn, stride_sn, acc, FMT: tl.constexpr,
+                BN: tl.constexpr, GS: tl.constexpr, X_F16: tl.constexpr, J: tl.constexpr):
+    """``acc [BN, MP] += S * dot(OFF + q, x)`` of group ``g + J`` of a loop step (MLX, Q4_0, Q4_1);
+    ``g`` is even when the step has two groups, ``xp``: :func:`_x_ptrs` of group ``g``."""
+    w, S = _group_words(w_ptr, s_ptr, rows, g + J, stride_wn, stride_sn, FMT, GS, J == 1)
+    xg = _x_group(xp + J * GS, m, M)
+    return acc + S[:, None] * tl.dot(_tile(_magic_pairs(w, 4 * tl.arange(0, 4), X_F16), BN, GS), xg)
+
+
+@triton.jit
+def _q4k_step(xp, w_ptr, rows, m, g, M, stride_wn, acc, BN: tl.constexpr, X_F16: tl.constexpr):
+    """``acc [BN, MP] += sum_j S_j * dot(OFF + q_j, x_j)`` over the 8 sub-blocks of the Q4_K
+    super-block starting at group ``g`` (``xp``: :func:`_x_ptrs` of ``g``): per 32-byte chunk
+    ``c``, the even shifts of its 8 words are sub-block ``2 c``, the odd ones ``2 c + 1``."""
+    base = (rows * stride_wn + (g // 8) * 144)[:, None]  # [BN, 1]
+    d, _, s1, s2, s3 = _q4k_header(w_ptr, base, None)
+    wj = tl.arange(0, 8)
+    for c in tl.static_range(4):
+        w = _i32(w_ptr, base + 16 + 32 * c + 4 * wj[None, :], None)
+        for p in tl.static_range(2):
+            sc, _ = _k_scale_min(s1, s2, s3, 2 * c + p)
+            xg = _x_group(xp + 32 * (2 * c + p), m, M)
+            a = _tile(_magic_pairs(w, 4 * p + 8 * tl.arange(0, 2), X_F16), BN, 32)
+            acc += d * sc.to(tl.float32) * tl.dot(a, xg)
+    return acc
+
+
+@triton.jit
+def _q4k_affine(w_ptr, rows, g0, g_hi, stride_wn, G: tl.constexpr):
+    """Q4_K ``(S, B)`` fp32 ``[BN, G]`` of the groups ``g0 .. g0 + G`` (``g0``: a multiple of 8)."""
+    sbi = g0 // 8 + tl.arange(0, G // 8)
+    d, dmin, s1, s2, s3 = _q4k_header(w_ptr, rows[:, None] * stride_wn + sbi[None, :] * 144,
+                                      (sbi * 8 < g_hi)[None, :])  # [BN, G / 8]
+    sc, mn = _k_scale_min(s1[:, :, None], s2[:, :, None], s3[:, :, None], tl.arange(0, 8)[None, None, :])
+    S = tl.reshape(d[:, :, None] * sc.to(tl.float32), (d.shape[0], G))
+    B = tl.reshape(-dmin[:, :, None] * mn.to(tl.float32), (d.shape[0], G))
+    return S, B
+
+
+@triton.jit
+def _group_affine(w_ptr, s_ptr, b_ptr, rows, g0, g_hi, stride_wn, stride_sn, FMT: tl.constexpr, G: tl.constexpr):
+    """``(S, B)`` fp32 ``[BN, G]`` of the groups ``g0 .. g0 + G`` (0 from ``g_hi`` on)."""
+    if FMT == Q4_K:
+        return _q4k_affine(w_ptr, rows, g0, g_hi, stride_wn, G)
+    else:
+        gi = g0 + tl.arange(0, G)
+        mask = (gi < g_hi)[None, :]
+        if FMT == AFFINE:
+            S = tl.load(s_ptr + rows[:, None] * stride_sn + gi[None, :], mask=mask, other=0.0).to(tl.float32)
+            B = tl.load(b_ptr + rows[:, None] * stride_sn + gi[None, :], mask=mask, other=0.0).to(tl.float32)
+        else:
+            base = rows[:, None] * stride_wn + gi[None, :] * (18 if FMT == Q4_0 else 20)
+            S = _f16(w_ptr, base, mask)
+            if FMT == Q4_0:
+                B = -8.0 * S
+            else:
+                B = _f16(w_ptr, base + 2, mask)
+        return S, B
+
+
+@triton.jit
+def _offset_terms(x_ptr, w_ptr, s_ptr, b_ptr, rows, m, g_lo, g_hi, M, stride_xm, stride_wn, stride_sn, acc,
+                  FMT: tl.constexpr, GS: tl.constexpr, X_F16: tl.constexpr, ONE_ROW: tl.constexpr):
     """``acc += sum_g (B_g - OFF * S_g) * sum_{k in g} x[:, k]`` over groups ``[g_lo, g_hi)``, 16 at a
     time, as an fp32 dot (3-pass TF32, about fp32 accuracy: the OFF term cancels against the codes)."""
     OFF: tl.constexpr = 1024.0 if X_F16 else 128.0
@@ -86,8 +256,7 @@ def _offset_terms(x_ptr, s_ptr, b_ptr, rows, m, g_lo, g_hi, M, stride_xm, stride
     for g0 in range(g_lo, g_hi, GCH):
         gi = g0 + gc
         ok = gi < g_hi
-        S = tl.load(s_ptr + rows[:, None] * stride_sn + gi[None, :], mask=ok[None, :], other=0.0).to(tl.float32)
-        B = tl.load(b_ptr + rows[:, None] * stride_sn + gi[None, :], mask=ok[None, :], other=0.0).to(tl.float32)
+        S, B = _group_affine(w_ptr, s_ptr, b_ptr, rows, g0, g_hi, stride_wn, stride_sn, FMT, GCH)
         if ONE_ROW:  # only row 0 of x is real: sum [GCH, GS], place it in column 0
             x1 = tl.load(x_ptr + (gi * GS)[:, None] + kc[None, :], mask=ok[:, None], other=0.0).to(tl.float32)
             xs = tl.where((m == 0)[None, :], tl.sum(x1, axis=1)[:, None], 0.0)  # [GCH, MP]
@@ -102,32 +271,36 @@ def _offset_terms(x_ptr, s_ptr, b_ptr, rows, m, g_lo, g_hi, M, stride_xm, stride
 @triton.jit(do_not_specialize=["groups_per_split"])
 def mmv_kernel(
     x_ptr,  # [M, K] activations, bf16 or fp16 (unit column stride)
-    w_ptr,  # [N, K / 8] int32 words
-    s_ptr, b_ptr,  # [N, K / GS] scales / biases
+    w_ptr,  # MLX: [N, K / 8] int32 words; GGUF: [N * stride_wn] uint8 blocks
+    s_ptr, b_ptr,  # MLX: [N, K / GS] scales / biases; GGUF: unused (the blocks hold them)
     out_ptr,  # [M, N] output, or [split, M, N] fp32 partials (SPLIT_K)
     M, N, K, stride_xm, stride_wn, stride_sn, groups_per_split,
-    BN: tl.constexpr, GS: tl.constexpr, MP: tl.constexpr, GPS: tl.constexpr, X_F16: tl.constexpr,
-    SPLIT_K: tl.constexpr, ONE_ROW: tl.constexpr,
+    FMT: tl.constexpr, BN: tl.constexpr, GS: tl.constexpr, MP: tl.constexpr, GPS: tl.constexpr,
+    X_F16: tl.constexpr, SPLIT_K: tl.constexpr, ONE_ROW: tl.constexpr,
 ):
-    """``GPS``: groups per loop step (1 or 2: two dots per step). ``ONE_ROW``: ``M == 1``."""
+    """``FMT``: ``gemv.AFFINE`` or the GGUF type id (Q4_0, Q4_1, Q4_K); ``stride_wn``: in words
+    (MLX) or bytes (GGUF). ``GPS``: groups per loop step (1 or 2; Q4_K: 8, a super-block).
+    ``groups_per_split``: a multiple of ``GPS``. ``ONE_ROW``: ``M == 1``."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rows = pid_n * BN + tl.arange(0, BN)
     row_ok = rows < N
     rows = tl.where(row_ok, rows, 0)
     m = tl.arange(0, MP)
-    kcol = _group_columns(GS)
+    kcol = _tile_columns(FMT, GS)
     g_lo = pid_k * groups_per_split
     g_hi = tl.minimum(K // GS, g_lo + groups_per_split)
     acc = tl.zeros([BN, MP], dtype=tl.float32)
     for g in range(g_lo, g_hi, GPS):
-        acc = _group_step(x_ptr, w_ptr, s_ptr, rows, m, kcol, g, M, stride_xm, stride_wn, stride_sn, acc,
-                          BN, GS, X_F16)
-        if GPS == 2:
-            acc = _group_step(x_ptr, w_ptr, s_ptr, rows, m, kcol, g + 1, M, stride_xm, stride_wn, stride_sn, acc,
-                              BN, GS, X_F16)
-    acc = _offset_terms(x_ptr, s_ptr, b_ptr, rows, m, g_lo, g_hi, M, stride_xm, stride_sn, acc, GS, X_F16,
-                        ONE_ROW)
+        xp = _x_ptrs(x_ptr, m, kcol, g, stride_xm, GS)
+        if FMT == Q4_K:
+            acc = _q4k_step(xp, w_ptr, rows, m, g, M, stride_wn, acc, BN, X_F16)
+        else:
+            acc = _group_step(xp, w_ptr, s_ptr, rows, m, g, M, stride_wn, stride_sn, acc, FMT, BN, GS, X_F16, 0)
+            if GPS == 2:
+                acc = _group_step(xp, w_ptr, s_ptr, rows, m, g, M, stride_wn, stride_sn, acc, FMT, BN, GS, X_F16, 1)
+    acc = _offset_terms(x_ptr, w_ptr, s_ptr, b_ptr, rows, m, g_lo, g_hi, M, stride_xm, stride_wn, stride_sn, acc,
+                        FMT, GS, X_F16, ONE_ROW)
     mask = row_ok[:, None] & (m < M)[None, :]
     out_off = m[None, :].to(tl.int64) * N + (pid_n * BN + tl.arange(0, BN))[:, None]
     if SPLIT_K:
@@ -153,11 +326,14 @@ MMV_STAGES = 3  # one row of x
 MMV_STAGES_ROWS = 2  # 2-16 rows
 PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
 MAX_ROWS = 16
+GGUF_FORMATS = (Q4_0.value, Q4_1.value, Q4_K.value)  # GGUF type ids
+GGUF_GROUP = 32  # values per GGUF block / Q4_K sub-block
+Q4_K_GPS = 8  # Q4_K: a loop step is one 256-value super-block
 
 
 def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, out_dtype: torch.dtype,
              m: int) -> bool:
-    """Weights and activations this kernel takes (``MLX_NATIVE_MMV=0`` turns it off).
+    """MLX affine weights and activations this kernel takes (``MLX_NATIVE_MMV=0`` turns it off).
 
     Only 16-bit outputs: the offset ``OFF`` cancels in fp32 (``OFF * sum(x)`` against ``q . x``),
     which costs about ``OFF / 8`` times fp32 rounding, far below a bf16/fp16 ulp but not within
@@ -168,30 +344,54 @@ def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, 
             and x_dtype in low and out_dtype in low)
 
 
+def supports_gguf(fmt: int, x_dtype: torch.dtype, m: int, k: int, nbytes: int) -> bool:
+    """GGUF weights (type id ``fmt``, ``nbytes`` of blocks for ``k`` columns) this kernel takes for
+    ``m`` rows of x; the output has x's dtype, 16-bit for the reason of :func:`supports`.
+    Byte offsets are int32; Q4_0 needs an even number of blocks per row (its loads pair them)."""
+    return (env.settings.mmv and fmt in GGUF_FORMATS and 1 <= m <= MAX_ROWS
+            and x_dtype in (torch.bfloat16, torch.float16) and nbytes < 2**31 and (fmt != Q4_0.value or k % 64 == 0))
+
+
+def split_rule(groups: int, gps: int, tiles: int, target: int, min_steps: int) -> tuple[int, int]:
+    """``(split, groups_per_split)``: split K in powers of two until ``tiles * split`` reaches
+    ``target`` programs, keeping at least ``min_steps`` loop steps of ``gps`` groups per split
+    (the pipeline's prologue is paid per program)."""
+    steps = groups // gps
+    split = 1
+    while tiles * split < target and steps // (split * 2) >= min_steps and split < 32:
+        split *= 2
+    per_split = triton.cdiv(steps, split) * gps
+    return triton.cdiv(groups, per_split), per_split
+
+
 class MmvLaunch:
     """:func:`mmv_kernel` prepared for one signature.
 
     Args:
-        m, n, k: rows of x, output features, input features. group_size: of the weights.
-        x_dtype / out_dtype: activations (bf16 or fp16) / output. strides: (stride_xm, stride_wn, stride_sn).
+        m, n, k: rows of x, output features, input features. group_size: of the weights (GGUF: 32).
+        x_dtype / out_dtype: activations (bf16 or fp16) / output. strides: (stride_xm, stride_wn, stride_sn),
+            ``stride_wn`` in words (MLX) or bytes (GGUF: the row's bytes; ``stride_sn`` unused).
+        fmt: ``gemv.AFFINE`` (MLX, the default) or a GGUF type id of :data:`GGUF_FORMATS`.
+
+    Call with ``(x [m, k], w, s, b)``: MLX words / scales / biases, or for GGUF the raw bytes
+    (16-byte aligned) three times.
     """
 
     def __init__(self, m: int, n: int, k: int, group_size: int, x_dtype: torch.dtype, out_dtype: torch.dtype,
-                 strides: tuple, device):
+                 strides: tuple, device, fmt: int = AFFINE.value):
         bn = MMV_BN
         groups = k // group_size
-        gps = 2 if groups % 2 == 0 else 1
+        if fmt == Q4_K.value:  # at least 2 super-blocks per split: the 512 values of 4 MLX g64 steps (not swept)
+            gps, min_steps = Q4_K_GPS, 2
+        else:  # Q4_0 rows always have an even number of blocks here (supports_gguf): pairs of blocks
+            gps, min_steps = (2 if groups % 2 == 0 else 1), 4
         tiles = triton.cdiv(n, bn)
-        target = PROGRAMS_PER_SM * device_info(device).sm_count
-        split = 1
-        while tiles * split < target and groups // (split * 2) >= 4 * gps and split < 32:
-            split *= 2
-        per_split = triton.cdiv(groups // gps, split) * gps
-        self.split = triton.cdiv(groups, per_split)
+        self.split, per_split = split_rule(groups, gps, tiles, PROGRAMS_PER_SM * device_info(device).sm_count,
+                                           min_steps)
         self.m, self.n, self.out_dtype, self.device = m, n, out_dtype, device
         self.ints = (m, n, k, *strides, per_split)
         self.launch = Launch(mmv_kernel, (tiles, self.split), dict(
-            BN=bn, GS=group_size, MP=16, GPS=gps, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
+            FMT=fmt, BN=bn, GS=group_size, MP=16, GPS=gps, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
             ONE_ROW=m == 1),
             num_warps=MMV_WARPS, num_stages=MMV_STAGES if m == 1 else MMV_STAGES_ROWS)
         if self.split > 1:
