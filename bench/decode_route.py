@@ -79,7 +79,7 @@ def main() -> int:
         row = dict(fmt=fmt, k=k, n=n, m=m, mmv_us=t_mmv, word_us=t_word, weight_bytes=wbytes, rel_err=err)
         rows.append(row)
         print(f"{fmt:11s} K{k:6d} N{n:7d} M{m:3d}  mmv {t_mmv:8.2f} us  word {t_word:8.2f} us  "
-              f"word/mmv {t_word / t_mmv:5.2f}  mmv {wbytes / t_mmv / 1e6:6.0f} GB/s  err {err:.1e}", flush=True)
+              f"word/mmv {t_word / t_mmv:5.2f}  mmv {wbytes / t_mmv / 1e3:6.0f} GB/s  err {err:.1e}", flush=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(rows, f, indent=1)

@@ -42,7 +42,7 @@ from ..common import next_pow2
 LOG2E = 1.4426950408889634
 
 SMEM_PER_SM = 228 * 1024  # H100 / H200 shared memory per SM
-MIN_SPLIT_KEYS = 512  # never split below this many cache positions per program
+MIN_SPLIT_KEYS = 128  # never split below this many cache positions per program (see num_splits)
 SPLITS_OVERRIDE = None  # benchmarks / sweeps: force a split count
 FUSED_REDUCE = True  # False: merge the splits in a second launch (_reduce_kernel), for benchmark comparisons
 MAX_SPLITS = 64
@@ -288,8 +288,11 @@ def num_splits(base: int, span: int, block_n: int, *, sms: int, slots: int, batc
       bytes of K/V: under 1% at 2048 positions and G = 8) and the per-program prologue small, and keeps short
       caches (under 4k positions) at the fill count, where the whole call is launch and latency bound.
 
-    Caps: ``ceil(span / max(MIN_SPLIT_KEYS, block_n))`` (at least 512 positions per split) and ``MAX_SPLITS``.
-    On the H100 (132 SMs, bf16 D=128: 2 programs per SM) this gives B1 Hkv8: 2 / 16 / 16 / 16 splits at kv
+    Caps: ``ceil(span / max(MIN_SPLIT_KEYS, block_n))`` (at least 128 positions per split) and ``MAX_SPLITS``.
+    Short caches at batch 1 are latency bound and want the programs: B1 Hkv8 kv 1k measured 12.8 us with 2
+    splits of 512 (the old 512-position floor) against 9.9 / 9.4 us with 4 / 8 splits (D=128), and 20.1 against
+    13.6 / 11.6 us at D=256 (H100, graph replay); the floor is now 128 positions (two 64-key tiles).
+    On the H100 (132 SMs, bf16 D=128: 2 programs per SM) this gives B1 Hkv8: 8 / 16 / 16 / 16 splits at kv
     1k / 8k / 32k / 128k; B8 Hkv8: 2 / 4 / 16 / 16; B32 Hkv8: 1 / 4 / 4 / 4. The measured shapes and the
     predictions are tabulated in bench/results/2026-11-22-h100-attention/NOTES.md.
 
