@@ -6,7 +6,9 @@
 
 Peers measured in the same run: torch bf16 ``matmul`` (cuBLAS) on the dequantized
 weight, ``torch.ops.aten._weight_int4pack_mm`` (tinygemm) for 4-bit affine weights,
-and for MoE a torch bf16 implementation (gather the chosen experts, bmm). ``bytes``
+and for MoE a torch bf16 implementation (gather the chosen experts, bmm). Decode rows
+also time ``mlx-native[2-kernel split-K]``: our kernels with the K split summed by a
+second launch instead of in the split launch (``qmm.FUSED_SPLITK = False``). ``bytes``
 of a row are the weight bytes read (packed codes + scales/biases or GGUF blocks;
 for MoE those of the chosen experts) plus activations in and out; ``flops`` 2MNK.
 """
@@ -28,7 +30,10 @@ from common import Case, Impl  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
 from mlx_native.ops.ggml import formats  # noqa: E402
+from mlx_native.ops.ggml.kernel import MatmulPlan  # noqa: E402
+from mlx_native.ops.moe.kernel import MoeQmmPlan  # noqa: E402
 from mlx_native.ops.quant import qmm  # noqa: E402
+from mlx_native.ops.quant.kernel import QmmPlan  # noqa: E402
 from mlx_native.ops.quant import ref as qref  # noqa: E402
 
 DT = torch.bfloat16
@@ -99,6 +104,27 @@ def int4pack_args(wq, s, b):
 
 # ----------------------------------------------------------------------------- cases
 
+TWO_KERNEL = "mlx-native[2-kernel split-K]"
+
+
+def two_kernel_splitk(build, call):
+    """Ours with a plan built under ``qmm.FUSED_SPLITK = False``: the decode kernels (mmv, gemv) store
+    their K-split partials and ``splitk_reduce_kernel`` sums them in a second launch, where the default
+    sums them in the split launch. ``build(*inputs)`` makes the plan (shapes only, so one serves every
+    input set), ``call(plan, *inputs)`` runs it."""
+    plans = []
+
+    def run(*inputs):
+        if not plans:
+            saved, qmm.FUSED_SPLITK = qmm.FUSED_SPLITK, False
+            try:
+                plans.append(build(*inputs))
+            finally:
+                qmm.FUSED_SPLITK = saved
+        return call(plans[0], *inputs)
+
+    return Impl(run)
+
 
 def _affine_case(regime, m, k, n, gs=64, bits=4, int4=True):
     wbytes = affine_bytes(n, k, gs, bits)
@@ -117,6 +143,10 @@ def _affine_case(regime, m, k, n, gs=64, bits=4, int4=True):
     }
     if use_int4:
         impls["torch _weight_int4pack_mm"] = Impl(int4pack_peer(gs))
+    if regime == "decode":
+        impls[TWO_KERNEL] = two_kernel_splitk(
+            lambda x, wq, s, b, *_: QmmPlan(x, wq, s, b, True, gs, bits, n, k, DT),
+            lambda plan, x, wq, s, b, *_: plan(x, wq, s, b))
     return Case("quant", f"qmm_affine_{bits}b_g{gs}", f"M{m} K{k} N{n}", str(DT), regime,
                 wbytes + 2 * (m * k + m * n), make, impls, flops=2 * m * n * k)
 
@@ -133,6 +163,9 @@ def _gguf_case(regime, name, m, k, n):
         "mlx-native": Impl(lambda x, raw, wd: mn.ggml_matmul(x, raw, name, (n, k))),
         "torch bf16 matmul (cuBLAS)": Impl(lambda x, raw, wd: x @ wd.T),
     }
+    if regime == "decode":
+        impls[TWO_KERNEL] = two_kernel_splitk(lambda x, raw, wd: MatmulPlan(x, raw, t, n, k),
+                                              lambda plan, x, raw, wd: plan(x, raw))
     return Case("quant", f"ggml_matmul_{name}", f"M{m} K{k} N{n}", str(DT), regime, wbytes + 2 * (m * k + m * n),
                 make, impls, flops=2 * m * n * k)
 
@@ -170,6 +203,20 @@ def _moe_case(label, e, topk, hidden, inter, tokens):
         return (y.float() * w.unsqueeze(-1)).sum(1).to(x.dtype)
 
     impls = {"mlx-native": Impl(ours), "torch bf16 (gather experts + bmm)": Impl(torch_bf16, tolerance=5e-2)}
+    if regime == "decode":
+        def build(x, logits):
+            ids, _ = mn.moe_route(logits, topk)
+            gate_up = MoeQmmPlan(x, ids, *gq, True, 64, 4, "silu", tokens, topk, inter)
+            h = gate_up(x, ids, *gq, *uq)
+            return gate_up, MoeQmmPlan(h, ids, *dq, False, 64, 4, "silu", tokens, topk, hidden)
+
+        def call(plans, x, logits):
+            gate_up, down = plans
+            ids, w = mn.moe_route(logits, topk)
+            h = gate_up(x, ids, *gq, *uq)
+            return mn.moe_weighted_reduce(down(h, ids, *dq, None, None, None), w)
+
+        impls[TWO_KERNEL] = two_kernel_splitk(build, call)
     flops = 2 * tokens * topk * 3 * hidden * inter
     return Case("quant", f"moe_ffn_{label}", f"T{tokens} E{e} top{topk} H{hidden} I{inter}", str(DT), regime, nbytes,
                 make, impls, flops=flops)

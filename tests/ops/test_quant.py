@@ -359,3 +359,188 @@ def test_one_row_matvec_paths_ggml_and_moe(device, word_gemv, request):
     for name in ("Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q5_K"):
         _check_matmul(device, name, 1, 40, 512, torch.bfloat16, rng)
     test_moe_qmm_fused_gate_up(device, "silu", 2)  # routed rows, fused gate/up
+
+
+# --------------------------------------------------------------------------- split K merged in the decode launch
+
+
+@pytest.fixture
+def decode_launches(monkeypatch):
+    """The mat-vec launch plans (quant/mmv.py, quant/gemv.py) built while the test runs, in build
+    order (plans are cleared around it, so cached ones do not hide a build). K is split as far as
+    the shapes allow, whatever the SM (CPU core) count."""
+    from mlx_native.ops.quant import gemv, mmv
+    from mlx_native.runtime import plans
+
+    built = []
+    for cls in (mmv.MmvLaunch, gemv.GemvLaunch):
+        def spy(self, *args, _init=cls.__init__, **kwargs):
+            _init(self, *args, **kwargs)
+            built.append(self)
+
+        monkeypatch.setattr(cls, "__init__", spy)
+    monkeypatch.setattr(mmv, "PROGRAMS_PER_SM", 64)
+    monkeypatch.setattr(gemv, "PROGRAMS_PER_SM", 64)
+    plans.clear_all()
+    yield built
+    plans.clear_all()
+
+
+@pytest.fixture
+def splits_outer(monkeypatch):
+    """Under the interpreter, run a grid's programs with axis 1 (the K split) outermost instead of
+    axis 0, so the splits of one output tile are not consecutive (on a GPU they run at once): a
+    counter shared by several tiles then lets a tile merge before all its splits stored."""
+    from mlx_native.runtime import env
+
+    if env.settings.triton_interpret:
+        from triton.runtime import interpreter as itp
+
+        set_idx = itp.InterpreterBuilder.set_grid_idx
+
+        def split_major(self, x, y, z):
+            nx, ny, nz = self.grid_dim
+            i = (x * ny + y) * nz + z  # the interpreter's order: axis 0 outermost
+            set_idx(self, (i // nz) % nx, i // (nx * nz), i % nz)
+
+        monkeypatch.setattr(itp.InterpreterBuilder, "set_grid_idx", split_major)
+    yield
+
+
+def assert_merged_in_launch(plan):
+    """``plan`` split K and merged the splits itself: no reduce launch, every counter back at zero."""
+    assert plan.split > 1 and plan.splitk.fused and plan.splitk.reduce is None, plan.split
+    assert plan.splitk.counters.shape == (plan.launch.grid[0],)
+    assert not plan.splitk.counters.any(), plan.splitk.counters
+
+
+def two_kernel_outputs(monkeypatch, decode_launches, calls):
+    """The outputs of ``calls`` (functions of no argument) on plans built with ``qmm.FUSED_SPLITK = False``."""
+    from mlx_native.ops.quant import qmm
+    from mlx_native.runtime import plans
+
+    monkeypatch.setattr(qmm, "FUSED_SPLITK", False)
+    plans.clear_all()
+    n_built = len(decode_launches)
+    outs = [call().cpu() for call in calls]
+    plan = decode_launches[n_built]
+    assert not plan.splitk.fused and plan.splitk.counters is None and plan.splitk.reduce is not None
+    return outs
+
+
+SPLITK_CASES = {  # m, n, k, group_size, bits, dtype, plan: a K split in a decode kernel, 2 or 3 output tiles
+    "mmv-1row": (1, 72, 1024, 64, 4, torch.bfloat16, "MmvLaunch"),  # 16 groups: 8 + 8
+    "mmv-16rows": (16, 72, 1152, 64, 4, torch.float16, "MmvLaunch"),  # 18 groups: 10 + 8
+    "gemv-8bit": (1, 40, 2048, 64, 8, torch.bfloat16, "GemvLaunch"),  # 4 splits of a 512-column step
+}
+
+
+@pytest.mark.parametrize("case", list(SPLITK_CASES))
+def test_decode_splitk_merged_in_launch(device, decode_launches, splits_outer, monkeypatch, case):
+    """The last split of each tile to arrive sums the tile's partials in the same launch: after each
+    call (new x every time) the output matches the reference and the counters are back at zero; the
+    bits equal those of the 2-kernel path (same summation order)."""
+    m, n, k, gs, bits, dtype, kind = SPLITK_CASES[case]
+    wq, s, b = qweight(n, k, gs, bits, dtype)
+    w64 = dequant64(wq, s, b, gs, bits)
+    xs = [randn(m, k, dtype=dtype) for _ in range(3)]
+    calls = [lambda x=x: mn.quantized_matmul(x.to(device), wq.to(device), s.to(device), b.to(device), True, gs, bits)
+             for x in xs]
+    fused = []
+    for x, call in zip(xs, calls):
+        fused.append(call().cpu())
+        assert_error_bar(fused[-1], x.double() @ w64.T, lowp_qmm(x, wq, s, b, gs, bits), what=case)
+        (plan,) = decode_launches
+        assert type(plan).__name__ == kind
+        assert_merged_in_launch(plan)
+    for a, b_ in zip(fused, two_kernel_outputs(monkeypatch, decode_launches, calls)):
+        assert torch.equal(a, b_)
+
+
+@pytest.mark.parametrize("name, m, k, dtype, kind", [
+    ("Q4_K", 1, 1024, torch.bfloat16, "MmvLaunch"),  # 4 super-blocks: 2 splits
+    ("Q4_0", 16, 1024, torch.float16, "MmvLaunch"),  # 16 two-block steps: 4 splits
+    ("Q8_0", 1, 1024, torch.bfloat16, "GemvLaunch"),  # 4 steps of 256 columns: 4 splits
+    ("Q4_K", 2, 2048, torch.float32, "GemvLaunch"),  # fp32 rows: one mat-vec row per program, 2 splits
+])
+def test_ggml_decode_splitk_merged_in_launch(device, decode_launches, splits_outer, monkeypatch, name, m, k, dtype,
+                                            kind, request):
+    """GGUF weights in both decode kernels: as :func:`test_decode_splitk_merged_in_launch`."""
+    from test_ggml import gguf_values, raw_tensor, rng_for, valid_blocks
+
+    n = 72
+    raw = valid_blocks(name, n, k, rng_for(request))
+    w = torch.from_numpy(gguf_values(raw, name, (n, k)))
+    xs = [randn(m, k, dtype=dtype) for _ in range(3)]
+    calls = [lambda x=x: mn.ggml_matmul(x.to(device), raw_tensor(raw, device), name, (n, k)) for x in xs]
+    fused = []
+    for x, call in zip(xs, calls):
+        fused.append(call().cpu())
+        assert_error_bar(fused[-1], x.double() @ w.double().T, x @ w.to(dtype).T, what=f"{name} M{m}")
+        (plan,) = decode_launches
+        assert type(plan).__name__ == kind
+        assert_merged_in_launch(plan)
+    for a, b_ in zip(fused, two_kernel_outputs(monkeypatch, decode_launches, calls)):
+        assert torch.equal(a, b_)
+
+
+def test_decode_splitk_empty_split(device, decode_launches, splits_outer, monkeypatch):
+    """A split with an empty K range (the split rule never makes one: this forces 3 splits of 8 groups
+    over 16) stores zeros and still counts in, so each tile is merged and its counter rearmed."""
+    from mlx_native.ops.quant import mmv
+
+    monkeypatch.setattr(mmv, "split_rule", lambda *args: (3, 8))
+    m, n, k = 2, 72, 1024
+    wq, s, b = qweight(n, k, 64, 4, torch.bfloat16)
+    w64 = dequant64(wq, s, b, 64, 4)
+    for _ in range(2):
+        x = randn(m, k, dtype=torch.bfloat16)
+        out = mn.quantized_matmul(x.to(device), wq.to(device), s.to(device), b.to(device))
+        assert_error_bar(out.cpu(), x.double() @ w64.T, lowp_qmm(x, wq, s, b, 64, 4))
+        (plan,) = decode_launches
+        assert plan.split == 3
+        assert_merged_in_launch(plan)
+
+
+@pytest.mark.parametrize("activation", ["silu", "gelu_tanh"])
+def test_moe_gate_up_splitk_merged_in_launch(device, decode_launches, splits_outer, monkeypatch, activation):
+    """Routed rows with the fused gate/up pair and a K split (8-bit, 2 steps of 512 columns, 4 row
+    tiles): the last split sums both projections' partials and applies ``act(gate) * up`` in the launch."""
+    import torch.nn.functional as F
+
+    from test_moe import _lowp_rows, _rows, per_expert_loop
+
+    e, n, k, topk, tokens = 5, 24, 1024, 2, 1
+    gq, gs_, gb = qweight(n, k, 64, 8, torch.bfloat16, lead=(e,))
+    uq, us, ub = qweight(n, k, 64, 8, torch.bfloat16, lead=(e,))
+    g64, u64 = dequant64(gq, gs_, gb, 64, 8), dequant64(uq, us, ub, 64, 8)
+    gl, ul = ref.dequantize(gq, gs_, gb, 64, 8), ref.dequantize(uq, us, ub, 64, 8)
+    act = F.silu if activation == "silu" else (lambda v: F.gelu(v, approximate="tanh"))
+    calls, fused = [], []
+    for _ in range(3):
+        x = randn(tokens, k, dtype=torch.bfloat16)
+        ids = torch.randint(0, e, (tokens, topk), dtype=torch.int32)
+        calls.append(lambda x=x, ids=ids: mn.moe_qmm(
+            x.to(device), ids.to(device), gq.to(device), gs_.to(device), gb.to(device), group_size=64, bits=8,
+            w_up=uq.to(device), scales_up=us.to(device), biases_up=ub.to(device), activation=activation))
+        fused.append(calls[-1]().cpu())
+        xr, flat = _rows(x, tokens, topk), ids.flatten()
+        oracle = act(per_expert_loop(xr, flat, g64)) * per_expert_loop(xr, flat, u64)
+        lowp = act(_lowp_rows(xr, flat, gl)) * _lowp_rows(xr, flat, ul)
+        assert_error_bar(fused[-1], oracle.reshape(tokens, topk, n), lowp.reshape(tokens, topk, n))
+        (plan,) = decode_launches
+        assert type(plan).__name__ == "GemvLaunch" and plan.splitk.has_up
+        assert_merged_in_launch(plan)
+    for a, b_ in zip(fused, two_kernel_outputs(monkeypatch, decode_launches, calls)):
+        assert torch.equal(a, b_)
+
+
+def test_splitk_plan_built_in_capture_uses_two_launches(monkeypatch):
+    """Counters cannot be zeroed during CUDA-graph capture: a plan built there reduces in a second launch."""
+    from mlx_native.ops.quant import qmm
+
+    assert qmm.SplitK(2, 1, 40, False, 0, torch.device("cpu"), tiles=1).fused
+    monkeypatch.setattr(qmm, "can_fuse", lambda device: False)
+    sk = qmm.SplitK(2, 1, 40, False, 0, torch.device("cpu"), tiles=1)
+    assert not sk.fused and sk.counters is None and sk.reduce is not None
+    assert not qmm.SplitK(2, 1, 40, False, 0, torch.device("cpu")).fused  # qmm's own split: always two launches

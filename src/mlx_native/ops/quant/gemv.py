@@ -20,6 +20,13 @@ That is three instructions per code plus a few per word, all in fp32 with exact
 products. Rows come plain (row ``r`` of x) or routed (one row per program: x row
 ``xrow[r]`` or ``r // x_div`` times expert ``erow[r]``, for MoE decode), with an
 optional second weight (fused gate/up) and split K.
+
+Split K: each program stores its fp32 partial tile (and the up projection's) and,
+with ``FUSE``, counts in on the arrival counter of its (row, column tile); the
+last split to arrive sums the tile's partials (``qmm.splitk_sum``), applies
+``act(gate) * up``, stores the output and rearms the counter, in the same launch
+(``qmm.SplitK`` owns the counters: one plan must not run on two streams at once).
+Without ``FUSE`` a second launch (``qmm.splitk_reduce_kernel``) does that sum.
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ...kernels.arrival import arrive_last, rearm
 from ...kernels.math import gated_act
+from .qmm import splitk_sum
 
 AFFINE: tl.constexpr = tl.constexpr(-1)
 Q4_0: tl.constexpr = tl.constexpr(2)
@@ -234,21 +243,24 @@ def gemv_kernel(
     w_ptr,  # affine: [E, N, K * BITS / 32] int32 words; GGUF: [E * N * row_bytes] uint8
     s_ptr, b_ptr,  # affine: [E, N, K / GS] scales / biases (GGUF: unused)
     w2_ptr, s2_ptr, b2_ptr,  # the up projection (HAS_UP)
-    out_ptr,  # [R, N] output, or [split, R, N] fp32 partials (SPLIT_K)
-    out2_ptr,  # [split, R, N] fp32 partials of the up projection (HAS_UP and SPLIT_K)
+    out_ptr,  # [R, N] output (written unless SPLIT_K without FUSE)
+    part_ptr,  # [split, R, N] fp32 partials (SPLIT_K)
+    part2_ptr,  # [split, R, N] fp32 partials of the up projection (HAS_UP and SPLIT_K)
+    cnt_ptr,  # [R * cdiv(N, BN)] int32 arrival counters, zero between launches (FUSE)
     erow_ptr,  # ROUTED: [R] expert of each output row
     xrow_ptr,  # ROUTED and HAS_XROW: [R] x row of each output row
     n_rows, N, K, stride_xm, x_div,
     stride_we, stride_wr, stride_se, stride_sr,
     n_experts, k_per_split,
     FMT: tl.constexpr, BITS: tl.constexpr, GS: tl.constexpr, ROUTED: tl.constexpr, HAS_XROW: tl.constexpr,
-    HAS_UP: tl.constexpr, ACT: tl.constexpr, SPLIT_K: tl.constexpr, BN: tl.constexpr, NW: tl.constexpr,
-    KSTEP: tl.constexpr, EVEN: tl.constexpr,
+    HAS_UP: tl.constexpr, ACT: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr, BN: tl.constexpr,
+    NW: tl.constexpr, KSTEP: tl.constexpr, EVEN: tl.constexpr,
 ):
     """Programs: axis 0 = (row, column tile) with rows outermost; axis 1 = K split.
 
     ``KSTEP``: columns of K per loop step (NW words). ``EVEN``: every step is whole and
-    every row exists (no masks).
+    every row exists (no masks). ``FUSE`` (with ``SPLIT_K``): the last split of each axis-0
+    program to arrive sums its tile's partials into ``out``.
     """
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -300,9 +312,15 @@ def gemv_kernel(
         tl.store(out_ptr + out_off, res.to(out_ptr.dtype.element_ty), mask=n_ok)
     else:
         part = pid_k.to(tl.int64) * n_rows * N
-        tl.store(out_ptr + part + out_off, res, mask=n_ok)
+        tl.store(part_ptr + part + out_off, res, mask=n_ok)
         if HAS_UP:
-            tl.store(out2_ptr + part + out_off, res2, mask=n_ok)
+            tl.store(part2_ptr + part + out_off, res2, mask=n_ok)
+        if FUSE:  # every program arrives, an empty K range included (kernels/arrival.py)
+            cnt = cnt_ptr + pid
+            if arrive_last(cnt, tl.num_programs(1)):
+                res = splitk_sum(part_ptr, part2_ptr, out_off, n_ok, n_rows * N, tl.num_programs(1), HAS_UP, ACT)
+                tl.store(out_ptr + out_off, res.to(out_ptr.dtype.element_ty), mask=n_ok)
+                rearm(cnt)
 
 
 # ----------------------------------------------------------------------------- launch plans
@@ -314,6 +332,7 @@ from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from ...runtime.memory import empty  # noqa: E402
 from ..common import next_pow2  # noqa: E402
+from .qmm import SplitK  # noqa: E402
 
 # The default for one-row mat-vecs of the formats below (MLX_NATIVE_WORD_GEMV=0 turns it off): it is
 # what the GPU tests verified. It issues about half the instructions per code of the general kernel
@@ -368,6 +387,9 @@ class GemvLaunch:
         has_up, act: fused gate/up. out_dtype: output dtype.
         strides: (stride_xm, x_div, stride_we, stride_wr, stride_se, stride_sr, n_experts) in the
             kernel's units (affine: words / elements; GGUF: bytes).
+
+    A K split (``split > 1``) is summed in the same launch by default (``qmm.SplitK``: this plan
+    owns the arrival counters, so it must not run on two streams at once).
     """
 
     def __init__(self, family: int, fmt: int, bits: int, group_size: int, n: int, k: int, n_rows: int, routed: bool,
@@ -387,13 +409,11 @@ class GemvLaunch:
         even = n % bn == 0 and k % kstep == 0 and k_per_split * self.split == k
         stride_xm, x_div, stride_we, stride_wr, stride_se, stride_sr, n_experts = strides
         self.ints = (n_rows, n, k, stride_xm, x_div, stride_we, stride_wr, stride_se, stride_sr, n_experts, k_per_split)
+        self.splitk = SplitK(self.split, n_rows, n, has_up, act, device, tiles=tiles) if self.split > 1 else None
         self.launch = Launch(gemv_kernel, (tiles, self.split), dict(
             FMT=code, BITS=bits, GS=group_size, ROUTED=routed, HAS_XROW=has_xrow, HAS_UP=has_up, ACT=act,
-            SPLIT_K=self.split > 1, BN=bn, NW=nw, KSTEP=kstep, EVEN=even), num_warps=GEMV_WARPS, num_stages=1)
-        if self.split > 1:
-            from .qmm import SplitK
-
-            self.splitk = SplitK(self.split, n_rows, n, has_up, act, device)
+            SPLIT_K=self.split > 1, FUSE=self.splitk is not None and self.splitk.fused, BN=bn, NW=nw, KSTEP=kstep,
+            EVEN=even), num_warps=GEMV_WARPS, num_stages=1)
 
     def __call__(self, x, w, s, b, w2=None, s2=None, b2=None, erow=None, xrow=None) -> torch.Tensor:
         out = empty((self.n_rows, self.n), dtype=self.out_dtype, device=self.device)
@@ -402,11 +422,11 @@ class GemvLaunch:
         b2 = b2 if b2 is not None else b
         erow = erow if erow is not None else x
         xrow = xrow if xrow is not None else x
-        if self.split == 1:
-            self.launch(x, w, s, b, w2, s2, b2, out, out, erow, xrow, *self.ints)
+        if self.splitk is None:
+            self.launch(x, w, s, b, w2, s2, b2, out, out, out, out, erow, xrow, *self.ints)
             return out
-        part, part2 = self.splitk.partials()
-        self.launch(x, w, s, b, w2, s2, b2, part, part2, erow, xrow, *self.ints)
+        part, part2, cnt = self.splitk.partials()
+        self.launch(x, w, s, b, w2, s2, b2, out, part, part2, cnt, erow, xrow, *self.ints)
         return self.splitk.reduce_into(part, part2, out)
 
 

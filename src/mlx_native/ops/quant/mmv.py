@@ -44,9 +44,15 @@ Loop steps: one or two groups (``GPS``); for Q4_K a super-block (``GPS = 8``: it
 one 16-byte load). The x pointers of a step are computed once, each group's x at a constant
 offset from them.
 
-Grid: axis 0 = tiles of ``BN`` output features, axis 1 = K split (fp32 partials, reduced by
-``qmm.SplitK``). x rows are padded to 16 (the smallest dot); rows ``>= M`` are masked loads
-and never stored.
+Grid: axis 0 = tiles of ``BN`` output features, axis 1 = K split. x rows are padded to 16 (the
+smallest dot); rows ``>= M`` are masked loads and never stored. With a K split each program
+stores its fp32 partial tile ``[BN, M]``; the splits of a tile are summed in the same launch
+(``FUSE``): each program counts in on its tile's arrival counter and the last to arrive sums the
+tile's partials (``qmm.splitk_sum``, one split per loop step), stores the output and rearms the
+counter (``qmm.SplitK``: the counters belong to the plan, so one plan must not run on two streams
+at once). Without it (``qmm.FUSED_SPLITK = False``, or a plan built during CUDA-graph capture) a
+second launch (``qmm.splitk_reduce_kernel``) sums them: on the H100 that launch cost 1.6-2.8 us
+per mat-vec at decode (SmolLM2-135M: 90 of them per token).
 """
 
 from __future__ import annotations
@@ -54,7 +60,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ...kernels.arrival import arrive_last, rearm
 from .gemv import AFFINE, Q4_0, Q4_1, Q4_K
+from .qmm import splitk_sum
 
 
 @triton.jit
@@ -273,14 +281,17 @@ def mmv_kernel(
     x_ptr,  # [M, K] activations, bf16 or fp16 (unit column stride)
     w_ptr,  # MLX: [N, K / 8] int32 words; GGUF: [N * stride_wn] uint8 blocks
     s_ptr, b_ptr,  # MLX: [N, K / GS] scales / biases; GGUF: unused (the blocks hold them)
-    out_ptr,  # [M, N] output, or [split, M, N] fp32 partials (SPLIT_K)
+    out_ptr,  # [M, N] output (written unless SPLIT_K without FUSE)
+    part_ptr,  # [split, M, N] fp32 partials (SPLIT_K)
+    cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters, zero between launches (FUSE)
     M, N, K, stride_xm, stride_wn, stride_sn, groups_per_split,
     FMT: tl.constexpr, BN: tl.constexpr, GS: tl.constexpr, MP: tl.constexpr, GPS: tl.constexpr,
-    X_F16: tl.constexpr, SPLIT_K: tl.constexpr, ONE_ROW: tl.constexpr,
+    X_F16: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ONE_ROW: tl.constexpr,
 ):
     """``FMT``: ``gemv.AFFINE`` or the GGUF type id (Q4_0, Q4_1, Q4_K); ``stride_wn``: in words
     (MLX) or bytes (GGUF). ``GPS``: groups per loop step (1 or 2; Q4_K: 8, a super-block).
-    ``groups_per_split``: a multiple of ``GPS``. ``ONE_ROW``: ``M == 1``."""
+    ``groups_per_split``: a multiple of ``GPS``. ``ONE_ROW``: ``M == 1``. ``FUSE`` (with
+    ``SPLIT_K``): the last split of each tile to arrive sums the tile's partials into ``out``."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rows = pid_n * BN + tl.arange(0, BN)
@@ -304,7 +315,13 @@ def mmv_kernel(
     mask = row_ok[:, None] & (m < M)[None, :]
     out_off = m[None, :].to(tl.int64) * N + (pid_n * BN + tl.arange(0, BN))[:, None]
     if SPLIT_K:
-        tl.store(out_ptr + pid_k.to(tl.int64) * M * N + out_off, acc, mask=mask)
+        tl.store(part_ptr + pid_k.to(tl.int64) * M * N + out_off, acc, mask=mask)
+        if FUSE:  # every program arrives, an empty K range included (kernels/arrival.py)
+            cnt = cnt_ptr + pid_n
+            if arrive_last(cnt, tl.num_programs(1)):
+                res = splitk_sum(part_ptr, part_ptr, out_off, mask, M * N, tl.num_programs(1), False, 0)
+                tl.store(out_ptr + out_off, res.to(out_ptr.dtype.element_ty), mask=mask)
+                rearm(cnt)
     else:
         tl.store(out_ptr + out_off, acc.to(out_ptr.dtype.element_ty), mask=mask)
 
@@ -317,6 +334,7 @@ from ...kernels.launch import Launch  # noqa: E402
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from ...runtime.memory import empty  # noqa: E402
+from .qmm import SplitK  # noqa: E402
 
 # From the H100 sweep (bench/mmv_sweep.py, bench/results/2026-11-22-h100-quant-mmv/): 64-feature tiles,
 # about 2 programs per SM, 3 pipeline stages for one row of x and 2 for more (M = 16: 44 vs 56 us).
@@ -375,6 +393,9 @@ class MmvLaunch:
 
     Call with ``(x [m, k], w, s, b)``: MLX words / scales / biases, or for GGUF the raw bytes
     (16-byte aligned) three times.
+
+    A K split (``split > 1``) is summed in the same launch by default (``qmm.SplitK``: this plan
+    owns the arrival counters, so it must not run on two streams at once).
     """
 
     def __init__(self, m: int, n: int, k: int, group_size: int, x_dtype: torch.dtype, out_dtype: torch.dtype,
@@ -390,20 +411,17 @@ class MmvLaunch:
                                            min_steps)
         self.m, self.n, self.out_dtype, self.device = m, n, out_dtype, device
         self.ints = (m, n, k, *strides, per_split)
+        self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
         self.launch = Launch(mmv_kernel, (tiles, self.split), dict(
             FMT=fmt, BN=bn, GS=group_size, MP=16, GPS=gps, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
-            ONE_ROW=m == 1),
+            FUSE=self.splitk is not None and self.splitk.fused, ONE_ROW=m == 1),
             num_warps=MMV_WARPS, num_stages=MMV_STAGES if m == 1 else MMV_STAGES_ROWS)
-        if self.split > 1:
-            from .qmm import SplitK
-
-            self.splitk = SplitK(self.split, m, n, False, 0, device)
 
     def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
         out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)
-        if self.split == 1:
-            self.launch(x, w, s, b, out, *self.ints)
+        if self.splitk is None:
+            self.launch(x, w, s, b, out, out, out, *self.ints)
             return out
-        part, _ = self.splitk.partials()
-        self.launch(x, w, s, b, part, *self.ints)
+        part, _, cnt = self.splitk.partials()
+        self.launch(x, w, s, b, out, part, cnt, *self.ints)
         return self.splitk.reduce_into(part, part, out)

@@ -314,6 +314,28 @@ def qmm_kernel(
             tl.store(out2_ptr + part + out_off, res2, mask=mask)
 
 
+@triton.jit
+def splitk_sum(part_ptr, part2_ptr, offs, mask, split_stride, n_split, HAS_UP: tl.constexpr, ACT: tl.constexpr):
+    """The fp32 sum over splits ``s = 0 .. n_split - 1`` (in that order) of the partial tiles at
+    ``part_ptr + s * split_stride + offs`` (``offs``: int64 offsets, a tile of any shape; masked-off
+    lanes give 0); with ``HAS_UP``, ``act(sum) * sum2`` (``ACT`` 0: SiLU, 1: GELU-tanh) where ``sum2``
+    sums the up projection's partials at ``part2_ptr``. One split per loop step; the loads bypass L1
+    (``.cg``): in the fused decode paths other SMs wrote the partials during the same launch."""
+    acc = tl.zeros(offs.shape, dtype=tl.float32)
+    acc2 = tl.zeros(offs.shape, dtype=tl.float32)
+    p = part_ptr + offs
+    p2 = part2_ptr + offs
+    for _ in range(n_split):  # the pointers advance by split_stride (no int32 product s * split_stride)
+        acc += tl.load(p, mask=mask, other=0.0, cache_modifier=".cg")
+        p += split_stride
+        if HAS_UP:
+            acc2 += tl.load(p2, mask=mask, other=0.0, cache_modifier=".cg")
+            p2 += split_stride
+    if HAS_UP:
+        acc = gated_act(acc, ACT) * acc2
+    return acc
+
+
 @triton.jit(do_not_specialize=["numel", "n_split"])
 def splitk_reduce_kernel(
     part_ptr,  # [n_split, numel] fp32 partials
@@ -322,16 +344,10 @@ def splitk_reduce_kernel(
     numel, n_split,
     HAS_UP: tl.constexpr, ACT: tl.constexpr, BLOCK: tl.constexpr,
 ):
+    """The second launch of a K split (qmm, and the decode kernels without a fused merge)."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < numel
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
-    acc2 = tl.zeros([BLOCK], dtype=tl.float32)
-    for s in range(n_split):
-        acc += tl.load(part_ptr + s * numel + offs, mask=ok, other=0.0)
-        if HAS_UP:
-            acc2 += tl.load(part2_ptr + s * numel + offs, mask=ok, other=0.0)
-    if HAS_UP:
-        acc = gated_act(acc, ACT) * acc2
+    acc = splitk_sum(part_ptr, part2_ptr, offs, ok, numel, n_split, HAS_UP, ACT)
     tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=ok)
 
 
@@ -342,34 +358,62 @@ from typing import Optional  # noqa: E402
 
 import torch  # noqa: E402
 
+from ...kernels.arrival import can_fuse, counters  # noqa: E402
 from ...kernels.launch import Launch  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from ...runtime.memory import empty  # noqa: E402
 from ..common import next_pow2  # noqa: E402
 
+# False: the decode kernels (mmv, gemv) leave the split-K sum to a second launch (splitk_reduce_kernel)
+# instead of merging in place; read when a plan is built (bench/quant.py times both).
+FUSED_SPLITK = True
+
+
 class SplitK:
-    """fp32 partials of a launch split over K, and the kernel that sums them into the output.
+    """fp32 partials ``[split, n_rows, n]`` of a launch split over K, and how they reach the output.
+
+    Two ways:
+
+    * two launches (qmm, ``FUSED_SPLITK = False``, or a plan built during CUDA-graph capture): the
+      kernel stores the partials and :func:`splitk_reduce_kernel` sums them into the output;
+    * fused (``tiles`` given: the decode kernels ``mmv_kernel`` and ``gemv_kernel``, ``FUSE``): the
+      plan owns int32 arrival counters ``[tiles]``, one per program along the kernel's output axis
+      (one output tile), zeroed here. Each program stores its partial tile, then counts in on its
+      tile's counter (every program, an empty K range included); the last of the ``split`` to arrive
+      sums the tile's partials (:func:`splitk_sum`, the reduce kernel's math, same order, so the two
+      ways give identical bits), stores the output and sets the counter back to zero
+      (``kernels/arrival.py``: ordering, and why the plan is built outside a capture). One plan must
+      not run in two launches at once (two streams, or concurrent replays of graphs captured from it):
+      they would share the counters.
 
     Args:
         split: number of K splits (> 1). n_rows, n: output shape. has_up, act: a fused gate/up pair
             (two sets of partials, ``act(gate) * up`` applied after the sum).
+        tiles: output tiles of a kernel that can merge its own partials (None: two launches).
     """
 
     BLOCK = 1024
 
-    def __init__(self, split: int, n_rows: int, n: int, has_up: bool, act: int, device):
+    def __init__(self, split: int, n_rows: int, n: int, has_up: bool, act: int, device, tiles: Optional[int] = None):
         self.split, self.numel, self.has_up, self.device = split, n_rows * n, has_up, device
         self.shape = (split, n_rows, n)
-        self.reduce = Launch(splitk_reduce_kernel, (triton.cdiv(self.numel, self.BLOCK),),
-                             dict(HAS_UP=has_up, ACT=act, BLOCK=self.BLOCK), num_warps=4)
+        self.fused = tiles is not None and FUSED_SPLITK and can_fuse(torch.device(device))
+        self.counters = counters((tiles,), device) if self.fused else None
+        self.reduce = None if self.fused else Launch(
+            splitk_reduce_kernel, (triton.cdiv(self.numel, self.BLOCK),), dict(HAS_UP=has_up, ACT=act,
+                                                                              BLOCK=self.BLOCK), num_warps=4)
 
-    def partials(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(part, part2)``: ``[split, n_rows, n]`` fp32 (``part2`` is ``part`` without an up projection)."""
+    def partials(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(part, part2, cnt)``: ``[split, n_rows, n]`` fp32 (``part2`` is ``part`` without an up
+        projection) and the counters (``part`` as an unused pointer when not fused)."""
         part = torch.empty(self.shape, dtype=torch.float32, device=self.device)
-        return part, (torch.empty_like(part) if self.has_up else part)
+        part2 = torch.empty_like(part) if self.has_up else part
+        return part, part2, (self.counters if self.fused else part)
 
     def reduce_into(self, part: torch.Tensor, part2: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        self.reduce(part, part2, out, self.numel, self.split)
+        """``out`` after the split launch: the reduce launch, unless the kernel merged in place."""
+        if self.reduce is not None:
+            self.reduce(part, part2, out, self.numel, self.split)
         return out
 
 
@@ -507,7 +551,7 @@ class QmmLaunch:
         if self.split == 1:
             self.launch(x, w, s, b, w2, s2, b2, out, out, rows, bexp, nblk, xrow, *self.ints)
             return out
-        part, part2 = self.splitk.partials()
+        part, part2, _ = self.splitk.partials()
         self.launch(x, w, s, b, w2, s2, b2, part, part2, rows, bexp, nblk, xrow, *self.ints)
         return self.splitk.reduce_into(part, part2, out)
 
