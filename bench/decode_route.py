@@ -49,14 +49,14 @@ def _case(fmt, k, n, m, sets=3):
 
 
 def _with_mmv(flag: bool, fn, sets):
-    env.settings = dataclasses.replace(env.settings, mmv=flag)
+    env.settings = dataclasses.replace(env.settings, mmv="on" if flag else "off")
     plans.clear_all()
     try:
         ref = fn(*sets[0])
         t = common.time_graph(fn, sets, 20)
         return (t if t is not None else common.time_eager(fn, sets, 20)), ref
     finally:
-        env.settings = dataclasses.replace(env.settings, mmv=True)
+        env.settings = dataclasses.replace(env.settings, mmv="auto")
         plans.clear_all()
 
 

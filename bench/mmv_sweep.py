@@ -74,9 +74,9 @@ def main() -> int:
                   flush=True)
             return out
 
-        env.settings = dataclasses.replace(env.settings, mmv=False)
+        env.settings = dataclasses.replace(env.settings, mmv="off")
         want = measure("previous path (MLX_NATIVE_MMV=0)")
-        env.settings = dataclasses.replace(env.settings, mmv=True)
+        env.settings = dataclasses.replace(env.settings, mmv="auto")
         for var in variants:
             for name, value in var.items():
                 setattr(mmv, name, value)

@@ -5,6 +5,8 @@ interpreter (``TRITON_INTERPRET=1``, set here before Triton is imported) on
 small shapes; tests marked ``gpu`` are deselected. On the device machine the
 same tests run on CUDA tensors and ``-m gpu`` adds the real-size ones.
 Outputs are NaN-prefilled (``MLX_NATIVE_NAN_FILL=1``) so unwritten elements fail.
+``MLX_NATIVE_MMV=on``: the tensor-core decode kernel takes every call it supports, also the small
+shapes that its measured routing (``auto``, tested on its own) sends elsewhere.
 """
 
 import os
@@ -17,6 +19,7 @@ HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("MLX_NATIVE_NAN_FILL", "1")
+os.environ.setdefault("MLX_NATIVE_MMV", "on")
 
 import mlx_native  # noqa: E402  (after the environment is set)
 from mlx_native.runtime import env  # noqa: E402

@@ -231,7 +231,7 @@ def test_matmul_tensor_core_decode_fallbacks(device, mmv_launches, monkeypatch, 
     _check_matmul(device, "Q4_0", 3, 40, 96, torch.bfloat16, rng)
     _check_matmul(device, "Q4_K", 3, 40, 256, torch.float32, rng)
     _check_matmul(device, "Q8_0", 3, 40, 256, torch.bfloat16, rng)
-    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv=False))
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="off"))
     plans.clear_all()
     _check_matmul(device, "Q4_K", 1, 40, 256, torch.bfloat16, rng)
     assert mmv_launches == []

@@ -11,6 +11,7 @@ import torch
 import mlx_native as mn
 from helpers import ALL_FLOAT, assert_agrees_with, assert_error_bar, from_mlx, mlx_array, randn
 from mlx_native.ops.quant import ref
+from mlx_native.runtime import env
 
 BITS = (2, 3, 4, 5, 6, 8)
 GROUPS = (32, 64, 128)
@@ -337,7 +338,7 @@ def word_gemv(request, monkeypatch):
     which takes 4-bit MLX and Q4_0/Q4_1/Q4_K rows first, is off here)."""
     from mlx_native.runtime import env, plans
 
-    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, word_gemv=request.param, mmv=False))
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, word_gemv=request.param, mmv="off"))
     plans.clear_all()
     yield
     plans.clear_all()
@@ -544,3 +545,39 @@ def test_splitk_plan_built_in_capture_uses_two_launches(monkeypatch):
     sk = qmm.SplitK(2, 1, 40, False, 0, torch.device("cpu"), tiles=1)
     assert not sk.fused and sk.counters is None and sk.reduce is not None
     assert not qmm.SplitK(2, 1, 40, False, 0, torch.device("cpu")).fused  # qmm's own split: always two launches
+
+
+@pytest.mark.parametrize("mode, m, n, k, gguf, expected", [
+    ("auto", 1, 4096, 4096, False, True),  # measured 1.10x the word-level kernel (H100, g64)
+    ("auto", 1, 49152, 576, False, True),  # SmolLM2-shaped head: 1.06x
+    ("auto", 1, 576, 576, False, False),  # 6.3 against 3.3 us: launch and prologue bound
+    ("auto", 1, 1024, 4096, False, False),  # 0.77x
+    ("auto", 16, 1024, 4096, False, True),  # 1.53x the general kernel
+    ("auto", 16, 576, 1536, False, False),  # K <= 1536: 0.82-0.94x
+    ("auto", 1, 14336, 4096, True, False),  # GGUF blocks: the word-level kernel wins
+    ("on", 1, 576, 576, True, True),
+    ("off", 16, 14336, 4096, False, False),
+])
+def test_mmv_routing(monkeypatch, mode, m, n, k, gguf, expected):
+    """``mmv.prefer``: MLX_NATIVE_MMV=on/off decide; auto follows the H100 decode_route measurements."""
+    from mlx_native.ops.quant import mmv
+
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv=mode))
+    assert mmv.prefer(m, n, k, gguf) is expected
+
+
+def test_mmv_auto_routes_plans(device, monkeypatch):
+    """Under ``auto`` the routing reaches the plans: a small matrix runs elsewhere (and is still right)."""
+    from mlx_native.ops.quant import mmv
+
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="auto"))
+    built = []
+    init = mmv.MmvLaunch.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        built.append(self)
+
+    monkeypatch.setattr(mmv.MmvLaunch, "__init__", spy)
+    _check_qmm(device, 1, 72, 256, 64, 4, torch.bfloat16)
+    assert not built

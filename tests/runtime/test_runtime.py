@@ -20,6 +20,13 @@ class TestEnv:
                                 "TRITON_INTERPRET": "1"})
         assert (s.backend, s.nan_fill, s.triton_interpret) == ("reference", True, True)
 
+    def test_mmv_mode(self):
+        assert env.parse_settings({}).mmv == "auto"
+        for raw, mode in (("auto", "auto"), ("1", "on"), ("On", "on"), ("yes", "on"), ("0", "off"), ("false", "off")):
+            assert env.parse_settings({"MLX_NATIVE_MMV": raw}).mmv == mode
+        with pytest.raises(mn.ConfigError, match="MLX_NATIVE_MMV='sometimes': expected auto, on"):
+            env.parse_settings({"MLX_NATIVE_MMV": "sometimes"})
+
     def test_bad_values_name_the_variable(self):
         with pytest.raises(mn.ConfigError, match="MLX_NATIVE_BACKEND='cuda': expected one of auto, reference, triton"):
             env.parse_settings({"MLX_NATIVE_BACKEND": "cuda"})

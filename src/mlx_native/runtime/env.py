@@ -34,16 +34,17 @@ class Settings:
         word_gemv: ``MLX_NATIVE_WORD_GEMV``: one-row quantized mat-vecs of the formats
             it takes run the word-level kernel (``ops/quant/gemv.py``); 0 selects the
             general qmm kernel for them.
-        mmv: ``MLX_NATIVE_MMV``: quantized matmuls of MLX affine 4-bit weights with 1-16
-            bf16/fp16 rows of x run the tensor-core decode kernel (``ops/quant/mmv.py``);
-            0 sends them to the word-level / general kernels.
+        mmv: ``MLX_NATIVE_MMV``: which decode matmuls (1-16 bf16/fp16 rows of x) run the
+            tensor-core decode kernel (``ops/quant/mmv.py``): "auto" (default) where it
+            measured faster (``mmv.prefer``: MLX affine 4-bit on large matrices), "on"
+            wherever it applies (MLX affine 4-bit, GGUF Q4_0/Q4_1/Q4_K), "off" nowhere.
     """
 
     backend: str = "auto"
     nan_fill: bool = False
     triton_interpret: bool = False
     word_gemv: bool = True
-    mmv: bool = True
+    mmv: str = "auto"
 
 
 def _parse_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -56,6 +57,21 @@ def _parse_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
     if value in _FALSE:
         return False
     raise ConfigError(f"{name}={raw!r}: expected one of 1/0, true/false, yes/no, on/off")
+
+
+def _parse_mode(env: Mapping[str, str], name: str, default: str) -> str:
+    """"auto", or "on" / "off" from any boolean spelling."""
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value == "auto":
+        return value
+    if value in _TRUE:
+        return "on"
+    if value in _FALSE:
+        return "off"
+    raise ConfigError(f"{name}={raw!r}: expected auto, on (1/true/yes) or off (0/false/no)")
 
 
 def _parse_choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
@@ -76,7 +92,7 @@ def parse_settings(env: Mapping[str, str] | None = None) -> Settings:
         nan_fill=_parse_bool(env, "MLX_NATIVE_NAN_FILL", False),
         triton_interpret=_parse_bool(env, "TRITON_INTERPRET", False),
         word_gemv=_parse_bool(env, "MLX_NATIVE_WORD_GEMV", True),
-        mmv=_parse_bool(env, "MLX_NATIVE_MMV", True),
+        mmv=_parse_mode(env, "MLX_NATIVE_MMV", "auto"),
     )
 
 

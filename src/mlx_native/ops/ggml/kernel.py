@@ -170,7 +170,7 @@ class MatmulPlan:
             self.kind = "prefill (chunked dequantize + cuBLAS)"
             return
         if kind in ("gemv", "decode") and mmv.supports_gguf(t.id, x.dtype, m, k, n * rb) \
-                and qmm.CONFIG_OVERRIDE is None:
+                and mmv.prefer(m, n, k, gguf=True) and qmm.CONFIG_OVERRIDE is None:
             self.launch = mmv.MmvLaunch(m, n, k, mmv.GGUF_GROUP, x.dtype, x.dtype, (strides[0], rb, 0), x.device,
                                         fmt=t.id)
             self.kind = "mmv"

@@ -351,23 +351,50 @@ Q4_K_GPS = 8  # Q4_K: a loop step is one 256-value super-block
 
 def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, out_dtype: torch.dtype,
              m: int) -> bool:
-    """MLX affine weights and activations this kernel takes (``MLX_NATIVE_MMV=0`` turns it off).
+    """MLX affine weights and activations this kernel takes (``MLX_NATIVE_MMV=off`` turns it off).
 
     Only 16-bit outputs: the offset ``OFF`` cancels in fp32 (``OFF * sum(x)`` against ``q . x``),
     which costs about ``OFF / 8`` times fp32 rounding, far below a bf16/fp16 ulp but not within
     the error of an fp32 result.
     """
     low = (torch.bfloat16, torch.float16)
-    return (env.settings.mmv and bits == 4 and transpose and group_size in (32, 64, 128) and 1 <= m <= MAX_ROWS
-            and x_dtype in low and out_dtype in low)
+    return (env.settings.mmv != "off" and bits == 4 and transpose and group_size in (32, 64, 128)
+            and 1 <= m <= MAX_ROWS and x_dtype in low and out_dtype in low)
 
 
 def supports_gguf(fmt: int, x_dtype: torch.dtype, m: int, k: int, nbytes: int) -> bool:
     """GGUF weights (type id ``fmt``, ``nbytes`` of blocks for ``k`` columns) this kernel takes for
     ``m`` rows of x; the output has x's dtype, 16-bit for the reason of :func:`supports`.
     Byte offsets are int32; Q4_0 needs an even number of blocks per row (its loads pair them)."""
-    return (env.settings.mmv and fmt in GGUF_FORMATS and 1 <= m <= MAX_ROWS
+    return (env.settings.mmv != "off" and fmt in GGUF_FORMATS and 1 <= m <= MAX_ROWS
             and x_dtype in (torch.bfloat16, torch.float16) and nbytes < 2**31 and (fmt != Q4_0.value or k % 64 == 0))
+
+
+PREFER_MIN_WEIGHTS = 1 << 24  # one row of x: N x K from which this kernel beats the word-level one
+PREFER_MIN_K = 2048  # 2-16 rows: K from which it beats the general kernel
+
+
+def prefer(m: int, n: int, k: int, gguf: bool) -> bool:
+    """Whether a call that :func:`supports` / :func:`supports_gguf` takes should run here.
+
+    ``MLX_NATIVE_MMV=on`` / ``off`` decide outright; ``auto`` (default) follows the H100 measurements
+    of ``bench/decode_route.py`` (bench/results/2026-11-22-h100-session3/):
+
+    * GGUF blocks: never. Scales and codes interleave in 18/20/144-byte blocks, so the loads are 4-byte
+      ones, and the word-level kernel measured faster on every Llama-3-8B shape (0.50-0.77x at one row,
+      0.54-0.98x at 16: Q4_0 4096 x 14336 took 104 us here against 54 us).
+    * MLX affine, one row: from ``N * K >= 2**24`` (4096 x 4096 1.10x, 4096 x 14336 1.25x, 14336 x 4096
+      1.51x, 576 x 49152 1.06x at g64); smaller matrices are launch and prologue bound here (576 x 576:
+      6.3 against 3.3 us; 4096 x 1024: 0.77x).
+    * MLX affine, 2-16 rows: from ``K >= 2048`` (K = 4096 / 14336: 1.5-3.1x the general kernel; K <= 1536:
+      0.82-0.94x).
+    """
+    mode = env.settings.mmv
+    if mode != "auto":
+        return mode == "on"
+    if gguf:
+        return False
+    return n * k >= PREFER_MIN_WEIGHTS if m == 1 else k >= PREFER_MIN_K
 
 
 def split_rule(groups: int, gps: int, tiles: int, target: int, min_steps: int) -> tuple[int, int]:
