@@ -378,7 +378,8 @@ def _h100_splits(b, hkv, kv, d=128, g=8):
     block_m = min(dec.MAX_BLOCK_M, max(16, 1 << (g - 1).bit_length()))
     block_n, _, stages = dec.GPU_CONFIGS[block_d]
     slots = 132 * dec.occupancy(block_m, block_n, block_d, stages, 2)
-    splits = dec.num_splits(b * hkv, kv, block_n, sms=132, slots=slots, batch=b, on_cuda=True)
+    splits = dec.num_splits(b * hkv, kv, block_n, sms=132, slots=slots, batch=b, on_cuda=True,
+                            min_keys=dec.min_split_keys(d, 2))
     return dec.split_layout(kv, splits, block_n)[1]
 
 
@@ -386,7 +387,8 @@ def _h100_splits(b, hkv, kv, d=128, g=8):
     # measured on the H100 (bench/results/2026-11-22-h100-attention/NOTES.md): the best forced count
     (1, 8192, 128, 16), (1, 32768, 128, 16), (1, 131072, 128, 16),
     (8, 32768, 128, 16),  # ragged 1k-32k: 16 best (205.7 us vs 251.4 with 4); uniform: 2/4/8 equal
-    (1, 1024, 128, 8), (1, 1024, 256, 8),  # 8 best (9.4 / 11.6 us vs 12.8 / 20.1 with 2; session 3)
+    (1, 1024, 128, 4), (1, 1024, 256, 8),  # 4 / 8 measured 9.9 / 11.6 us vs 12.8 / 20.1 with 2 (session 3)
+    (1, 256, 64, 1),  # SmolLM2-like: one split (2.9 us) beat two (4.65 us)
     # not measured with forced counts: what the rule predicts
     (8, 1024, 128, 2), (8, 8192, 128, 4), (8, 131072, 128, 16),
     (32, 1024, 128, 1), (32, 8192, 128, 4), (32, 32768, 128, 4), (32, 131072, 128, 4),
@@ -411,8 +413,9 @@ def test_decode_split_rule_parts():
     assert rule(64, 32768, 1) == 2  # one long sequence over 64 programs per split: fill only
     assert rule(64, 32768, 8) == 16  # batch 8: ragged balance
     assert rule(16, 131072, 2) == 16  # batch 2: fill gives 8, balance caps at RAGGED_SPLITS
-    assert rule(8, 2000, 1) == 16  # short caches: >= 128 positions per split ...
-    assert rule(8, 1000, 1) == 8  # ... (8 x 125 -> chunks of 128)
+    assert rule(8, 2000, 1) == 8  # short caches: >= 256 positions per split at D=128 bf16 (128 KB of K + V) ...
+    assert rule(8, 1000, 1) == 4
+    assert dec.min_split_keys(64, 2) == 512 and dec.min_split_keys(256, 2) == 128
     assert rule(64, 4096, 8) == 2  # ... and no ragged splits under RAGGED_MIN_KEYS positions
     assert rule(1024, 131072, 128) == 1  # batch 128: base alone is ~4 programs per slot, no split
     assert rule(1, 1 << 20, 1) == dec.MAX_SPLITS

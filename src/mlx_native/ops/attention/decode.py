@@ -42,7 +42,7 @@ from ..common import next_pow2
 LOG2E = 1.4426950408889634
 
 SMEM_PER_SM = 228 * 1024  # H100 / H200 shared memory per SM
-MIN_SPLIT_KEYS = 128  # never split below this many cache positions per program (see num_splits)
+MIN_SPLIT_BYTES = 128 * 1024  # never split below this many K + V bytes per program (see num_splits)
 SPLITS_OVERRIDE = None  # benchmarks / sweeps: force a split count
 FUSED_REDUCE = True  # False: merge the splits in a second launch (_reduce_kernel), for benchmark comparisons
 MAX_SPLITS = 64
@@ -262,7 +262,13 @@ def occupancy(block_m: int, block_n: int, block_d: int, stages: int, esize: int)
     return max(1, min(4, SMEM_PER_SM // smem))
 
 
-def num_splits(base: int, span: int, block_n: int, *, sms: int, slots: int, batch: int, on_cuda: bool) -> int:
+def min_split_keys(head_dim: int, esize: int) -> int:
+    """Fewest cache positions per split: :data:`MIN_SPLIT_BYTES` of K and V."""
+    return max(1, MIN_SPLIT_BYTES // (2 * head_dim * esize))
+
+
+def num_splits(base: int, span: int, block_n: int, *, sms: int, slots: int, batch: int, on_cuda: bool,
+               min_keys: int = 256) -> int:
     """Split count from the device and the static shapes (never from the ``kv_lens`` values: no host sync).
 
     ``base``: programs per split (batch x KV heads x query-row blocks); ``span``: most positions a query can see
@@ -288,11 +294,14 @@ def num_splits(base: int, span: int, block_n: int, *, sms: int, slots: int, batc
       bytes of K/V: under 1% at 2048 positions and G = 8) and the per-program prologue small, and keeps short
       caches (under 4k positions) at the fill count, where the whole call is launch and latency bound.
 
-    Caps: ``ceil(span / max(MIN_SPLIT_KEYS, block_n))`` (at least 128 positions per split) and ``MAX_SPLITS``.
-    Short caches at batch 1 are latency bound and want the programs: B1 Hkv8 kv 1k measured 12.8 us with 2
-    splits of 512 (the old 512-position floor) against 9.9 / 9.4 us with 4 / 8 splits (D=128), and 20.1 against
-    13.6 / 11.6 us at D=256 (H100, graph replay); the floor is now 128 positions (two 64-key tiles).
-    On the H100 (132 SMs, bf16 D=128: 2 programs per SM) this gives B1 Hkv8: 8 / 16 / 16 / 16 splits at kv
+    Caps: ``ceil(span / max(min_keys, block_n))`` and ``MAX_SPLITS``. ``min_keys`` (:func:`min_split_keys`,
+    the default is bf16 D=128's) keeps at least 128 KB of K + V per split: 256 positions at D=128, 128 at
+    D=256, 512 at D=64. A split that has work pays a fixed tail (partials, the arrival, the merge: about
+    1.7 us on the H100): SmolLM2 (D=64, 3 KV heads, a 256-position cache) took 4.65 us per decode call with
+    2 splits against 2.9 us with one. Longer caches at batch 1 want the programs: B1 Hkv8 kv 1k measured
+    12.8 us with 2 splits of 512 positions against 9.9 / 9.4 us with 4 / 8 (D=128), and 20.1 against
+    13.6 / 11.6 us at D=256 (graph replay).
+    On the H100 (132 SMs, bf16 D=128: 2 programs per SM) this gives B1 Hkv8: 4 / 16 / 16 / 16 splits at kv
     1k / 8k / 32k / 128k; B8 Hkv8: 2 / 4 / 16 / 16; B32 Hkv8: 1 / 4 / 4 / 4. The measured shapes and the
     predictions are tabulated in bench/results/2026-11-22-h100-attention/NOTES.md.
 
@@ -306,7 +315,7 @@ def num_splits(base: int, span: int, block_n: int, *, sms: int, slots: int, batc
     splits = max(1, sms // base)
     if batch > 1:
         splits = max(splits, min(RAGGED_SPLITS, RAGGED_WAVES * slots // base, span // RAGGED_MIN_KEYS))
-    by_len = triton.cdiv(span, max(MIN_SPLIT_KEYS, block_n))
+    by_len = triton.cdiv(span, max(min_keys, block_n))
     return max(1, min(splits, by_len, MAX_SPLITS))
 
 
@@ -366,7 +375,8 @@ class DecodePlan:
             block_n, warps, stages, sm_count = INTERPRETER["block_n"], 4, 1, 1
         span = cap if window <= 0 else min(cap, window + lq - 1)
         slots = sm_count * occupancy(block_m, block_n, block_d, stages, q.element_size())
-        splits = num_splits(b * hkv * m_blocks, span, block_n, sms=sm_count, slots=slots, batch=b, on_cuda=on_cuda)
+        splits = num_splits(b * hkv * m_blocks, span, block_n, sms=sm_count, slots=slots, batch=b, on_cuda=on_cuda,
+                            min_keys=min_split_keys(d, q.element_size()))
         self.chunk, self.splits = split_layout(span, splits, block_n)
         self.rows = b * hq * lq
         self.ints = (*q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], hq, lq, cap, window, self.rows,
