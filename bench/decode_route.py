@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
-import json
 import os
 import sys
 
@@ -81,8 +80,7 @@ def main() -> int:
         print(f"{fmt:11s} K{k:6d} N{n:7d} M{m:3d}  mmv {t_mmv:8.2f} us  word {t_word:8.2f} us  "
               f"word/mmv {t_word / t_mmv:5.2f}  mmv {wbytes / t_mmv / 1e3:6.0f} GB/s  err {err:.1e}", flush=True)
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(rows, f, indent=1)
+        common.save_json(args.out, rows)
     return 0
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import sys
 
@@ -58,8 +57,7 @@ def main() -> int:
                   flush=True)
     gemv.GEMV_WORDS, gemv.PROGRAMS_PER_SM, qmm.FUSED_SPLITK = saved
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(rows, f, indent=1)
+        common.save_json(args.out, rows)
     return 0
 
 
