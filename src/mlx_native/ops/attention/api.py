@@ -299,8 +299,9 @@ def flash_attn_decode(
     Causal by construction: query token ``i`` of ``Lq`` sits at position
     ``kv_lens[b] - Lq + i`` and sees cached positions up to its own. The KV
     range is split across thread blocks (split count from the SM count and the
-    static shapes, never from ``kv_lens`` values), and a reduce kernel merges
-    the partial results: no autotune, no host sync, CUDA-graph capturable.
+    static shapes, never from ``kv_lens`` values), and the last split program
+    of each head group to finish merges the partial results in the same launch
+    (``kernels/arrival.py``): no autotune, no host sync, CUDA-graph capturable.
 
     Args:
         q: ``[B, Hq, Lq, D]`` (Lq small: 1 for plain decode, a few for
