@@ -115,52 +115,6 @@ def affine_tile(w_ptr, s_ptr, b_ptr, rows, row_ok, c0, c_end, stride_wr, stride_
         return tl.reshape(v, [v.shape[0], NC])
 
 
-@triton.jit
-def affine_gemv_step(w_ptr, s_ptr, b_ptr, rows, row_ok, c0, c_end, stride_wr, stride_sr, x, acc,
-                     BITS: tl.constexpr, GS: tl.constexpr, NC: tl.constexpr):
-    """Mat-vec step for 2/4/8-bit codes: ``acc [R, NC / PER] += s * (q . x) + b * sum(x)`` per word.
-
-    The codes of a word and the matching ``x`` values stay in one thread, so ``q . x``
-    is an in-thread multiply-add chain: one FMA per code plus two per word, instead of
-    a dequantizing FMA and an accumulating FMA per code.
-    """
-    PER: tl.constexpr = 32 // BITS
-    NW: tl.constexpr = NC // PER
-    row64 = rows.to(tl.int64)
-    wi = tl.arange(0, NW)
-    col = c0 + wi * PER
-    ok = row_ok[:, None] & (col < c_end)[None, :]
-    words = tl.load(w_ptr + row64[:, None] * stride_wr + (c0 // PER + wi)[None, :], mask=ok, other=0)
-    sidx = row64[:, None] * stride_sr + (col // GS)[None, :]
-    s = tl.load(s_ptr + sidx, mask=ok, other=0.0).to(tl.float32)
-    b = tl.load(b_ptr + sidx, mask=ok, other=0.0).to(tl.float32)
-    MASK: tl.constexpr = (1 << BITS) - 1
-    if BITS == 8:
-        q = interleave2d(interleave2d(codes_to_f32(words & MASK), codes_to_f32((words >> 16) & MASK)),
-                         interleave2d(codes_to_f32((words >> 8) & MASK), codes_to_f32((words >> 24) & MASK)))
-    elif BITS == 4:
-        q = interleave2d(
-            interleave2d(interleave2d(codes_to_f32(words & MASK), codes_to_f32((words >> 16) & MASK)),
-                         interleave2d(codes_to_f32((words >> 8) & MASK), codes_to_f32((words >> 24) & MASK))),
-            interleave2d(interleave2d(codes_to_f32((words >> 4) & MASK), codes_to_f32((words >> 20) & MASK)),
-                         interleave2d(codes_to_f32((words >> 12) & MASK), codes_to_f32((words >> 28) & MASK))))
-    else:
-        q = interleave2d(
-            interleave2d(
-                interleave2d(interleave2d(codes_to_f32(words & MASK), codes_to_f32((words >> 16) & MASK)),
-                             interleave2d(codes_to_f32((words >> 8) & MASK), codes_to_f32((words >> 24) & MASK))),
-                interleave2d(interleave2d(codes_to_f32((words >> 4) & MASK), codes_to_f32((words >> 20) & MASK)),
-                             interleave2d(codes_to_f32((words >> 12) & MASK), codes_to_f32((words >> 28) & MASK)))),
-            interleave2d(
-                interleave2d(interleave2d(codes_to_f32((words >> 2) & MASK), codes_to_f32((words >> 18) & MASK)),
-                             interleave2d(codes_to_f32((words >> 10) & MASK), codes_to_f32((words >> 26) & MASK))),
-                interleave2d(interleave2d(codes_to_f32((words >> 6) & MASK), codes_to_f32((words >> 22) & MASK)),
-                             interleave2d(codes_to_f32((words >> 14) & MASK), codes_to_f32((words >> 30) & MASK)))))
-    qx = tl.sum(tl.reshape(q * x[None, :], [q.shape[0], NW, PER]), axis=2)  # [R, NW]
-    xs = tl.sum(tl.reshape(x, [NW, PER]), axis=1)  # [NW]
-    return acc + s * qx + b * xs[None, :]
-
-
 # ----------------------------------------------------------------------------- split load / decode
 # The matmul kernel issues the loads of step i + 1 before it decodes step i (registers hold one
 # step in flight), so memory latency overlaps the dequantization and the dots.
@@ -227,7 +181,13 @@ def affine_decode(words, s, b, BITS: tl.constexpr):
 
 @triton.jit
 def affine_gemv_compute(words, s, b, x, acc, BITS: tl.constexpr):
-    """``acc [R, NW] += s * (q . x) + b * sum(x)`` per word (see :func:`affine_gemv_step`)."""
+    """Mat-vec step for 2/4/8-bit codes from :func:`affine_load`: ``acc [R, NW] += s * (q . x) + b * sum(x)``
+    per word.
+
+    The codes of a word and the matching ``x`` values stay in one thread, so ``q . x``
+    is an in-thread multiply-add chain: one FMA per code plus two per word, instead of
+    a dequantizing FMA and an accumulating FMA per code.
+    """
     PER: tl.constexpr = 32 // BITS
     NW: tl.constexpr = words.shape[1]
     q = affine_codes(words, s, b, BITS, False)
