@@ -58,6 +58,23 @@ INTERPRETER = dict(block_n=16, min_split_keys=16, max_splits=4)
 
 
 @triton.jit
+def _load_rows(base, slot, stride, offs_d, kv_ok, d_ok, MASKED: tl.constexpr, EVEN_D: tl.constexpr):
+    """``[BLOCK_N, BLOCK_D]`` cache rows ``slot`` of K or V; masks only where the tile (MASKED: positions
+    ``kv_ok``) or the head dim (not EVEN_D: columns ``d_ok``) is partial."""
+    ptrs = base + slot[:, None] * stride + offs_d[None, :]
+    if MASKED:
+        if EVEN_D:
+            rows = tl.load(ptrs, mask=kv_ok[:, None], other=0.0)
+        else:
+            rows = tl.load(ptrs, mask=kv_ok[:, None] & d_ok[None, :], other=0.0)
+    elif EVEN_D:
+        rows = tl.load(ptrs)
+    else:
+        rows = tl.load(ptrs, mask=d_ok[None, :], other=0.0)
+    return rows
+
+
+@triton.jit
 def _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, lo, hi, end, qpos, C, window, qk_scale, softcap_in,
                   softcap_out, MASKED: tl.constexpr, WINDOW: tl.constexpr, MULTI_Q: tl.constexpr,
                   SOFTCAP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, HEAD_D: tl.constexpr,
@@ -73,17 +90,7 @@ def _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, lo, hi, end, qpo
         else:
             slot = pos.to(tl.int64)
         kv_ok = pos < end
-        if MASKED:
-            if EVEN_D:
-                ld_mask = kv_ok[:, None]
-            else:
-                ld_mask = kv_ok[:, None] & d_ok[None, :]
-            k = tl.load(k_base + slot[:, None] * sk_s + offs_d[None, :], mask=ld_mask, other=0.0)
-        else:
-            if EVEN_D:
-                k = tl.load(k_base + slot[:, None] * sk_s + offs_d[None, :])
-            else:
-                k = tl.load(k_base + slot[:, None] * sk_s + offs_d[None, :], mask=d_ok[None, :], other=0.0)
+        k = _load_rows(k_base, slot, sk_s, offs_d, kv_ok, d_ok, MASKED, EVEN_D)
         qk = tl.dot(q, tl.trans(k), input_precision=PRECISION)
         if SOFTCAP:
             s = tanh(qk * softcap_in) * softcap_out
@@ -101,13 +108,7 @@ def _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, lo, hi, end, qpo
         p = tl.math.exp2(s - m_use[:, None])
         alpha = tl.math.exp2(m_i - m_use)
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        if MASKED:
-            v = tl.load(v_base + slot[:, None] * sv_s + offs_d[None, :], mask=ld_mask, other=0.0)
-        else:
-            if EVEN_D:
-                v = tl.load(v_base + slot[:, None] * sv_s + offs_d[None, :])
-            else:
-                v = tl.load(v_base + slot[:, None] * sv_s + offs_d[None, :], mask=d_ok[None, :], other=0.0)
+        v = _load_rows(v_base, slot, sv_s, offs_d, kv_ok, d_ok, MASKED, EVEN_D)
         acc = acc * alpha[:, None]
         acc = tl.dot(p.to(v.dtype), v, acc, input_precision=PRECISION)
         m_i = m_new
