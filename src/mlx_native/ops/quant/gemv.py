@@ -34,9 +34,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.arrival import arrive_last, rearm
-from ...kernels.math import gated_act
-from .qmm import splitk_sum
+from .qmm import store_result
 
 AFFINE: tl.constexpr = tl.constexpr(-1)
 Q4_0: tl.constexpr = tl.constexpr(2)
@@ -306,21 +304,8 @@ def gemv_kernel(
         res2 = tl.where(bad, float("nan"), res2)
     offs_n = pid_n * BN + tl.arange(0, BN)
     out_off = r.to(tl.int64) * N + offs_n
-    if not SPLIT_K:
-        if HAS_UP:
-            res = gated_act(res, ACT) * res2
-        tl.store(out_ptr + out_off, res.to(out_ptr.dtype.element_ty), mask=n_ok)
-    else:
-        part = pid_k.to(tl.int64) * n_rows * N
-        tl.store(part_ptr + part + out_off, res, mask=n_ok)
-        if HAS_UP:
-            tl.store(part2_ptr + part + out_off, res2, mask=n_ok)
-        if FUSE:  # every program arrives, an empty K range included (kernels/arrival.py)
-            cnt = cnt_ptr + pid
-            if arrive_last(cnt, tl.num_programs(1)):
-                res = splitk_sum(part_ptr, part2_ptr, out_off, n_ok, n_rows * N, tl.num_programs(1), HAS_UP, ACT)
-                tl.store(out_ptr + out_off, res.to(out_ptr.dtype.element_ty), mask=n_ok)
-                rearm(cnt)
+    store_result(out_ptr, part_ptr, part2_ptr, cnt_ptr + pid, res, res2, out_off, n_ok, n_rows * N, SPLIT_K, FUSE,
+                 HAS_UP, ACT)
 
 
 # ----------------------------------------------------------------------------- launch plans

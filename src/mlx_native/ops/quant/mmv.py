@@ -60,9 +60,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.arrival import arrive_last, rearm
 from .gemv import AFFINE, Q4_0, Q4_1, Q4_K
-from .qmm import splitk_sum
+from .qmm import store_result
 
 
 @triton.jit
@@ -314,16 +313,7 @@ def mmv_kernel(
                         FMT, GS, X_F16, ONE_ROW)
     mask = row_ok[:, None] & (m < M)[None, :]
     out_off = m[None, :].to(tl.int64) * N + (pid_n * BN + tl.arange(0, BN))[:, None]
-    if SPLIT_K:
-        tl.store(part_ptr + pid_k.to(tl.int64) * M * N + out_off, acc, mask=mask)
-        if FUSE:  # every program arrives, an empty K range included (kernels/arrival.py)
-            cnt = cnt_ptr + pid_n
-            if arrive_last(cnt, tl.num_programs(1)):
-                res = splitk_sum(part_ptr, part_ptr, out_off, mask, M * N, tl.num_programs(1), False, 0)
-                tl.store(out_ptr + out_off, res.to(out_ptr.dtype.element_ty), mask=mask)
-                rearm(cnt)
-    else:
-        tl.store(out_ptr + out_off, acc.to(out_ptr.dtype.element_ty), mask=mask)
+    store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, acc, acc, out_off, mask, M * N, SPLIT_K, FUSE, False, 0)
 
 
 # ----------------------------------------------------------------------------- launch plans

@@ -27,6 +27,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ...kernels.arrival import arrive_last, rearm
 from ...kernels.math import gated_act
 from ..ggml.tiles import ggml_decode, ggml_load, planes_of
 from .tiles import affine_decode, affine_gemv_compute, affine_load, affine_tile
@@ -303,15 +304,8 @@ def qmm_kernel(
         res = tl.where(bad, float("nan"), res)
         res2 = tl.where(bad, float("nan"), res2)
     out_off = r.to(tl.int64)[:, None] * N + offs_n[None, :]
-    if not SPLIT_K:
-        if HAS_UP:
-            res = gated_act(res, ACT) * res2
-        tl.store(out_ptr + out_off, res.to(out_ptr.dtype.element_ty), mask=mask)
-    else:
-        part = pid_k.to(tl.int64) * n_rows * N
-        tl.store(out_ptr + part + out_off, res, mask=mask)
-        if HAS_UP:
-            tl.store(out2_ptr + part + out_off, res2, mask=mask)
+    store_result(out_ptr, out_ptr, out2_ptr, out_ptr, res, res2, out_off, mask, n_rows * N, SPLIT_K, False, HAS_UP,
+                 ACT)
 
 
 @triton.jit
@@ -334,6 +328,30 @@ def splitk_sum(part_ptr, part2_ptr, offs, mask, split_stride, n_split, HAS_UP: t
     if HAS_UP:
         acc = gated_act(acc, ACT) * acc2
     return acc
+
+
+@triton.jit
+def store_result(out_ptr, part_ptr, part2_ptr, cnt_ptr, res, res2, offs, mask, split_stride,
+                 SPLIT_K: tl.constexpr, FUSE: tl.constexpr, HAS_UP: tl.constexpr, ACT: tl.constexpr):
+    """Write a program's fp32 result tile ``res`` (``res2``: the up projection's, with HAS_UP) at int64
+    ``offs``: to the output (``act(res) * res2`` with HAS_UP, cast to its dtype) or, with SPLIT_K, as this
+    split's partials at ``part_ptr / part2_ptr + program_id(1) * split_stride``. With FUSE every split
+    arrives on ``cnt_ptr`` and the last one sums the partials into the output (kernels/arrival.py)."""
+    if not SPLIT_K:
+        if HAS_UP:
+            res = gated_act(res, ACT) * res2
+        tl.store(out_ptr + offs, res.to(out_ptr.dtype.element_ty), mask=mask)
+    else:
+        part = tl.program_id(1).to(tl.int64) * split_stride
+        tl.store(part_ptr + part + offs, res, mask=mask)
+        if HAS_UP:
+            tl.store(part2_ptr + part + offs, res2, mask=mask)
+        if FUSE:  # every program arrives, an empty K range included
+            n_split = tl.num_programs(1)
+            if arrive_last(cnt_ptr, n_split):
+                total = splitk_sum(part_ptr, part2_ptr, offs, mask, split_stride, n_split, HAS_UP, ACT)
+                tl.store(out_ptr + offs, total.to(out_ptr.dtype.element_ty), mask=mask)
+                rearm(cnt_ptr)
 
 
 @triton.jit(do_not_specialize=["numel", "n_split"])
