@@ -6,7 +6,8 @@
 * :func:`ggml_tile`: a ``[BN, BK]`` tile of rows in natural column order, with
   structured loads (whole blocks: contiguous code bytes, one scale load per
   block or sub-block) for Q4_0, Q4_1, Q8_0, Q4_K and Q5_K; other types fall
-  back to :func:`ggml_elem`.
+  back to :func:`ggml_elem`. It is :func:`ggml_load` followed by :func:`ggml_decode`, which the
+  matmul kernels call apart so that the loads of the next step overlap the decode of this one.
 
 The arithmetic is llama.cpp's: every product of a block scale and a code is
 exact in fp32, so ``ggml_elem`` is bit-identical to ``gguf.quants`` (fusing a
@@ -185,63 +186,8 @@ def ggml_tile(raw_ptr, row_off, row_ok, k0, k_end, FMT: tl.constexpr, BK: tl.con
     unit (block, or 64-value chunk of a K-quant super-block); units at or past ``k_end``
     read nothing and give 0.
     """
-    if FMT == Q4_0 or FMT == Q4_1 or FMT == Q8_0:
-        NU: tl.constexpr = BK // 32
-        TS: tl.constexpr = 18 if FMT == Q4_0 else (20 if FMT == Q4_1 else 34)
-        u = k0 // 32 + tl.arange(0, NU)
-        uok = row_ok[:, None] & (u * 32 < k_end)[None, :]  # [BN, NU]
-        bb = row_off[:, None] + u[None, :].to(tl.int64) * TS
-        d = _f16(raw_ptr, bb, uok)[:, :, None]
-        if FMT == Q8_0:
-            j = tl.arange(0, 32)
-            b = _u8(raw_ptr, bb[:, :, None] + 2 + j[None, None, :], uok[:, :, None])
-            v = _i8_to_f32(b) * d
-            v = tl.reshape(v, [v.shape[0], BK])
-            return v, v
-        else:
-            QS: tl.constexpr = 2 if FMT == Q4_0 else 4
-            j = tl.arange(0, 16)
-            b = _u8(raw_ptr, bb[:, :, None] + QS + j[None, None, :], uok[:, :, None])  # [BN, NU, 16]
-            lo = codes_to_f32(b & 15)
-            hi = codes_to_f32(b >> 4)
-            if FMT == Q4_0:
-                lo = (lo - 8.0) * d
-                hi = (hi - 8.0) * d
-            else:
-                m = _f16(raw_ptr, bb + 2, uok)[:, :, None]
-                lo = lo * d + m
-                hi = hi * d + m
-            return tl.reshape(lo, [lo.shape[0], BK // 2]), tl.reshape(hi, [hi.shape[0], BK // 2])
-    elif FMT == Q4_K or FMT == Q5_K:
-        TS: tl.constexpr = 144 if FMT == Q4_K else 176
-        QS: tl.constexpr = 16 if FMT == Q4_K else 48
-        NC: tl.constexpr = BK // 64  # 64-value chunks: 32 code bytes, two sub-blocks (low / high nibbles)
-        c = k0 // 64 + tl.arange(0, NC)
-        cok = row_ok[:, None] & (c * 64 < k_end)[None, :]  # [BN, NC]
-        bb = row_off[:, None] + (c // 4)[None, :].to(tl.int64) * TS  # super-block base
-        cc = (c % 4)[None, :]
-        d = _f16(raw_ptr, bb, cok)
-        dmin = _f16(raw_ptr, bb + 2, cok)
-        sc0, mn0 = _k_scale_min(raw_ptr, bb + 4, 2 * cc, cok)  # sub-block of the low nibbles
-        sc1, mn1 = _k_scale_min(raw_ptr, bb + 4, 2 * cc + 1, cok)
-        l = tl.arange(0, 32)
-        qb = _u8(raw_ptr, bb[:, :, None] + QS + 32 * cc[:, :, None] + l[None, None, :], cok[:, :, None])
-        lo = qb & 15
-        hi = qb >> 4
-        if FMT == Q5_K:
-            qh = _u8(raw_ptr, bb[:, :, None] + 16 + l[None, None, :], cok[:, :, None])  # [BN, NC, 32]
-            lo = lo | (((qh >> (2 * cc)[:, :, None]) & 1) << 4)
-            hi = hi | (((qh >> (2 * cc + 1)[:, :, None]) & 1) << 4)
-        lo = codes_to_f32(lo) * (d * codes_to_f32(sc0))[:, :, None] - (dmin * codes_to_f32(mn0))[:, :, None]
-        hi = codes_to_f32(hi) * (d * codes_to_f32(sc1))[:, :, None] - (dmin * codes_to_f32(mn1))[:, :, None]
-        return tl.reshape(lo, [lo.shape[0], BK // 2]), tl.reshape(hi, [hi.shape[0], BK // 2])
-    else:
-        e = k0 + tl.arange(0, BK)
-        v = ggml_elem(raw_ptr, row_off[:, None], e[None, :], row_ok[:, None] & (e < k_end)[None, :], FMT)
-        return v, v
-
-
-# ----------------------------------------------------------------------------- split load / decode
+    t0, t1, t2, t3, t4, t5, t6, t7, t8, t9 = ggml_load(raw_ptr, row_off, row_ok, k0, k_end, FMT, BK)
+    return ggml_decode(t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, raw_ptr, row_off, row_ok, k0, k_end, FMT, BK)
 
 
 @triton.jit
