@@ -73,25 +73,27 @@ def test_quantized_gguf_kernels_match_dequantized(tmp_path, device):
     assert (got - want).abs().max().item() <= tol * want.abs().max().item()
 
 
+def _truncated_copy(path, nbytes: int, tmp_path) -> str:
+    """The first ``nbytes`` of the file at ``path``, as a new file."""
+    with open(path, "rb") as f:
+        data = f.read(nbytes)
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(data)
+    return str(cut)
+
+
 def test_truncated_data_names_the_tensor(tmp_path):
     _, path = _tiny_gguf(tmp_path / "m.gguf")
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        data = f.read(size - 100)
-    with open(tmp_path / "cut.gguf", "wb") as f:
-        f.write(data)
+    cut = _truncated_copy(path, os.path.getsize(path) - 100, tmp_path)
     with pytest.raises(mn.FormatError, match=r"tensor output.weight: data at offsets \[\d+, \d+\) runs past the end"):
-        load_checkpoint(str(tmp_path / "cut.gguf"))
+        load_checkpoint(cut)
 
 
 def test_truncated_header_names_the_offset(tmp_path):
     _, path = _tiny_gguf(tmp_path / "m.gguf")
-    with open(path, "rb") as f:
-        data = f.read(200)
-    with open(tmp_path / "cut.gguf", "wb") as f:
-        f.write(data)
+    cut = _truncated_copy(path, 200, tmp_path)
     with pytest.raises(mn.FormatError, match=r"truncated or corrupt GGUF header at offset \d+"):
-        load_checkpoint(str(tmp_path / "cut.gguf"))
+        load_checkpoint(cut)
 
 
 def test_bad_magic_and_corrupt_lengths(tmp_path):

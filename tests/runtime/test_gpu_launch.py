@@ -51,8 +51,7 @@ def test_fast_path_results_and_fallbacks():
 
 
 def test_fast_path_yields_to_launch_hooks():
-    if not _fast_path_expected():
-        pytest.skip("this Triton's C launcher has another layout: the fast path is off")
+    """An installed launch hook sees every launch: the fast path (when this Triton has it) steps aside."""
     n = 512
     x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     launch = Launch(_axpy_kernel, (2,), dict(BLOCK=256), num_warps=4)
