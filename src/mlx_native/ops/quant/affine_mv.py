@@ -1,0 +1,122 @@
+"""Decode mat-vec for MLX affine 4-bit weights and one row of x, streamed at memory bandwidth.
+
+``out[n] = sum_g S[n, g] * sum_{k in g} q[n, k] x[k] + B[n, g] * sum_{k in g} x[k]``
+
+Each program owns ``BN`` output features and a K range (``words_per_split`` packed words); a loop
+step reads ``WPS`` words of each of its rows. Two things keep the loads in flight:
+
+* register prefetch: the words and scales of step ``j + 1`` are loaded before step ``j`` is
+  computed (the last step reloads itself, so no mask is needed), so every warp has a step of
+  weights on the way while it decodes the previous one;
+* x comes as one 16-byte load per word (its 8 bf16/fp16 values), split into the 8 code planes in
+  registers, instead of 8 strided 2-byte gathers.
+
+Decoding, per code: ``(w & (15 << s)) | 0x4B000000`` is the fp32 ``2**23 + q * 2**s`` exactly
+(``s`` = 0, 4, 8, 12 for nibbles 0-3 of the word and of ``w >> 16``), and one FMA with constants,
+``f * 2**-s - 2**(23 - s)``, is ``q`` exactly; a second FMA accumulates ``q * x``. Per word and row:
+``acc += S * a + B * xs`` with ``xs`` the sum of the word's 8 x values (shared by all rows of a
+thread). Split K: the fp32 partials are summed in the launch by the last split to arrive
+(``qmm.store_result``).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from .qmm import store_result
+
+
+@triton.jit
+def _planes(x):
+    """``[WPG, G, 8]`` -> the 8 ``[WPG, G]`` planes (value ``p`` of every word)."""
+    A: tl.constexpr = x.shape[0]
+    C: tl.constexpr = x.shape[1]
+    e, o = tl.split(tl.reshape(x, (A, C, 4, 2)))  # values 0 2 4 6 / 1 3 5 7
+    e0, e1 = tl.split(tl.reshape(e, (A, C, 2, 2)))  # 0 4 / 2 6
+    o0, o1 = tl.split(tl.reshape(o, (A, C, 2, 2)))  # 1 5 / 3 7
+    x0, x4 = tl.split(e0)
+    x2, x6 = tl.split(e1)
+    x1, x5 = tl.split(o0)
+    x3, x7 = tl.split(o1)
+    return x0, x1, x2, x3, x4, x5, x6, x7
+
+
+@triton.jit
+def _nib(w, S: tl.constexpr, magic):
+    """fp32 ``q`` of the nibble at bits ``[S, S + 4)`` of ``w`` (``S <= 12``), exactly (``magic``:
+    0x4B000000 as a runtime value, so that mask and or are one LOP3 with a register operand)."""
+    f = ((w & (15 << S)) | magic).to(tl.float32, bitcast=True)
+    return tl.fma(f, 1.0 / (1 << S), -8388608.0 / (1 << S))
+
+
+@triton.jit
+def _word_dot(w, x0, x1, x2, x3, x4, x5, x6, x7, magic):
+    """``[WPG, G, BN]`` sum over the 8 codes of each word of ``q_p * x_p`` (x planes ``[WPG, G]``)."""
+    hi = w >> 16
+    a = _nib(w, 0, magic) * x0[:, :, None]
+    a = tl.fma(_nib(w, 4, magic), x1[:, :, None], a)
+    a = tl.fma(_nib(w, 8, magic), x2[:, :, None], a)
+    a = tl.fma(_nib(w, 12, magic), x3[:, :, None], a)
+    a = tl.fma(_nib(hi, 0, magic), x4[:, :, None], a)
+    a = tl.fma(_nib(hi, 4, magic), x5[:, :, None], a)
+    a = tl.fma(_nib(hi, 8, magic), x6[:, :, None], a)
+    a = tl.fma(_nib(hi, 12, magic), x7[:, :, None], a)
+    return a
+
+
+@triton.jit(do_not_specialize=["words_per_split", "magic"])
+def affine_mv_kernel(
+    x_ptr,  # [K] activations, bf16 or fp16
+    w_ptr,  # [N, K / 8] int32 words (nibble p of word j: column 8 j + p)
+    s_ptr, b_ptr,  # [N, K / GS] scales / biases
+    out_ptr,  # [N] output (written unless SPLIT_K without FUSE)
+    part_ptr,  # [split, N] fp32 partials (SPLIT_K)
+    cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters (FUSE)
+    N, K, stride_wn, stride_sn, words_per_split, magic,
+    BN: tl.constexpr, WPS: tl.constexpr, GS: tl.constexpr, PREFETCH: tl.constexpr,
+    SPLIT_K: tl.constexpr, FUSE: tl.constexpr,
+):
+    """``words_per_split``: a multiple of ``WPS``, and ``K / 8`` a multiple of it (whole steps)."""
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    WPG: tl.constexpr = GS // 8
+    G: tl.constexpr = WPS // WPG
+    rows = pid_n * BN + tl.arange(0, BN)
+    row_ok = rows < N
+    rows = tl.where(row_ok, rows, 0)
+    wi = tl.arange(0, WPG)
+    gi = tl.arange(0, G)
+    # tiles are [WPG, G, BN]: one word per thread and row, words of a group on adjacent lanes,
+    # rows in registers; x as [WPG, G, 8] spreads the same way (no layout conversion)
+    w_off = (gi[None, :] * WPG + wi[:, None])[:, :, None] + rows[None, None, :] * stride_wn
+    s_off = gi[:, None] + rows[None, :] * stride_sn  # [G, BN]
+    x_off = (gi[None, :, None] * GS + wi[:, None, None] * 8) + tl.arange(0, 8)[None, None, :]
+    j_lo = pid_k * words_per_split
+    j_hi = tl.minimum(K // 8, j_lo + words_per_split)
+    acc = tl.zeros([WPG, G, BN], dtype=tl.float32)
+    w = tl.load(w_ptr + w_off + j_lo)
+    S = tl.load(s_ptr + s_off + j_lo // WPG)
+    B = tl.load(b_ptr + s_off + j_lo // WPG)
+    for j in range(j_lo, j_hi, WPS):
+        if PREFETCH:
+            jn = tl.minimum(j + WPS, j_hi - WPS)
+            w_n = tl.load(w_ptr + w_off + jn)
+            S_n = tl.load(s_ptr + s_off + jn // WPG)
+            B_n = tl.load(b_ptr + s_off + jn // WPG)
+        else:
+            w = tl.load(w_ptr + w_off + j)
+            S = tl.load(s_ptr + s_off + j // WPG)
+            B = tl.load(b_ptr + s_off + j // WPG)
+        x0, x1, x2, x3, x4, x5, x6, x7 = _planes(tl.load(x_ptr + 8 * j + x_off).to(tl.float32))
+        xs = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7))
+        a = _word_dot(w, x0, x1, x2, x3, x4, x5, x6, x7, magic)
+        acc = tl.fma(S.to(tl.float32)[None, :, :], a, acc)
+        acc = tl.fma(B.to(tl.float32)[None, :, :], xs[:, :, None], acc)
+        if PREFETCH:
+            w = w_n
+            S = S_n
+            B = B_n
+    res = tl.sum(tl.sum(acc, axis=0), axis=0)
+    store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
+                 row_ok, N, SPLIT_K, FUSE, False, 0)
