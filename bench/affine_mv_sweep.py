@@ -9,6 +9,7 @@ sit in L2 (>= 120 MB per pass).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import os
 import sys
@@ -23,9 +24,11 @@ from quant import affine_bytes, affine_weight  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
 from mlx_native.ops.quant.affine_mv import affine_mv_kernel  # noqa: E402
+from mlx_native.runtime import env, plans  # noqa: E402
 
 DT = torch.bfloat16
-SHAPES = [(4096, 4096), (4096, 14336), (14336, 4096), (4096, 128256), (576, 1536), (1536, 576), (2048, 6144)]
+SHAPES = [(4096, 4096), (4096, 14336), (14336, 4096), (4096, 128256), (576, 576), (576, 1536), (1536, 576),
+          (2048, 6144)]
 GS = 64
 
 
@@ -48,9 +51,10 @@ def launcher(n, k, bn, wps, prefetch, warps, pps, sms):
     def f(x, w, s, b):
         out = torch.empty(n, dtype=DT, device="cuda")
         part = torch.empty(split, n, dtype=torch.float32, device="cuda") if split > 1 else out
-        affine_mv_kernel[(tiles, split)](x, w, s, b, out, part, cnt, n, k, w.shape[1], s.shape[1], per, 0x4B000000,
-                                         BN=bn, WPS=wps, GS=GS, PREFETCH=prefetch, SPLIT_K=split > 1,
-                                         FUSE=split > 1, num_warps=warps, num_stages=1)
+        affine_mv_kernel[(tiles, split)](x, w, s, b, out, part, cnt, n, k, per, 0x4B000000, STRIDE_W=k // 8,
+                                         STRIDE_S=k // GS, BN=bn, WPS=wps, GS=GS, EVEN_N=n % bn == 0,
+                                         PREFETCH=prefetch, SPLIT_K=split > 1, FUSE=split > 1, num_warps=warps,
+                                         num_stages=1)
         return out
     return f, split
 
@@ -67,7 +71,7 @@ def main() -> int:
     grid = list(itertools.product((8, 16, 32), (64, 128, 256), (1,), (4,), (1, 2, 4)))
     grid += [(16, 128, 0, 4, p) for p in (1, 2, 4)] + list(itertools.product((8, 16, 32), (64, 128, 256), (1,), (8,), (2,)))
     if args.quick:
-        grid = [g for g in grid if g[0] == 16 and g[1] == 128]
+        grid = [g for g in grid if g[1] == 128 and g[3] == 4 and g[2] == 1 and g[4] == 2] + [(16, 64, 1, 4, 2)]
     for k, n in SHAPES:
         wbytes = affine_bytes(n, k, GS)
         nsets = max(2, min(16, -(-120_000_000 // wbytes)))
@@ -75,17 +79,28 @@ def main() -> int:
         for _ in range(nsets):
             w, s, b = affine_weight(n, k, GS)
             sets.append((torch.randn(1, k, device="cuda", dtype=DT), w.view(torch.int32), s, b))
-        ref = mn.quantized_matmul(sets[0][0], sets[0][1].view(torch.uint32), sets[0][2], sets[0][3], transpose=True,
-                                  group_size=GS, bits=4).float()[0]
+        w64 = mn.dequantize(sets[0][1].view(torch.uint32), sets[0][2], sets[0][3], GS, 4).double()
+        ref = (w64 @ sets[0][0][0].double()).float()
+        del w64
         scale = ref.abs().max().item()
 
         def base(x, w, s, b):
             return mn.quantized_matmul(x, w.view(torch.uint32), s, b, transpose=True, group_size=GS, bits=4)
+        env.settings = dataclasses.replace(env.settings, affine_mv=False)
+        plans.clear_all()
         t_base = common.time_graph(base, sets, 20)
-        line = dict(k=k, n=n, impl="quantized_matmul (current route)", us=t_base, weight_bytes=wbytes)
-        rows.append(line)
-        print(f"K{k:6d} N{n:7d} current {t_base:8.2f} us  {wbytes / t_base / 1e6:7.1f} GB/s "
-              f"({wbytes / t_base * 1e6 / copy * 100:5.1f}% copy)", flush=True)
+        env.settings = dataclasses.replace(env.settings, affine_mv=True)
+        plans.clear_all()
+        t_route = common.time_graph(base, sets, 20)
+        y_route = base(*sets[0]).float()[0]
+        err_route = (y_route - ref).abs().max().item() / scale
+        rows.append(dict(k=k, n=n, impl="quantized_matmul, MLX_NATIVE_AFFINE_MV=0 (mmv / word-level)", us=t_base,
+                         weight_bytes=wbytes))
+        rows.append(dict(k=k, n=n, impl="quantized_matmul (default route: affine_mv)", us=t_route, weight_bytes=wbytes,
+                         rel_err=err_route))
+        print(f"K{k:6d} N{n:7d} previous {t_base:8.2f} us ({wbytes / t_base * 1e6 / copy * 100:5.1f}% copy)  "
+              f"route {t_route:8.2f} us ({wbytes / t_route * 1e6 / copy * 100:5.1f}% copy, x{t_base / t_route:5.2f}, "
+              f"err {err_route:.1e})", flush=True)
         dense = [(x, torch.randn(n, k, device="cuda", dtype=DT)) for x, *_ in sets[:max(2, min(nsets, 4))]]
         t_cublas = common.time_graph(lambda x, wd: x @ wd.T, dense, 20)
         rows.append(dict(k=k, n=n, impl="cuBLAS bf16", us=t_cublas, weight_bytes=2 * n * k))
@@ -113,7 +128,7 @@ def main() -> int:
         if best:
             t = best[0]
             print(f"BEST K{k} N{n}: {t:.2f} us ({wbytes / t * 1e6 / copy * 100:.1f}% copy, {t_base / t:.2f}x current, "
-                  f"{t_cublas / t:.2f}x cuBLAS) config BN{best[1]} WPS{best[2]} pf{best[3]} w{best[4]} pps{best[5]} "
+                  f"{t_cublas / t:.2f}x cuBLAS, route {t_route / t:.2f}x this) config BN{best[1]} WPS{best[2]} pf{best[3]} w{best[4]} pps{best[5]} "
                   f"split{best[6]}", flush=True)
         del sets
         torch.cuda.empty_cache()

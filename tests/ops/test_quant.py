@@ -151,9 +151,13 @@ def test_quantized_matmul_batched_x_and_mixed_dtypes(device):
     (5, 130, 384, 128, torch.bfloat16),  # 3 groups: one group per step
 ])
 def test_quantized_matmul_tensor_core_decode(device, monkeypatch, m, n, k, gs, dtype):
-    """1-16 rows of 4-bit weights take the tensor-core decode kernel (ops/quant/mmv.py)."""
+    """1-16 rows of 4-bit weights take the tensor-core decode kernel (ops/quant/mmv.py); one row only
+    with the streamed mat-vec off (MLX_NATIVE_AFFINE_MV=0)."""
     from mlx_native.ops.quant import mmv
+    from mlx_native.runtime import plans
 
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, affine_mv=False))
+    plans.clear_all()
     built = []
     init = mmv.MmvLaunch.__init__
 
@@ -164,6 +168,80 @@ def test_quantized_matmul_tensor_core_decode(device, monkeypatch, m, n, k, gs, d
     monkeypatch.setattr(mmv.MmvLaunch, "__init__", spy)
     _check_qmm(device, m, n, k, gs, 4, dtype)
     assert len(built) == 1, "the tensor-core decode kernel was not used"
+
+
+@pytest.fixture
+def affine_mv_plans(monkeypatch):
+    """The streamed affine mat-vec plans (quant/affine_mv.py) built while the test runs."""
+    from mlx_native.ops.quant import affine_mv
+    from mlx_native.runtime import plans
+
+    built = []
+    init = affine_mv.AffineMvLaunch.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        built.append(self)
+
+    monkeypatch.setattr(affine_mv.AffineMvLaunch, "__init__", spy)
+    plans.clear_all()
+    yield built
+    plans.clear_all()
+
+
+@pytest.mark.parametrize("n, k, gs, dtype", [
+    (37, 1024, 64, torch.bfloat16),  # N not a multiple of the row tile (clamped rows), 128-word steps
+    (16, 576, 64, torch.float16),  # 72 words a row: nine 8-word steps
+    (40, 256, 32, torch.bfloat16),  # group of 4 words
+    (24, 2048, 128, torch.float16),  # group of 16 words
+])
+def test_affine_mv_one_row(device, affine_mv_plans, n, k, gs, dtype):
+    """One row of 4-bit MLX weights takes the streamed mat-vec (ops/quant/affine_mv.py) and agrees with
+    the fp64 oracle (flash-attention error bar) and with MLX."""
+    _check_qmm(device, 1, n, k, gs, 4, dtype)
+    assert [type(p).__name__ for p in affine_mv_plans] == ["AffineMvLaunch"]
+
+
+def test_affine_mv_fp32_scales(device, affine_mv_plans):
+    """fp32 scales give an fp32 result (MLX's promotion); the kernel's decoding is exact, so the result
+    is held to the fp32 error bar."""
+    wq, s, b = qweight(24, 512, 64, 4, torch.float32)
+    x = randn(1, 512, dtype=torch.bfloat16)
+    out = mn.quantized_matmul(x.to(device), wq.to(device), s.to(device), b.to(device))
+    assert out.dtype == torch.float32 and len(affine_mv_plans) == 1
+    w = ref.dequantize(wq, s, b, 64, 4, dtype=torch.float32)
+    assert_error_bar(out.cpu(), x.double() @ dequant64(wq, s, b, 64, 4).T, x.float() @ w.T)
+
+
+def test_affine_mv_step_rule():
+    """Loop steps are the largest power of two <= 128 words that divides the row and holds whole groups;
+    rows that only split into steps shorter than 8 words go to the other kernels."""
+    from mlx_native.ops.quant import affine_mv
+
+    assert affine_mv.step_words(4096, 64) == 128
+    assert affine_mv.step_words(14336, 64) == 128  # 1792 words = 14 x 128
+    assert affine_mv.step_words(1536, 64) == 64  # 192 words
+    assert affine_mv.step_words(576, 64) == 8  # 72 words
+    assert affine_mv.step_words(96, 32) == 0  # 12 words: 4-word steps only
+    assert affine_mv.step_words(2048 + 128, 128) == 16
+    assert not affine_mv.supports(4, 32, True, torch.bfloat16, 1, 96, 96 * 8)
+    assert not affine_mv.supports(4, 64, True, torch.bfloat16, 2, 4096, 10)  # two rows: mmv's
+    assert not affine_mv.supports(8, 64, True, torch.bfloat16, 1, 4096, 10)
+    assert not affine_mv.supports(4, 64, True, torch.float32, 1, 4096, 10)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nk", [(4096, 4096), (14336, 4096), (4096, 14336), (32000, 4096), (1536, 576)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_gpu_affine_mv_real_sizes(affine_mv_plans, nk, dtype):
+    n, k = nk
+    wq, s, b = qweight(n, k, 64, 4, dtype, device="cuda")
+    for _ in range(3):  # repeated calls: the split counters rearm
+        x = randn(1, k, dtype=dtype, device="cuda")
+        out = mn.quantized_matmul(x, wq, s, b)
+        w64 = ref.dequantize(wq, s, b, 64, 4, dtype=torch.float64, compute=torch.float64)
+        assert_error_bar(out, x.double() @ w64.T, lowp_qmm(x, wq, s, b, 64, 4))
+    assert len(affine_mv_plans) == 1
 
 
 def test_quantized_matmul_m300(device):
@@ -334,11 +412,12 @@ def test_quantized_matmul_gemv_whole_steps(device, bits):
 @pytest.fixture(params=[True, False], ids=["word-gemv", "general-kernel"])
 def word_gemv(request, monkeypatch):
     """One-row mat-vecs through the word-level kernel (MLX_NATIVE_WORD_GEMV=1, the default) and
-    through the general qmm kernel (=0): both paths stay checked (the tensor-core decode kernel,
-    which takes 4-bit MLX and Q4_0/Q4_1/Q4_K rows first, is off here)."""
+    through the general qmm kernel (=0): both paths stay checked (the tensor-core decode kernel and
+    the streamed affine mat-vec, which take 4-bit rows first, are off here)."""
     from mlx_native.runtime import env, plans
 
-    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, word_gemv=request.param, mmv="off"))
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, word_gemv=request.param, mmv="off",
+                                                             affine_mv=False))
     plans.clear_all()
     yield
     plans.clear_all()
@@ -367,14 +446,14 @@ def test_one_row_matvec_paths_ggml_and_moe(device, word_gemv, request):
 
 @pytest.fixture
 def decode_launches(monkeypatch):
-    """The mat-vec launch plans (quant/mmv.py, quant/gemv.py) built while the test runs, in build
-    order (plans are cleared around it, so cached ones do not hide a build). K is split as far as
-    the shapes allow, whatever the SM (CPU core) count."""
-    from mlx_native.ops.quant import gemv, mmv
+    """The mat-vec launch plans (quant/mmv.py, quant/gemv.py, quant/affine_mv.py) built while the test
+    runs, in build order (plans are cleared around it, so cached ones do not hide a build). K is split
+    as far as the shapes allow, whatever the SM (CPU core) count."""
+    from mlx_native.ops.quant import affine_mv, gemv, mmv
     from mlx_native.runtime import plans
 
     built = []
-    for cls in (mmv.MmvLaunch, gemv.GemvLaunch):
+    for cls in (mmv.MmvLaunch, gemv.GemvLaunch, affine_mv.AffineMvLaunch):
         def spy(self, *args, _init=cls.__init__, **kwargs):
             _init(self, *args, **kwargs)
             built.append(self)
@@ -382,6 +461,7 @@ def decode_launches(monkeypatch):
         monkeypatch.setattr(cls, "__init__", spy)
     monkeypatch.setattr(mmv, "PROGRAMS_PER_SM", 64)
     monkeypatch.setattr(gemv, "PROGRAMS_PER_SM", 64)
+    monkeypatch.setattr(affine_mv, "PROGRAMS_PER_SM", 64)
     plans.clear_all()
     yield built
     plans.clear_all()
@@ -433,6 +513,7 @@ SPLITK_CASES = {  # m, n, k, group_size, bits, dtype, plan: a K split in a decod
     "mmv-1row": (1, 72, 1024, 64, 4, torch.bfloat16, "MmvLaunch"),  # 16 groups: 8 + 8
     "mmv-16rows": (16, 72, 1152, 64, 4, torch.float16, "MmvLaunch"),  # 18 groups: 10 + 8
     "gemv-8bit": (1, 40, 2048, 64, 8, torch.bfloat16, "GemvLaunch"),  # 4 splits of a 512-column step
+    "affine-mv": (1, 20, 2048, 64, 4, torch.bfloat16, "AffineMvLaunch"),  # 2 splits of one 128-word step, 3 tiles
 }
 
 
@@ -442,6 +523,8 @@ def test_decode_splitk_merged_in_launch(device, decode_launches, splits_outer, m
     call (new x every time) the output matches the reference and the counters are back at zero; the
     bits equal those of the 2-kernel path (same summation order)."""
     m, n, k, gs, bits, dtype, kind = SPLITK_CASES[case]
+    if kind != "AffineMvLaunch":
+        monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, affine_mv=False))
     wq, s, b = qweight(n, k, gs, bits, dtype)
     w64 = dequant64(wq, s, b, gs, bits)
     xs = [randn(m, k, dtype=dtype) for _ in range(3)]

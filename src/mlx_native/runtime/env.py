@@ -38,6 +38,9 @@ class Settings:
             tensor-core decode kernel (``ops/quant/mmv.py``): "auto" (default) where it
             measured faster (``mmv.prefer``: MLX affine 4-bit on large matrices), "on"
             wherever it applies (MLX affine 4-bit, GGUF Q4_0/Q4_1/Q4_K), "off" nowhere.
+        affine_mv: ``MLX_NATIVE_AFFINE_MV``: one-row matmuls of MLX affine 4-bit weights run the
+            streamed mat-vec kernel (``ops/quant/affine_mv.py``) where their rows split into
+            whole loop steps; 0 sends them to the kernels ``MLX_NATIVE_MMV`` chooses between.
     """
 
     backend: str = "auto"
@@ -45,6 +48,7 @@ class Settings:
     triton_interpret: bool = False
     word_gemv: bool = True
     mmv: str = "auto"
+    affine_mv: bool = True
 
 
 def _parse_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -93,6 +97,7 @@ def parse_settings(env: Mapping[str, str] | None = None) -> Settings:
         triton_interpret=_parse_bool(env, "TRITON_INTERPRET", False),
         word_gemv=_parse_bool(env, "MLX_NATIVE_WORD_GEMV", True),
         mmv=_parse_mode(env, "MLX_NATIVE_MMV", "auto"),
+        affine_mv=_parse_bool(env, "MLX_NATIVE_AFFINE_MV", True),
     )
 
 

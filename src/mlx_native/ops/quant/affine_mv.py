@@ -44,7 +44,7 @@ def _planes(x):
 
 @triton.jit
 def _nib(w, S: tl.constexpr, magic):
-    """fp32 ``q`` of the nibble at bits ``[S, S + 4)`` of ``w`` (``S <= 12``), exactly (``magic``:
+    """fp32 ``q`` of the nibble at bits ``[S, S + 4)`` of ``w`` (``S <= 16``), exactly (``magic``:
     0x4B000000 as a runtime value, so that mask and or are one LOP3 with a register operand)."""
     f = ((w & (15 << S)) | magic).to(tl.float32, bitcast=True)
     return tl.fma(f, 1.0 / (1 << S), -8388608.0 / (1 << S))
@@ -58,7 +58,7 @@ def _word_dot(w, x0, x1, x2, x3, x4, x5, x6, x7, magic):
     a = tl.fma(_nib(w, 4, magic), x1[:, :, None], a)
     a = tl.fma(_nib(w, 8, magic), x2[:, :, None], a)
     a = tl.fma(_nib(w, 12, magic), x3[:, :, None], a)
-    a = tl.fma(_nib(hi, 0, magic), x4[:, :, None], a)
+    a = tl.fma(_nib(w, 16, magic), x4[:, :, None], a)
     a = tl.fma(_nib(hi, 4, magic), x5[:, :, None], a)
     a = tl.fma(_nib(hi, 8, magic), x6[:, :, None], a)
     a = tl.fma(_nib(hi, 12, magic), x7[:, :, None], a)
@@ -73,8 +73,9 @@ def affine_mv_kernel(
     out_ptr,  # [N] output (written unless SPLIT_K without FUSE)
     part_ptr,  # [split, N] fp32 partials (SPLIT_K)
     cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters (FUSE)
-    N, K, stride_wn, stride_sn, words_per_split, magic,
-    BN: tl.constexpr, WPS: tl.constexpr, GS: tl.constexpr, PREFETCH: tl.constexpr,
+    N, K, words_per_split, magic,
+    STRIDE_W: tl.constexpr, STRIDE_S: tl.constexpr, BN: tl.constexpr, WPS: tl.constexpr, GS: tl.constexpr,
+    EVEN_N: tl.constexpr, PREFETCH: tl.constexpr,
     SPLIT_K: tl.constexpr, FUSE: tl.constexpr,
 ):
     """``words_per_split``: a multiple of ``WPS``, and ``K / 8`` a multiple of it (whole steps)."""
@@ -84,13 +85,14 @@ def affine_mv_kernel(
     G: tl.constexpr = WPS // WPG
     rows = pid_n * BN + tl.arange(0, BN)
     row_ok = rows < N
-    rows = tl.where(row_ok, rows, 0)
+    if not EVEN_N:  # clamped rows load row 0 and are not stored
+        rows = tl.where(row_ok, rows, 0)
     wi = tl.arange(0, WPG)
     gi = tl.arange(0, G)
     # tiles are [WPG, G, BN]: one word per thread and row, words of a group on adjacent lanes,
     # rows in registers; x as [WPG, G, 8] spreads the same way (no layout conversion)
-    w_off = (gi[None, :] * WPG + wi[:, None])[:, :, None] + rows[None, None, :] * stride_wn
-    s_off = gi[:, None] + rows[None, :] * stride_sn  # [G, BN]
+    w_off = (gi[None, :] * WPG + wi[:, None])[:, :, None] + rows[None, None, :] * STRIDE_W
+    s_off = gi[:, None] + rows[None, :] * STRIDE_S  # [G, BN]
     x_off = (gi[None, :, None] * GS + wi[:, None, None] * 8) + tl.arange(0, 8)[None, None, :]
     j_lo = pid_k * words_per_split
     j_hi = tl.minimum(K // 8, j_lo + words_per_split)
@@ -120,3 +122,75 @@ def affine_mv_kernel(
     res = tl.sum(tl.sum(acc, axis=0), axis=0)
     store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
                  row_ok, N, SPLIT_K, FUSE, False, 0)
+
+
+# ----------------------------------------------------------------------------- launch plans
+
+import torch  # noqa: E402
+
+from ...kernels.launch import Launch  # noqa: E402
+from ...runtime import env  # noqa: E402
+from ...runtime.device import device_info  # noqa: E402
+from ...runtime.memory import empty  # noqa: E402
+from .qmm import SplitK  # noqa: E402
+
+# From the H100 sweep (bench/affine_mv_sweep.py, bench/results/2026-11-22-h100-session4/): 4 warps, register
+# prefetch, 128-word steps where K allows, 16-row tiles once there are >= 4 tiles per SM (8 below), and
+# a K split only to reach 2 programs per SM (most 8B-model shapes run unsplit).
+AMV_WARPS = 4
+AMV_MAX_WPS = 128  # words per row and loop step
+AMV_MIN_WPS = 8
+BIG_TILE_PER_SM = 4  # 16-row tiles from this many tiles per SM
+PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
+MAGIC = 0x4B000000  # fp32 2**23
+
+
+def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, m: int, k: int, words: int) -> bool:
+    """One row of bf16/fp16 x against MLX affine 4-bit weights (``transpose=True``) whose rows split into
+    whole loop steps; ``words``: elements of the packed weight (int32 offsets). ``MLX_NATIVE_AFFINE_MV=0``
+    turns it off."""
+    return (env.settings.affine_mv and bits == 4 and transpose and m == 1 and group_size in (32, 64, 128)
+            and x_dtype in (torch.bfloat16, torch.float16) and words < 2**31 and step_words(k, group_size) > 0)
+
+
+def step_words(k: int, group_size: int) -> int:
+    """Words per loop step for rows of ``k`` columns: the largest power of two up to AMV_MAX_WPS that is a
+    multiple of the group's words and divides the row (0 when none of at least AMV_MIN_WPS does)."""
+    words, wpg = k // 8, group_size // 8
+    wps = AMV_MAX_WPS
+    while wps >= max(AMV_MIN_WPS, wpg):
+        if words % wps == 0:
+            return wps
+        wps //= 2
+    return 0
+
+
+class AffineMvLaunch:
+    """:func:`affine_mv_kernel` prepared for one signature: ``(x [1, k], w [n, k / 8] int32, scales,
+    biases [n, k / group_size])`` -> ``[1, n]`` of ``out_dtype``. A K split is summed in the same launch
+    (``qmm.SplitK``: this plan owns the arrival counters, so it must not run on two streams at once)."""
+
+    def __init__(self, n: int, k: int, group_size: int, out_dtype: torch.dtype, strides: tuple, device):
+        sms = device_info(device).sm_count
+        wps = step_words(k, group_size)
+        steps = k // 8 // wps
+        bn = 16 if triton.cdiv(n, 16) >= BIG_TILE_PER_SM * sms else 8
+        tiles = triton.cdiv(n, bn)
+        split = next(d for d in range(1, steps + 1) if steps % d == 0 and (tiles * d >= PROGRAMS_PER_SM * sms
+                                                                           or d == steps))
+        stride_wn, stride_sn = strides
+        self.n, self.out_dtype, self.device, self.split = n, out_dtype, device, split
+        self.ints = (n, k, steps // split * wps, MAGIC)
+        self.splitk = SplitK(split, 1, n, False, 0, device, tiles=tiles) if split > 1 else None
+        self.launch = Launch(affine_mv_kernel, (tiles, split), dict(
+            STRIDE_W=stride_wn, STRIDE_S=stride_sn, BN=bn, WPS=wps, GS=group_size, EVEN_N=n % bn == 0, PREFETCH=True,
+            SPLIT_K=split > 1, FUSE=self.splitk is not None and self.splitk.fused), num_warps=AMV_WARPS, num_stages=1)
+
+    def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
+        out = empty((1, self.n), dtype=self.out_dtype, device=self.device)
+        if self.splitk is None:
+            self.launch(x, w, s, b, out, out, out, *self.ints)
+            return out
+        part, _, cnt = self.splitk.partials()
+        self.launch(x, w, s, b, out, part, cnt, *self.ints)
+        return self.splitk.reduce_into(part, part, out)
