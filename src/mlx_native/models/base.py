@@ -38,6 +38,14 @@ class LoadOptions:
         fused_mlp_decode: decode steps (<= 16 rows) run the quantized gate/up
             projections and the activation as one kernel (the routed-expert op
             with a single expert) instead of a matmul plus ``silu_mul``/``gelu_mul``.
+        repack_gguf: with ``keep_quantized``, Q4_0/Q4_1 GGUF matrices become MLX
+            affine (group 32) at load, losslessly (:func:`mn.ggml_to_affine`), so they
+            run the affine kernels. Only where ``quantized_matmul`` then still returns
+            ``dtype``: the lossless scales/biases are float16 (float32 for a Q4_0 tensor
+            whose ``-8 d`` overflows fp16), and MLX's rule promotes bfloat16 activations
+            with them to a float32 result, so a bfloat16 model (and an overflowing
+            tensor in a float16 model) keeps the GGML blocks. Embedding tables stay GGML
+            blocks too (their row lookup would round through the fp16 scales).
     """
 
     device: torch.device
@@ -45,11 +53,23 @@ class LoadOptions:
     keep_quantized: bool
     progress: Any = None
     fused_mlp_decode: bool = False
+    repack_gguf: bool = False
 
 
-def place(w: Weight, opts: LoadOptions, *, keep_quantized: Optional[bool] = None) -> Weight:
-    """Move a weight to the device in the form the model runs it."""
+REPACK_TYPES = ("Q4_0", "Q4_1")
+
+
+def place(w: Weight, opts: LoadOptions, *, keep_quantized: Optional[bool] = None,
+          repack: Optional[bool] = None) -> Weight:
+    """Move a weight to the device in the form the model runs it.
+
+    ``keep_quantized`` / ``repack`` (default: ``opts.keep_quantized`` / ``opts.repack_gguf``)
+    override the options for this weight; a kept Q4_0/Q4_1 matrix with ``repack`` becomes an
+    :class:`AffineWeight` (group 32, 4 bits) built on the device, where its fp16 (fp32)
+    scales keep ``quantized_matmul``'s result in ``opts.dtype`` (see :class:`LoadOptions`).
+    """
     keep = opts.keep_quantized if keep_quantized is None else keep_quantized
+    repack = opts.repack_gguf if repack is None else repack
     if isinstance(w, DenseWeight):
         out = DenseWeight(w.data.to(device=opts.device, dtype=opts.dtype))
     elif isinstance(w, GGMLWeight):
@@ -58,6 +78,12 @@ def place(w: Weight, opts: LoadOptions, *, keep_quantized: Optional[bool] = None
             out = DenseWeight(mn.ggml_dequantize(raw, w.ggml_type, w.shape, dtype=opts.dtype))
         elif keep:
             out = GGMLWeight(raw.contiguous(), w.ggml_type, w.type_name, w.shape)
+            if (repack and w.type_name in REPACK_TYPES and len(w.shape) == 2
+                    and torch.promote_types(opts.dtype, torch.float16) == opts.dtype):
+                w_q, scales, biases = mn.ggml_to_affine(out.raw, w.ggml_type, w.shape)
+                # fp32 scales (Q4_0 overflow) would turn a 16-bit model's matmul outputs into fp32
+                if torch.promote_types(opts.dtype, scales.dtype) == opts.dtype:
+                    out = AffineWeight(w_q, scales, biases, 32, 4)
         else:
             out = DenseWeight(mn.ggml_dequantize(raw.contiguous(), w.ggml_type, w.shape, dtype=opts.dtype))
     elif isinstance(w, AffineWeight):
@@ -486,4 +512,4 @@ class WeightSource:
         return vector(self.raw(name), self.opts, dtype)
 
     def embedding(self, name: str) -> Embedding:
-        return Embedding(place(self.raw(name), self.opts), self.opts.dtype)
+        return Embedding(place(self.raw(name), self.opts, repack=False), self.opts.dtype)
