@@ -191,9 +191,10 @@ def affine_mv_plans(monkeypatch):
 
 @pytest.mark.parametrize("n, k, gs, dtype", [
     (37, 1024, 64, torch.bfloat16),  # N not a multiple of the row tile (clamped rows), 128-word steps
-    (16, 576, 64, torch.float16),  # 72 words a row: nine 8-word steps
+    (16, 768, 64, torch.float16),  # 96 words a row: three 32-word steps
     (40, 256, 32, torch.bfloat16),  # group of 4 words
     (24, 2048, 128, torch.float16),  # group of 16 words
+    (8, 8192, 128, torch.bfloat16),  # long rows: 256-word steps
 ])
 def test_affine_mv_one_row(device, affine_mv_plans, n, k, gs, dtype):
     """One row of 4-bit MLX weights takes the streamed mat-vec (ops/quant/affine_mv.py) and agrees with
@@ -215,16 +216,16 @@ def test_affine_mv_fp32_scales(device, affine_mv_plans):
 
 def test_affine_mv_step_rule():
     """Loop steps are the largest power of two <= 128 words that divides the row and holds whole groups;
-    rows that only split into steps shorter than 8 words go to the other kernels."""
+    rows that only split into steps shorter than 32 words go to the other kernels."""
     from mlx_native.ops.quant import affine_mv
 
     assert affine_mv.step_words(4096, 64) == 128
-    assert affine_mv.step_words(14336, 64) == 128  # 1792 words = 14 x 128
+    assert affine_mv.step_words(14336, 64) == 256  # 1792 words = 7 x 256 (long rows)
     assert affine_mv.step_words(1536, 64) == 64  # 192 words
-    assert affine_mv.step_words(576, 64) == 8  # 72 words
-    assert affine_mv.step_words(96, 32) == 0  # 12 words: 4-word steps only
-    assert affine_mv.step_words(2048 + 128, 128) == 16
-    assert not affine_mv.supports(4, 32, True, torch.bfloat16, 1, 96, 96 * 8)
+    assert affine_mv.step_words(768, 64) == 32  # 96 words
+    assert affine_mv.step_words(576, 64) == 0  # 72 words: 8-word steps only
+    assert affine_mv.step_words(2048 + 256, 128) == 32
+    assert not affine_mv.supports(4, 64, True, torch.bfloat16, 1, 576, 576 * 8)
     assert not affine_mv.supports(4, 64, True, torch.bfloat16, 2, 4096, 10)  # two rows: mmv's
     assert not affine_mv.supports(8, 64, True, torch.bfloat16, 1, 4096, 10)
     assert not affine_mv.supports(4, 64, True, torch.float32, 1, 4096, 10)
