@@ -132,7 +132,7 @@ from ...kernels.launch import Launch  # noqa: E402
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from ...runtime.memory import empty  # noqa: E402
-from .qmm import SplitK  # noqa: E402
+from .qmm import SplitK, run_split  # noqa: E402
 
 # From the H100 sweeps (bench/affine_mv_sweep.py, bench/results/2026-11-22-h100-session4/): 4 warps, register
 # prefetch, 128-word steps (256 from K = 8192: 14336 x 4096 17.9 against 20.4 us), 16-row tiles once there
@@ -192,9 +192,4 @@ class AffineMvLaunch:
 
     def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
         out = empty((1, self.n), dtype=self.out_dtype, device=self.device)
-        if self.splitk is None:
-            self.launch(x, w, s, b, out, out, out, *self.ints)
-            return out
-        part, _, cnt = self.splitk.partials()
-        self.launch(x, w, s, b, out, part, cnt, *self.ints)
-        return self.splitk.reduce_into(part, part, out)
+        return run_split(self.launch, self.splitk, (x, w, s, b), out, self.ints)

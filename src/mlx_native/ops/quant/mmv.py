@@ -324,7 +324,7 @@ from ...kernels.launch import Launch  # noqa: E402
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from ...runtime.memory import empty  # noqa: E402
-from .qmm import SplitK  # noqa: E402
+from .qmm import SplitK, run_split  # noqa: E402
 
 # From the H100 sweep (bench/mmv_sweep.py, bench/results/2026-11-22-h100-quant-mmv/): 64-feature tiles,
 # about 2 programs per SM, 3 pipeline stages for one row of x and 2 for more (M = 16: 44 vs 56 us).
@@ -436,9 +436,4 @@ class MmvLaunch:
 
     def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
         out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)
-        if self.splitk is None:
-            self.launch(x, w, s, b, out, out, out, *self.ints)
-            return out
-        part, _, cnt = self.splitk.partials()
-        self.launch(x, w, s, b, out, part, cnt, *self.ints)
-        return self.splitk.reduce_into(part, part, out)
+        return run_split(self.launch, self.splitk, (x, w, s, b), out, self.ints)

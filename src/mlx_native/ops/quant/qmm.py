@@ -435,6 +435,18 @@ class SplitK:
         return out
 
 
+def run_split(launch, splitk: Optional[SplitK], head: tuple, out: torch.Tensor, ints: tuple) -> torch.Tensor:
+    """``launch(*head, out, part, cnt, *ints)`` of a decode kernel without an up projection: ``part`` and
+    ``cnt`` are ``out`` when K is not split (``splitk`` None), else ``splitk``'s partials and counters;
+    returns ``out`` once the splits are summed."""
+    if splitk is None:
+        launch(*head, out, out, out, *ints)
+        return out
+    part, _, cnt = splitk.partials()
+    launch(*head, out, part, cnt, *ints)
+    return splitk.reduce_into(part, part, out)
+
+
 ACT_CODES = {"silu": 0, "gelu_tanh": 1}
 DECODE_MAX_ROWS = 16  # up to this many rows of x: the decode kernels
 
