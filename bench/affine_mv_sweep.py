@@ -63,7 +63,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--shapes", help="K x N pairs to run, e.g. 14336x4096,4096x4096 (default: all)")
     args = ap.parse_args()
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     copy = common.copy_bandwidth()
     print(f"copy bandwidth {copy / 1e12:.3f} TB/s", flush=True)
@@ -72,7 +74,7 @@ def main() -> int:
     grid += [(16, 128, 0, 4, p) for p in (1, 2, 4)] + list(itertools.product((8, 16, 32), (64, 128, 256), (1,), (8,), (2,)))
     if args.quick:
         grid = [g for g in grid if g[1] == 128 and g[3] == 4 and g[2] == 1 and g[4] == 2] + [(16, 64, 1, 4, 2)]
-    for k, n in SHAPES:
+    for k, n in shapes:
         wbytes = affine_bytes(n, k, GS)
         nsets = max(2, min(16, -(-120_000_000 // wbytes)))
         sets = []

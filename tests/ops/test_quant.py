@@ -232,7 +232,7 @@ def test_affine_mv_step_rule():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("nk", [(4096, 4096), (14336, 4096), (4096, 14336), (32000, 4096), (1536, 576)])
+@pytest.mark.parametrize("nk", [(4096, 4096), (14336, 4096), (4096, 14336), (32000, 4096), (576, 1536)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_gpu_affine_mv_real_sizes(affine_mv_plans, nk, dtype):
     n, k = nk
