@@ -194,7 +194,7 @@ def affine_mv_plans(monkeypatch):
     (16, 768, 64, torch.float16),  # 96 words a row: three 32-word steps
     (40, 256, 32, torch.bfloat16),  # group of 4 words
     (24, 2048, 128, torch.float16),  # group of 16 words
-    (8, 8192, 128, torch.bfloat16),  # long rows: 256-word steps
+    (8, 8192, 128, torch.bfloat16),  # long rows: 8 steps
 ])
 def test_affine_mv_one_row(device, affine_mv_plans, n, k, gs, dtype):
     """One row of 4-bit MLX weights takes the streamed mat-vec (ops/quant/affine_mv.py) and agrees with
@@ -220,7 +220,7 @@ def test_affine_mv_step_rule():
     from mlx_native.ops.quant import affine_mv
 
     assert affine_mv.step_words(4096, 64) == 128
-    assert affine_mv.step_words(14336, 64) == 256  # 1792 words = 7 x 256 (long rows)
+    assert affine_mv.step_words(14336, 64) == 128  # 1792 words = 14 x 128
     assert affine_mv.step_words(1536, 64) == 64  # 192 words
     assert affine_mv.step_words(768, 64) == 32  # 96 words
     assert affine_mv.step_words(576, 64) == 0  # 72 words: 8-word steps only

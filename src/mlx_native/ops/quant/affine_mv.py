@@ -135,16 +135,17 @@ from ...runtime.memory import empty  # noqa: E402
 from .qmm import SplitK, run_split  # noqa: E402
 
 # From the H100 sweeps (bench/affine_mv_sweep.py, bench/results/2026-11-22-h100-session4/): 4 warps, register
-# prefetch, 128-word steps (256 from K = 8192: 14336 x 4096 17.9 against 20.4 us), 16-row tiles once there
-# are >= 4 tiles per SM (8 below), and a K split only to reach 2 programs per SM (most 8B-model shapes run
-# unsplit). Rows of 576 columns (8-word steps) measured 0.82-0.84x the previous route: not taken.
+# prefetch, 128-word steps, 16-row tiles from 4 tiles per SM (8-row tiles below), and a K split only up to
+# 2 programs per SM (most 8B-model shapes run unsplit), 4 for long rows (14336 x 4096: 2 splits, 19.0 us
+# against 20.4 unsplit; 256-word steps measured 21.8 us there). Rows of 576 columns (8-word steps) measured
+# 0.82-0.84x the previous route: rows that take no step of >= 32 words are not taken.
 AMV_WARPS = 4
 AMV_MAX_WPS = 128  # words per row and loop step
-AMV_LONG_WPS = 256  # ... from AMV_LONG_K columns
-AMV_LONG_K = 8192
 AMV_MIN_WPS = 32
 BIG_TILE_PER_SM = 4  # 16-row tiles from this many tiles per SM
-PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
+PROGRAMS_PER_SM = 2  # split K until about this many programs per SM...
+LONG_PROGRAMS_PER_SM = 4  # ... this many from LONG_K columns
+LONG_K = 8192
 MAGIC = 0x4B000000  # fp32 2**23
 
 
@@ -157,11 +158,10 @@ def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, 
 
 
 def step_words(k: int, group_size: int) -> int:
-    """Words per loop step for rows of ``k`` columns: the largest power of two up to AMV_MAX_WPS (AMV_LONG_WPS
-    from AMV_LONG_K columns) that is a multiple of the group's words and divides the row (0 when none of at
-    least AMV_MIN_WPS does)."""
+    """Words per loop step for rows of ``k`` columns: the largest power of two up to AMV_MAX_WPS that is a
+    multiple of the group's words and divides the row (0 when none of at least AMV_MIN_WPS does)."""
     words, wpg = k // 8, group_size // 8
-    wps = AMV_LONG_WPS if k >= AMV_LONG_K else AMV_MAX_WPS
+    wps = AMV_MAX_WPS
     while wps >= max(AMV_MIN_WPS, wpg):
         if words % wps == 0:
             return wps
@@ -180,8 +180,8 @@ class AffineMvLaunch:
         steps = k // 8 // wps
         bn = 16 if triton.cdiv(n, 16) >= BIG_TILE_PER_SM * sms else 8
         tiles = triton.cdiv(n, bn)
-        split = next(d for d in range(1, steps + 1) if steps % d == 0 and (tiles * d >= PROGRAMS_PER_SM * sms
-                                                                           or d == steps))
+        target = (LONG_PROGRAMS_PER_SM if k >= LONG_K else PROGRAMS_PER_SM) * sms
+        split = next(d for d in range(1, steps + 1) if steps % d == 0 and (tiles * d >= target or d == steps))
         stride_wn, stride_sn = strides
         self.n, self.out_dtype, self.device, self.split = n, out_dtype, device, split
         self.ints = (n, k, steps // split * wps, MAGIC)
