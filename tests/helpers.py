@@ -47,6 +47,22 @@ def assert_error_bar(
     assert err <= factor * base + atol, f"{what}: error {err:.3e} > {factor} x baseline {base:.3e} + atol {atol:.3e}"
 
 
+def spy_plans(monkeypatch, *classes) -> list:
+    """The objects of ``classes`` (launch plans) built from now until the test ends, in build order;
+    clears the plan caches so a cached plan cannot hide a build."""
+    from mlx_native.runtime import plans
+
+    built = []
+    for cls in classes:
+        def spy(self, *args, _init=cls.__init__, **kwargs):
+            _init(self, *args, **kwargs)
+            built.append(self)
+
+        monkeypatch.setattr(cls, "__init__", spy)
+    plans.clear_all()
+    return built
+
+
 def randn(*shape: int, dtype=torch.float32, device="cpu", scale: float = 1.0) -> torch.Tensor:
     return (torch.randn(*shape, dtype=torch.float32) * scale).to(dtype=dtype, device=device)
 

@@ -10,7 +10,7 @@ from gguf.quants import dequantize as gguf_dequantize
 from gguf.quants import quantize as gguf_quantize
 
 import mlx_native as mn
-from helpers import assert_error_bar, randn
+from helpers import assert_error_bar, randn, spy_plans
 from mlx_native.ops.ggml import formats
 
 QTYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
@@ -167,21 +167,12 @@ def test_matmul_types_without_fused_kernel(device, name, request):
 
 @pytest.fixture
 def mmv_launches(monkeypatch):
-    """``[(fmt, split, groups_per_split)]`` of each tensor-core decode launch (quant/mmv.py) built
-    while the test runs (plans are cleared around it, so cached ones do not hide a build)."""
+    """The tensor-core decode plans (quant/mmv.py, ``MmvLaunch``) built while the test runs (plans are
+    cleared around it, so cached ones do not hide a build)."""
     from mlx_native.ops.quant import mmv
     from mlx_native.runtime import plans
 
-    built = []
-    init = mmv.MmvLaunch.__init__
-
-    def spy(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        built.append((kwargs.get("fmt"), self.split, self.ints[-1]))
-
-    monkeypatch.setattr(mmv.MmvLaunch, "__init__", spy)
-    plans.clear_all()
-    yield built
+    yield spy_plans(monkeypatch, mmv.MmvLaunch)
     plans.clear_all()
 
 
@@ -196,7 +187,7 @@ def test_matmul_tensor_core_decode(device, mmv_launches, name, m, dtype, request
     N = 72 (a partial second 64-feature tile), K = 1024 (32 blocks, 4 super-blocks). Outputs are
     NaN-prefilled (conftest), so an unwritten element fails the error bar."""
     _check_matmul(device, name, m, 72, 1024, dtype, rng_for(request))
-    assert [fmt for fmt, _, _ in mmv_launches] == [formats.BY_NAME[name].id], "mmv kernel not used"
+    assert [p.launch.constexprs["FMT"] for p in mmv_launches] == [formats.BY_NAME[name].id], "mmv kernel not used"
 
 
 @pytest.mark.parametrize("name, k", [
@@ -208,7 +199,8 @@ def test_matmul_tensor_core_decode(device, mmv_launches, name, m, dtype, request
 def test_matmul_tensor_core_decode_uneven_split(device, mmv_launches, name, k, m, dtype, request):
     """The K split of the decode kernel (fp32 partials, one tile of 40 features) with a short last split."""
     _check_matmul(device, name, m, 40, k, dtype, rng_for(request))
-    ((fmt, split, per_split),) = mmv_launches
+    (plan,) = mmv_launches
+    split, per_split = plan.split, plan.ints[-1]
     assert split > 1 and (k // 32) % per_split != 0, (split, per_split)
 
 
@@ -217,7 +209,7 @@ def test_matmul_tensor_core_decode_no_split(device, mmv_launches, name, k, reque
     """A K too short to split: one program per tile stores the 16-bit output itself (3 tiles,
     the last one partial; x with a leading batch dim: 2 x 3 rows)."""
     _check_matmul(device, name, 3, 130, k, torch.bfloat16, rng_for(request), lead=(2,))
-    assert [split for _, split, _ in mmv_launches] == [1]
+    assert [p.split for p in mmv_launches] == [1]
 
 
 def test_matmul_tensor_core_decode_fallbacks(device, mmv_launches, monkeypatch, request):

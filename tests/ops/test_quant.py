@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import mlx_native as mn
-from helpers import ALL_FLOAT, assert_agrees_with, assert_error_bar, from_mlx, mlx_array, randn
+from helpers import ALL_FLOAT, assert_agrees_with, assert_error_bar, from_mlx, mlx_array, randn, spy_plans
 from mlx_native.ops.quant import ref
 from mlx_native.runtime import env
 
@@ -154,18 +154,9 @@ def test_quantized_matmul_tensor_core_decode(device, monkeypatch, m, n, k, gs, d
     """1-16 rows of 4-bit weights take the tensor-core decode kernel (ops/quant/mmv.py); one row only
     with the streamed mat-vec off (MLX_NATIVE_AFFINE_MV=0)."""
     from mlx_native.ops.quant import mmv
-    from mlx_native.runtime import plans
 
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, affine_mv=False))
-    plans.clear_all()
-    built = []
-    init = mmv.MmvLaunch.__init__
-
-    def spy(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        built.append(self.split)
-
-    monkeypatch.setattr(mmv.MmvLaunch, "__init__", spy)
+    built = spy_plans(monkeypatch, mmv.MmvLaunch)
     _check_qmm(device, m, n, k, gs, 4, dtype)
     assert len(built) == 1, "the tensor-core decode kernel was not used"
 
@@ -176,16 +167,7 @@ def affine_mv_plans(monkeypatch):
     from mlx_native.ops.quant import affine_mv
     from mlx_native.runtime import plans
 
-    built = []
-    init = affine_mv.AffineMvLaunch.__init__
-
-    def spy(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        built.append(self)
-
-    monkeypatch.setattr(affine_mv.AffineMvLaunch, "__init__", spy)
-    plans.clear_all()
-    yield built
+    yield spy_plans(monkeypatch, affine_mv.AffineMvLaunch)
     plans.clear_all()
 
 
@@ -453,17 +435,10 @@ def decode_launches(monkeypatch):
     from mlx_native.ops.quant import affine_mv, gemv, mmv
     from mlx_native.runtime import plans
 
-    built = []
-    for cls in (mmv.MmvLaunch, gemv.GemvLaunch, affine_mv.AffineMvLaunch):
-        def spy(self, *args, _init=cls.__init__, **kwargs):
-            _init(self, *args, **kwargs)
-            built.append(self)
-
-        monkeypatch.setattr(cls, "__init__", spy)
+    built = spy_plans(monkeypatch, mmv.MmvLaunch, gemv.GemvLaunch, affine_mv.AffineMvLaunch)
     monkeypatch.setattr(mmv, "PROGRAMS_PER_SM", 64)
     monkeypatch.setattr(gemv, "PROGRAMS_PER_SM", 64)
     monkeypatch.setattr(affine_mv, "PROGRAMS_PER_SM", 64)
-    plans.clear_all()
     yield built
     plans.clear_all()
 
@@ -651,17 +626,11 @@ def test_mmv_routing(monkeypatch, mode, m, n, k, gguf, expected):
 
 
 def test_mmv_auto_routes_plans(device, monkeypatch):
-    """Under ``auto`` the routing reaches the plans: a small matrix runs elsewhere (and is still right)."""
-    from mlx_native.ops.quant import mmv
+    """Under ``auto`` the routing reaches the plans: a small matrix runs elsewhere (and is still right).
+    The streamed one-row kernel is off, else it would take this call before mmv's routing is asked."""
+    from mlx_native.ops.quant import gemv, mmv
 
-    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="auto"))
-    built = []
-    init = mmv.MmvLaunch.__init__
-
-    def spy(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        built.append(self)
-
-    monkeypatch.setattr(mmv.MmvLaunch, "__init__", spy)
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="auto", affine_mv=False))
+    built = spy_plans(monkeypatch, mmv.MmvLaunch, gemv.GemvLaunch)
     _check_qmm(device, 1, 72, 256, 64, 4, torch.bfloat16)
-    assert not built
+    assert [type(p).__name__ for p in built] == ["GemvLaunch"]

@@ -103,9 +103,8 @@ def ggml_to_affine(raw: torch.Tensor, ggml_type: TypeArg, shape: Sequence[int]
             biases = biases.to(torch.float16)
         qs = blocks[:, 2:18]
     if blocks.shape[0] == 0:  # a byte view of an empty tensor need not be viewable as words
-        words = torch.empty((*lead, k // 8), dtype=torch.int32, device=raw.device)
+        words = torch.empty((*lead, k // 8), dtype=torch.uint32, device=raw.device)
     else:
-        words = _codes(qs).reshape(*lead, k // 2).view(torch.int32)
-    words = words.view(torch.uint32)
+        words = _codes(qs).reshape(*lead, k // 2).view(torch.uint32)
     groups = (*lead, k // GROUP_SIZE)
     return words, scales.reshape(groups), biases.reshape(groups)

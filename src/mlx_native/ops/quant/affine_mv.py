@@ -12,7 +12,8 @@ step reads ``WPS`` words of each of its rows. Two things keep the loads in fligh
   registers, instead of 8 strided 2-byte gathers.
 
 Decoding, per code: ``(w & (15 << s)) | 0x4B000000`` is the fp32 ``2**23 + q * 2**s`` exactly
-(``s`` = 0, 4, 8, 12 for nibbles 0-3 of the word and of ``w >> 16``), and one FMA with constants,
+(``s`` = 0, 4, ..., 16 for nibbles 0-4 of the word, 4, 8, 12 for nibbles 5-7 read from ``w >> 16``; the
+magic number is a runtime argument so that mask and or compile to one LOP3), and one FMA with constants,
 ``f * 2**-s - 2**(23 - s)``, is ``q`` exactly; a second FMA accumulates ``q * x``. Per word and row:
 ``acc += S * a + B * xs`` with ``xs`` the sum of the word's 8 x values (shared by all rows of a
 thread). Split K: the fp32 partials are summed in the launch by the last split to arrive
@@ -171,10 +172,11 @@ def step_words(k: int, group_size: int) -> int:
 
 class AffineMvLaunch:
     """:func:`affine_mv_kernel` prepared for one signature: ``(x [1, k], w [n, k / 8] int32, scales,
-    biases [n, k / group_size])`` -> ``[1, n]`` of ``out_dtype``. A K split is summed in the same launch
+    biases [n, k / group_size])``, all contiguous (the row strides are compile-time constants) -> ``[1, n]``
+    of ``out_dtype``. A K split is summed in the same launch
     (``qmm.SplitK``: this plan owns the arrival counters, so it must not run on two streams at once)."""
 
-    def __init__(self, n: int, k: int, group_size: int, out_dtype: torch.dtype, strides: tuple, device):
+    def __init__(self, n: int, k: int, group_size: int, out_dtype: torch.dtype, device):
         sms = device_info(device).sm_count
         wps = step_words(k, group_size)
         steps = k // 8 // wps
@@ -182,12 +184,11 @@ class AffineMvLaunch:
         tiles = triton.cdiv(n, bn)
         target = (LONG_PROGRAMS_PER_SM if k >= LONG_K else PROGRAMS_PER_SM) * sms
         split = next(d for d in range(1, steps + 1) if steps % d == 0 and (tiles * d >= target or d == steps))
-        stride_wn, stride_sn = strides
         self.n, self.out_dtype, self.device, self.split = n, out_dtype, device, split
         self.ints = (n, k, steps // split * wps, MAGIC)
         self.splitk = SplitK(split, 1, n, False, 0, device, tiles=tiles) if split > 1 else None
         self.launch = Launch(affine_mv_kernel, (tiles, split), dict(
-            STRIDE_W=stride_wn, STRIDE_S=stride_sn, BN=bn, WPS=wps, GS=group_size, EVEN_N=n % bn == 0, PREFETCH=True,
+            STRIDE_W=k // 8, STRIDE_S=k // group_size, BN=bn, WPS=wps, GS=group_size, EVEN_N=n % bn == 0, PREFETCH=True,
             SPLIT_K=split > 1, FUSE=self.splitk is not None and self.splitk.fused), num_warps=AMV_WARPS, num_stages=1)
 
     def __call__(self, x, w, s, b, *unused) -> torch.Tensor:

@@ -70,7 +70,9 @@ class DequantPlan:
 
 
 class QmmPlan:
-    """quantized_matmul: mat-vec kernel for one row, tensor-core decode kernel up to 16, prefill beyond."""
+    """quantized_matmul: one row of 4-bit weights the streamed mat-vec (``affine_mv.py``), other one-row
+    calls the word-level mat-vec, 2-16 rows the tensor-core decode kernel (``mmv.py``, where it measured
+    faster), many rows chunked dequantize + cuBLAS or the tiled kernel."""
 
     def __init__(self, x, w, scales, biases, transpose, group_size, bits, n, k, out_dtype):
         self.out_dtype = out_dtype
@@ -106,7 +108,7 @@ class QmmPlan:
             self.kind = "prefill (chunked dequantize + cuBLAS)"
             return
         if affine_mv.supports(bits, group_size, transpose, x.dtype, m, k, w.numel()) and qmm.CONFIG_OVERRIDE is None:
-            self.launch = affine_mv.AffineMvLaunch(n, k, group_size, out_dtype, (k // 8, k // group_size), x.device)
+            self.launch = affine_mv.AffineMvLaunch(n, k, group_size, out_dtype, x.device)
             self.kind = "affine_mv"
             return
         if kind in ("gemv", "decode") and mmv.supports(bits, group_size, transpose, x.dtype, out_dtype, m) \
