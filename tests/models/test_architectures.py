@@ -10,6 +10,7 @@ Gemma 4's 16/32 head dims, shared-KV layers, k-as-v global layers,
 proportional RoPE, per-layer embeddings and layer scalars.
 """
 
+import copy
 import os
 
 import pytest
@@ -42,16 +43,27 @@ def _build(path, device, dtype=torch.float32, keep_quantized=False):
 
 
 def _oracle_and_baseline(hf, ids, dtype=torch.float32, device="cpu"):
+    """fp64 logits of ``hf`` and its logits in ``dtype`` on ``device``, from copies: casting ``hf`` itself
+    and back would round its weights and float buffers (Gemma 4's embed scale, layer scalars, RoPE
+    frequencies) to ``dtype`` for every later test of the module-scoped model."""
     with torch.no_grad():
-        oracle = hf.double()(ids.cpu()).logits
-        base_model = hf.to(device=device, dtype=dtype)
-        baseline = base_model(ids.to(device)).logits.cpu()
-        hf.float().cpu()
+        oracle = copy.deepcopy(hf).double()(ids.cpu()).logits
+        baseline = copy.deepcopy(hf).to(device=device, dtype=dtype)(ids.to(device)).logits.cpu()
     return oracle, baseline
 
 
 def _ids(vocab, batch=2):
     return torch.randint(0, vocab, (batch, SEQ))
+
+
+def test_oracle_leaves_the_shared_model_untouched(saved):
+    """The low-precision baseline must not round the module-scoped model that later tests use as the
+    fp64 oracle (a bf16 round trip changes tiny Gemma 4's logits by ~9%)."""
+    hf, _ = saved("gemma4")
+    before = {k: v.clone() for k, v in hf.state_dict().items()}
+    _oracle_and_baseline(hf, _ids(hf.config.vocab_size), dtype=torch.bfloat16)
+    after = hf.state_dict()
+    assert all(torch.equal(before[k], after[k]) and before[k].dtype == after[k].dtype for k in before)
 
 
 @pytest.mark.parametrize("name", ARCHS)
