@@ -63,6 +63,20 @@ def test_repacked_weights_are_affine_where_expected(gguf_path):
     assert not LoadOptions(torch.device("cpu"), torch.float32, True).repack_gguf
 
 
+def test_fused_mlp_decode_default_follows_the_weight_kind(gguf_path):
+    """``LoadOptions.fused_mlp_decode=None`` (the default) fuses GGML gate/up pairs only; an explicit
+    value wins."""
+    def fused(**kw):
+        opts = LoadOptions(torch.device("cpu"), torch.float32, True, **kw)
+        return [mlp.fused is not None for *_, mlp in build_model(load_checkpoint(gguf_path), opts).layers]
+
+    assert LoadOptions(torch.device("cpu"), torch.float32, True).fused_mlp_decode is None
+    assert fused() == [True, False, True]  # GGML blocks; layer 1's Q4_0 gate and Q4_1 up are not one weight
+    assert fused(repack_gguf=True) == [False, False, False]  # affine after the repack
+    assert fused(fused_mlp_decode=False) == [False, False, False]
+    assert fused(repack_gguf=True, fused_mlp_decode=True) == [True, True, True]
+
+
 @pytest.mark.parametrize("fused_mlp_decode", [False, True])
 def test_repacked_logits_equal_ggml_on_reference_path(gguf_path, fused_mlp_decode):
     """Bit-equal, but for the decode steps of the fused MLP: the references of ``moe_qmm`` and

@@ -438,6 +438,7 @@ def decode_launches(monkeypatch):
     built = spy_plans(monkeypatch, mmv.MmvLaunch, gemv.GemvLaunch, affine_mv.AffineMvLaunch)
     monkeypatch.setattr(mmv, "PROGRAMS_PER_SM", 64)
     monkeypatch.setattr(gemv, "PROGRAMS_PER_SM", 64)
+    monkeypatch.setattr(gemv, "SPLIT_MIN_K", 0)
     monkeypatch.setattr(affine_mv, "PROGRAMS_PER_SM", 64)
     yield built
     plans.clear_all()

@@ -38,6 +38,11 @@ class LoadOptions:
         fused_mlp_decode: decode steps (<= 16 rows) run the quantized gate/up
             projections and the activation as one kernel (the routed-expert op
             with a single expert) instead of a matmul plus ``silu_mul``/``gelu_mul``.
+            None (default): on for GGML-block weights (one word-level mat-vec launch
+            with the pair and the activation: SmolLM2-135M 1196 -> 1238 tok/s on the
+            H100), off for MLX-affine ones (their one-row kernel, ``affine_mv``, takes
+            no pair: the routed kernel measured 1585 against 2208 tok/s on the
+            Llama-3-8B-shaped model; bench/results/2026-11-22-h100-session5/).
         repack_gguf: with ``keep_quantized``, Q4_0/Q4_1 GGUF matrices become MLX
             affine (group 32) at load, losslessly (:func:`mn.ggml_to_affine`), so they
             run the affine kernels. Only where ``quantized_matmul`` then still returns
@@ -52,7 +57,7 @@ class LoadOptions:
     dtype: torch.dtype
     keep_quantized: bool
     progress: Any = None
-    fused_mlp_decode: bool = False
+    fused_mlp_decode: Optional[bool] = None
     repack_gguf: bool = False
 
 
@@ -178,7 +183,8 @@ class GatedMLP:
 
     MAX_FUSED_ROWS = 16
 
-    def __init__(self, gate: Linear, up: Linear, down: Linear, activation: str, fused_decode: bool = False):
+    def __init__(self, gate: Linear, up: Linear, down: Linear, activation: str,
+                 fused_decode: Optional[bool] = False):
         self.inter = gate.out_features
         self.activation = activation  # "silu" or "gelu_tanh"
         self.gate_up = Linear.fuse([gate, up])
@@ -186,6 +192,8 @@ class GatedMLP:
         self.down = down
         self.fused = None
         w = self.gate_up.weight if self.gate_up is not None else None
+        if fused_decode is None:  # LoadOptions.fused_mlp_decode's default
+            fused_decode = isinstance(w, GGMLWeight)
         if fused_decode and self.gate_up is not None and self.gate_up.bias is None:
             if isinstance(w, GGMLWeight):
                 self.fused = ("ggml", w.raw[: self.inter], w.raw[self.inter:], w.ggml_type,

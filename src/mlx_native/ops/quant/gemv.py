@@ -324,10 +324,17 @@ from .qmm import SplitK  # noqa: E402
 # (qmm.py) but, without prefetching, measured slower than that kernel with tiles from the H100 sweep
 # (e.g. 4-bit affine, M = 1, K 4096 x N 14336: 37.4 us vs 34.5 us); switching the default needs a GPU
 # run that checks those configs (see bench/results/2026-11-22-h100-quant/NOTES.md).
-GEMV_BN = 16
+#
+# Row tiles and K splits (bench/gemv_small_sweep.py, bench/results/2026-11-22-h100-session5/): SmolLM2's
+# 0.2-2 MB matrices are latency, not bandwidth. There the most programs win (4-row tiles: K 576 x N 960
+# 3.45 -> 2.74 us, 1536 x 576 5.52 -> 4.09 us) and a K split loses (its merge adds a dependent store,
+# arrival and reload: 576 x 3072 at 8-row tiles 3.88 us unsplit, 4.90 us split in four).
+GEMV_BNS = (16, 8, 4)  # row tiles, largest first: the largest giving TILES_PER_SM tiles per SM
+TILES_PER_SM = 2
 GEMV_WORDS = 128  # words per row per K step
 GEMV_WARPS = 4
-PROGRAMS_PER_SM = 4  # split K until about this many programs per SM
+PROGRAMS_PER_SM = 4  # split K until about this many programs per SM ...
+SPLIT_MIN_K = 2048  # ... in rows of at least this many columns
 
 
 def supports(family: int, fmt: int, bits: int, trans: bool) -> bool:
@@ -380,11 +387,13 @@ class GemvLaunch:
     def __init__(self, family: int, fmt: int, bits: int, group_size: int, n: int, k: int, n_rows: int, routed: bool,
                  has_xrow: bool, has_up: bool, act: int, out_dtype: torch.dtype, strides: tuple, device):
         code, nw, kstep = words_geometry(family, fmt, bits, group_size, k)
-        bn = max(1, min(GEMV_BN, next_pow2(n)))
+        sms = device_info(device).sm_count
+        bn = next(b for b in GEMV_BNS if b == GEMV_BNS[-1] or triton.cdiv(n, b) * n_rows >= TILES_PER_SM * sms)
+        bn = max(1, min(bn, next_pow2(n)))
         self.n, self.n_rows, self.out_dtype, self.device = n, n_rows, out_dtype, device
         tiles = triton.cdiv(n, bn) * n_rows
         steps = triton.cdiv(k, kstep)
-        target = PROGRAMS_PER_SM * device_info(device).sm_count
+        target = PROGRAMS_PER_SM * sms if k >= SPLIT_MIN_K else 0
         split = 1
         while tiles * split < target and steps % (split * 2) == 0 and steps // (split * 2) >= 1 and split < 16:
             split *= 2
