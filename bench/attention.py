@@ -49,7 +49,7 @@ TOL = 3e-2
 # SMs x occupancy programs) picked 16 / 32 / 33 at B1 kv 8k / 32k / 128k, 4 at B8 and 1 at B32. Target rows carry
 # the previous default and neighbours of the new one; other rows whose count changed carry the previous default.
 DECODE_SPLIT_VARIANTS = {
-    (1, 1024, 128, False): (4, 8),  # short caches: split counts around the MIN_SPLIT_BYTES floor
+    (1, 1024, 128, False): (4, 8),  # short caches: split counts around the MIN_SPLIT_KEYS floor
     (1, 1024, 256, False): (4, 8),
     (1, 8192, 128, False): (8, 32),
     (1, 32768, 128, False): (8, 32),  # 32: previous default

@@ -145,14 +145,18 @@ def bench(model, n_prompt: int, n_gen: int, reps: int, compile_decode: bool = Tr
     return out
 
 
-def check_agreement(model, n: int = 48) -> float:
-    """Fraction of teacher-forced greedy tokens on which the baseline agrees with ours (sanity)."""
+def check_agreement(model, n: int = 24) -> dict:
+    """Teacher-forced sanity check on random tokens: our decode steps (the path ``tg`` times, one row per step)
+    against the baseline's logits at the same positions. Returns ``argmax_agreement`` and ``logit_rel_diff``
+    (largest logit difference over the largest logit). Random weights give near-ties, so a few argmax flips are
+    expected; the relative difference is the number to read."""
     dev = model.device
     g = GPTFastLlama(model, n + 8)
     toks = torch.randint(0, g.out.shape[0], (1, n), device=dev)
     with torch.no_grad():
         cache = model.new_cache(1, n)
-        ours = model.forward(toks, cache, start=0, all_logits=True)[0].argmax(-1)
-        theirs = torch.stack([g(toks[:, : i + 1], torch.arange(i + 1, device=dev)).argmax(-1)[0] for i in
-                              range(0, n, 8)])
-    return (ours[::8] == theirs).float().mean().item()
+        ours = torch.stack([model.forward(toks[:, i:i + 1], cache, start=0 if i == 0 else None)[0]
+                            for i in range(n)]).float()
+        theirs = torch.stack([g(toks[:, : i + 1], torch.arange(i + 1, device=dev))[0] for i in range(n)]).float()
+    return dict(argmax_agreement=(ours.argmax(-1) == theirs.argmax(-1)).float().mean().item(),
+                logit_rel_diff=((ours - theirs).abs().max() / theirs.abs().max()).item())

@@ -353,9 +353,15 @@ def test_decode_fused_merge_repeated_calls(device):
 
 @pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("window", [0, 200])
-def test_decode_splits_left_empty_by_short_sequences(device, fused, window):
-    """Sequences of 0-2 positions leave all splits but the first empty (lse = -inf): they still arrive and merge.
-    Both merge paths (fused, and the two-kernel one the benchmark times) give the reference result."""
+@pytest.mark.parametrize("shorten", [True, False])
+def test_decode_splits_left_empty_by_short_sequences(device, fused, window, shorten, monkeypatch):
+    """Sequences of 0-2 positions hold one split's worth of keys. Fused: only the live splits run, and a
+    sequence with one writes its output directly (0 positions: zeros); two-kernel merge (the benchmark's
+    comparison): every split writes a partial, empty ones ``lse = -inf``. With and without splits shortened
+    to the sequence (150 positions: several short live splits), each gives the reference result."""
+    from mlx_native.ops.attention import decode as dec
+
+    monkeypatch.setattr(dec, "SHORTEN_SPLITS", shorten)
     b, hq, hkv, cap, d = 5, 4, 2, 400, 64
     q = randn(b, hq, 1, d, dtype=torch.bfloat16, device=device)
     kc, vc = (randn(b, hkv, cap, d, dtype=torch.bfloat16, device=device) for _ in range(2))
@@ -378,8 +384,7 @@ def _h100_splits(b, hkv, kv, d=128, g=8):
     block_m = min(dec.MAX_BLOCK_M, max(16, 1 << (g - 1).bit_length()))
     block_n, _, stages = dec.GPU_CONFIGS[block_d]
     slots = 132 * dec.occupancy(block_m, block_n, block_d, stages, 2)
-    splits = dec.num_splits(b * hkv, kv, block_n, sms=132, slots=slots, batch=b, on_cuda=True,
-                            min_keys=dec.min_split_keys(d, 2))
+    splits = dec.num_splits(b * hkv, kv, block_n, sms=132, slots=slots, batch=b, on_cuda=True)
     return dec.split_layout(kv, splits, block_n)[1]
 
 
@@ -387,8 +392,9 @@ def _h100_splits(b, hkv, kv, d=128, g=8):
     # measured on the H100 (bench/results/2026-11-22-h100-attention/NOTES.md): the best forced count
     (1, 8192, 128, 16), (1, 32768, 128, 16), (1, 131072, 128, 16),
     (8, 32768, 128, 16),  # ragged 1k-32k: 16 best (205.7 us vs 251.4 with 4); uniform: 2/4/8 equal
-    (1, 1024, 128, 4), (1, 1024, 256, 8),  # 4 / 8 measured 9.9 / 11.6 us vs 12.8 / 20.1 with 2 (session 3)
-    (1, 256, 64, 1),  # SmolLM2-like: one split (2.9 us) beat two (4.65 us)
+    # session 5 (bench/decode_small.py): 8 splits of 128 positions, 8.75 / 12.0 us vs 9.73 / 13.9 with 4
+    (1, 1024, 128, 8), (1, 1024, 256, 8),
+    (1, 256, 64, 2),  # a short sequence in it runs one live split (3.3-3.4 us at kv 16, whatever the count)
     # not measured with forced counts: what the rule predicts
     (8, 1024, 128, 2), (8, 8192, 128, 4), (8, 131072, 128, 16),
     (32, 1024, 128, 1), (32, 8192, 128, 4), (32, 32768, 128, 4), (32, 131072, 128, 4),
@@ -413,9 +419,9 @@ def test_decode_split_rule_parts():
     assert rule(64, 32768, 1) == 2  # one long sequence over 64 programs per split: fill only
     assert rule(64, 32768, 8) == 16  # batch 8: ragged balance
     assert rule(16, 131072, 2) == 16  # batch 2: fill gives 8, balance caps at RAGGED_SPLITS
-    assert rule(8, 2000, 1) == 8  # short caches: >= 256 positions per split at D=128 bf16 (128 KB of K + V) ...
-    assert rule(8, 1000, 1) == 4
-    assert dec.min_split_keys(64, 2) == 512 and dec.min_split_keys(256, 2) == 128
+    assert rule(8, 2000, 1) == 16  # short caches: >= MIN_SPLIT_KEYS (128) positions per split ...
+    assert rule(8, 1000, 1) == 8
+    assert dec.MIN_SPLIT_KEYS == 128
     assert rule(64, 4096, 8) == 2  # ... and no ragged splits under RAGGED_MIN_KEYS positions
     assert rule(1024, 131072, 128) == 1  # batch 128: base alone is ~4 programs per slot, no split
     assert rule(1, 1 << 20, 1) == dec.MAX_SPLITS

@@ -3,11 +3,14 @@
 Decode is memory bound: each step reads the whole visible KV cache once. To
 keep every SM streaming even at batch 1, the visible range of each sequence
 is cut into contiguous chunks, one program per (chunk, batch, KV head). The
-split count and the split length (``chunk`` positions) come from the SM count and the static shapes (batch, heads,
-capacity, window), never from the ``kv_lens`` values, so a call needs no host
-sync and replays from a CUDA graph with new lengths. A fixed split length
-also balances ragged batches: a short sequence simply uses fewer splits
-(the programs past its length skip the key loop and write an empty partial).
+split count and the longest split (``chunk`` positions) come from the SM count and the static shapes (batch, heads,
+capacity, window), never from host reads of ``kv_lens``, so a call needs no host
+sync and replays from a CUDA graph with new lengths. In the kernel, a sequence
+that sees fewer positions than the span takes shorter splits (not under
+``MIN_SPLIT_KEYS``), and only the splits that hold positions run: the others
+exit at once, and a sequence with one live split skips the merge. The longest
+split also balances ragged batches: a long sequence keeps its many full splits
+while the short ones finish early.
 
 GQA packing: the ``G = Hq / Hkv`` query heads of one KV head (times the
 ``Lq`` query tokens) are the rows of one ``[BLOCK_M, D]`` tile, so each K/V
@@ -15,7 +18,7 @@ tile is read once for all of them and ``q @ k^T`` is a real matrix product.
 
 Each split writes its normalized partial output and its log2-sum-exp (fp32);
 :func:`_merge_splits` combines them: ``out = sum_s w_s o_s / sum_s w_s`` with
-``w_s = exp2(lse_s - max lse)``. Empty splits write ``lse = -inf`` and zeros.
+``w_s = exp2(lse_s - max lse)``. Splits that saw no key write ``lse = -inf`` and zeros.
 The merge runs in the decode launch itself: the splits of one row block count
 their arrivals on an atomic counter, and the last to arrive merges (see
 :class:`DecodePlan`). Decode at batch 1 is launch and latency bound (B1 kv8k
@@ -42,9 +45,10 @@ from ..common import next_pow2
 LOG2E = 1.4426950408889634
 
 SMEM_PER_SM = 228 * 1024  # H100 / H200 shared memory per SM
-MIN_SPLIT_BYTES = 128 * 1024  # never split below this many K + V bytes per program (see num_splits)
+MIN_SPLIT_KEYS = 128  # fewest cache positions per split (see num_splits), whatever the head dim
 SPLITS_OVERRIDE = None  # benchmarks / sweeps: force a split count
 FUSED_REDUCE = True  # False: merge the splits in a second launch (_reduce_kernel), for benchmark comparisons
+SHORTEN_SPLITS = True  # False: every sequence takes the plan's split length (benchmark comparisons)
 MAX_SPLITS = 64
 RAGGED_SPLITS = 16  # batch > 1: split granularity for ragged lengths (1/16 of the span per program) ...
 RAGGED_WAVES = 4  # ... but no more than this many programs per slot (SMs x occupancy) ...
@@ -157,7 +161,8 @@ def _decode_kernel(
     sk_b, sk_h, sk_s,
     sv_b, sv_h, sv_s,
     Hq, Lq, C, window, R,
-    chunk,  # positions per split (a multiple of BLOCK_N, from the static shapes)
+    chunk,  # positions per split (a multiple of BLOCK_N, from the static shapes): the longest a split takes
+    min_chunk,  # fewest positions per split of a sequence shorter than the span (a multiple of BLOCK_N)
     qk_scale,  # scale * log2(e)
     softcap_in,  # scale / softcap
     softcap_out,  # softcap * log2(e)
@@ -181,61 +186,77 @@ def _decode_kernel(
     hkv = Hq // G
     b = pid_bh // hkv
     hk = pid_bh % hkv
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < G * Lq
-    g = rows // Lq
-    qi = rows % Lq
-    h = hk * G + g
-    offs_d = tl.arange(0, BLOCK_D)
-    d_ok = offs_d < HEAD_D
-    q_off = b.to(tl.int64) * sq_b + h.to(tl.int64) * sq_h + qi.to(tl.int64) * sq_l
-    q = tl.load(q_ptr + q_off[:, None] + offs_d[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
-
     n = tl.load(lens_ptr + b).to(tl.int32)
     n = tl.maximum(n, 0)
     if not WINDOW:
         n = tl.minimum(n, C)  # a linear cache holds at most C positions
-    qpos = n - Lq + qi
     lo = 0
     if WINDOW:
         lo = tl.maximum(tl.maximum(n - Lq - window + 1, n - C), 0)
-    start = lo + pid_s * chunk
-    end = tl.minimum(start + chunk, n)
-    full_end = start + tl.maximum(end - start, 0) // BLOCK_N * BLOCK_N
+    n_splits = tl.num_programs(0)
+    live = n_splits
+    if not SINGLE:
+        # a sequence that sees fewer positions than the span is cut into shorter splits (not under min_chunk)
+        per = tl.cdiv(tl.cdiv(n - lo, n_splits), BLOCK_N) * BLOCK_N
+        chunk = tl.minimum(chunk, tl.maximum(per, min_chunk))
+        if FUSE:  # only the splits that hold positions run and arrive (at least one: it writes the zeros)
+            live = tl.maximum(tl.cdiv(n - lo, chunk), 1)
+    if pid_s < live:
+        rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_ok = rows < G * Lq
+        g = rows // Lq
+        qi = rows % Lq
+        h = hk * G + g
+        offs_d = tl.arange(0, BLOCK_D)
+        d_ok = offs_d < HEAD_D
+        q_off = b.to(tl.int64) * sq_b + h.to(tl.int64) * sq_h + qi.to(tl.int64) * sq_l
+        q = tl.load(q_ptr + q_off[:, None] + offs_d[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+        qpos = n - Lq + qi
+        start = lo + pid_s * chunk
+        end = tl.minimum(start + chunk, n)
+        full_end = start + tl.maximum(end - start, 0) // BLOCK_N * BLOCK_N
 
-    k_base = k_ptr + b.to(tl.int64) * sk_b + hk.to(tl.int64) * sk_h
-    v_base = v_ptr + b.to(tl.int64) * sv_b + hk.to(tl.int64) * sv_h
-    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    # whole tiles without bounds checks, then the partial tail tile (if any)
-    acc, l_i, m_i = _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, start, full_end, end, qpos, C, window,
-                                  qk_scale, softcap_in, softcap_out, False, WINDOW, MULTI_Q, SOFTCAP, BLOCK_N,
-                                  BLOCK_D, HEAD_D, EVEN_D, PRECISION)
-    acc, l_i, m_i = _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, full_end, end, end, qpos, C, window,
-                                  qk_scale, softcap_in, softcap_out, True, WINDOW, MULTI_Q, SOFTCAP, BLOCK_N,
-                                  BLOCK_D, HEAD_D, EVEN_D, PRECISION)
+        k_base = k_ptr + b.to(tl.int64) * sk_b + hk.to(tl.int64) * sk_h
+        v_base = v_ptr + b.to(tl.int64) * sv_b + hk.to(tl.int64) * sv_h
+        m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+        # whole tiles without bounds checks, then the partial tail tile (if any)
+        acc, l_i, m_i = _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, start, full_end, end, qpos, C,
+                                      window, qk_scale, softcap_in, softcap_out, False, WINDOW, MULTI_Q, SOFTCAP,
+                                      BLOCK_N, BLOCK_D, HEAD_D, EVEN_D, PRECISION)
+        acc, l_i, m_i = _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, full_end, end, end, qpos, C,
+                                      window, qk_scale, softcap_in, softcap_out, True, WINDOW, MULTI_Q, SOFTCAP,
+                                      BLOCK_N, BLOCK_D, HEAD_D, EVEN_D, PRECISION)
 
-    seen = l_i > 0.0
-    out = acc / tl.where(seen, l_i, 1.0)[:, None]
-    r = (b.to(tl.int64) * Hq + h) * Lq + qi
-    st_mask = row_ok[:, None] & d_ok[None, :]
-    if SINGLE:
-        tl.store(o_ptr + r[:, None] * HEAD_D + offs_d[None, :], out.to(o_ptr.dtype.element_ty), mask=st_mask)
-    else:
-        pr = pid_s * R + r
-        tl.store(po_ptr + pr[:, None] * HEAD_D + offs_d[None, :], out, mask=st_mask)
-        lse = tl.where(seen, m_i + tl.log2(tl.where(seen, l_i, 1.0)), float("-inf"))
-        tl.store(plse_ptr + pr, lse, mask=row_ok)
-        if FUSE:
-            # every program arrives, empty splits included (kernels/arrival.py: ordering and rules)
-            n_splits = tl.num_programs(0)
+        seen = l_i > 0.0
+        out = acc / tl.where(seen, l_i, 1.0)[:, None]
+        r = (b.to(tl.int64) * Hq + h) * Lq + qi
+        st_mask = row_ok[:, None] & d_ok[None, :]
+        o_offs = r[:, None] * HEAD_D + offs_d[None, :]
+        if SINGLE:
+            tl.store(o_ptr + o_offs, out.to(o_ptr.dtype.element_ty), mask=st_mask)
+        elif not FUSE:  # the reduce launch merges
+            _store_partial(po_ptr, plse_ptr, pid_s * R + r, out, m_i, l_i, row_ok, st_mask, offs_d, HEAD_D)
+        elif live == 1:  # the only split of this sequence: no partials, no merge
+            tl.store(o_ptr + o_offs, out.to(o_ptr.dtype.element_ty), mask=st_mask)
+        else:
+            _store_partial(po_ptr, plse_ptr, pid_s * R + r, out, m_i, l_i, row_ok, st_mask, offs_d, HEAD_D)
+            # every live split arrives (kernels/arrival.py: ordering and rules)
             cnt = cnt_ptr + pid_bh * tl.num_programs(2) + pid_m
-            if arrive_last(cnt, n_splits):
-                merged = _merge_splits(po_ptr, plse_ptr, r, row_ok, R, n_splits, BLOCK_S, BLOCK_M, BLOCK_D, HEAD_D)
-                tl.store(o_ptr + r[:, None] * HEAD_D + offs_d[None, :], merged.to(o_ptr.dtype.element_ty),
-                         mask=st_mask)
+            if arrive_last(cnt, live):
+                merged = _merge_splits(po_ptr, plse_ptr, r, row_ok, R, live, BLOCK_S, BLOCK_M, BLOCK_D, HEAD_D)
+                tl.store(o_ptr + o_offs, merged.to(o_ptr.dtype.element_ty), mask=st_mask)
                 rearm(cnt)
+
+
+@triton.jit
+def _store_partial(po_ptr, plse_ptr, pr, out, m_i, l_i, row_ok, st_mask, offs_d, HEAD_D: tl.constexpr):
+    """A split's normalized partial output ``out`` and log2-sum-exp (``-inf`` for rows that saw no key) at
+    partial rows ``pr``."""
+    seen = l_i > 0.0
+    tl.store(po_ptr + pr[:, None] * HEAD_D + offs_d[None, :], out, mask=st_mask)
+    tl.store(plse_ptr + pr, tl.where(seen, m_i + tl.log2(tl.where(seen, l_i, 1.0)), float("-inf")), mask=row_ok)
 
 
 @triton.jit(do_not_specialize=["n_splits"])
@@ -263,13 +284,7 @@ def occupancy(block_m: int, block_n: int, block_d: int, stages: int, esize: int)
     return max(1, min(4, SMEM_PER_SM // smem))
 
 
-def min_split_keys(head_dim: int, esize: int) -> int:
-    """Fewest cache positions per split: :data:`MIN_SPLIT_BYTES` of K and V."""
-    return max(1, MIN_SPLIT_BYTES // (2 * head_dim * esize))
-
-
-def num_splits(base: int, span: int, block_n: int, *, sms: int, slots: int, batch: int, on_cuda: bool,
-               min_keys: int = 256) -> int:
+def num_splits(base: int, span: int, block_n: int, *, sms: int, slots: int, batch: int, on_cuda: bool) -> int:
     """Split count from the device and the static shapes (never from the ``kv_lens`` values: no host sync).
 
     ``base``: programs per split (batch x KV heads x query-row blocks); ``span``: most positions a query can see
@@ -295,16 +310,22 @@ def num_splits(base: int, span: int, block_n: int, *, sms: int, slots: int, batc
       bytes of K/V: under 1% at 2048 positions and G = 8) and the per-program prologue small, and keeps short
       caches (under 4k positions) at the fill count, where the whole call is launch and latency bound.
 
-    Caps: ``ceil(span / max(min_keys, block_n))`` and ``MAX_SPLITS``. ``min_keys`` (:func:`min_split_keys`,
-    the default is bf16 D=128's) keeps at least 128 KB of K + V per split: 256 positions at D=128, 128 at
-    D=256, 512 at D=64. A split that has work pays a fixed tail (partials, the arrival, the merge: about
-    1.7 us on the H100): SmolLM2 (D=64, 3 KV heads, a 256-position cache) took 4.65 us per decode call with
-    2 splits against 2.9 us with one. Longer caches at batch 1 want the programs: B1 Hkv8 kv 1k measured
-    12.8 us with 2 splits of 512 positions against 9.9 / 9.4 us with 4 / 8 (D=128), and 20.1 against
-    13.6 / 11.6 us at D=256 (graph replay).
-    On the H100 (132 SMs, bf16 D=128: 2 programs per SM) this gives B1 Hkv8: 4 / 16 / 16 / 16 splits at kv
+    Caps: ``ceil(span / max(MIN_SPLIT_KEYS, block_n))`` and ``MAX_SPLITS``. These counts come from the span
+    (the capacity); a sequence that sees fewer positions takes shorter splits in the kernel (``n / splits``
+    rounded up to ``BLOCK_N``, at least ``MIN_SPLIT_KEYS``: ``SHORTEN_SPLITS``) and only the splits that hold
+    positions run, so a short sequence pays neither idle programs nor a merge: with one live split the
+    program writes the output directly. A split that has work pays a fixed tail (partials, the arrival, the
+    merge: about 1.5 us on the H100), and splits of 128 positions measured best on the short caches of the
+    model runner (bench/decode_small.py, bench/results/2026-11-22-h100-session5/; graph replay, cache of
+    1024): B1 Hkv8 D=128 kv 1024 8.75 us with 8 splits against 9.73 / 9.88 with 4 / 16 and 18.5 with one;
+    D=256 (G=2) 12.0 us with 8 against 13.9 / 12.9 with 4 / 16; SmolLM2 (D=64, 3 KV heads) kv 600 6.4 us with
+    8 against 7.2 / 9.6 with 4 / 1. Sequences of a few positions take one live split whatever the count
+    (3.3-3.4 us at kv 16), and a 600-position sequence in a 32k cache 8.0 us against 12.6 with the plan's
+    split length (the fill count's 2k positions).
+    On the H100 (132 SMs, bf16 D=128: 2 programs per SM) this gives B1 Hkv8: 8 / 16 / 16 / 16 splits at kv
     1k / 8k / 32k / 128k; B8 Hkv8: 2 / 4 / 16 / 16; B32 Hkv8: 1 / 4 / 4 / 4. The measured shapes and the
-    predictions are tabulated in bench/results/2026-11-22-h100-attention/NOTES.md.
+    predictions are tabulated in bench/results/2026-11-22-h100-attention/NOTES.md and
+    bench/results/2026-11-22-h100-session5/NOTES.md.
 
     ``SPLITS_OVERRIDE`` (benchmarks, sweeps, tests) forces a count, capped at one ``block_n`` tile per split;
     off CUDA (the interpreter) a few short splits keep the tests fast and still exercise the merge.
@@ -316,7 +337,7 @@ def num_splits(base: int, span: int, block_n: int, *, sms: int, slots: int, batc
     splits = max(1, sms // base)
     if batch > 1:
         splits = max(splits, min(RAGGED_SPLITS, RAGGED_WAVES * slots // base, span // RAGGED_MIN_KEYS))
-    by_len = triton.cdiv(span, max(min_keys, block_n))
+    by_len = triton.cdiv(span, max(MIN_SPLIT_KEYS, block_n))
     return max(1, min(splits, by_len, MAX_SPLITS))
 
 
@@ -376,12 +397,13 @@ class DecodePlan:
             block_n, warps, stages, sm_count = INTERPRETER["block_n"], 4, 1, 1
         span = cap if window <= 0 else min(cap, window + lq - 1)
         slots = sm_count * occupancy(block_m, block_n, block_d, stages, q.element_size())
-        splits = num_splits(b * hkv * m_blocks, span, block_n, sms=sm_count, slots=slots, batch=b, on_cuda=on_cuda,
-                            min_keys=min_split_keys(d, q.element_size()))
+        min_keys = MIN_SPLIT_KEYS if on_cuda else INTERPRETER["min_split_keys"]
+        splits = num_splits(b * hkv * m_blocks, span, block_n, sms=sm_count, slots=slots, batch=b, on_cuda=on_cuda)
         self.chunk, self.splits = split_layout(span, splits, block_n)
         self.rows = b * hq * lq
+        min_chunk = min(self.chunk, triton.cdiv(min_keys, block_n) * block_n) if SHORTEN_SPLITS else self.chunk
         self.ints = (*q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], hq, lq, cap, window, self.rows,
-                     self.chunk)
+                     self.chunk, min_chunk)
         multi = self.splits > 1
         fuse = multi and FUSED_REDUCE and can_fuse(q.device)
         block_s = next_pow2(self.splits)
