@@ -329,6 +329,9 @@ from .qmm import SplitK  # noqa: E402
 # 0.2-2 MB matrices are latency, not bandwidth. There the most programs win (4-row tiles: K 576 x N 960
 # 3.45 -> 2.74 us, 1536 x 576 5.52 -> 4.09 us) and a K split loses (its merge adds a dependent store,
 # arrival and reload: 576 x 3072 at 8-row tiles 3.88 us unsplit, 4.90 us split in four).
+# Both apply to the GGUF formats only: MLX affine words with fewer than 8 words per group (2-bit, 4-bit
+# group 32) gave wrong results on the H100 with 4-row tiles (Triton 3.6; right under the interpreter), so
+# affine rows keep the rule the GPU tests verified before (16-row tiles, a K split from any K).
 GEMV_BNS = (16, 8, 4)  # row tiles, largest first: the largest giving TILES_PER_SM tiles per SM
 TILES_PER_SM = 2
 GEMV_WORDS = 128  # words per row per K step
@@ -388,12 +391,14 @@ class GemvLaunch:
                  has_xrow: bool, has_up: bool, act: int, out_dtype: torch.dtype, strides: tuple, device):
         code, nw, kstep = words_geometry(family, fmt, bits, group_size, k)
         sms = device_info(device).sm_count
-        bn = next(b for b in GEMV_BNS if b == GEMV_BNS[-1] or triton.cdiv(n, b) * n_rows >= TILES_PER_SM * sms)
+        gguf = family != 0
+        bns = GEMV_BNS if gguf else GEMV_BNS[:1]
+        bn = next(b for b in bns if b == bns[-1] or triton.cdiv(n, b) * n_rows >= TILES_PER_SM * sms)
         bn = max(1, min(bn, next_pow2(n)))
         self.n, self.n_rows, self.out_dtype, self.device = n, n_rows, out_dtype, device
         tiles = triton.cdiv(n, bn) * n_rows
         steps = triton.cdiv(k, kstep)
-        target = PROGRAMS_PER_SM * sms if k >= SPLIT_MIN_K else 0
+        target = PROGRAMS_PER_SM * sms if k >= SPLIT_MIN_K or not gguf else 0
         split = 1
         while tiles * split < target and steps % (split * 2) == 0 and steps // (split * 2) >= 1 and split < 16:
             split *= 2
