@@ -358,9 +358,11 @@ class DecodePlan:
     splits are merged in the same launch:
 
     * The plan owns ``counters``: int32 ``[B * Hkv, m_blocks]``, one per column, zeroed once when the plan is
-      built. After storing its partials each program of a column increments the column's counter (every
-      program does, whether its split saw keys or not); the one that reads ``splits - 1`` arrived last, merges
-      the column's partials into the output (:func:`_merge_splits`) and stores 0 back. A launch therefore
+      built. The splits of a column that hold positions of its sequence (``live``, computed in the kernel
+      from the sequence length: the others exit at once) each store their partials and increment the
+      column's counter; the one that reads ``live - 1`` arrived last, merges the column's partials into the
+      output (:func:`_merge_splits`) and stores 0 back. With one live split that program writes the output
+      directly and no counter is touched. A launch therefore
       leaves every counter at zero, so the next call, and a CUDA-graph replay (which reuses the counters of
       the captured call), starts from zero without a memset.
     * Memory ordering: a CTA barrier orders all the program's partial stores before the atomic increment
