@@ -2,6 +2,8 @@
 dequantization (bit-exact, random and crafted blocks, extreme scales); matmuls against
 dequantize + fp64 matmul with the error bar; embedding rows; bad input."""
 
+import dataclasses
+
 import gguf
 import numpy as np
 import pytest
@@ -170,10 +172,44 @@ def mmv_launches(monkeypatch):
     """The tensor-core decode plans (quant/mmv.py, ``MmvLaunch``) built while the test runs (plans are
     cleared around it, so cached ones do not hide a build)."""
     from mlx_native.ops.quant import mmv
-    from mlx_native.runtime import plans
+    from mlx_native.runtime import env, plans
 
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, q4k_mv=False))  # Q4_K rows too
     yield spy_plans(monkeypatch, mmv.MmvLaunch)
     plans.clear_all()
+
+
+@pytest.mark.parametrize("n, k", [(8, 256), (19, 768), (72, 2048), (40, 4352)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_q4k_streamed_matvec(device, monkeypatch, n, k, dtype, request):
+    """One row against Q4_K: the streamed kernel (ops/ggml/q4k_mv.py) takes it, with steps of 1-4 super-blocks,
+    rows not a multiple of the tile, all eight sub-block scale encodings, and a K split merged in the launch
+    (forced here by asking for many programs per SM)."""
+    from mlx_native.ops.ggml import q4k_mv
+    from mlx_native.runtime import plans
+    from test_quant import assert_merged_in_launch
+
+    monkeypatch.setattr(q4k_mv, "PROGRAMS_PER_SM", 64)
+    built = spy_plans(monkeypatch, q4k_mv.Q4kMvLaunch)
+    request.addfinalizer(plans.clear_all)
+    _check_matmul(device, "Q4_K", 1, n, k, dtype, rng_for(request))
+    (plan,) = built
+    assert plan.launch.constexprs["WPS"] == q4k_mv.step_words(k) and plan.launch.constexprs["EVEN_N"] == (n % 8 == 0)
+    if k // 8 // plan.launch.constexprs["WPS"] > 1:
+        assert_merged_in_launch(plan)
+
+
+def test_q4k_streamed_matvec_switch(device, monkeypatch, request):
+    """``MLX_NATIVE_Q4K_MV=0`` (settings.q4k_mv) sends one-row Q4_K matmuls back to the word-level kernel."""
+    from mlx_native.ops.ggml import q4k_mv
+    from mlx_native.ops.quant import gemv
+    from mlx_native.runtime import env, plans
+
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, q4k_mv=False, mmv="off"))
+    built = spy_plans(monkeypatch, q4k_mv.Q4kMvLaunch, gemv.GemvLaunch)
+    request.addfinalizer(plans.clear_all)
+    _check_matmul(device, "Q4_K", 1, 24, 512, torch.bfloat16, rng_for(request))
+    assert [type(p).__name__ for p in built] == ["GemvLaunch"]
 
 
 MMV_TYPES = ("Q4_0", "Q4_1", "Q4_K")

@@ -41,6 +41,8 @@ class Settings:
         affine_mv: ``MLX_NATIVE_AFFINE_MV``: one-row matmuls of MLX affine 4-bit weights run the
             streamed mat-vec kernel (``ops/quant/affine_mv.py``) where their rows split into
             whole loop steps; 0 sends them to the kernels ``MLX_NATIVE_MMV`` chooses between.
+        q4k_mv: ``MLX_NATIVE_Q4K_MV``: one-row matmuls of GGUF Q4_K weights run the streamed
+            mat-vec kernel (``ops/ggml/q4k_mv.py``); 0 sends them to the word-level kernel.
     """
 
     backend: str = "auto"
@@ -49,6 +51,7 @@ class Settings:
     word_gemv: bool = True
     mmv: str = "auto"
     affine_mv: bool = True
+    q4k_mv: bool = True
 
 
 def _parse_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -98,6 +101,7 @@ def parse_settings(env: Mapping[str, str] | None = None) -> Settings:
         word_gemv=_parse_bool(env, "MLX_NATIVE_WORD_GEMV", True),
         mmv=_parse_mode(env, "MLX_NATIVE_MMV", "auto"),
         affine_mv=_parse_bool(env, "MLX_NATIVE_AFFINE_MV", True),
+        q4k_mv=_parse_bool(env, "MLX_NATIVE_Q4K_MV", True),
     )
 
 

@@ -13,7 +13,7 @@ from ...runtime.memory import empty
 from ..common import next_pow2
 from ..quant import gemv, mmv, qmm
 from ..quant.qmm import QmmLaunch, select_kind, WeightSpec, choose_config
-from . import formats
+from . import formats, q4k_mv
 from .tiles import STRUCTURED, ggml_elem, ggml_tile, planes_of
 
 _FLOAT_DTYPES = {formats.F32.id: torch.float32, formats.F16.id: torch.float16, formats.BF16.id: torch.bfloat16}
@@ -170,6 +170,10 @@ class MatmulPlan:
             self.chunked = qmm.ChunkedPrefill(m, n, k, x.dtype, x.dtype, x.device, dequant_rows)
             self.kind = "prefill (chunked dequantize + cuBLAS)"
             return
+        if q4k_mv.supports(t.id, x.dtype, m, k, n * rb) and qmm.CONFIG_OVERRIDE is None:
+            self.launch = q4k_mv.Q4kMvLaunch(n, k, x.dtype, x.device)
+            self.kind = "q4k_mv"
+            return
         if kind in ("gemv", "decode") and mmv.supports_gguf(t.id, x.dtype, m, k, n * rb) \
                 and mmv.prefer(m, n, k, gguf=True) and qmm.CONFIG_OVERRIDE is None:
             self.launch = mmv.MmvLaunch(m, n, k, mmv.GGUF_GROUP, x.dtype, x.dtype, (strides[0], rb, 0), x.device,
@@ -197,6 +201,8 @@ class MatmulPlan:
         r = aligned(raw.reshape(-1))
         if self.chunked is not None:
             return self.chunked(x2, (r,)).view(self.out_shape)
+        if self.kind == "q4k_mv":
+            return self.launch(x2, r).view(self.out_shape)
         return self.launch(x2, r, r, r, None, None, None).view(self.out_shape)
 
 

@@ -1,0 +1,176 @@
+"""Decode mat-vec for GGUF Q4_K weights and one row of x, streamed like ``quant/affine_mv.py``.
+
+A Q4_K super-block (144 bytes) holds 256 values: ``d, dmin`` (fp16), twelve bytes of 6-bit sub-block
+scales and mins, and 128 bytes of nibbles in four 64-value chunks. Word ``w`` (32 bits) of chunk ``c``
+holds, in byte ``b``, value ``64 c + 4 w + b`` in its low nibble and ``64 c + 32 + 4 w + b`` in its high
+nibble; the low nibbles belong to sub-block ``2 c``, the high ones to ``2 c + 1``, and value
+``= d * sc * q - dmin * m`` with ``(sc, m)`` the sub-block's 6-bit scale and min.
+
+Tiles are ``[8 words of a chunk, G chunks, BN rows]``: one word per thread and row, rows in registers,
+the words of a chunk on adjacent lanes; x comes as ``[8, G, 8]`` (the 4 + 4 values of each word, two
+8-byte runs) split into planes in registers, as in the affine kernel. Per word and row: 8 nibble decodes
+(one LOP3 + one FMA each), 8 FMAs for ``sum q x``, and ``acc += S0 a0 + S1 a1 - B0 xs0 - B1 xs1`` with
+``S = d * sc``, ``B = dmin * m`` of the word's two sub-blocks, decoded from the super-block's header
+words once per chunk, row and step. The next step's words are loaded before the current one is decoded
+(register prefetch); a K split is summed in the same launch (``qmm.store_result``).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ..quant.affine_mv import _nib, _planes
+from ..quant.qmm import store_result
+
+SB_WORDS = 36  # 32-bit words per super-block: d|dmin, 3 scale words, 32 words of nibbles
+QS_WORDS = 32  # nibble words per super-block
+
+
+@triton.jit
+def _f16_lo(v):
+    """fp32 of the fp16 in the low 16 bits of int32 ``v``."""
+    return (v & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def _chunk_scales(hdr, s0, s1, s2, c):
+    """fp32 ``(S0, B0, S1, B1)``: ``d * sc`` and ``dmin * m`` of sub-blocks ``2 c`` and ``2 c + 1`` from a
+    super-block's header word ``hdr`` (d | dmin << 16) and scale words ``s0 s1 s2`` (bytes 0-11)."""
+    d = _f16_lo(hdr)
+    dmin = _f16_lo(hdr >> 16)
+    sh = (c & 1) * 16  # the two sub-blocks' bytes start at byte 2 (c & 1) of each scale word
+    a = s0 >> sh
+    b = s1 >> sh
+    e = s2 >> sh
+    low = c < 2  # sub-blocks 0-3: plain 6-bit bytes; 4-7: 4 bits + the top 2 bits of bytes 0-7
+    sc0 = tl.where(low, a & 63, (e & 15) | ((a >> 2) & 48))
+    m0 = tl.where(low, b & 63, ((e >> 4) & 15) | ((b >> 2) & 48))
+    sc1 = tl.where(low, (a >> 8) & 63, ((e >> 8) & 15) | ((a >> 10) & 48))
+    m1 = tl.where(low, (b >> 8) & 63, ((e >> 12) & 15) | ((b >> 10) & 48))
+    return d * sc0.to(tl.float32), dmin * m0.to(tl.float32), d * sc1.to(tl.float32), dmin * m1.to(tl.float32)
+
+
+@triton.jit
+def _word_dots(w, x0, x1, x2, x3, x4, x5, x6, x7, magic):
+    """``[8, G, BN]`` ``(sum of low nibbles * x0..x3, sum of high nibbles * x4..x7)`` per word."""
+    hi = w >> 16
+    a0 = _nib(w, 0, magic) * x0[:, :, None]
+    a0 = tl.fma(_nib(w, 8, magic), x1[:, :, None], a0)
+    a0 = tl.fma(_nib(w, 16, magic), x2[:, :, None], a0)
+    a0 = tl.fma(_nib(hi, 8, magic), x3[:, :, None], a0)
+    a1 = _nib(w, 4, magic) * x4[:, :, None]
+    a1 = tl.fma(_nib(w, 12, magic), x5[:, :, None], a1)
+    a1 = tl.fma(_nib(hi, 4, magic), x6[:, :, None], a1)
+    a1 = tl.fma(_nib(hi, 12, magic), x7[:, :, None], a1)
+    return a0, a1
+
+
+@triton.jit(do_not_specialize=["words_per_split", "magic"])
+def q4k_mv_kernel(
+    x_ptr,  # [K] activations, bf16 or fp16
+    w_ptr,  # [N, K / 256 * 36] int32 words of the raw Q4_K rows
+    out_ptr,  # [N] output (written unless SPLIT_K without FUSE)
+    part_ptr,  # [split, N] fp32 partials (SPLIT_K)
+    cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters (FUSE)
+    N, words_per_split, magic,
+    STRIDE_W: tl.constexpr, N_QS: tl.constexpr, BN: tl.constexpr, WPS: tl.constexpr, EVEN_N: tl.constexpr,
+    SPLIT_K: tl.constexpr, FUSE: tl.constexpr,
+):
+    """Words are counted in nibble words (32 per super-block): ``N_QS = K / 8``; ``WPS`` and
+    ``words_per_split`` are multiples of 32 (whole super-blocks) and ``words_per_split`` of ``WPS``."""
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    G: tl.constexpr = WPS // 8  # chunks per step
+    rows = pid_n * BN + tl.arange(0, BN)
+    row_ok = rows < N
+    if not EVEN_N:  # clamped rows load row 0 and are not stored
+        rows = tl.where(row_ok, rows, 0)
+    wi = tl.arange(0, 8)
+    gi = tl.arange(0, G)
+    c = gi % 4
+    # offsets at super-block 0 of the step: [8, G, BN] nibble words, [G, BN] header words of each chunk's block
+    h_off = ((gi // 4) * 36)[:, None] + rows[None, :] * STRIDE_W
+    w_off = (4 + c * 8)[None, :, None] + wi[:, None, None] + h_off[None, :, :]
+    p = tl.arange(0, 8)
+    x_off = (gi * 64)[None, :, None] + (wi * 4)[:, None, None] + ((p // 4) * 32 + p % 4)[None, None, :]
+    j_lo = pid_k * words_per_split
+    j_hi = tl.minimum(N_QS, j_lo + words_per_split)
+    acc = tl.zeros([8, G, BN], dtype=tl.float32)
+    base = (j_lo // 32) * 36
+    w = tl.load(w_ptr + w_off + base)
+    for j in range(j_lo, j_hi, WPS):
+        base = (j // 32) * 36
+        jn = tl.minimum(j + WPS, j_hi - WPS)
+        w_n = tl.load(w_ptr + w_off + (jn // 32) * 36)
+        hdr = tl.load(w_ptr + h_off + base)
+        s0 = tl.load(w_ptr + h_off + base + 1)
+        s1 = tl.load(w_ptr + h_off + base + 2)
+        s2 = tl.load(w_ptr + h_off + base + 3)
+        x0, x1, x2, x3, x4, x5, x6, x7 = _planes(tl.load(x_ptr + 8 * j + x_off).to(tl.float32))
+        S0, B0, S1, B1 = _chunk_scales(hdr, s0, s1, s2, c[:, None])
+        a0, a1 = _word_dots(w, x0, x1, x2, x3, x4, x5, x6, x7, magic)
+        xs0 = (x0 + x1) + (x2 + x3)
+        xs1 = (x4 + x5) + (x6 + x7)
+        acc = tl.fma(S0[None, :, :], a0, acc)
+        acc = tl.fma(S1[None, :, :], a1, acc)
+        acc = tl.fma(-B0[None, :, :], xs0[:, :, None], acc)
+        acc = tl.fma(-B1[None, :, :], xs1[:, :, None], acc)
+        w = w_n
+    res = tl.sum(tl.sum(acc, axis=0), axis=0)
+    store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
+                 row_ok, N, SPLIT_K, FUSE, False, 0)
+
+
+# ----------------------------------------------------------------------------- launch plans
+
+import torch  # noqa: E402
+
+from ...kernels.launch import Launch  # noqa: E402
+from ...runtime import env  # noqa: E402
+from ...runtime.device import device_info  # noqa: E402
+from ...runtime.memory import empty  # noqa: E402
+from ..quant.affine_mv import AMV_WARPS, MAGIC  # noqa: E402
+from ..quant.qmm import SplitK, run_split  # noqa: E402
+
+Q4K_ID = 12
+Q4K_MAX_WPS = 128  # nibble words per row and loop step (4 super-blocks)
+Q4K_BN = 8  # rows per program
+PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
+
+
+def supports(ggml_type: int, x_dtype: torch.dtype, m: int, k: int, raw_bytes: int) -> bool:
+    """One row of bf16/fp16 x against Q4_K rows (``MLX_NATIVE_Q4K_MV=0`` turns it off)."""
+    return (env.settings.q4k_mv and ggml_type == Q4K_ID and m == 1 and x_dtype in (torch.bfloat16, torch.float16)
+            and k % 256 == 0 and raw_bytes < 2**31)
+
+
+def step_words(k: int) -> int:
+    """Nibble words per loop step: the most whole super-blocks up to Q4K_MAX_WPS that divide the row."""
+    wps = Q4K_MAX_WPS
+    while (k // 8) % wps:
+        wps //= 2
+    return wps
+
+
+class Q4kMvLaunch:
+    """:func:`q4k_mv_kernel` prepared for ``(x [1, k], raw [n * k / 256 * 144] uint8)`` -> ``[1, n]`` of
+    ``out_dtype``. The raw rows are read as int32 words (144-byte blocks keep them 4-byte aligned)."""
+
+    def __init__(self, n: int, k: int, out_dtype: torch.dtype, device):
+        sms = device_info(device).sm_count
+        wps = step_words(k)
+        steps = k // 8 // wps
+        tiles = triton.cdiv(n, Q4K_BN)
+        target = PROGRAMS_PER_SM * sms
+        split = next(d for d in range(1, steps + 1) if steps % d == 0 and (tiles * d >= target or d == steps))
+        self.n, self.out_dtype, self.device, self.split = n, out_dtype, device, split
+        self.ints = (n, steps // split * wps, MAGIC)
+        self.splitk = SplitK(split, 1, n, False, 0, device, tiles=tiles) if split > 1 else None
+        self.launch = Launch(q4k_mv_kernel, (tiles, split), dict(
+            STRIDE_W=k // 256 * SB_WORDS, N_QS=k // 8, BN=Q4K_BN, WPS=wps, EVEN_N=n % Q4K_BN == 0,
+            SPLIT_K=split > 1, FUSE=self.splitk is not None and self.splitk.fused), num_warps=AMV_WARPS, num_stages=1)
+
+    def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
+        out = empty((1, self.n), dtype=self.out_dtype, device=self.device)
+        return run_split(self.launch, self.splitk, (x, raw.view(torch.int32)), out, self.ints)
