@@ -26,7 +26,7 @@ from mlx_native.runtime import env, plans  # noqa: E402
 
 DT = torch.bfloat16
 SHAPES = [(4096, 4096), (4096, 6144), (4096, 14336), (4096, 28672), (14336, 4096), (4096, 128256)]
-GRID = list(itertools.product((8, 16), (1, 2, 4)))  # (rows per program, programs per SM)
+GRID = list(itertools.product((8, 16, 32), (1, 2)))  # (rows per program, programs per SM)
 
 
 def main() -> int:

@@ -179,7 +179,7 @@ def mmv_launches(monkeypatch):
     plans.clear_all()
 
 
-@pytest.mark.parametrize("n, k", [(8, 256), (19, 768), (72, 2048), (40, 4352)])
+@pytest.mark.parametrize("n, k", [(16, 256), (19, 768), (72, 2048), (40, 4352)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_q4k_streamed_matvec(device, monkeypatch, n, k, dtype, request):
     """One row against Q4_K: the streamed kernel (ops/ggml/q4k_mv.py) takes it, with steps of 1-4 super-blocks,
@@ -194,7 +194,7 @@ def test_q4k_streamed_matvec(device, monkeypatch, n, k, dtype, request):
     request.addfinalizer(plans.clear_all)
     _check_matmul(device, "Q4_K", 1, n, k, dtype, rng_for(request))
     (plan,) = built
-    assert plan.launch.constexprs["WPS"] == q4k_mv.step_words(k) and plan.launch.constexprs["EVEN_N"] == (n % 8 == 0)
+    assert plan.launch.constexprs["WPS"] == q4k_mv.step_words(k) and plan.launch.constexprs["EVEN_N"] == (n % q4k_mv.Q4K_BN == 0)
     if k // 8 // plan.launch.constexprs["WPS"] > 1:
         assert_merged_in_launch(plan)
 

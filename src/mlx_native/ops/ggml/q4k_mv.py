@@ -133,10 +133,13 @@ from ...runtime.memory import empty  # noqa: E402
 from ..quant.affine_mv import AMV_WARPS, MAGIC  # noqa: E402
 from ..quant.qmm import SplitK, run_split  # noqa: E402
 
+# From the H100 sweep (bench/q4k_mv_sweep.py, bench/results/2026-11-22-h100-session5/q4k_sweep.log): 16-row
+# tiles beat 8-row ones on every Llama-3-8B shape (4096 x 28672: 37.5 against 44.0 us; the word-level kernel
+# 96.1), and a K split only lost (14336 x 4096: 21.2 us unsplit, 25.0 at 2 programs per SM).
 Q4K_ID = 12
 Q4K_MAX_WPS = 128  # nibble words per row and loop step (4 super-blocks)
-Q4K_BN = 8  # rows per program
-PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
+Q4K_BN = 16  # rows per program
+PROGRAMS_PER_SM = 1  # split K until about this many programs per SM
 
 
 def supports(ggml_type: int, x_dtype: torch.dtype, m: int, k: int, raw_bytes: int) -> bool:
