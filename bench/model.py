@@ -269,8 +269,8 @@ def smollm2_rows(gguf_path: str, synthetic: bool, args, rows: list, save=lambda:
 
 def llama8b_rows(args, copy_bw: float) -> list[dict]:
     rows = []
-    variants = [(k, f) for k in ("mlx-affine-4bit-g64", "gguf-Q4_K") for f in ((False, True) if args.fused_mlp
-                                                                                else (False,))]
+    variants = [(k, f) for k in ("mlx-affine-4bit-g64", "gguf-Q4_K") for f in ((None, True) if args.fused_mlp
+                                                                                else (None,))]
     for kind, fused in variants:
         try:
             ckpt = llama8b_checkpoint(args.layers_8b, kind, torch.device("cuda"))

@@ -77,6 +77,19 @@ def test_fused_mlp_decode_default_follows_the_weight_kind(gguf_path):
     assert fused(repack_gguf=True, fused_mlp_decode=True) == [True, True, True]
 
 
+def test_fused_mlp_decode_default_leaves_q4k_to_its_streamed_kernel():
+    """Q4_K one-row matmuls take ``q4k_mv``, which beats the fused pair: the default does not fuse them."""
+    from mlx_native.models.base import GatedMLP, Linear
+
+    def fused(type_name, type_id, default=None):  # K = 256: 144 bytes per row for both types
+        def linear():
+            return Linear(GGMLWeight(torch.zeros(8, 144, dtype=torch.uint8), type_id, type_name, (8, 256)))
+        return GatedMLP(linear(), linear(), linear(), "silu", default).fused is not None
+
+    assert not fused("Q4_K", 12) and fused("Q4_0", 2)
+    assert fused("Q4_K", 12, True)
+
+
 @pytest.mark.parametrize("fused_mlp_decode", [False, True])
 def test_repacked_logits_equal_ggml_on_reference_path(gguf_path, fused_mlp_decode):
     """Bit-equal, but for the decode steps of the fused MLP: the references of ``moe_qmm`` and

@@ -38,11 +38,12 @@ class LoadOptions:
         fused_mlp_decode: decode steps (<= 16 rows) run the quantized gate/up
             projections and the activation as one kernel (the routed-expert op
             with a single expert) instead of a matmul plus ``silu_mul``/``gelu_mul``.
-            None (default): on for GGML-block weights (one word-level mat-vec launch
-            with the pair and the activation: SmolLM2-135M 1196 -> 1238 tok/s on the
-            H100), off for MLX-affine ones (their one-row kernel, ``affine_mv``, takes
-            no pair: the routed kernel measured 1585 against 2208 tok/s on the
-            Llama-3-8B-shaped model; bench/results/2026-11-22-h100-session5/).
+            None (default): on for GGML-block weights that run the word-level mat-vec
+            (one launch with the pair and the activation: SmolLM2-135M 1196 -> 1238
+            tok/s on the H100); off for Q4_K and MLX-affine weights, whose one-row
+            kernels (``q4k_mv``, ``affine_mv``) take no pair and beat the routed kernel
+            (Llama-3-8B-shaped model: 1925 against 841 tok/s for Q4_K, 2208 against 1585
+            for affine; bench/results/2026-11-22-h100-session5/).
         repack_gguf: with ``keep_quantized``, Q4_0/Q4_1 GGUF matrices become MLX
             affine (group 32) at load, losslessly (:func:`mn.ggml_to_affine`), so they
             run the affine kernels. Only where ``quantized_matmul`` then still returns
@@ -62,6 +63,7 @@ class LoadOptions:
 
 
 REPACK_TYPES = ("Q4_0", "Q4_1")
+STREAMED_GGML_TYPES = ("Q4_K",)  # one-row matmuls take a streamed kernel (ops/ggml/q4k_mv.py): no fused MLP
 
 
 def place(w: Weight, opts: LoadOptions, *, keep_quantized: Optional[bool] = None,
@@ -193,7 +195,7 @@ class GatedMLP:
         self.fused = None
         w = self.gate_up.weight if self.gate_up is not None else None
         if fused_decode is None:  # LoadOptions.fused_mlp_decode's default
-            fused_decode = isinstance(w, GGMLWeight)
+            fused_decode = isinstance(w, GGMLWeight) and w.type_name not in STREAMED_GGML_TYPES
         if fused_decode and self.gate_up is not None and self.gate_up.bias is None:
             if isinstance(w, GGMLWeight):
                 self.fused = ("ggml", w.raw[: self.inter], w.raw[self.inter:], w.ggml_type,
