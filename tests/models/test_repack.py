@@ -77,17 +77,22 @@ def test_fused_mlp_decode_default_follows_the_weight_kind(gguf_path):
     assert fused(repack_gguf=True, fused_mlp_decode=True) == [True, True, True]
 
 
-def test_fused_mlp_decode_default_leaves_q4k_to_its_streamed_kernel():
-    """Q4_K one-row matmuls take ``q4k_mv``, which beats the fused pair: the default does not fuse them."""
+def test_fused_mlp_decode_default_leaves_streamed_pairs_unfused(monkeypatch):
+    """Pairs whose one-row matmul takes a streamed kernel (Q4_K; Q4_0/Q4_1 with enough row tiles per SM) beat
+    the fused pair: the default does not fuse them; Q4_0 pairs left to the word-level kernel are fused."""
     from mlx_native.models.base import GatedMLP, Linear
+    from mlx_native.ops.ggml import q4_mv
 
     def fused(type_name, type_id, default=None):  # K = 256: 144 bytes per row for both types
         def linear():
-            return Linear(GGMLWeight(torch.zeros(8, 144, dtype=torch.uint8), type_id, type_name, (8, 256)))
+            return Linear(GGMLWeight(torch.zeros(64, 144, dtype=torch.uint8), type_id, type_name, (64, 256)))
         return GatedMLP(linear(), linear(), linear(), "silu", default).fused is not None
 
+    monkeypatch.setattr(q4_mv, "MIN_TILES_PER_SM", 10**6)  # Q4_0: too few row tiles for the streamed kernel
     assert not fused("Q4_K", 12) and fused("Q4_0", 2)
     assert fused("Q4_K", 12, True)
+    monkeypatch.setattr(q4_mv, "MIN_TILES_PER_SM", 0)  # Q4_0: the streamed kernel
+    assert not fused("Q4_0", 2) and fused("Q4_0", 2, True)
 
 
 @pytest.mark.parametrize("fused_mlp_decode", [False, True])

@@ -174,42 +174,74 @@ def mmv_launches(monkeypatch):
     from mlx_native.ops.quant import mmv
     from mlx_native.runtime import env, plans
 
-    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, q4k_mv=False))  # Q4_K rows too
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, gguf_mv=False))  # Q4_K rows too
     yield spy_plans(monkeypatch, mmv.MmvLaunch)
     plans.clear_all()
 
 
-@pytest.mark.parametrize("n, k", [(16, 256), (19, 768), (72, 2048), (40, 4352)])
+def _streamed_modules():
+    from mlx_native.ops.ggml import q4_mv, q4k_mv
+
+    return q4_mv, q4k_mv
+
+
+@pytest.mark.parametrize("name, n, k", [
+    ("Q4_K", 16, 256), ("Q4_K", 19, 768), ("Q4_K", 72, 2048), ("Q4_K", 40, 4352),  # steps of 4 / 1 / 4 / 1 blocks
+    ("Q4_0", 32, 256), ("Q4_0", 40, 1536), ("Q4_1", 19, 512), ("Q4_1", 72, 8192),  # steps of 8 / 16 blocks
+])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_q4k_streamed_matvec(device, monkeypatch, n, k, dtype, request):
-    """One row against Q4_K: the streamed kernel (ops/ggml/q4k_mv.py) takes it, with steps of 1-4 super-blocks,
-    rows not a multiple of the tile, all eight sub-block scale encodings, and a K split merged in the launch
-    (forced here by asking for many programs per SM)."""
-    from mlx_native.ops.ggml import q4k_mv
+def test_streamed_gguf_matvec(device, monkeypatch, name, n, k, dtype, request):
+    """One row against Q4_K (ops/ggml/q4k_mv.py) or Q4_0 / Q4_1 (ops/ggml/q4_mv.py): the streamed kernel takes
+    it, with steps of one to several blocks, rows not a multiple of the tile, random scale bytes (all eight
+    Q4_K sub-block encodings), and a K split merged in the launch (forced by asking for many programs per SM)."""
     from mlx_native.runtime import plans
     from test_quant import assert_merged_in_launch
 
-    monkeypatch.setattr(q4k_mv, "PROGRAMS_PER_SM", 64)
-    built = spy_plans(monkeypatch, q4k_mv.Q4kMvLaunch)
+    q4_mv, q4k_mv = _streamed_modules()
+    mod, cls, step, per_word = ((q4k_mv, q4k_mv.Q4kMvLaunch, q4k_mv.step_words, 8) if name == "Q4_K" else
+                                (q4_mv, q4_mv.Q4MvLaunch, q4_mv.step_units, 4))
+    monkeypatch.setattr(mod, "PROGRAMS_PER_SM", 64)
+    monkeypatch.setattr(mod, "LONG_PROGRAMS_PER_SM", 64, raising=False)
+    monkeypatch.setattr(q4_mv, "MIN_TILES_PER_SM", 0)  # small matrices too, whatever the SM count
+    built = spy_plans(monkeypatch, cls)
     request.addfinalizer(plans.clear_all)
-    _check_matmul(device, "Q4_K", 1, n, k, dtype, rng_for(request))
+    _check_matmul(device, name, 1, n, k, dtype, rng_for(request))
     (plan,) = built
-    assert plan.launch.constexprs["WPS"] == q4k_mv.step_words(k) and plan.launch.constexprs["EVEN_N"] == (n % q4k_mv.Q4K_BN == 0)
-    if k // 8 // plan.launch.constexprs["WPS"] > 1:
+    steps = k // per_word // step(k)
+    assert plan.launch.constexprs["EVEN_N"] == (n % plan.launch.constexprs["BN"] == 0)
+    if steps > 1:
         assert_merged_in_launch(plan)
 
 
-def test_q4k_streamed_matvec_switch(device, monkeypatch, request):
-    """``MLX_NATIVE_Q4K_MV=0`` (settings.q4k_mv) sends one-row Q4_K matmuls back to the word-level kernel."""
-    from mlx_native.ops.ggml import q4k_mv
+@pytest.mark.parametrize("name", ["Q4_K", "Q4_0"])
+def test_streamed_gguf_matvec_switch(device, monkeypatch, name, request):
+    """``MLX_NATIVE_GGUF_MV=0`` (settings.gguf_mv) sends one-row matmuls back to the word-level kernel."""
     from mlx_native.ops.quant import gemv
     from mlx_native.runtime import env, plans
 
-    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, q4k_mv=False, mmv="off"))
-    built = spy_plans(monkeypatch, q4k_mv.Q4kMvLaunch, gemv.GemvLaunch)
+    q4_mv, q4k_mv = _streamed_modules()
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, gguf_mv=False, mmv="off"))
+    built = spy_plans(monkeypatch, q4_mv.Q4MvLaunch, q4k_mv.Q4kMvLaunch, gemv.GemvLaunch)
     request.addfinalizer(plans.clear_all)
-    _check_matmul(device, "Q4_K", 1, 24, 512, torch.bfloat16, rng_for(request))
+    _check_matmul(device, name, 1, 40, 512, torch.bfloat16, rng_for(request))
     assert [type(p).__name__ for p in built] == ["GemvLaunch"]
+
+
+def test_q4_streamed_matvec_leaves_small_matrices(device, monkeypatch, request):
+    """Q4_0/Q4_1 rows that take no whole step of 8 blocks (K = 576, SmolLM2), or too few rows for a tile per
+    SM, stay on the word-level kernel, whose small tiles serve latency-bound matrices better."""
+    from mlx_native.ops.quant import gemv
+    from mlx_native.runtime import env, plans
+    from mlx_native.runtime.device import device_info
+
+    q4_mv, _ = _streamed_modules()
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="off"))  # the default's choice
+    built = spy_plans(monkeypatch, q4_mv.Q4MvLaunch, gemv.GemvLaunch)
+    request.addfinalizer(plans.clear_all)
+    few = q4_mv.Q4_BN * (device_info(torch.device(device)).sm_count - 1)  # one tile short of a tile per SM
+    _check_matmul(device, "Q4_1", 1, 40, 576, torch.bfloat16, rng_for(request))
+    _check_matmul(device, "Q4_0", 1, few, 512, torch.bfloat16, rng_for(request))
+    assert [type(p).__name__ for p in built] == ["GemvLaunch", "GemvLaunch"]
 
 
 MMV_TYPES = ("Q4_0", "Q4_1", "Q4_K")

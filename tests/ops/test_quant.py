@@ -400,7 +400,7 @@ def word_gemv(request, monkeypatch):
     from mlx_native.runtime import env, plans
 
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, word_gemv=request.param, mmv="off",
-                                                             affine_mv=False, q4k_mv=False))
+                                                             affine_mv=False, gguf_mv=False))
     plans.clear_all()
     yield
     plans.clear_all()
@@ -435,7 +435,7 @@ def test_word_gemv_row_tiles_by_format(device, monkeypatch, request):
     from test_ggml import _check_matmul
 
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, word_gemv=True, mmv="off",
-                                                             affine_mv=False, q4k_mv=False))
+                                                             affine_mv=False, gguf_mv=False))
     monkeypatch.setattr(gemv, "TILES_PER_SM", 10**6)  # never enough tiles: the smallest row tile
     built = spy_plans(monkeypatch, gemv.GemvLaunch)
     request.addfinalizer(plans.clear_all)  # no plan built here outlives the patched constants
@@ -458,7 +458,7 @@ def decode_launches(monkeypatch):
     from mlx_native.ops.quant import affine_mv, gemv, mmv
     from mlx_native.runtime import env, plans
 
-    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, q4k_mv=False))  # see test_ggml
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, gguf_mv=False))  # see test_ggml
     built = spy_plans(monkeypatch, mmv.MmvLaunch, gemv.GemvLaunch, affine_mv.AffineMvLaunch)
     monkeypatch.setattr(mmv, "PROGRAMS_PER_SM", 64)
     monkeypatch.setattr(gemv, "PROGRAMS_PER_SM", 64)

@@ -19,6 +19,7 @@ import mlx_native as mn
 
 from ..errors import FormatError, InvalidArgumentError, UnsupportedError
 from ..formats.weights import AffineWeight, Checkpoint, DenseWeight, GGMLWeight, Weight
+from ..ops.ggml.kernel import takes_streamed
 
 
 # ---------------------------------------------------------------------------- weights on a device
@@ -38,10 +39,12 @@ class LoadOptions:
         fused_mlp_decode: decode steps (<= 16 rows) run the quantized gate/up
             projections and the activation as one kernel (the routed-expert op
             with a single expert) instead of a matmul plus ``silu_mul``/``gelu_mul``.
-            None (default): on for GGML-block weights that run the word-level mat-vec
-            (one launch with the pair and the activation: SmolLM2-135M 1196 -> 1238
-            tok/s on the H100); off for Q4_K and MLX-affine weights, whose one-row
-            kernels (``q4k_mv``, ``affine_mv``) take no pair and beat the routed kernel
+            None (default): on for GGML-block pairs that one-row matmuls would run on
+            the word-level kernel (one launch with the pair and the activation:
+            SmolLM2-135M 1196 -> 1238 tok/s on the H100); off for pairs that take a
+            streamed one-row kernel (``q4k_mv``, ``q4_mv``: GGML
+            ``ops.ggml.kernel.takes_streamed``) and for MLX-affine weights
+            (``affine_mv``): those take no pair and beat the routed kernel
             (Llama-3-8B-shaped model: 1925 against 841 tok/s for Q4_K, 2208 against 1585
             for affine; bench/results/2026-11-22-h100-session5/).
         repack_gguf: with ``keep_quantized``, Q4_0/Q4_1 GGUF matrices become MLX
@@ -63,7 +66,6 @@ class LoadOptions:
 
 
 REPACK_TYPES = ("Q4_0", "Q4_1")
-STREAMED_GGML_TYPES = ("Q4_K",)  # one-row matmuls take a streamed kernel (ops/ggml/q4k_mv.py): no fused MLP
 
 
 def place(w: Weight, opts: LoadOptions, *, keep_quantized: Optional[bool] = None,
@@ -194,8 +196,9 @@ class GatedMLP:
         self.down = down
         self.fused = None
         w = self.gate_up.weight if self.gate_up is not None else None
-        if fused_decode is None:  # LoadOptions.fused_mlp_decode's default
-            fused_decode = isinstance(w, GGMLWeight) and w.type_name not in STREAMED_GGML_TYPES
+        if fused_decode is None:  # LoadOptions.fused_mlp_decode's default (decided for 16-bit activations)
+            fused_decode = isinstance(w, GGMLWeight) and not takes_streamed(
+                w.ggml_type, torch.bfloat16, 1, w.shape[0], w.shape[1], w.raw.device)
         if fused_decode and self.gate_up is not None and self.gate_up.bias is None:
             if isinstance(w, GGMLWeight):
                 self.fused = ("ggml", w.raw[: self.inter], w.raw[self.inter:], w.ggml_type,

@@ -41,8 +41,9 @@ class Settings:
         affine_mv: ``MLX_NATIVE_AFFINE_MV``: one-row matmuls of MLX affine 4-bit weights run the
             streamed mat-vec kernel (``ops/quant/affine_mv.py``) where their rows split into
             whole loop steps; 0 sends them to the kernels ``MLX_NATIVE_MMV`` chooses between.
-        q4k_mv: ``MLX_NATIVE_Q4K_MV``: one-row matmuls of GGUF Q4_K weights run the streamed
-            mat-vec kernel (``ops/ggml/q4k_mv.py``); 0 sends them to the word-level kernel.
+        gguf_mv: ``MLX_NATIVE_GGUF_MV``: one-row matmuls of GGUF Q4_K, and of Q4_0 / Q4_1 matrices
+            large enough, run the streamed mat-vec kernels (``ops/ggml/q4k_mv.py``,
+            ``ops/ggml/q4_mv.py``); 0 sends them to the word-level kernel.
     """
 
     backend: str = "auto"
@@ -51,7 +52,7 @@ class Settings:
     word_gemv: bool = True
     mmv: str = "auto"
     affine_mv: bool = True
-    q4k_mv: bool = True
+    gguf_mv: bool = True
 
 
 def _parse_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -101,7 +102,7 @@ def parse_settings(env: Mapping[str, str] | None = None) -> Settings:
         word_gemv=_parse_bool(env, "MLX_NATIVE_WORD_GEMV", True),
         mmv=_parse_mode(env, "MLX_NATIVE_MMV", "auto"),
         affine_mv=_parse_bool(env, "MLX_NATIVE_AFFINE_MV", True),
-        q4k_mv=_parse_bool(env, "MLX_NATIVE_Q4K_MV", True),
+        gguf_mv=_parse_bool(env, "MLX_NATIVE_GGUF_MV", True),
     )
 
 

@@ -9,11 +9,12 @@ import triton
 import triton.language as tl
 
 from ...kernels.launch import Launch
+from ...runtime.device import device_info
 from ...runtime.memory import empty
 from ..common import next_pow2
 from ..quant import gemv, mmv, qmm
 from ..quant.qmm import QmmLaunch, select_kind, WeightSpec, choose_config
-from . import formats, q4k_mv
+from . import formats, q4_mv, q4k_mv
 from .tiles import STRUCTURED, ggml_elem, ggml_tile, planes_of
 
 _FLOAT_DTYPES = {formats.F32.id: torch.float32, formats.F16.id: torch.float16, formats.BF16.id: torch.bfloat16}
@@ -65,6 +66,16 @@ def _dequant_tile_kernel(
     tl.store(base + kx[None, :], p0.to(out_ptr.dtype.element_ty), mask=mask)
     if NPLANES == 2:
         tl.store(base + (kx + RUN)[None, :], p1.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & ((kx + RUN) < K)[None, :])
+
+
+def takes_streamed(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, device) -> bool:
+    """Whether ``ggml_matmul`` of ``m`` rows of x against an ``(n, k)`` matrix of this type runs a streamed
+    one-row kernel (``q4k_mv``: Q4_K; ``q4_mv``: Q4_0 / Q4_1 matrices large enough)."""
+    if qmm.CONFIG_OVERRIDE is not None or type_id not in (q4k_mv.Q4K_ID, *q4_mv.Q4_IDS):
+        return False
+    raw_bytes = n * formats.row_bytes(formats.BY_ID[type_id], k)
+    return (q4k_mv.supports(type_id, x_dtype, m, k, raw_bytes)
+            or q4_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, device_info(device).sm_count))
 
 
 def aligned(raw: torch.Tensor) -> torch.Tensor:
@@ -170,9 +181,10 @@ class MatmulPlan:
             self.chunked = qmm.ChunkedPrefill(m, n, k, x.dtype, x.dtype, x.device, dequant_rows)
             self.kind = "prefill (chunked dequantize + cuBLAS)"
             return
-        if q4k_mv.supports(t.id, x.dtype, m, k, n * rb) and qmm.CONFIG_OVERRIDE is None:
-            self.launch = q4k_mv.Q4kMvLaunch(n, k, x.dtype, x.device)
-            self.kind = "q4k_mv"
+        if takes_streamed(t.id, x.dtype, m, n, k, x.device):
+            self.launch = (q4k_mv.Q4kMvLaunch(n, k, x.dtype, x.device) if t.id == q4k_mv.Q4K_ID
+                           else q4_mv.Q4MvLaunch(t.id, n, k, x.dtype, x.device))
+            self.kind = "streamed"
             return
         if kind in ("gemv", "decode") and mmv.supports_gguf(t.id, x.dtype, m, k, n * rb) \
                 and mmv.prefer(m, n, k, gguf=True) and qmm.CONFIG_OVERRIDE is None:
@@ -201,9 +213,9 @@ class MatmulPlan:
         r = aligned(raw.reshape(-1))
         if self.chunked is not None:
             return self.chunked(x2, (r,)).view(self.out_shape)
-        if self.kind == "q4k_mv":
+        if self.kind == "streamed":
             return self.launch(x2, r).view(self.out_shape)
         return self.launch(x2, r, r, r, None, None, None).view(self.out_shape)
 
 
-__all__ = ["DequantPlan", "EmbeddingPlan", "MatmulPlan", "STRUCTURED", "weight_spec"]
+__all__ = ["DequantPlan", "EmbeddingPlan", "MatmulPlan", "STRUCTURED", "takes_streamed", "weight_spec"]

@@ -143,8 +143,8 @@ PROGRAMS_PER_SM = 1  # split K until about this many programs per SM
 
 
 def supports(ggml_type: int, x_dtype: torch.dtype, m: int, k: int, raw_bytes: int) -> bool:
-    """One row of bf16/fp16 x against Q4_K rows (``MLX_NATIVE_Q4K_MV=0`` turns it off)."""
-    return (env.settings.q4k_mv and ggml_type == Q4K_ID and m == 1 and x_dtype in (torch.bfloat16, torch.float16)
+    """One row of bf16/fp16 x against Q4_K rows (``MLX_NATIVE_GGUF_MV=0`` turns it off)."""
+    return (env.settings.gguf_mv and ggml_type == Q4K_ID and m == 1 and x_dtype in (torch.bfloat16, torch.float16)
             and k % 256 == 0 and raw_bytes < 2**31)
 
 
