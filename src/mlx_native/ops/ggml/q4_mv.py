@@ -19,7 +19,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..quant.affine_mv import _nib
+from ..quant.affine_mv import _nib, row_tile
 from ..quant.qmm import store_result
 
 
@@ -47,10 +47,7 @@ def q4_mv_kernel(
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     G: tl.constexpr = UPS // 8  # blocks per step
-    rows = pid_n * BN + tl.arange(0, BN)
-    row_ok = rows < N
-    if not EVEN_N:  # clamped rows load row 0 and are not stored
-        rows = tl.where(row_ok, rows, 0)
+    rows, row_ok = row_tile(N, BN, EVEN_N)
     ui = tl.arange(0, 8)
     gi = tl.arange(0, G)
     s_off = (gi * TH)[:, None] + rows[None, :] * STRIDE_H  # [G, BN] d of each block at the step's first block
@@ -99,12 +96,9 @@ def q4_mv_kernel(
 
 import torch  # noqa: E402
 
-from ...kernels.launch import Launch  # noqa: E402
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ...runtime.memory import empty  # noqa: E402
-from ..quant.affine_mv import AMV_WARPS, MAGIC  # noqa: E402
-from ..quant.qmm import SplitK, run_split  # noqa: E402
+from ..quant.affine_mv import StreamedMvLaunch  # noqa: E402
 
 # From the H100 sweep (bench/gguf_mv_sweep.py, bench/results/2026-11-22-h100-session5/gguf_sweep.log): 8-row
 # tiles unsplit on rows of 4096 (Q4_1 4096 x 4096 8.9 us against 10.5 with 16-row tiles, the word-level kernel
@@ -144,26 +138,16 @@ def supports(ggml_type: int, x_dtype: torch.dtype, m: int, n: int, k: int, raw_b
             and step_units(k) > 0 and triton.cdiv(n, tiling(k)[0]) >= MIN_TILES_PER_SM * sms and raw_bytes < 2**31)
 
 
-class Q4MvLaunch:
-    """:func:`q4_mv_kernel` prepared for ``(x [1, k], raw [n * k / 32 * block_bytes] uint8)`` -> ``[1, n]`` of
-    ``out_dtype``; the raw rows are read as 16-bit halves."""
+class Q4MvLaunch(StreamedMvLaunch):
+    """:func:`q4_mv_kernel` for ``(x [1, k], raw [n * k / 32 * block_bytes] uint8)``; the raw rows are read as
+    16-bit halves."""
 
     def __init__(self, ggml_type: int, n: int, k: int, out_dtype: torch.dtype, device):
-        sms = device_info(device).sm_count
         ups = step_units(k)
-        steps = k // 4 // ups
         bn, pps = tiling(k)
-        tiles = triton.cdiv(n, bn)
-        target = pps * sms
-        split = next(d for d in range(1, steps + 1) if steps % d == 0 and (tiles * d >= target or d == steps))
-        self.n, self.out_dtype, self.device, self.split = n, out_dtype, device, split
-        self.ints = (n, steps // split * ups, MAGIC)
-        self.splitk = SplitK(split, 1, n, False, 0, device, tiles=tiles) if split > 1 else None
-        self.launch = Launch(q4_mv_kernel, (tiles, split), dict(
-            Q4_1=ggml_type == 3, STRIDE_H=k // 32 * Q4_IDS[ggml_type], N_UNITS=k // 4, BN=bn, UPS=ups,
-            EVEN_N=n % bn == 0, SPLIT_K=split > 1, FUSE=self.splitk is not None and self.splitk.fused),
-            num_warps=AMV_WARPS, num_stages=1)
+        super().__init__(q4_mv_kernel, n, triton.cdiv(n, bn), k // 4 // ups, ups, pps * device_info(device).sm_count,
+                         (n,), dict(Q4_1=ggml_type == 3, STRIDE_H=k // 32 * Q4_IDS[ggml_type], N_UNITS=k // 4, BN=bn,
+                                    UPS=ups, EVEN_N=n % bn == 0), out_dtype, device)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
-        out = empty((1, self.n), dtype=self.out_dtype, device=self.device)
-        return run_split(self.launch, self.splitk, (x, raw.view(torch.int16)), out, self.ints)
+        return self.run(x, raw.view(torch.int16))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..quant.affine_mv import _nib, _planes
+from ..quant.affine_mv import _nib, _planes, row_tile
 from ..quant.qmm import store_result
 
 SB_WORDS = 36  # 32-bit words per super-block: d|dmin, 3 scale words, 32 words of nibbles
@@ -82,10 +82,7 @@ def q4k_mv_kernel(
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     G: tl.constexpr = WPS // 8  # chunks per step
-    rows = pid_n * BN + tl.arange(0, BN)
-    row_ok = rows < N
-    if not EVEN_N:  # clamped rows load row 0 and are not stored
-        rows = tl.where(row_ok, rows, 0)
+    rows, row_ok = row_tile(N, BN, EVEN_N)
     wi = tl.arange(0, 8)
     gi = tl.arange(0, G)
     c = gi % 4
@@ -126,14 +123,11 @@ def q4k_mv_kernel(
 
 import torch  # noqa: E402
 
-from ...kernels.launch import Launch  # noqa: E402
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ...runtime.memory import empty  # noqa: E402
-from ..quant.affine_mv import AMV_WARPS, MAGIC  # noqa: E402
-from ..quant.qmm import SplitK, run_split  # noqa: E402
+from ..quant.affine_mv import StreamedMvLaunch  # noqa: E402
 
-# From the H100 sweep (bench/q4k_mv_sweep.py, bench/results/2026-11-22-h100-session5/q4k_sweep.log): 16-row
+# From the H100 sweep (bench/gguf_mv_sweep.py, bench/results/2026-11-22-h100-session5/q4k_sweep.log): 16-row
 # tiles beat 8-row ones on every Llama-3-8B shape (4096 x 28672: 37.5 against 44.0 us; the word-level kernel
 # 96.1), and a K split only lost (14336 x 4096: 21.2 us unsplit, 25.0 at 2 programs per SM).
 Q4K_ID = 12
@@ -156,24 +150,16 @@ def step_words(k: int) -> int:
     return wps
 
 
-class Q4kMvLaunch:
-    """:func:`q4k_mv_kernel` prepared for ``(x [1, k], raw [n * k / 256 * 144] uint8)`` -> ``[1, n]`` of
-    ``out_dtype``. The raw rows are read as int32 words (144-byte blocks keep them 4-byte aligned)."""
+class Q4kMvLaunch(StreamedMvLaunch):
+    """:func:`q4k_mv_kernel` for ``(x [1, k], raw [n * k / 256 * 144] uint8)``; the raw rows are read as int32
+    words (144-byte blocks keep them 4-byte aligned)."""
 
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device):
-        sms = device_info(device).sm_count
         wps = step_words(k)
-        steps = k // 8 // wps
-        tiles = triton.cdiv(n, Q4K_BN)
-        target = PROGRAMS_PER_SM * sms
-        split = next(d for d in range(1, steps + 1) if steps % d == 0 and (tiles * d >= target or d == steps))
-        self.n, self.out_dtype, self.device, self.split = n, out_dtype, device, split
-        self.ints = (n, steps // split * wps, MAGIC)
-        self.splitk = SplitK(split, 1, n, False, 0, device, tiles=tiles) if split > 1 else None
-        self.launch = Launch(q4k_mv_kernel, (tiles, split), dict(
-            STRIDE_W=k // 256 * SB_WORDS, N_QS=k // 8, BN=Q4K_BN, WPS=wps, EVEN_N=n % Q4K_BN == 0,
-            SPLIT_K=split > 1, FUSE=self.splitk is not None and self.splitk.fused), num_warps=AMV_WARPS, num_stages=1)
+        super().__init__(q4k_mv_kernel, n, triton.cdiv(n, Q4K_BN), k // 8 // wps, wps,
+                         PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
+                             STRIDE_W=k // 256 * SB_WORDS, N_QS=k // 8, BN=Q4K_BN, WPS=wps, EVEN_N=n % Q4K_BN == 0),
+                         out_dtype, device)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
-        out = empty((1, self.n), dtype=self.out_dtype, device=self.device)
-        return run_split(self.launch, self.splitk, (x, raw.view(torch.int32)), out, self.ints)
+        return self.run(x, raw.view(torch.int32))

@@ -66,6 +66,17 @@ def _word_dot(w, x0, x1, x2, x3, x4, x5, x6, x7, magic):
     return a
 
 
+@triton.jit
+def row_tile(N, BN: tl.constexpr, EVEN_N: tl.constexpr):
+    """``(rows, row_ok)``: the ``BN`` output rows of this program (axis 0) and their mask; in a ragged last tile
+    the rows past ``N`` read row 0 instead (their results are not stored)."""
+    rows = tl.program_id(0) * BN + tl.arange(0, BN)
+    row_ok = rows < N
+    if not EVEN_N:
+        rows = tl.where(row_ok, rows, 0)
+    return rows, row_ok
+
+
 @triton.jit(do_not_specialize=["words_per_split", "magic"])
 def affine_mv_kernel(
     x_ptr,  # [K] activations, bf16 or fp16
@@ -84,10 +95,7 @@ def affine_mv_kernel(
     pid_k = tl.program_id(1)
     WPG: tl.constexpr = GS // 8
     G: tl.constexpr = WPS // WPG
-    rows = pid_n * BN + tl.arange(0, BN)
-    row_ok = rows < N
-    if not EVEN_N:  # clamped rows load row 0 and are not stored
-        rows = tl.where(row_ok, rows, 0)
+    rows, row_ok = row_tile(N, BN, EVEN_N)
     wi = tl.arange(0, WPG)
     gi = tl.arange(0, G)
     # tiles are [WPG, G, BN]: one word per thread and row, words of a group on adjacent lanes,
@@ -170,27 +178,41 @@ def step_words(k: int, group_size: int) -> int:
     return 0
 
 
-class AffineMvLaunch:
-    """:func:`affine_mv_kernel` prepared for one signature: ``(x [1, k], w [n, k / 8] int32, scales,
-    biases [n, k / group_size])``, all contiguous (the row strides are compile-time constants) -> ``[1, n]``
-    of ``out_dtype``. A K split is summed in the same launch
-    (``qmm.SplitK``: this plan owns the arrival counters, so it must not run on two streams at once)."""
+class StreamedMvLaunch:
+    """A streamed one-row mat-vec (this kernel, ``ggml/q4k_mv.py``, ``ggml/q4_mv.py``) prepared for one
+    signature: ``tiles`` programs of ``BN`` rows each run ``steps`` loop steps of ``step`` units, split over K
+    (the smallest divisor of ``steps`` giving about ``target`` programs) and summed in the same launch
+    (``qmm.SplitK``: the plan owns the arrival counters, so it must not run on two streams at once). The
+    kernel takes ``(*inputs, out, part, cnt, *lead_ints, units_per_split, magic)``; calls return ``[1, n]``
+    of ``out_dtype``."""
+
+    def __init__(self, kernel, n: int, tiles: int, steps: int, step: int, target: int, lead_ints: tuple,
+                 constexprs: dict, out_dtype: torch.dtype, device):
+        split = next(d for d in range(1, steps + 1) if steps % d == 0 and (tiles * d >= target or d == steps))
+        self.n, self.out_dtype, self.device, self.split = n, out_dtype, device, split
+        self.ints = (*lead_ints, steps // split * step, MAGIC)
+        self.splitk = SplitK(split, 1, n, False, 0, device, tiles=tiles) if split > 1 else None
+        self.launch = Launch(kernel, (tiles, split), dict(
+            constexprs, SPLIT_K=split > 1, FUSE=self.splitk is not None and self.splitk.fused),
+            num_warps=AMV_WARPS, num_stages=1)
+
+    def run(self, *inputs: torch.Tensor) -> torch.Tensor:
+        out = empty((1, self.n), dtype=self.out_dtype, device=self.device)
+        return run_split(self.launch, self.splitk, inputs, out, self.ints)
+
+
+class AffineMvLaunch(StreamedMvLaunch):
+    """:func:`affine_mv_kernel` for ``(x [1, k], w [n, k / 8] int32, scales, biases [n, k / group_size])``, all
+    contiguous (the row strides are compile-time constants)."""
 
     def __init__(self, n: int, k: int, group_size: int, out_dtype: torch.dtype, device):
         sms = device_info(device).sm_count
         wps = step_words(k, group_size)
-        steps = k // 8 // wps
         bn = 16 if triton.cdiv(n, 16) >= BIG_TILE_PER_SM * sms else 8
-        tiles = triton.cdiv(n, bn)
         target = (LONG_PROGRAMS_PER_SM if k >= LONG_K else PROGRAMS_PER_SM) * sms
-        split = next(d for d in range(1, steps + 1) if steps % d == 0 and (tiles * d >= target or d == steps))
-        self.n, self.out_dtype, self.device, self.split = n, out_dtype, device, split
-        self.ints = (n, k, steps // split * wps, MAGIC)
-        self.splitk = SplitK(split, 1, n, False, 0, device, tiles=tiles) if split > 1 else None
-        self.launch = Launch(affine_mv_kernel, (tiles, split), dict(
-            STRIDE_W=k // 8, STRIDE_S=k // group_size, BN=bn, WPS=wps, GS=group_size, EVEN_N=n % bn == 0, PREFETCH=True,
-            SPLIT_K=split > 1, FUSE=self.splitk is not None and self.splitk.fused), num_warps=AMV_WARPS, num_stages=1)
+        super().__init__(affine_mv_kernel, n, triton.cdiv(n, bn), k // 8 // wps, wps, target, (n, k), dict(
+            STRIDE_W=k // 8, STRIDE_S=k // group_size, BN=bn, WPS=wps, GS=group_size, EVEN_N=n % bn == 0,
+            PREFETCH=True), out_dtype, device)
 
     def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
-        out = empty((1, self.n), dtype=self.out_dtype, device=self.device)
-        return run_split(self.launch, self.splitk, (x, w, s, b), out, self.ints)
+        return self.run(x, w, s, b)
