@@ -13,7 +13,7 @@ Rows, measured in the same process:
       - plain PyTorch + static KV cache + torch.compile(mode="reduce-overhead",
         fullgraph=True) decode (bench/gptfast_baseline.py; dense bf16 weights).
   * Llama-3-8B-shaped model, a few layers, random 4-bit weights (MLX affine
-    4-bit g64 and GGUF Q4_K): tg tokens/s as a fraction of the bandwidth floor
+    4-bit g64, GGUF Q4_K and Q4_0): tg tokens/s as a fraction of the bandwidth floor
     (bytes of weights + KV read per token / measured device copy bandwidth).
 
 Writes DIR/model_results.json and DIR/model_results.md.
@@ -44,6 +44,7 @@ from mlx_native.formats.gguf import write_gguf  # noqa: E402
 from mlx_native.formats import load_checkpoint  # noqa: E402
 from mlx_native.formats.weights import AffineWeight, Checkpoint, DenseWeight, GGMLWeight  # noqa: E402
 from mlx_native.models import LoadOptions, build_model  # noqa: E402
+from mlx_native.ops.ggml import formats  # noqa: E402
 
 SMOLLM2 = dict(model_type="llama", vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
                num_attention_heads=9, num_key_value_heads=3, head_dim=64, rms_norm_eps=1e-5, rope_theta=100000.0,
@@ -71,6 +72,8 @@ def _random_blocks(rows: int, cols: int, type_name: str, rng) -> np.ndarray:
     if type_name == "Q4_1":  # d, m (fp16) + 16 bytes of nibbles
         out[:, 0:2] = scale(nb, 0.004).reshape(nb, 2)
         out[:, 2:4] = scale(nb, 0.02).reshape(nb, 2)
+    elif type_name == "Q4_0":  # d (fp16) + 16 bytes of nibbles
+        out[:, 0:2] = scale(nb, 0.004).reshape(nb, 2)
     elif type_name == "Q8_0":  # d (fp16) + 32 int8
         out[:, 0:2] = scale(nb, 0.0005).reshape(nb, 2)
     elif type_name == "Q4_K":  # d, dmin (fp16) + 12 bytes of 6-bit scales + 128 bytes of nibbles
@@ -121,8 +124,9 @@ def llama8b_checkpoint(n_layers: int, kind: str, device) -> Checkpoint:
             s = (torch.rand(rows, cols // 64, generator=g, device=device) * 0.002 + 0.001).to(torch.bfloat16)
             b = (-8 * s.float()).to(torch.bfloat16)
             return AffineWeight(w.view(torch.uint32), s, b, 64, 4)
-        raw = torch.from_numpy(_random_blocks(rows, cols, "Q4_K", rng)).to(device)
-        return GGMLWeight(raw, 12, "Q4_K", (rows, cols))
+        name = kind.removeprefix("gguf-")
+        raw = torch.from_numpy(_random_blocks(rows, cols, name, rng)).to(device)
+        return GGMLWeight(raw, formats.BY_NAME[name].id, name, (rows, cols))
 
     w = {"model.embed_tokens.weight": mat(c["vocab_size"], h), "lm_head.weight": mat(c["vocab_size"], h),
          "model.norm.weight": DenseWeight(torch.ones(h, device=device))}
@@ -269,8 +273,8 @@ def smollm2_rows(gguf_path: str, synthetic: bool, args, rows: list, save=lambda:
 
 def llama8b_rows(args, copy_bw: float) -> list[dict]:
     rows = []
-    variants = [(k, f) for k in ("mlx-affine-4bit-g64", "gguf-Q4_K") for f in ((None, True) if args.fused_mlp
-                                                                                else (None,))]
+    variants = [(k, f) for k in ("mlx-affine-4bit-g64", "gguf-Q4_K", "gguf-Q4_0")
+                for f in ((None, True) if args.fused_mlp else (None,))]
     for kind, fused in variants:
         try:
             ckpt = llama8b_checkpoint(args.layers_8b, kind, torch.device("cuda"))
