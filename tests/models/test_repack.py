@@ -83,14 +83,15 @@ def test_fused_mlp_decode_default_leaves_streamed_pairs_unfused(monkeypatch):
     from mlx_native.models.base import GatedMLP, Linear
     from mlx_native.ops.ggml import q4_mv
 
-    def fused(type_name, type_id, default=None):  # K = 256: 144 bytes per row for both types
+    def fused(type_name, type_id, default=None, act_dtype=torch.bfloat16):  # K = 256: 144 bytes per row for both
         def linear():
             return Linear(GGMLWeight(torch.zeros(64, 144, dtype=torch.uint8), type_id, type_name, (64, 256)))
-        return GatedMLP(linear(), linear(), linear(), "silu", default).fused is not None
+        return GatedMLP(linear(), linear(), linear(), "silu", default, act_dtype).fused is not None
 
     monkeypatch.setattr(q4_mv, "MIN_TILES_PER_SM", 10**6)  # Q4_0: too few row tiles for the streamed kernel
     assert not fused("Q4_K", 12) and fused("Q4_0", 2)
     assert fused("Q4_K", 12, True)
+    assert fused("Q4_K", 12, act_dtype=torch.float32)  # fp32 rows run the word-level kernel: fused
     monkeypatch.setattr(q4_mv, "MIN_TILES_PER_SM", 0)  # Q4_0: the streamed kernel
     assert not fused("Q4_0", 2) and fused("Q4_0", 2, True)
 

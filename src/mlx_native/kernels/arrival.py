@@ -11,7 +11,8 @@ stores before the counter's atomic, which one thread issues with release semanti
 acquire half lets the last program read the other programs' partials (read them with
 ``cache_modifier=".cg"``: they were written by other SMs during the same launch).
 
-Rules for callers: every program of the group must arrive (empty ones included); a counter set must
+Rules for callers: every program counted in the group's ``n_programs`` must arrive (split-K mat-vecs:
+every split, an empty one included; split-KV decode: the splits that hold positions); a counter set must
 not be shared by two launches in flight (two streams, or two replays of graphs captured from the
 same plan at once); counters are zeroed outside CUDA-graph capture (:func:`counters`).
 """

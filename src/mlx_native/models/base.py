@@ -188,7 +188,7 @@ class GatedMLP:
     MAX_FUSED_ROWS = 16
 
     def __init__(self, gate: Linear, up: Linear, down: Linear, activation: str,
-                 fused_decode: Optional[bool] = False):
+                 fused_decode: Optional[bool] = False, act_dtype: torch.dtype = torch.bfloat16):
         self.inter = gate.out_features
         self.activation = activation  # "silu" or "gelu_tanh"
         self.gate_up = Linear.fuse([gate, up])
@@ -196,9 +196,9 @@ class GatedMLP:
         self.down = down
         self.fused = None
         w = self.gate_up.weight if self.gate_up is not None else None
-        if fused_decode is None:  # LoadOptions.fused_mlp_decode's default (decided for 16-bit activations)
+        if fused_decode is None:  # LoadOptions.fused_mlp_decode's default, for activations of act_dtype
             fused_decode = isinstance(w, GGMLWeight) and not takes_streamed(
-                w.ggml_type, torch.bfloat16, 1, w.shape[0], w.shape[1], w.raw.device)
+                w.ggml_type, act_dtype, 1, w.shape[0], w.shape[1], w.raw.device)
         if fused_decode and self.gate_up is not None and self.gate_up.bias is None:
             if isinstance(w, GGMLWeight):
                 self.fused = ("ggml", w.raw[: self.inter], w.raw[self.inter:], w.ggml_type,

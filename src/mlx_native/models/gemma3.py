@@ -123,7 +123,7 @@ class Gemma3Attention:
 def GeGLU(ws: WeightSource, prefix: str) -> GatedMLP:
     """Gemma's MLP: ``down(gelu_tanh(gate(x)) * up(x))``."""
     return GatedMLP(ws.linear(f"{prefix}.gate_proj"), ws.linear(f"{prefix}.up_proj"), ws.linear(f"{prefix}.down_proj"),
-                    "gelu_tanh", ws.opts.fused_mlp_decode)
+                    "gelu_tanh", ws.opts.fused_mlp_decode, ws.opts.dtype)
 
 
 class Gemma3Model(CausalLM):

@@ -124,7 +124,7 @@ class LlamaAttention:
 def LlamaMLP(cfg: LlamaConfig, ws: WeightSource, prefix: str) -> GatedMLP:
     """SwiGLU: ``down(silu(gate(x)) * up(x))``."""
     return GatedMLP(ws.linear(f"{prefix}.gate_proj"), ws.linear(f"{prefix}.up_proj"), ws.linear(f"{prefix}.down_proj"),
-                    "silu", ws.opts.fused_mlp_decode)
+                    "silu", ws.opts.fused_mlp_decode, ws.opts.dtype)
 
 
 class LlamaModel(CausalLM):

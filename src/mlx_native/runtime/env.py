@@ -37,7 +37,8 @@ class Settings:
         mmv: ``MLX_NATIVE_MMV``: which decode matmuls (1-16 bf16/fp16 rows of x) run the
             tensor-core decode kernel (``ops/quant/mmv.py``): "auto" (default) where it
             measured faster (``mmv.prefer``: MLX affine 4-bit on large matrices), "on"
-            wherever it applies (MLX affine 4-bit, GGUF Q4_0/Q4_1/Q4_K), "off" nowhere.
+            wherever it applies (MLX affine 4-bit, GGUF Q4_0/Q4_1/Q4_K), "off" nowhere; one-row
+            calls that a streamed kernel takes (``affine_mv``, ``gguf_mv``) go there first.
         affine_mv: ``MLX_NATIVE_AFFINE_MV``: one-row matmuls of MLX affine 4-bit weights run the
             streamed mat-vec kernel (``ops/quant/affine_mv.py``) where their rows split into
             whole loop steps; 0 sends them to the kernels ``MLX_NATIVE_MMV`` chooses between.

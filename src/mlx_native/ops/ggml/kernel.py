@@ -144,10 +144,11 @@ def weight_spec(t) -> WeightSpec:
 
 
 class MatmulPlan:
-    """ggml_matmul: float types with x's dtype go to torch.matmul on a view of the bytes (no copy);
-    with ``MLX_NATIVE_MMV=on``, Q4_0 / Q4_1 / Q4_K with 1-16 bf16/fp16 rows of x the tensor-core decode
-    kernel (``quant/mmv.py``; ``auto`` never sends GGUF blocks there, see ``mmv.prefer``); everything else
-    runs the fused kernels on the blocks."""
+    """ggml_matmul: float types with x's dtype go to torch.matmul on a view of the bytes (no copy); one
+    bf16/fp16 row of x against Q4_K (and Q4_0 / Q4_1 matrices large enough) the streamed mat-vecs
+    (:func:`takes_streamed`); with ``MLX_NATIVE_MMV=on``, the other Q4_0 / Q4_1 / Q4_K calls with 1-16
+    bf16/fp16 rows the tensor-core decode kernel (``quant/mmv.py``; ``auto`` never sends GGUF blocks there,
+    see ``mmv.prefer``); everything else runs the fused kernels on the blocks."""
 
     def __init__(self, x, raw, t, n, k):
         self.t, self.n, self.k = t, n, k
