@@ -179,9 +179,10 @@ def prefill_variant(cfg, causal):
     return Impl(run, tolerance=TOL)
 
 
-def decode_variant(splits=None, fused=True):
+def decode_variant(splits=None, fused=True, balance_grid=None):
     """Ours with a forced split count (the default comes from the SM count and the static shapes), or
-    (``fused=False``) with the splits merged by a second launch instead of by the last program of each column."""
+    (``fused=False``) with the splits merged by a second launch instead of by the last program of each column,
+    or (``balance_grid``) another ``decode.BALANCE_GRID`` (1: batches not balanced to their mean length)."""
     from mlx_native.ops.attention import decode as dec
 
     plans = {}
@@ -190,15 +191,22 @@ def decode_variant(splits=None, fused=True):
         key = (q.shape, kc.shape, kc.stride())
         plan = plans.get(key)
         if plan is None:
-            saved = dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE
+            saved = dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE, dec.BALANCE_GRID
             dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE = splits, fused
+            dec.BALANCE_GRID = balance_grid or dec.BALANCE_GRID
             try:
                 plan = plans[key] = dec.DecodePlan(q, kc, vc, lens, window=0, softcap=0.0)
             finally:
-                dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE = saved
+                dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE, dec.BALANCE_GRID = saved
         return plan(q, kc, vc, lens, q.shape[-1] ** -0.5, 0.0)
 
     return Impl(run, tolerance=TOL)
+
+
+def _balance_variants(case: Case) -> None:
+    """A batch's decode without balancing (``BALANCE_GRID = 1``) and with a grid of 4x the plan's splits."""
+    case.impls["mlx-native[no balance]"] = decode_variant(balance_grid=1)
+    case.impls["mlx-native[balance x4]"] = decode_variant(balance_grid=4)
 
 
 def triton_next_pow2(n: int) -> int:
@@ -227,11 +235,14 @@ def cases() -> list[Case]:
                 for splits in DECODE_SPLIT_VARIANTS.get((b, kv, d, False), ()):
                     c.impls["mlx-native[splits=%d]" % splits] = decode_variant(splits)
                 target = d == 128 and ((b == 8 and kv == 32768) or (b == 1 and kv >= 8192))
+                if target and b > 1:
+                    _balance_variants(c)
                 (first if target else rest).append(c)
     ragged = decode_case(8, 64, 8, 32768, 128, ragged=True)
     ragged.impls[TWO_KERNEL] = decode_variant(fused=False)
     for splits in DECODE_SPLIT_VARIANTS[(8, 32768, 128, True)]:
         ragged.impls["mlx-native[splits=%d]" % splits] = decode_variant(splits)
+    _balance_variants(ragged)
     first.append(ragged)
     return first + rest
 

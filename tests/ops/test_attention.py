@@ -376,6 +376,36 @@ def test_decode_splits_left_empty_by_short_sequences(device, fused, window, shor
     assert (out[2] == 0).all()
 
 
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("window", [0, 2000])
+def test_decode_balances_ragged_batches(device, fused, window, monkeypatch):
+    """Batch > 1: every split is about the batch's mean share (``BALANCE_GRID`` x the plan's count in the grid),
+    so the long sequence takes more splits than the plan's count and the short ones fewer. The two-kernel path
+    shows which splits saw keys: their partial log-sum-exp is finite."""
+    from mlx_native.ops.attention import decode as dec
+
+    b, hq, hkv, cap, d = 4, 2, 1, 4096, 32
+    q = randn(b, hq, 1, d, dtype=torch.bfloat16, device=device)
+    kc, vc = (randn(b, hkv, cap, d, dtype=torch.bfloat16, device=device) for _ in range(2))
+    lens = torch.tensor([4096, 300, 100, 1500], dtype=torch.int32, device=device)
+    plan = _decode_plan(q, kc, vc, lens, fused=fused, window=window, splits=4)
+    assert plan.splits == 4 * dec.BALANCE_GRID
+    buffers = []
+    real_empty = dec.empty
+    monkeypatch.setattr(dec, "empty", lambda *a, **kw: buffers.append(real_empty(*a, **kw)) or buffers[-1])
+    scale = d ** -0.5
+    out = plan(q, kc, vc, lens, scale, 0.0)
+    w = window or None
+    assert_error_bar(out, decode_oracle(q, kc, vc, lens, scale, w), decode_baseline(q, kc, vc, lens, scale, w),
+                     what=f"fused={fused} window={window}")
+    if fused:
+        assert not plan.counters.any()
+    else:
+        seen = torch.isfinite(buffers[2].view(plan.splits, b, hq)[:, :, 0]).sum(0).tolist()  # plse: splits per seq
+        # visible 4096 (window: 2000) / 300 / 100 / 1500 positions; mean share ~ total / (4 seqs x 4 splits)
+        assert seen == ([8, 1, 1, 4] if window == 0 else [8, 2, 1, 6]), seen
+
+
 def _h100_splits(b, hkv, kv, d=128, g=8):
     """Effective split count the plan would use on a 132-SM H100 (bf16, one query token)."""
     from mlx_native.ops.attention import decode as dec

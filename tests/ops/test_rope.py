@@ -3,9 +3,12 @@
 import mlx.core as mx
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import mlx_native as mn
 from helpers import ALL_FLOAT, assert_agrees_with, assert_error_bar, from_mlx, mlx_array, randn
+from mlx_native.kernels.math import sincos
 from mlx_native.ops.rope import ref
 
 
@@ -94,6 +97,29 @@ def test_rope_explicit_positions_layouts(device, traditional):
     # shared positions [L] (MLX mode with offset gives the same as explicit arange)
     same = mn.rope(x_bhld, d, traditional=traditional, positions=torch.arange(seq, device=device) + 11)
     torch.testing.assert_close(same, mn.rope(x_bhld, d, traditional=traditional, offset=11), rtol=1e-6, atol=1e-6)
+
+
+def test_rope_positions_three_level_index(device):
+    """Positions read through a three-level index (a strided [A, B, L] slice, shared by the heads), and through
+    levels that need no remainder (one sequence): each level of the kernel's index is used."""
+    a, b, h, seq, d = 2, 3, 4, 5, 32
+    big = torch.randint(0, 3000, (a, b + 1, seq + 3), device=device)
+    pos = big[:, :b, :seq]  # strides (b+1)(seq+3), seq+3, 1: no two dims merge
+    x = randn(a, b, h, seq, d, device=device)
+    out = mn.rope(x, d, positions=pos[:, :, None, :])
+    oracle = ref.rope(x.double(), d, False, 10000.0, 1.0, positions=pos[:, :, None, :])
+    assert_error_bar(out, oracle, ref.rope(x, d, False, 10000.0, 1.0, positions=pos[:, :, None, :]))
+    one = mn.rope(x[:1, :1], d, positions=pos[:1, :1, None, :])
+    torch.testing.assert_close(one, out[:1, :1], rtol=0, atol=0)
+
+
+def test_rope_position_index_levels():
+    from mlx_native.ops.rope.kernel import pos_levels
+
+    assert pos_levels(30, 3, 5, 24, 8, 1) == (1, 2, 2)  # 2 x 3 x 5 rows: every level, with remainders
+    assert pos_levels(15, 3, 5, 24, 8, 1) == (0, 1, 2)  # one outer index: no outer level, no wrap of n1
+    assert pos_levels(5, 1, 5, 0, 0, 1) == (0, 0, 1)  # [L] positions of one sequence: the row is the index
+    assert pos_levels(8, 1, 1, 0, 0, 0) == (0, 0, 0)  # decode: one position shared by every row
 
 
 def test_rope_positions_needing_materialization(device):
@@ -309,7 +335,7 @@ def test_launch_config_small_and_large_problems():
     assert kernel.launch_config(1, 32, 128, 40 * 128, sms) == (rows, 1, warps)  # rope_qk B1 32/8 D128
     assert kernel.launch_config(16, 32, 128, 16 * 32 * 128, sms) == (rows, 1, warps)  # T16 H32 D128
     assert kernel.launch_config(7, 1, 64, 7 * 64, sms) == (1, rows, warps)  # no head dim: position rows
-    assert kernel.launch_config(3, 2, 64, 3 * 2 * 64, sms) == (2, 2, warps)
+    assert kernel.launch_config(3, 2, 64, 3 * 2 * 64, sms) == (2, rows // 2, warps)  # 2 heads: rows/2 position rows
     # large problems keep the verified config: LARGE_GROUP heads, ELEMS_PER_THREAD per thread
     assert kernel.launch_config(8192, 32, 256, 8192 * 32 * 256, sms) == (16, 1, 4)  # T8192 H32 D256
     assert kernel.launch_config(16384, 40, 128, 16384 * 40 * 128, sms) == (16, 1, 2)  # rope_qk B4 L4096 D128
@@ -358,3 +384,27 @@ def test_qk_bad_input():
     with pytest.raises(mn.InvalidArgumentError, match="head_norm_rope_qk: pass both q_weight and k_weight"):
         mn.head_norm_rope_qk(q, torch.randn(2, 8, 2, 64), torch.ones(64), None,
                              positions=torch.zeros(2, 8, dtype=torch.int64))
+
+
+@triton.jit
+def _sincos_kernel(x_ptr, s_ptr, c_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    s, c = sincos(tl.load(x_ptr + offs, mask=ok))
+    tl.store(s_ptr + offs, s, mask=ok)
+    tl.store(c_ptr + offs, c, mask=ok)
+
+
+def test_sincos_within_two_ulps(device):
+    """kernels.math.sincos (the rope kernel's angles) against fp64 on 64k angles of |x| from 1e-6 to 1e5,
+    within 2 fp32 ulps of the result (absolute floor 2**-24)."""
+    gen = torch.Generator().manual_seed(0)
+    mag = 2.0 ** (torch.rand(1 << 16, generator=gen) * 37 - 20)
+    x = ((torch.rand(1 << 16, generator=gen) * 2 - 1) * mag).float().to(device)
+    s, c = torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))
+    _sincos_kernel[(triton.cdiv(x.numel(), 1024),)](x, s, c, x.numel(), BLOCK=1024)
+    xd = x.double()
+    for got, exact in ((s, xd.sin()), (c, xd.cos())):
+        ulp = torch.clamp(torch.abs(torch.nextafter(exact.float(), torch.full_like(x, float("inf"))) - exact.float()),
+                          min=2.0 ** -24).double()
+        assert ((got.double() - exact).abs() / ulp).max().item() <= 2.0

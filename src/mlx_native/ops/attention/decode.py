@@ -8,9 +8,11 @@ capacity, window), never from host reads of ``kv_lens``, so a call needs no host
 sync and replays from a CUDA graph with new lengths. In the kernel, a sequence
 that sees fewer positions than the span takes shorter splits (not under
 ``MIN_SPLIT_KEYS``), and only the splits that hold positions run: the others
-exit at once, and a sequence with one live split skips the merge. The longest
-split also balances ragged batches: a long sequence keeps its many full splits
-while the short ones finish early.
+exit at once, and a sequence with one live split skips the merge. In a batch,
+every split is about the batch's mean share instead (the programs read the
+batch's lengths): a long sequence takes more splits than the plan's count and a
+short one fewer, so all splits are about equally long and a ragged batch keeps
+the SMs evenly busy to the end.
 
 GQA packing: the ``G = Hq / Hkv`` query heads of one KV head (times the
 ``Lq`` query tokens) are the rows of one ``[BLOCK_M, D]`` tile, so each K/V
@@ -49,6 +51,7 @@ MIN_SPLIT_KEYS = 128  # fewest cache positions per split (see num_splits), whate
 SPLITS_OVERRIDE = None  # benchmarks / sweeps: force a split count
 FUSED_REDUCE = True  # False: merge the splits in a second launch (_reduce_kernel), for benchmark comparisons
 SHORTEN_SPLITS = True  # False: every sequence takes the plan's split length (benchmark comparisons)
+BALANCE_GRID = 2  # batch > 1: grid splits per sequence, in units of the plan's count (1: no balancing; see DecodePlan)
 MAX_SPLITS = 64
 RAGGED_SPLITS = 16  # batch > 1: split granularity for ragged lengths (1/16 of the span per program) ...
 RAGGED_WAVES = 4  # ... but no more than this many programs per slot (SMs x occupancy) ...
@@ -120,6 +123,19 @@ def _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, lo, hi, end, qpo
 
 
 @triton.jit
+def _visible(lens, Lq, C, window, WINDOW: tl.constexpr):
+    """``(n, lo)`` int32 of sequence lengths ``lens``: the cache holds positions ``[0, n)`` and the queries see
+    ``[lo, n)`` (a linear cache holds at most ``C``; a window, or a ring of ``C`` slots, hides the older ones)."""
+    n = tl.maximum(lens.to(tl.int32), 0)
+    if WINDOW:
+        lo = tl.maximum(tl.maximum(n - Lq - window + 1, n - C), 0)
+    else:
+        n = tl.minimum(n, C)
+        lo = tl.zeros_like(n)
+    return n, lo
+
+
+@triton.jit
 def _merge_splits(po_ptr, plse_ptr, rows, r_ok, R, n_splits, BLOCK_S: tl.constexpr, BLOCK_R: tl.constexpr,
                   BLOCK_D: tl.constexpr, HEAD_D: tl.constexpr):
     """Merge the ``n_splits`` partials of ``rows`` ([BLOCK_R] int64 row indices into ``R``, ``r_ok`` their mask).
@@ -128,21 +144,30 @@ def _merge_splits(po_ptr, plse_ptr, rows, r_ok, R, n_splits, BLOCK_S: tl.constex
     log2-sum-exp (``-inf``: the split saw no key). ``BLOCK_S >= n_splits``. Returns the [BLOCK_R, BLOCK_D] fp32
     output ``sum_s w_s o_s / sum_s w_s``, ``w_s = exp2(lse_s - max_s lse_s)``; a row no split saw gets zeros.
     The loads bypass L1 (``.cg``): other SMs wrote the partials during the same launch in the fused path.
+    The weights come from one ``[BLOCK_S, BLOCK_R]`` load; each partial output is loaded two splits ahead of its
+    use, so L2 round trips overlap instead of costing one per split (the merge is the tail that the last split
+    adds to the launch).
     """
     s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, BLOCK_D)
     ld_mask = r_ok[:, None] & (offs_d < HEAD_D)[None, :]
+    o_offs = rows[:, None] * HEAD_D + offs_d[None, :]
     lse = tl.load(plse_ptr + s[:, None].to(tl.int64) * R + rows[None, :],
                   mask=(s < n_splits)[:, None] & r_ok[None, :], other=float("-inf"), cache_modifier=".cg")  # [S, R]
     mx = tl.max(lse, axis=0)
-    mx = tl.where(mx == float("-inf"), 0.0, mx)
-    tot = tl.zeros_like(mx)
+    w_all = tl.math.exp2(lse - tl.where(mx == float("-inf"), 0.0, mx)[None, :])  # [S, R]; 0 for unseen
+    tot = tl.sum(w_all, axis=0)
+    stride = R.to(tl.int64) * HEAD_D
+    last = n_splits - 1  # loads past the last split read it again (no mask to build)
+    o_a = tl.load(po_ptr + o_offs, mask=ld_mask, other=0.0, cache_modifier=".cg")
+    o_b = tl.load(po_ptr + tl.minimum(1, last) * stride + o_offs, mask=ld_mask, other=0.0, cache_modifier=".cg")
     acc = tl.zeros([BLOCK_R, BLOCK_D], dtype=tl.float32)
     for sp in range(n_splits):
-        pr = sp * R + rows
-        w = tl.math.exp2(tl.load(plse_ptr + pr, mask=r_ok, other=float("-inf"), cache_modifier=".cg") - mx)
-        o = tl.load(po_ptr + pr[:, None] * HEAD_D + offs_d[None, :], mask=ld_mask, other=0.0, cache_modifier=".cg")
-        tot += w
+        o = o_a
+        o_a = o_b
+        o_b = tl.load(po_ptr + tl.minimum(sp + 2, last) * stride + o_offs, mask=ld_mask, other=0.0,
+                      cache_modifier=".cg")
+        w = tl.sum(tl.where(s[:, None] == sp, w_all, 0.0), axis=0)
         acc += w[:, None] * o
     return acc / tl.where(tot > 0.0, tot, 1.0)[:, None]
 
@@ -163,6 +188,8 @@ def _decode_kernel(
     Hq, Lq, C, window, R,
     chunk,  # positions per split (a multiple of BLOCK_N, from the static shapes): the longest a split takes
     min_chunk,  # fewest positions per split of a sequence shorter than the span (a multiple of BLOCK_N)
+    n_seqs,  # B (BALANCE)
+    seq_splits,  # BALANCE: splits per sequence of the batch's mean length (the grid holds BALANCE_GRID times as many)
     qk_scale,  # scale * log2(e)
     softcap_in,  # scale / softcap
     softcap_out,  # softcap * log2(e)
@@ -172,6 +199,8 @@ def _decode_kernel(
     WINDOW: tl.constexpr,  # sliding window; the cache may be a ring (slot = pos % C)
     MULTI_Q: tl.constexpr,  # Lq > 1: causal mask among the new tokens
     SOFTCAP: tl.constexpr,
+    BALANCE: tl.constexpr,  # batch > 1: splits of the batch's mean length (see DecodePlan)
+    BLOCK_B: tl.constexpr,  # next_pow2(B) (BALANCE)
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_S: tl.constexpr,  # next_pow2(n_splits) (FUSE)
@@ -186,18 +215,17 @@ def _decode_kernel(
     hkv = Hq // G
     b = pid_bh // hkv
     hk = pid_bh % hkv
-    n = tl.load(lens_ptr + b).to(tl.int32)
-    n = tl.maximum(n, 0)
-    if not WINDOW:
-        n = tl.minimum(n, C)  # a linear cache holds at most C positions
-    lo = 0
-    if WINDOW:
-        lo = tl.maximum(tl.maximum(n - Lq - window + 1, n - C), 0)
+    n, lo = _visible(tl.load(lens_ptr + b), Lq, C, window, WINDOW)
     n_splits = tl.num_programs(0)
     live = n_splits
     if not SINGLE:
         # a sequence that sees fewer positions than the span is cut into shorter splits (not under min_chunk)
-        per = tl.cdiv(tl.cdiv(n - lo, n_splits), BLOCK_N) * BLOCK_N
+        per = tl.cdiv(n - lo, n_splits)
+        if BALANCE:  # ... and no shorter than the batch's mean share of a split: splits of equal length
+            lens = tl.load(lens_ptr + tl.arange(0, BLOCK_B), mask=tl.arange(0, BLOCK_B) < n_seqs, other=0)
+            n_all, lo_all = _visible(lens, Lq, C, window, WINDOW)
+            per = tl.maximum(per, tl.cdiv(tl.sum(n_all - lo_all), n_seqs * seq_splits))
+        per = tl.cdiv(per, BLOCK_N) * BLOCK_N
         chunk = tl.minimum(chunk, tl.maximum(per, min_chunk))
         if FUSE:  # only the splits that hold positions run and arrive (at least one: it writes the zeros)
             live = tl.maximum(tl.cdiv(n - lo, chunk), 1)
@@ -353,7 +381,17 @@ class DecodePlan:
     (q, caches, kv_lens) and options.
 
     Grid ``(splits, B * Hkv, m_blocks)``: axis 0 the split of the visible range, axes 1-2 one "column" per
-    (sequence, KV head, block of ``BLOCK_M`` packed query rows). With several splits each program writes its
+    (sequence, KV head, block of ``BLOCK_M`` packed query rows).
+
+    Batches (B > 1, several splits) are balanced: the grid holds ``BALANCE_GRID`` times the split count of
+    :func:`num_splits` (``seq_splits``), and in the kernel a sequence of ``n`` visible positions takes splits
+    of ``max(total / (B * seq_splits), n / grid splits)`` positions (``total``: the batch's visible positions,
+    summed from ``kv_lens`` by every program; rounded up to ``BLOCK_N``, at least ``MIN_SPLIT_KEYS``, at most
+    the span / ``seq_splits``). A batch of equal lengths keeps ``seq_splits`` live splits per sequence; in a
+    ragged batch the splits are about equally long, where splits of ``n / seq_splits`` made the long
+    sequences' programs the launch's tail. The programs beyond a sequence's live splits exit at once.
+
+    With several splits each program writes its
     fp32 partials (``po [splits, B*Hq*Lq, D]``, ``plse [splits, B*Hq*Lq]``, fresh buffers every call) and the
     splits are merged in the same launch:
 
@@ -401,19 +439,23 @@ class DecodePlan:
         slots = sm_count * occupancy(block_m, block_n, block_d, stages, q.element_size())
         min_keys = MIN_SPLIT_KEYS if on_cuda else INTERPRETER["min_split_keys"]
         splits = num_splits(b * hkv * m_blocks, span, block_n, sms=sm_count, slots=slots, batch=b, on_cuda=on_cuda)
-        self.chunk, self.splits = split_layout(span, splits, block_n)
+        self.chunk, seq_splits = split_layout(span, splits, block_n)
         self.rows = b * hq * lq
         min_chunk = min(self.chunk, triton.cdiv(min_keys, block_n) * block_n) if SHORTEN_SPLITS else self.chunk
+        multi = seq_splits > 1
+        balance = multi and b > 1 and SHORTEN_SPLITS and BALANCE_GRID > 1
+        # balance: room for the longer sequences' extra splits (the others exit at once)
+        self.splits = min(seq_splits * BALANCE_GRID, triton.cdiv(span, min_chunk)) if balance else seq_splits
         self.ints = (*q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], hq, lq, cap, window, self.rows,
-                     self.chunk, min_chunk)
-        multi = self.splits > 1
+                     self.chunk, min_chunk, b, seq_splits)
         fuse = multi and FUSED_REDUCE and can_fuse(q.device)
         block_s = next_pow2(self.splits)
         self.counters = counters((b * hkv, m_blocks), q.device) if fuse else None
         self.launch = Launch(
             _decode_kernel, (self.splits, b * hkv, m_blocks),
             dict(G=g, SINGLE=not multi, FUSE=fuse, WINDOW=window > 0, MULTI_Q=lq > 1, SOFTCAP=softcap > 0,
-                 BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_S=block_s, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d,
+                 BALANCE=balance, BLOCK_B=next_pow2(b) if balance else 1, BLOCK_M=block_m, BLOCK_N=block_n,
+                 BLOCK_S=block_s, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d,
                  PRECISION="ieee" if q.dtype == torch.float32 else "tf32"),
             num_warps=warps, num_stages=stages,
         )

@@ -22,6 +22,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.launch import Launch
+from ...kernels.math import sincos
 from ...kernels.rows import row_offsets
 from ...runtime.device import device_info
 from ...runtime.memory import contiguous_strides, empty, index_levels, plan_rows
@@ -32,14 +33,46 @@ from . import ref
 # LARGE_GROUP heads with many elements per thread (few warps, the angles amortized over
 # the heads); problems too small to fill the GPU that way (decode: a few tokens) take
 # SMALL_ROWS head rows per program with SMALL_NUM_WARPS warps (latency: more programs
-# in flight). The small config is the run-4 sweep's choice, awaiting GPU verification.
+# in flight). The small config is the session-6 sweep's choice (8 rows, 4 warps: best or
+# within noise of best on every decode shape, bench/results/2026-11-22-h100-session6).
 TILE_ELEMS = 2048  # large problems: elements per program (rows x group x head dim)
 ELEMS_PER_THREAD = 32  # large problems: sets num_warps
 LARGE_GROUP = 16  # large problems: heads per program
-SMALL_ROWS = 4  # small problems: head rows (position rows x heads) per program
+SMALL_ROWS = 8  # small problems: head rows (position rows x heads) per program
 SMALL_NUM_WARPS = 4  # small problems: num_warps
 SMALL_PROGRAMS_PER_SM = 2  # below this many large-config programs per SM, use the small config
+POLY_SINCOS = True  # angles through kernels.math.sincos (False: libdevice sin and cos, for comparison)
 _NO_SECTION = 1 << 30
+
+
+@triton.jit
+def _pos_row(rows, n1, n2, s0, s1, s2, L0: tl.constexpr, L1: tl.constexpr, L2: tl.constexpr):
+    """Index of the positions of ``rows`` in a three-level broadcast view (``runtime.memory.index_levels``):
+    ``(r // (n1 n2)) s0 + ((r // n2) % n1) s1 + (r % n2) s2``. ``L0-L2`` (see :func:`pos_levels`) drop the
+    levels that add nothing and the remainders that cannot wrap: each runtime division is a dozen instructions
+    on the path to the position load."""
+    idx = tl.zeros_like(rows)
+    if L0:
+        idx += (rows // (n1 * n2)) * s0
+    if L1:
+        t = rows // n2
+        if L1 == 2:
+            t = t % n1
+        idx += t * s1
+    if L2:
+        t = rows
+        if L2 == 2:
+            t = t % n2
+        idx += t * s2
+    return idx
+
+
+def pos_levels(n_rows: int, n1: int, n2: int, s0: int, s1: int, s2: int) -> tuple[int, int, int]:
+    """Per level of :func:`_pos_row`: 0 skip (stride 0, or a single index), 1 no remainder needed, 2 full."""
+    l0 = int(s0 != 0 and n_rows > n1 * n2)
+    l1 = 0 if s1 == 0 or n1 == 1 else (2 if n_rows > n1 * n2 else 1)
+    l2 = 0 if s2 == 0 or n2 == 1 else (2 if n_rows > n2 else 1)
+    return l0, l1, l2
 
 
 @triton.jit
@@ -92,6 +125,10 @@ def _rope_tile(
     HAS_TAIL: tl.constexpr,
     N_SECTIONS: tl.constexpr,
     INTERLEAVED: tl.constexpr,
+    P_L0: tl.constexpr,  # position index levels used (pos_levels)
+    P_L1: tl.constexpr,
+    P_L2: tl.constexpr,
+    POLY_SINCOS: tl.constexpr,
 ):
     """One [BLOCK_R, BLOCK_G, D] tile of one tensor (see the kernel for the arguments)."""
     rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
@@ -134,7 +171,7 @@ def _rope_tile(
         inv_freq = tl.math.div_rn(1.0, tl.load(freq_ptr + i, mask=i_ok, other=1.0).to(tl.float32))
     else:
         inv_freq = tl.load(freq_ptr + i, mask=i_ok, other=0.0)
-    p_row = (rows // (p_n1 * p_n2)) * p_s0 + ((rows // p_n2) % p_n1) * p_s1 + (rows % p_n2) * p_s2
+    p_row = _pos_row(rows, p_n1, p_n2, p_s0, p_s1, p_s2, P_L0, P_L1, P_L2)
     if N_SECTIONS == 1:
         pos = tl.zeros([BLOCK_R], dtype=tl.int64) + pos_offset
         if ADD_ROW_INDEX:
@@ -168,8 +205,12 @@ def _rope_tile(
                 t = t * w_t[None, None, :]
 
     # --- rotate: cos/sin once per position row, shared by the group ----------------------
-    c = tl.cos(theta)[:, None, :]
-    s = tl.sin(theta)[:, None, :]
+    if POLY_SINCOS:
+        s, c = sincos(theta)
+    else:
+        s, c = tl.sin(theta), tl.cos(theta)
+    c = c[:, None, :]
+    s = s[:, None, :]
     out_a = a * c - b * s
     out_b = b * c + a * s
 
@@ -250,6 +291,10 @@ def _rope_kernel(
     HAS_TAIL: tl.constexpr,
     N_SECTIONS: tl.constexpr,
     INTERLEAVED: tl.constexpr,
+    P_L0: tl.constexpr,  # position index levels used (pos_levels)
+    P_L1: tl.constexpr,
+    P_L2: tl.constexpr,
+    POLY_SINCOS: tl.constexpr,
 ):
     pid_r = tl.program_id(0)
     pid_g = tl.program_id(1)
@@ -261,13 +306,15 @@ def _rope_kernel(
                    head_dim, half, x2_inner, x2_so, x2_si, x2_gs, y2_inner, y2_so, y2_si, y2_gs,
                    p_n1, p_n2, p_s0, p_s1, p_s2, p_sec, pos_offset, seq_len, sec1, sec2, sec3, scale, eps, w_offset,
                    BLOCK_R, BLOCK_G, BLOCK_H, BLOCK_T, X2_TWO_LEVEL, Y2_TWO_LEVEL, HAS_POS_TENSOR, ADD_ROW_INDEX,
-                   TRADITIONAL, HAS_FREQS, DO_NORM, HAS_WEIGHT, HAS_TAIL, N_SECTIONS, INTERLEAVED)
+                   TRADITIONAL, HAS_FREQS, DO_NORM, HAS_WEIGHT, HAS_TAIL, N_SECTIONS, INTERLEAVED, P_L0, P_L1, P_L2,
+                   POLY_SINCOS)
     else:
         _rope_tile(pid_r, pid_g, x_ptr, y_ptr, w_ptr, freq_ptr, pos_ptr, n_rows, n_groups,
                    head_dim, half, x_inner, x_so, x_si, x_gs, y_inner, y_so, y_si, y_gs,
                    p_n1, p_n2, p_s0, p_s1, p_s2, p_sec, pos_offset, seq_len, sec1, sec2, sec3, scale, eps, w_offset,
                    BLOCK_R, BLOCK_G, BLOCK_H, BLOCK_T, X_TWO_LEVEL, Y_TWO_LEVEL, HAS_POS_TENSOR, ADD_ROW_INDEX,
-                   TRADITIONAL, HAS_FREQS, DO_NORM, HAS_WEIGHT, HAS_TAIL, N_SECTIONS, INTERLEAVED)
+                   TRADITIONAL, HAS_FREQS, DO_NORM, HAS_WEIGHT, HAS_TAIL, N_SECTIONS, INTERLEAVED, P_L0, P_L1, P_L2,
+                   POLY_SINCOS)
 
 
 _INV_FREQ_TABLES: dict[tuple[int, float, torch.device], torch.Tensor] = {}
@@ -433,7 +480,10 @@ class RopePlan:
                  Y_TWO_LEVEL=lay.y.two_level, X2_TWO_LEVEL=lay2.x.two_level, Y2_TWO_LEVEL=lay2.y.two_level,
                  PAIR=x2 is not None, HAS_POS_TENSOR=view is not None, ADD_ROW_INDEX=seq_len > 0,
                  TRADITIONAL=traditional, HAS_FREQS=freqs is not None, DO_NORM=norm, HAS_WEIGHT=weight is not None,
-                 HAS_TAIL=tail > 0, N_SECTIONS=1 if sections is None else len(sections), INTERLEAVED=interleaved),
+                 HAS_TAIL=tail > 0, N_SECTIONS=1 if sections is None else len(sections), INTERLEAVED=interleaved,
+                 **dict(zip(("P_L0", "P_L1", "P_L2"),
+                            pos_levels(n_rows, index.n1, index.n2, index.s0, index.s1, index.s2))),
+                 POLY_SINCOS=POLY_SINCOS),
             num_warps=num_warps,
         )
 
