@@ -8,7 +8,7 @@ mask, which is what correctness requires).
 
     python bench/run_all.py --out DIR --families attention      # rows for results.json / results.md
     python bench/run_all.py --out DIR --families attention --ops decode   # decode rows only (split rule)
-    python bench/attention.py --sweep DIR                        # launch-config sweep (developer tool)
+    python bench/attention.py --sweep DIR [--kinds decode]       # launch-config sweep (developer tool)
     python bench/attention.py --run DIR [--budget S] [--reps N] [--ops decode]  # written row by row
     python bench/attention.py --report DIR/results.json          # attention table: TFLOP/s, TB/s, ratios
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -320,23 +319,22 @@ def plot(results_json: str, path: str) -> None:
 # --------------------------------------------------------------------------- sweep (developer tool)
 
 def _time(fn, args, reps=10) -> float:
+    """Median microseconds per call over passes of ``common.MIN_CALLS`` calls (a GPU sleep queued first)."""
     for _ in range(2):
         fn(*args)
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn(*args)
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) * 1e3)
-    return statistics.median(times)
+
+    def run_pass():
+        for _ in range(common.MIN_CALLS):
+            fn(*args)
+
+    return common._time_pass(run_pass, reps) / common.MIN_CALLS
 
 
-def sweep(out_dir: str, budget_s: float = 1e9) -> None:
+def sweep(out_dir: str, budget_s: float = 1e9, kinds: str = "prefill,decode") -> None:
     """Time prefill/decode launch configs on the target shapes (ours and the peers), most important first,
-    until ``budget_s`` seconds have passed. Rows go to ``out_dir/attention_sweep.jsonl`` as they come."""
+    until ``budget_s`` seconds have passed; ``kinds`` keeps the prefill and/or decode jobs. Rows go to
+    ``out_dir/attention_sweep.jsonl`` as they come."""
     from mlx_native.ops.attention import decode as dec
     from mlx_native.ops.attention import prefill as pre
     from mlx_native.runtime.plans import clear_all
@@ -410,16 +408,18 @@ def sweep(out_dir: str, budget_s: float = 1e9) -> None:
     p128 = [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (128, 128, 8, 2), (64, 64, 4, 3)]
     p256 = [(128, 64, 8, 2), (64, 64, 4, 2), (128, 32, 8, 2), (64, 32, 4, 3)]
     p64 = [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 4, 4), (64, 64, 4, 3)]
-    dgrid = [(64, 4, 4), (64, 4, 3), (128, 4, 3), (128, 8, 3), (32, 4, 4)]
+    dgrid = [(64, 4, 4), (64, 4, 3), (64, 4, 5), (64, 8, 4), (128, 4, 3), (128, 8, 3), (32, 4, 4), (32, 4, 6)]
     jobs = [
-        lambda: prefill_job(128, False, p128), lambda: prefill_job(128, True, p128),
-        lambda: decode_job(8, 32768, 128, dgrid, (None, 4, 8)),
-        lambda: decode_job(1, 32768, 128, dgrid[:3], (None, 8, 32)),
-        lambda: prefill_job(256, False, p256), lambda: prefill_job(256, True, p256),
-        lambda: decode_job(8, 32768, 256, [(32, 4, 4), (64, 4, 3), (32, 4, 3), (64, 8, 3)], (None,)),
-        lambda: decode_job(32, 8192, 128, dgrid[:3], (None, 1)),
-        lambda: prefill_job(64, False, p64), lambda: prefill_job(64, True, p64),
+        ("prefill", lambda: prefill_job(128, False, p128)), ("prefill", lambda: prefill_job(128, True, p128)),
+        ("decode", lambda: decode_job(8, 32768, 128, dgrid, (None, 4))),
+        ("decode", lambda: decode_job(1, 8192, 128, dgrid, (None,))),
+        ("decode", lambda: decode_job(1, 32768, 128, dgrid[:4], (None,))),
+        ("prefill", lambda: prefill_job(256, False, p256)), ("prefill", lambda: prefill_job(256, True, p256)),
+        ("decode", lambda: decode_job(8, 32768, 256, [(32, 4, 4), (64, 4, 3), (32, 4, 3), (64, 8, 3)], (None,))),
+        ("decode", lambda: decode_job(32, 8192, 128, dgrid[:3], (None, 1))),
+        ("prefill", lambda: prefill_job(64, False, p64)), ("prefill", lambda: prefill_job(64, True, p64)),
     ]
+    jobs = [job for kind, job in jobs if kind in kinds.split(",")]
     for job in jobs:
         if time.time() - t_start > budget_s:
             emit(dict(kind="note", msg="sweep budget exhausted"))
@@ -478,13 +478,14 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sweep", metavar="DIR")
     parser.add_argument("--budget", type=float, default=1e9, help="sweep time budget in seconds")
+    parser.add_argument("--kinds", default="prefill,decode", help="sweep: the jobs to keep (prefill, decode)")
     parser.add_argument("--report", metavar="RESULTS_JSON")
     parser.add_argument("--run", metavar="DIR", help="time all cases, writing DIR/results.json as rows come")
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--ops", default="", help="comma-separated op names to keep with --run (e.g. decode)")
     args = parser.parse_args()
     if args.sweep:
-        sweep(args.sweep, args.budget)
+        sweep(args.sweep, args.budget, args.kinds)
     if args.run:
         run(args.run, args.reps, args.budget, args.ops)
     if args.report:
