@@ -104,7 +104,7 @@ def rms(rows, cols):
 
 
 SWEEPS = [
-    ("rope small problems", rope_kernel, ("SMALL_ROWS", "SMALL_NUM_WARPS"), ([1, 2, 4, 8], [2, 4, 8]),
+    ("rope small problems", rope_kernel, ("SMALL_ROWS", "SMALL_ELEMS_PER_THREAD"), ([4, 8, 16], [4, 8, 16]),
      {"hnr T1 H32 D128": hnr(1, 32, 128), "hnr T4 H16 D256": hnr(4, 16, 256), "hnr T16 H32 D128": hnr(16, 32, 128),
       "rope_qk B1 L1 32/8 D128": rope_qk(1, 1, 32, 8, 128), "rope_qk B8 L1 32/8 D128": rope_qk(8, 1, 32, 8, 128),
       "rope_qk B1 L16 32/8 D128": rope_qk(1, 16, 32, 8, 128),
@@ -119,7 +119,7 @@ SWEEPS = [
      {"hnr T8192 H32 D256": hnr(8192, 32, 256), "rope_qk B4 L4096 32/8 D128": rope_qk(4, 4096, 32, 8, 128)}),
     ("elementwise small problems", elementwise, ("MIN_TILE_ELEMS", "NUM_WARPS"), ([256, 512, 1024, 2048], [2, 4, 8]),
      {"silu 1x8960": silu(1, 8960), "silu 4x14336": silu(4, 14336), "silu 16x14336": silu(16, 14336)}),
-    ("norm", norm_kernel, ("ELEMS_PER_THREAD",), ([2, 4, 8, 16, 32],),
+    ("norm", norm_kernel, ("ELEMS_PER_THREAD", "CONST_COLS"), ([4, 16], [True, False]),
      {"rms 1x576": rms(1, 576), "add_rms 1x576": add_rms(1, 576), "rms 1x4096": rms(1, 4096),
       "rms 16x8192": rms(16, 8192), "rms 16384x4096": rms(16384, 4096)}),
     ("decode peers", None, (), (), None),

@@ -324,18 +324,25 @@ def test_plan_shares_angles_across_heads():
 
 
 def test_launch_config_small_and_large_problems():
-    """Small (decode) problems: SMALL_ROWS head rows per program, SMALL_NUM_WARPS warps; large ones unchanged."""
+    """Small (decode) problems: SMALL_ROWS head rows per program, SMALL_ELEMS_PER_THREAD elements per thread;
+    large ones unchanged."""
     from mlx_native.ops.rope import kernel
 
     sms = 132  # H100
-    rows, warps = kernel.SMALL_ROWS, kernel.SMALL_NUM_WARPS
+    rows = kernel.SMALL_ROWS
+
+    def warps(elems):  # of a small problem's program
+        return min(8, max(1, elems // (32 * kernel.SMALL_ELEMS_PER_THREAD)))
+
     # (BLOCK_G, BLOCK_R, num_warps) for (position rows, heads, padded head-row elements, total elements)
-    assert kernel.launch_config(1, 32, 128, 32 * 128, sms) == (rows, 1, warps)  # T1 H32 D128
-    assert kernel.launch_config(4, 16, 256, 4 * 16 * 256, sms) == (rows, 1, warps)  # T4 H16 D256
-    assert kernel.launch_config(1, 32, 128, 40 * 128, sms) == (rows, 1, warps)  # rope_qk B1 32/8 D128
-    assert kernel.launch_config(16, 32, 128, 16 * 32 * 128, sms) == (rows, 1, warps)  # T16 H32 D128
-    assert kernel.launch_config(7, 1, 64, 7 * 64, sms) == (1, rows, warps)  # no head dim: position rows
-    assert kernel.launch_config(3, 2, 64, 3 * 2 * 64, sms) == (2, rows // 2, warps)  # 2 heads: rows/2 position rows
+    assert kernel.launch_config(1, 32, 128, 32 * 128, sms) == (rows, 1, warps(rows * 128))  # T1 H32 D128
+    assert kernel.launch_config(4, 16, 256, 4 * 16 * 256, sms) == (rows, 1, warps(rows * 256))  # T4 H16 D256
+    assert kernel.launch_config(1, 32, 128, 40 * 128, sms) == (rows, 1, warps(rows * 128))  # rope_qk B1 32/8
+    assert kernel.launch_config(16, 32, 128, 16 * 32 * 128, sms) == (rows, 1, warps(rows * 128))  # T16 H32 D128
+    assert kernel.launch_config(7, 1, 64, 7 * 64, sms) == (1, rows, warps(rows * 64))  # no head dim: position rows
+    # 2 heads: rows/2 position rows
+    assert kernel.launch_config(3, 2, 64, 3 * 2 * 64, sms) == (2, rows // 2, warps(rows * 64))
+    assert warps(8 * 128) == 4 and warps(8 * 256) == 8  # the swept decode configs (session 6)
     # large problems keep the verified config: LARGE_GROUP heads, ELEMS_PER_THREAD per thread
     assert kernel.launch_config(8192, 32, 256, 8192 * 32 * 256, sms) == (16, 1, 4)  # T8192 H32 D256
     assert kernel.launch_config(16384, 40, 128, 16384 * 40 * 128, sms) == (16, 1, 2)  # rope_qk B4 L4096 D128

@@ -32,14 +32,15 @@ from . import ref
 # Launch configs (bench/sweep.py, bench/NOTES.md): large problems take tiles of up to
 # LARGE_GROUP heads with many elements per thread (few warps, the angles amortized over
 # the heads); problems too small to fill the GPU that way (decode: a few tokens) take
-# SMALL_ROWS head rows per program with SMALL_NUM_WARPS warps (latency: more programs
-# in flight). The small config is the session-6 sweep's choice (8 rows, 4 warps: best or
-# within noise of best on every decode shape, bench/results/2026-11-22-h100-session6).
+# SMALL_ROWS head rows per program with SMALL_ELEMS_PER_THREAD elements per thread (latency: more programs
+# in flight). The small config is the session-6 sweep's choice (8 rows with 8 elements per thread:
+# 4 warps at D=128, 8 at D=256, best or within noise of best on every decode shape,
+# bench/results/2026-11-22-h100-session6).
 TILE_ELEMS = 2048  # large problems: elements per program (rows x group x head dim)
 ELEMS_PER_THREAD = 32  # large problems: sets num_warps
 LARGE_GROUP = 16  # large problems: heads per program
 SMALL_ROWS = 8  # small problems: head rows (position rows x heads) per program
-SMALL_NUM_WARPS = 4  # small problems: num_warps
+SMALL_ELEMS_PER_THREAD = 8  # small problems: sets num_warps (at most 8)
 SMALL_PROGRAMS_PER_SM = 2  # below this many large-config programs per SM, use the small config
 POLY_SINCOS = True  # angles through kernels.math.sincos (False: libdevice sin and cos, for comparison)
 _NO_SECTION = 1 << 30
@@ -393,7 +394,7 @@ def launch_config(n_rows: int, n_groups: int, row_elems: int, total: int, sm_cou
     ``row_elems``: padded elements of one head row; ``total``: padded elements of
     the whole launch (both tensors of a pair). Small problems (fewer than
     ``SMALL_PROGRAMS_PER_SM`` large-config programs per SM) take ``SMALL_ROWS``
-    head rows per program (heads first) and ``SMALL_NUM_WARPS`` warps.
+    head rows per program (heads first) and ``SMALL_ELEMS_PER_THREAD`` elements per thread (1-8 warps).
     """
     small = total < SMALL_PROGRAMS_PER_SM * sm_count * TILE_ELEMS
     if small:
@@ -402,10 +403,8 @@ def launch_config(n_rows: int, n_groups: int, row_elems: int, total: int, sm_cou
         tile, max_group = max(TILE_ELEMS, LARGE_GROUP * row_elems), LARGE_GROUP
     block_g = min(next_pow2(n_groups), prev_pow2(max(1, tile // row_elems)), next_pow2(max_group))
     block_r = min(next_pow2(n_rows), prev_pow2(max(1, tile // (row_elems * block_g))))
-    if small:
-        num_warps = SMALL_NUM_WARPS
-    else:
-        num_warps = prev_pow2(min(16, max(1, block_r * block_g * row_elems // (32 * ELEMS_PER_THREAD))))
+    per_thread, most = (SMALL_ELEMS_PER_THREAD, 8) if small else (ELEMS_PER_THREAD, 16)
+    num_warps = prev_pow2(min(most, max(1, block_r * block_g * row_elems // (32 * per_thread))))
     return block_g, block_r, num_warps
 
 
