@@ -22,7 +22,6 @@ MAX_TILE_COLS = 16384  # longest row kept whole in registers
 CHUNK_COLS = 4096  # column chunk of the two-pass path
 TILE_ELEMS = 2048  # rows are batched until a program holds this many elements
 ELEMS_PER_THREAD = 16  # sets num_warps: tile elements / (32 * this)
-CONST_COLS = True  # single-tile rows: the column count is a compile-time constant (False: a runtime argument)
 
 
 @triton.jit(do_not_specialize=["n_rows"])
@@ -50,10 +49,7 @@ def _norm_kernel(
     BLOCK_R: tl.constexpr,
     BLOCK_N: tl.constexpr,
     SINGLE_TILE: tl.constexpr,  # BLOCK_N >= n_cols
-    N_COLS: tl.constexpr,  # > 0: n_cols as a constant (single tile; masks fold at compile time)
 ):
-    if N_COLS > 0:
-        n_cols = N_COLS
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     row_ok = rows < n_rows
     x_row = row_offsets(rows, x_inner, x_so, x_si, X_TWO_LEVEL)
@@ -147,7 +143,7 @@ class NormPlan:
             _norm_kernel, (triton.cdiv(xl.n_rows, block_r),),
             dict(HAS_WEIGHT=weight is not None, HAS_RESIDUAL=residual is not None,
                  X_TWO_LEVEL=xl.two_level, R_TWO_LEVEL=rl.two_level, BLOCK_R=block_r, BLOCK_N=block_n,
-                 SINGLE_TILE=single, N_COLS=n_cols if single and CONST_COLS else 0),
+                 SINGLE_TILE=single),
             num_warps=num_warps,
         )
 
