@@ -178,10 +178,11 @@ def prefill_variant(cfg, causal):
     return Impl(run, tolerance=TOL)
 
 
-def decode_variant(splits=None, fused=True, balance_grid=None):
+def decode_variant(splits=None, fused=True, balance_grid=None, balance_splits=None, cfg=None):
     """Ours with a forced split count (the default comes from the SM count and the static shapes), or
     (``fused=False``) with the splits merged by a second launch instead of by the last program of each column,
-    or (``balance_grid``) another ``decode.BALANCE_GRID`` (1: batches not balanced to their mean length)."""
+    or another ``decode.BALANCE_GRID`` / ``decode.BALANCE_SPLITS`` (``balance_grid=1, balance_splits=0``:
+    batches not balanced), or another ``(BLOCK_N, num_warps, num_stages)`` for 16-bit D=128."""
     from mlx_native.ops.attention import decode as dec
 
     plans = {}
@@ -190,22 +191,30 @@ def decode_variant(splits=None, fused=True, balance_grid=None):
         key = (q.shape, kc.shape, kc.stride())
         plan = plans.get(key)
         if plan is None:
-            saved = dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE, dec.BALANCE_GRID
+            saved = dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE, dec.BALANCE_GRID, dec.BALANCE_SPLITS, dict(dec.GPU_CONFIGS)
             dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE = splits, fused
             dec.BALANCE_GRID = balance_grid or dec.BALANCE_GRID
+            dec.BALANCE_SPLITS = dec.BALANCE_SPLITS if balance_splits is None else (balance_splits or None)
+            dec.GPU_CONFIGS[128] = cfg or dec.GPU_CONFIGS[128]
             try:
                 plan = plans[key] = dec.DecodePlan(q, kc, vc, lens, window=0, softcap=0.0)
             finally:
-                dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE, dec.BALANCE_GRID = saved
+                dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE, dec.BALANCE_GRID, dec.BALANCE_SPLITS = saved[:4]
+                dec.GPU_CONFIGS.update(saved[4])
         return plan(q, kc, vc, lens, q.shape[-1] ** -0.5, 0.0)
 
     return Impl(run, tolerance=TOL)
 
 
 def _balance_variants(case: Case) -> None:
-    """A batch's decode without balancing (``BALANCE_GRID = 1``) and with a grid of 4x the plan's splits."""
-    case.impls["mlx-native[no balance]"] = decode_variant(balance_grid=1)
-    case.impls["mlx-native[balance x4]"] = decode_variant(balance_grid=4)
+    """A batch's decode without balancing, with balance shares of 2 / 4 / 8 mean splits per sequence over a grid
+    of the plan's count, and the same with 128-key tiles (3 stages)."""
+    case.impls["mlx-native[no balance]"] = decode_variant(balance_grid=1, balance_splits=0)
+    for mean in (2, 4, 8):
+        case.impls["mlx-native[balance mean %d]" % mean] = decode_variant(balance_grid=1, balance_splits=mean)
+    case.impls["mlx-native[cfg 128,4,3]"] = decode_variant(cfg=(128, 4, 3))
+    case.impls["mlx-native[cfg 128,4,3 + balance mean 4]"] = decode_variant(balance_grid=1, balance_splits=4,
+                                                                            cfg=(128, 4, 3))
 
 
 def triton_next_pow2(n: int) -> int:
@@ -236,6 +245,9 @@ def cases() -> list[Case]:
                 target = d == 128 and ((b == 8 and kv == 32768) or (b == 1 and kv >= 8192))
                 if target and b > 1:
                     _balance_variants(c)
+                elif target or (d == 128 and b == 32 and kv == 8192):
+                    c.impls["mlx-native[cfg 128,4,3]"] = decode_variant(cfg=(128, 4, 3))
+                    c.impls["mlx-native[cfg 64,4,3]"] = decode_variant(cfg=(64, 4, 3))
                 (first if target else rest).append(c)
     ragged = decode_case(8, 64, 8, 32768, 128, ragged=True)
     ragged.impls[TWO_KERNEL] = decode_variant(fused=False)

@@ -127,6 +127,21 @@ def test_plan_passes_host_inverse_of_n(device):
     assert api._ADD_RMS_PLANS.get((tensor_key(x), tensor_key(w), tensor_key(x), 1e-6), x, w, x, 1e-6).inv_n == 1.0 / 576
     assert api._L2_PLANS.get((tensor_key(x), 1e-6), x, None, None, 1e-6).inv_n == 1.0
 
+
+def test_launch_config_decode_rows_take_more_warps():
+    """Decode problems (few rows) take at least DECODE_MIN_WARPS warps; larger ones keep 16 elements per thread."""
+    from mlx_native.ops.norms import kernel
+
+    low = kernel.DECODE_MIN_WARPS
+    # (BLOCK_R, BLOCK_N, SINGLE_TILE, num_warps)
+    assert kernel.config(1, 576) == (1, 1024, True, low)  # 1024 / (32 * 16) = 2 warps without the floor
+    assert kernel.config(4, 2048) == (1, 2048, True, max(low, 4))
+    assert kernel.config(16, 8192) == (1, 8192, True, 16)
+    assert kernel.config(17, 576) == (2, 1024, True, 4)  # past DECODE_ROWS: elements per thread decide
+    assert kernel.config(16384, 4096) == (1, 4096, True, 8)
+    assert kernel.config(65536, 1024) == (2, 1024, True, 4)
+
+
 class TestBadInput:
     def test_wrong_dtype(self):
         with pytest.raises(mn.UnsupportedDTypeError, match="rms_norm: x has dtype int32"):

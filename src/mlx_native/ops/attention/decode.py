@@ -51,7 +51,8 @@ MIN_SPLIT_KEYS = 128  # fewest cache positions per split (see num_splits), whate
 SPLITS_OVERRIDE = None  # benchmarks / sweeps: force a split count
 FUSED_REDUCE = True  # False: merge the splits in a second launch (_reduce_kernel), for benchmark comparisons
 SHORTEN_SPLITS = True  # False: every sequence takes the plan's split length (benchmark comparisons)
-BALANCE_GRID = 2  # batch > 1: grid splits per sequence, in units of the plan's count (1: no balancing; see DecodePlan)
+BALANCE_GRID = 2  # batch > 1: grid splits per sequence, in units of the plan's count (see DecodePlan) ...
+BALANCE_SPLITS = None  # ... and the mean live splits per sequence (None: the plan's count; both at 1/None: no balance)
 MAX_SPLITS = 64
 RAGGED_SPLITS = 16  # batch > 1: split granularity for ragged lengths (1/16 of the span per program) ...
 RAGGED_WAVES = 4  # ... but no more than this many programs per slot (SMs x occupancy) ...
@@ -189,7 +190,7 @@ def _decode_kernel(
     chunk,  # positions per split (a multiple of BLOCK_N, from the static shapes): the longest a split takes
     min_chunk,  # fewest positions per split of a sequence shorter than the span (a multiple of BLOCK_N)
     n_seqs,  # B (BALANCE)
-    seq_splits,  # BALANCE: splits per sequence of the batch's mean length (the grid holds BALANCE_GRID times as many)
+    mean_splits,  # BALANCE: splits of a sequence of the batch's mean length
     qk_scale,  # scale * log2(e)
     softcap_in,  # scale / softcap
     softcap_out,  # softcap * log2(e)
@@ -224,7 +225,7 @@ def _decode_kernel(
         if BALANCE:  # ... and no shorter than the batch's mean share of a split: splits of equal length
             lens = tl.load(lens_ptr + tl.arange(0, BLOCK_B), mask=tl.arange(0, BLOCK_B) < n_seqs, other=0)
             n_all, lo_all = _visible(lens, Lq, C, window, WINDOW)
-            per = tl.maximum(per, tl.cdiv(tl.sum(n_all - lo_all), n_seqs * seq_splits))
+            per = tl.maximum(per, tl.cdiv(tl.sum(n_all - lo_all), n_seqs * mean_splits))
         per = tl.cdiv(per, BLOCK_N) * BLOCK_N
         chunk = tl.minimum(chunk, tl.maximum(per, min_chunk))
         if FUSE:  # only the splits that hold positions run and arrive (at least one: it writes the zeros)
@@ -439,15 +440,20 @@ class DecodePlan:
         slots = sm_count * occupancy(block_m, block_n, block_d, stages, q.element_size())
         min_keys = MIN_SPLIT_KEYS if on_cuda else INTERPRETER["min_split_keys"]
         splits = num_splits(b * hkv * m_blocks, span, block_n, sms=sm_count, slots=slots, batch=b, on_cuda=on_cuda)
-        self.chunk, seq_splits = split_layout(span, splits, block_n)
+        chunk, seq_splits = split_layout(span, splits, block_n)
         self.rows = b * hq * lq
-        min_chunk = min(self.chunk, triton.cdiv(min_keys, block_n) * block_n) if SHORTEN_SPLITS else self.chunk
+        min_chunk = min(chunk, triton.cdiv(min_keys, block_n) * block_n) if SHORTEN_SPLITS else chunk
         multi = seq_splits > 1
-        balance = multi and b > 1 and SHORTEN_SPLITS and BALANCE_GRID > 1
-        # balance: room for the longer sequences' extra splits (the others exit at once)
-        self.splits = min(seq_splits * BALANCE_GRID, triton.cdiv(span, min_chunk)) if balance else seq_splits
+        mean_splits = min(seq_splits, BALANCE_SPLITS or seq_splits)
+        balance = multi and b > 1 and SHORTEN_SPLITS and (BALANCE_GRID > 1 or mean_splits < seq_splits)
+        if balance:  # room for the longer sequences' extra splits (the others exit at once); splits up to
+            # the span / mean_splits
+            self.splits = min(seq_splits * BALANCE_GRID, triton.cdiv(span, min_chunk))
+            chunk = split_layout(span, mean_splits, block_n)[0]
+        else:
+            self.splits = seq_splits
         self.ints = (*q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], hq, lq, cap, window, self.rows,
-                     self.chunk, min_chunk, b, seq_splits)
+                     chunk, min_chunk, b, mean_splits)
         fuse = multi and FUSED_REDUCE and can_fuse(q.device)
         block_s = next_pow2(self.splits)
         self.counters = counters((b * hkv, m_blocks), q.device) if fuse else None

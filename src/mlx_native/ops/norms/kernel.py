@@ -21,7 +21,9 @@ from ..common import next_pow2
 MAX_TILE_COLS = 16384  # longest row kept whole in registers
 CHUNK_COLS = 4096  # column chunk of the two-pass path
 TILE_ELEMS = 2048  # rows are batched until a program holds this many elements
-ELEMS_PER_THREAD = 16  # sets num_warps: tile elements / (32 * this)
+ELEMS_PER_THREAD = 16  # sets num_warps: tile elements / (32 * this) ...
+DECODE_ROWS = 16  # ... but problems of at most this many rows (decode) take at least DECODE_MIN_WARPS warps:
+DECODE_MIN_WARPS = 8  # rms_norm 1x576 1.445 us with 2 warps, a minimal kernel 1.416 / 1.365 with 2 / 8 (session 7)
 
 
 @triton.jit(do_not_specialize=["n_rows"])
@@ -111,6 +113,8 @@ def config(n_rows: int, n_cols: int) -> tuple[int, int, bool, int]:
     block_n = next_pow2(n_cols) if single else CHUNK_COLS
     block_r = min(next_pow2(n_rows), max(1, TILE_ELEMS // block_n))
     num_warps = min(16, max(1, block_r * block_n // (32 * ELEMS_PER_THREAD)))
+    if n_rows <= DECODE_ROWS:
+        num_warps = max(num_warps, DECODE_MIN_WARPS)
     return block_r, block_n, single, num_warps
 
 
