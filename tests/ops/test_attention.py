@@ -379,31 +379,38 @@ def test_decode_splits_left_empty_by_short_sequences(device, fused, window, shor
 @pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("window", [0, 2000])
 def test_decode_balances_ragged_batches(device, fused, window, monkeypatch):
-    """Batch > 1: every split is about the batch's mean share (``BALANCE_GRID`` x the plan's count in the grid),
-    so the long sequence takes more splits than the plan's count and the short ones fewer. The two-kernel path
-    shows which splits saw keys: their partial log-sum-exp is finite."""
+    """Batch > 1: every split is about the batch's mean share (total / (B x ``BALANCE_SPLITS``), up to the span /
+    ``BALANCE_SPLITS``; ``BALANCE_GRID`` x the plan's count in the grid), so the long sequence takes more splits
+    than the mean and the short ones fewer. The two-kernel path shows which splits saw keys: their partial
+    log-sum-exp is finite."""
     from mlx_native.ops.attention import decode as dec
 
+    monkeypatch.setattr(dec, "BALANCE_GRID", 2)
+    monkeypatch.setattr(dec, "BALANCE_SPLITS", 2)
     b, hq, hkv, cap, d = 4, 2, 1, 4096, 32
     q = randn(b, hq, 1, d, dtype=torch.bfloat16, device=device)
     kc, vc = (randn(b, hkv, cap, d, dtype=torch.bfloat16, device=device) for _ in range(2))
-    lens = torch.tensor([4096, 300, 100, 1500], dtype=torch.int32, device=device)
-    plan = _decode_plan(q, kc, vc, lens, fused=fused, window=window, splits=4)
-    assert plan.splits == 4 * dec.BALANCE_GRID
     buffers = []
     real_empty = dec.empty
     monkeypatch.setattr(dec, "empty", lambda *a, **kw: buffers.append(real_empty(*a, **kw)) or buffers[-1])
     scale = d ** -0.5
-    out = plan(q, kc, vc, lens, scale, 0.0)
     w = window or None
-    assert_error_bar(out, decode_oracle(q, kc, vc, lens, scale, w), decode_baseline(q, kc, vc, lens, scale, w),
-                     what=f"fused={fused} window={window}")
-    if fused:
-        assert not plan.counters.any()
-    else:
-        seen = torch.isfinite(buffers[2].view(plan.splits, b, hq)[:, :, 0]).sum(0).tolist()  # plse: splits per seq
-        # visible 4096 (window: 2000) / 300 / 100 / 1500 positions; mean share ~ total / (4 seqs x 4 splits)
-        assert seen == ([8, 1, 1, 4] if window == 0 else [8, 2, 1, 6]), seen
+    for lens, expected in (([4096, 300, 100, 1500], [6, 1, 1, 2] if window == 0 else [5, 1, 1, 4]),
+                           ([4096] * 4, [2] * 4)):  # equal lengths: BALANCE_SPLITS splits each
+        lens = torch.tensor(lens, dtype=torch.int32, device=device)
+        plan = _decode_plan(q, kc, vc, lens, fused=fused, window=window, splits=4)
+        assert plan.splits == 4 * 2
+        buffers.clear()
+        out = plan(q, kc, vc, lens, scale, 0.0)
+        assert_error_bar(out, decode_oracle(q, kc, vc, lens, scale, w), decode_baseline(q, kc, vc, lens, scale, w),
+                         what=f"fused={fused} window={window}")
+        if fused:
+            assert not plan.counters.any()
+        else:
+            seen = torch.isfinite(buffers[2].view(plan.splits, b, hq)[:, :, 0]).sum(0).tolist()  # splits per seq
+            # window 0: share cdiv(5996, 4 x 2) = 750 -> 752 positions (16-key tiles); window 2000: visible
+            # 2000 / 300 / 100 / 1500, share cdiv(3900, 8) -> 496; equal: span / 2 (2048, window: 1008)
+            assert seen == expected, seen
 
 
 def _h100_splits(b, hkv, kv, d=128, g=8):
@@ -419,15 +426,18 @@ def _h100_splits(b, hkv, kv, d=128, g=8):
 
 
 @pytest.mark.parametrize("b, kv, d, expected", [
-    # measured on the H100 (bench/results/2026-11-22-h100-attention/NOTES.md): the best forced count
+    # measured on the H100 (bench/results/2026-11-22-h100-attention/NOTES.md, session 7): the best forced count
     (1, 8192, 128, 16), (1, 32768, 128, 16), (1, 131072, 128, 16),
-    (8, 32768, 128, 16),  # ragged 1k-32k: 16 best (205.7 us vs 251.4 with 4); uniform: 2/4/8 equal
+    # 128-key tiles (one program per SM): 8 splits, balanced to a mean of 4 per sequence (session 7: 359.8 us
+    # uniform, 202.3 ragged 1k-32k, against 372.1 / 201.8 with 64-key tiles and 16 splits)
+    (8, 32768, 128, 8),
     # session 5 (bench/decode_small.py): 8 splits of 128 positions, 8.75 / 12.0 us vs 9.73 / 13.9 with 4
     (1, 1024, 128, 8), (1, 1024, 256, 8),
     (1, 256, 64, 2),  # a short sequence in it runs one live split (3.3-3.4 us at kv 16, whatever the count)
+    (32, 8192, 128, 2),  # session 7: 365.1 us against 367.7 with 4 splits of 64-key tiles
     # not measured with forced counts: what the rule predicts
-    (8, 1024, 128, 2), (8, 8192, 128, 4), (8, 131072, 128, 16),
-    (32, 1024, 128, 1), (32, 8192, 128, 4), (32, 32768, 128, 4), (32, 131072, 128, 4),
+    (8, 1024, 128, 2), (8, 8192, 128, 4), (8, 131072, 128, 8),
+    (32, 1024, 128, 1), (32, 32768, 128, 2), (32, 131072, 128, 2),
     (1, 32768, 256, 16), (1, 131072, 256, 16), (8, 32768, 256, 16), (32, 8192, 256, 4),
 ])
 def test_decode_split_heuristic(b, kv, d, expected):

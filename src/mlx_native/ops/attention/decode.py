@@ -51,15 +51,16 @@ MIN_SPLIT_KEYS = 128  # fewest cache positions per split (see num_splits), whate
 SPLITS_OVERRIDE = None  # benchmarks / sweeps: force a split count
 FUSED_REDUCE = True  # False: merge the splits in a second launch (_reduce_kernel), for benchmark comparisons
 SHORTEN_SPLITS = True  # False: every sequence takes the plan's split length (benchmark comparisons)
-BALANCE_GRID = 2  # batch > 1: grid splits per sequence, in units of the plan's count (see DecodePlan) ...
-BALANCE_SPLITS = None  # ... and the mean live splits per sequence (None: the plan's count; both at 1/None: no balance)
+BALANCE_GRID = 1  # batch > 1: grid splits per sequence, in units of the plan's count (see DecodePlan) ...
+BALANCE_SPLITS = 4  # ... and the mean live splits per sequence (None: the plan's count; both at 1/None: no balance)
 MAX_SPLITS = 64
 RAGGED_SPLITS = 16  # batch > 1: split granularity for ragged lengths (1/16 of the span per program) ...
 RAGGED_WAVES = 4  # ... but no more than this many programs per slot (SMs x occupancy) ...
 RAGGED_MIN_KEYS = 2048  # ... and no shorter splits than this (see num_splits)
 MAX_BLOCK_M = 64
-# (BLOCK_N, num_warps, num_stages) by BLOCK_D, 16-bit inputs on CUDA
-GPU_CONFIGS = {16: (64, 4, 4), 32: (64, 4, 4), 64: (64, 4, 4), 128: (64, 4, 4), 256: (32, 4, 4), 512: (16, 4, 3)}
+# (BLOCK_N, num_warps, num_stages) by BLOCK_D, 16-bit inputs on CUDA (D=128: 128-key tiles, session 7: 1-3% faster
+# than (64, 4, 4) on every measured decode row but B1 kv32k, equal there)
+GPU_CONFIGS = {16: (64, 4, 4), 32: (64, 4, 4), 64: (64, 4, 4), 128: (128, 4, 3), 256: (32, 4, 4), 512: (16, 4, 3)}
 GPU_CONFIGS_F32 = {16: (32, 4, 3), 32: (32, 4, 3), 64: (32, 4, 3), 128: (32, 4, 3), 256: (16, 4, 2),
                    512: (16, 4, 1)}
 INTERPRETER = dict(block_n=16, min_split_keys=16, max_splits=4)
@@ -331,10 +332,11 @@ def num_splits(base: int, span: int, block_n: int, *, sms: int, slots: int, batc
       a few long splits then finish long after the SMs that held the short sequences went idle. Splits of about
       1/16 of the span let the block scheduler spread the real work over the SMs: B8 Hkv8 kv 32k with lengths
       1k-32k measured 251.4 us with 4 splits (the old one-wave rule), 253.2 with 8, 205.7 with 16 and 214.3 with
-      32. The same static shape with uniform lengths measured 365-366 us with 2, 4 and 8 splits (16 is what this
-      rule picks for both: the shapes cannot tell them apart; its uniform cost is to be confirmed on the GPU).
+      32 (64-key tiles, two programs per SM). The shapes cannot tell ragged from equal lengths, and equal
+      lengths prefer fewer, longer splits (372 us with 16, 361 with 4): the plan's balance (see DecodePlan)
+      sizes the live splits from the real lengths within this grid.
       ``RAGGED_WAVES`` fades the balance out at large batches, where ``base`` alone is several programs per slot
-      and the scheduler already balances (B32 Hkv8: 4 splits, B >= 128 none); ``RAGGED_MIN_KEYS`` keeps the
+      and the scheduler already balances (B32 Hkv8: 2 splits, B >= 128 none); ``RAGGED_MIN_KEYS`` keeps the
       fp32 partials + merge (``G * D * 4`` bytes written and read per program, against ``chunk * D * 4``
       bytes of K/V: under 1% at 2048 positions and G = 8) and the per-program prologue small, and keeps short
       caches (under 4k positions) at the fill count, where the whole call is launch and latency bound.
@@ -351,10 +353,10 @@ def num_splits(base: int, span: int, block_n: int, *, sms: int, slots: int, batc
     8 against 7.2 / 9.6 with 4 / 1. Sequences of a few positions take one live split whatever the count
     (3.3-3.4 us at kv 16), and a 600-position sequence in a 32k cache 8.0 us against 12.6 with the plan's
     split length (the fill count's 2k positions).
-    On the H100 (132 SMs, bf16 D=128: 2 programs per SM) this gives B1 Hkv8: 8 / 16 / 16 / 16 splits at kv
-    1k / 8k / 32k / 128k; B8 Hkv8: 2 / 4 / 16 / 16; B32 Hkv8: 1 / 4 / 4 / 4. The measured shapes and the
-    predictions are tabulated in bench/results/2026-11-22-h100-attention/NOTES.md and
-    bench/results/2026-11-22-h100-session5/NOTES.md.
+    On the H100 (132 SMs, bf16 D=128: 128-key tiles, one program per SM) this gives B1 Hkv8: 8 / 16 / 16 / 16
+    splits at kv 1k / 8k / 32k / 128k; B8 Hkv8: 2 / 4 / 8 / 8; B32 Hkv8: 1 / 2 / 2 / 2. The measured shapes and
+    the predictions are tabulated in bench/results/2026-11-22-h100-attention/NOTES.md,
+    bench/results/2026-11-22-h100-session5/NOTES.md and bench/results/2026-11-22-h100-session7/NOTES.md.
 
     ``SPLITS_OVERRIDE`` (benchmarks, sweeps, tests) forces a count, capped at one ``block_n`` tile per split;
     off CUDA (the interpreter) a few short splits keep the tests fast and still exercise the merge.
@@ -384,13 +386,16 @@ class DecodePlan:
     Grid ``(splits, B * Hkv, m_blocks)``: axis 0 the split of the visible range, axes 1-2 one "column" per
     (sequence, KV head, block of ``BLOCK_M`` packed query rows).
 
-    Batches (B > 1, several splits) are balanced: the grid holds ``BALANCE_GRID`` times the split count of
-    :func:`num_splits` (``seq_splits``), and in the kernel a sequence of ``n`` visible positions takes splits
-    of ``max(total / (B * seq_splits), n / grid splits)`` positions (``total``: the batch's visible positions,
-    summed from ``kv_lens`` by every program; rounded up to ``BLOCK_N``, at least ``MIN_SPLIT_KEYS``, at most
-    the span / ``seq_splits``). A batch of equal lengths keeps ``seq_splits`` live splits per sequence; in a
-    ragged batch the splits are about equally long, where splits of ``n / seq_splits`` made the long
-    sequences' programs the launch's tail. The programs beyond a sequence's live splits exit at once.
+    Batches (B > 1, more splits than ``BALANCE_SPLITS``, or ``BALANCE_GRID > 1``) are balanced: the grid holds
+    ``BALANCE_GRID`` times the split count of :func:`num_splits`, and in the kernel a sequence of ``n`` visible
+    positions takes splits of ``max(total / (B * BALANCE_SPLITS), n / grid splits)`` positions (``total``: the
+    batch's visible positions, summed from ``kv_lens`` by every program; rounded up to ``BLOCK_N``, at least
+    ``MIN_SPLIT_KEYS``, at most the span / ``BALANCE_SPLITS``). A batch of equal lengths runs ``BALANCE_SPLITS``
+    long splits per sequence (fewer programs, each paying its prologue and merge once); in a ragged batch the
+    long sequences take more splits, the short ones fewer. The programs beyond a sequence's live splits exit at
+    once. Measured on the H100 (B8 Hkv8 kv 32k D=128, session 7): 8 splits of 128-key tiles balanced to a mean
+    of 4 ran 359.8 us on equal lengths and 202.3 us on lengths 1k-32k, against 372.1 / 201.8 us for 16 splits of
+    64-key tiles without balancing; a mean of 2 lost on both (400.8 / 219.9 with 64-key tiles).
 
     With several splits each program writes its
     fp32 partials (``po [splits, B*Hq*Lq, D]``, ``plse [splits, B*Hq*Lq]``, fresh buffers every call) and the
