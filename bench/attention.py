@@ -191,30 +191,30 @@ def decode_variant(splits=None, fused=True, balance_grid=None, balance_splits=No
         key = (q.shape, kc.shape, kc.stride())
         plan = plans.get(key)
         if plan is None:
-            saved = dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE, dec.BALANCE_GRID, dec.BALANCE_SPLITS, dict(dec.GPU_CONFIGS)
+            saved = dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE, dec.BALANCE_GRID, dec.BALANCE_SPLITS, dec.tile_config
             dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE = splits, fused
             dec.BALANCE_GRID = balance_grid or dec.BALANCE_GRID
             dec.BALANCE_SPLITS = dec.BALANCE_SPLITS if balance_splits is None else (balance_splits or None)
-            dec.GPU_CONFIGS[128] = cfg or dec.GPU_CONFIGS[128]
+            if cfg is not None:
+                dec.tile_config = lambda block_d, span, dtype: cfg
             try:
                 plan = plans[key] = dec.DecodePlan(q, kc, vc, lens, window=0, softcap=0.0)
             finally:
-                dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE, dec.BALANCE_GRID, dec.BALANCE_SPLITS = saved[:4]
-                dec.GPU_CONFIGS.update(saved[4])
+                dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE, dec.BALANCE_GRID, dec.BALANCE_SPLITS, dec.tile_config = saved
         return plan(q, kc, vc, lens, q.shape[-1] ** -0.5, 0.0)
 
     return Impl(run, tolerance=TOL)
 
 
 def _balance_variants(case: Case) -> None:
-    """A batch's decode without balancing, with balance shares of 2 / 4 / 8 mean splits per sequence over a grid
-    of the plan's count, and the same with 128-key tiles (3 stages)."""
+    """A batch's decode without balancing, with balance shares of 2 / 8 mean splits per sequence over a grid of
+    the plan's count, and with the 64-key tiles of short spans (the default before session 7: no balance)."""
     case.impls["mlx-native[no balance]"] = decode_variant(balance_grid=1, balance_splits=0)
-    for mean in (2, 4, 8):
+    for mean in (2, 8):
         case.impls["mlx-native[balance mean %d]" % mean] = decode_variant(balance_grid=1, balance_splits=mean)
-    case.impls["mlx-native[cfg 128,4,3]"] = decode_variant(cfg=(128, 4, 3))
-    case.impls["mlx-native[cfg 128,4,3 + balance mean 4]"] = decode_variant(balance_grid=1, balance_splits=4,
-                                                                            cfg=(128, 4, 3))
+    case.impls["mlx-native[cfg 64,4,4]"] = decode_variant(cfg=(64, 4, 4))
+    case.impls["mlx-native[cfg 64,4,4, no balance]"] = decode_variant(balance_grid=1, balance_splits=0,
+                                                                     cfg=(64, 4, 4))
 
 
 def triton_next_pow2(n: int) -> int:
@@ -245,8 +245,7 @@ def cases() -> list[Case]:
                 target = d == 128 and ((b == 8 and kv == 32768) or (b == 1 and kv >= 8192))
                 if target and b > 1:
                     _balance_variants(c)
-                elif target or (d == 128 and b == 32 and kv == 8192):
-                    c.impls["mlx-native[cfg 128,4,3]"] = decode_variant(cfg=(128, 4, 3))
+                elif target:
                     c.impls["mlx-native[cfg 64,4,3]"] = decode_variant(cfg=(64, 4, 3))
                 (first if target else rest).append(c)
     ragged = decode_case(8, 64, 8, 32768, 128, ragged=True)
@@ -398,12 +397,12 @@ def sweep(out_dir: str, budget_s: float = 1e9, kinds: str = "prefill,decode") ->
                 emit(dict(kind="decode", b=b, kv=kv, d=d, impl=name, us=t, tbps=nbytes / t / 1e6))
             except Exception as exc:  # noqa: BLE001
                 emit(dict(kind="decode", b=b, kv=kv, d=d, impl=name, error=repr(exc)[:200]))
-        saved = (dict(dec.GPU_CONFIGS), dec.SPLITS_OVERRIDE)
+        saved = (dec.tile_config, dec.SPLITS_OVERRIDE)
         for cfg in configs:
             for splits in splits_list:
                 if time.time() - t_start > budget_s:
                     break
-                dec.GPU_CONFIGS[d] = cfg
+                dec.tile_config = lambda block_d, span, dtype, cfg=cfg: cfg
                 dec.SPLITS_OVERRIDE = splits
                 clear_all()
                 try:
@@ -412,9 +411,7 @@ def sweep(out_dir: str, budget_s: float = 1e9, kinds: str = "prefill,decode") ->
                               tbps=nbytes / t / 1e6))
                 except Exception as exc:  # noqa: BLE001
                     emit(dict(kind="decode", b=b, kv=kv, d=d, impl="ours", cfg=cfg, error=repr(exc)[:300]))
-        dec.GPU_CONFIGS.clear()
-        dec.GPU_CONFIGS.update(saved[0])
-        dec.SPLITS_OVERRIDE = saved[1]
+        dec.tile_config, dec.SPLITS_OVERRIDE = saved
         clear_all()
 
     p128 = [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3), (128, 128, 8, 2), (64, 64, 4, 3)]

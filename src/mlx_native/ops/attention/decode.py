@@ -58,9 +58,14 @@ RAGGED_SPLITS = 16  # batch > 1: split granularity for ragged lengths (1/16 of t
 RAGGED_WAVES = 4  # ... but no more than this many programs per slot (SMs x occupancy) ...
 RAGGED_MIN_KEYS = 2048  # ... and no shorter splits than this (see num_splits)
 MAX_BLOCK_M = 64
-# (BLOCK_N, num_warps, num_stages) by BLOCK_D, 16-bit inputs on CUDA (D=128: 128-key tiles, session 7: 1-3% faster
-# than (64, 4, 4) on every measured decode row but B1 kv32k, equal there)
-GPU_CONFIGS = {16: (64, 4, 4), 32: (64, 4, 4), 64: (64, 4, 4), 128: (128, 4, 3), 256: (32, 4, 4), 512: (16, 4, 3)}
+# (BLOCK_N, num_warps, num_stages) by BLOCK_D, 16-bit inputs on CUDA ...
+GPU_CONFIGS = {16: (64, 4, 4), 32: (64, 4, 4), 64: (64, 4, 4), 128: (64, 4, 4), 256: (32, 4, 4), 512: (16, 4, 3)}
+# ... and where the span is at least LONG_SPAN positions: D=128 takes 128-key tiles (one program per SM, so the
+# split rule picks half the splits). Session 7, H100: B8 kv32k 372 -> 360 us (with BALANCE_SPLITS), kv128k 1424 ->
+# 1387, B32 kv32k / 128k 1418 -> 1392 / 5608 -> 5510, B1 kv32k / 128k equal; below 16k they lost (B8 kv8k 98.6 ->
+# 101.0, a 16-position sequence in a 1k cache 4.4 -> 5.5 us).
+LONG_SPAN = 16384
+GPU_CONFIGS_LONG = {128: (128, 4, 3)}
 GPU_CONFIGS_F32 = {16: (32, 4, 3), 32: (32, 4, 3), 64: (32, 4, 3), 128: (32, 4, 3), 256: (16, 4, 2),
                    512: (16, 4, 1)}
 INTERPRETER = dict(block_n=16, min_split_keys=16, max_splits=4)
@@ -308,6 +313,16 @@ def _reduce_kernel(
              mask=r_ok[:, None] & (offs_d < HEAD_D)[None, :])
 
 
+def tile_config(block_d: int, span: int, dtype: torch.dtype) -> tuple[int, int, int]:
+    """``(BLOCK_N, num_warps, num_stages)`` on CUDA for a padded head dim ``block_d``, a span of ``span`` positions
+    and the inputs' dtype (``GPU_CONFIGS``, ``GPU_CONFIGS_LONG`` from ``LONG_SPAN`` positions, ``GPU_CONFIGS_F32``)."""
+    if dtype == torch.float32:
+        return GPU_CONFIGS_F32[block_d]
+    if span >= LONG_SPAN and block_d in GPU_CONFIGS_LONG:
+        return GPU_CONFIGS_LONG[block_d]
+    return GPU_CONFIGS[block_d]
+
+
 def occupancy(block_m: int, block_n: int, block_d: int, stages: int, esize: int) -> int:
     """Programs per SM that the shared memory allows (K and V tiles of ``stages - 1`` pipeline buffers + q)."""
     smem = max(stages - 1, 1) * 2 * block_n * block_d * esize + block_m * block_d * esize + 1024
@@ -336,7 +351,7 @@ def num_splits(base: int, span: int, block_n: int, *, sms: int, slots: int, batc
       lengths prefer fewer, longer splits (372 us with 16, 361 with 4): the plan's balance (see DecodePlan)
       sizes the live splits from the real lengths within this grid.
       ``RAGGED_WAVES`` fades the balance out at large batches, where ``base`` alone is several programs per slot
-      and the scheduler already balances (B32 Hkv8: 2 splits, B >= 128 none); ``RAGGED_MIN_KEYS`` keeps the
+      and the scheduler already balances (B32 Hkv8: 2-4 splits, B >= 128 none); ``RAGGED_MIN_KEYS`` keeps the
       fp32 partials + merge (``G * D * 4`` bytes written and read per program, against ``chunk * D * 4``
       bytes of K/V: under 1% at 2048 positions and G = 8) and the per-program prologue small, and keeps short
       caches (under 4k positions) at the fill count, where the whole call is launch and latency bound.
@@ -353,8 +368,9 @@ def num_splits(base: int, span: int, block_n: int, *, sms: int, slots: int, batc
     8 against 7.2 / 9.6 with 4 / 1. Sequences of a few positions take one live split whatever the count
     (3.3-3.4 us at kv 16), and a 600-position sequence in a 32k cache 8.0 us against 12.6 with the plan's
     split length (the fill count's 2k positions).
-    On the H100 (132 SMs, bf16 D=128: 128-key tiles, one program per SM) this gives B1 Hkv8: 8 / 16 / 16 / 16
-    splits at kv 1k / 8k / 32k / 128k; B8 Hkv8: 2 / 4 / 8 / 8; B32 Hkv8: 1 / 2 / 2 / 2. The measured shapes and
+    On the H100 (132 SMs, bf16 D=128: 64-key tiles and two programs per SM, from 16k positions 128-key tiles and
+    one) this gives B1 Hkv8: 8 / 16 / 16 / 16 splits at kv 1k / 8k / 32k / 128k; B8 Hkv8: 2 / 4 / 8 / 8; B32 Hkv8:
+    1 / 4 / 2 / 2. The measured shapes and
     the predictions are tabulated in bench/results/2026-11-22-h100-attention/NOTES.md,
     bench/results/2026-11-22-h100-session5/NOTES.md and bench/results/2026-11-22-h100-session7/NOTES.md.
 
@@ -435,13 +451,12 @@ class DecodePlan:
         block_d = max(16, next_pow2(d))
         block_m = min(MAX_BLOCK_M, max(16, next_pow2(g * lq)))
         m_blocks = triton.cdiv(g * lq, block_m)
+        span = cap if window <= 0 else min(cap, window + lq - 1)
         if on_cuda:
-            table = GPU_CONFIGS if q.dtype != torch.float32 else GPU_CONFIGS_F32
-            block_n, warps, stages = table[block_d]
+            block_n, warps, stages = tile_config(block_d, span, q.dtype)
             sm_count = device_info(q.device).sm_count
         else:
             block_n, warps, stages, sm_count = INTERPRETER["block_n"], 4, 1, 1
-        span = cap if window <= 0 else min(cap, window + lq - 1)
         slots = sm_count * occupancy(block_m, block_n, block_d, stages, q.element_size())
         min_keys = MIN_SPLIT_KEYS if on_cuda else INTERPRETER["min_split_keys"]
         splits = num_splits(b * hkv * m_blocks, span, block_n, sms=sm_count, slots=slots, batch=b, on_cuda=on_cuda)
