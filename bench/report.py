@@ -50,8 +50,8 @@ def markdown(env: dict[str, Any], copy_bw: float, rows: list[dict[str, Any]], no
         "",
         "Times are medians of CUDA-event timings over passes that rotate input sets (L2 does not hold the next "
         "call's data). `large` rows: calls issued back to back (GPU-bound). `decode` rows: the main number is "
-        "GPU time per call from a CUDA-graph replay; `eager` is the same calls issued from Python (host-bound "
-        "at these sizes); every implementation of a decode row is timed in two round-robin rounds and keeps the "
+        "GPU time per call from a CUDA-graph replay; `eager` is the same calls issued from Python, back to back "
+        "with nothing queued ahead (host-bound at these sizes); every implementation of a decode row is timed in two round-robin rounds and keeps the "
         "better median. Speedup = best peer time / ours (>1: we are faster).",
         "",
     ]
