@@ -26,7 +26,7 @@ from peers import compiled, torch_rms_norm  # noqa: E402
 
 
 @triton.jit
-def _rms_min(x_ptr, w_ptr, y_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
+def _rms_row(x_ptr, w_ptr, y_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
     cols = tl.arange(0, BLOCK)
     ok = cols < N
     x = tl.load(x_ptr + cols, mask=ok, other=0.0).to(tl.float32)
@@ -36,14 +36,14 @@ def _rms_min(x_ptr, w_ptr, y_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _rms_min(x_ptr, w_ptr, y_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
+    _rms_row(x_ptr, w_ptr, y_ptr, N, BLOCK)
+
+
+@triton.jit
 def _rms_min_args(x_ptr, w_ptr, y_ptr, a0, a1, a2, a3, a4, a5, a6, a7, f0, f1, f2, f3, f4,
                   N: tl.constexpr, BLOCK: tl.constexpr):
-    cols = tl.arange(0, BLOCK)
-    ok = cols < N
-    x = tl.load(x_ptr + cols, mask=ok, other=0.0).to(tl.float32)
-    w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
-    y = x * tl.rsqrt(tl.sum(x * x, axis=0) / N + 1e-6) * w
-    tl.store(y_ptr + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
+    _rms_row(x_ptr, w_ptr, y_ptr, N, BLOCK)
 
 
 def main() -> None:
