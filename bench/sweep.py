@@ -122,6 +122,9 @@ SWEEPS = [
     ("norm", norm_kernel, ("ELEMS_PER_THREAD",), ([2, 4, 8, 16, 32],),
      {"rms 1x576": rms(1, 576), "add_rms 1x576": add_rms(1, 576), "rms 1x4096": rms(1, 4096),
       "rms 16x8192": rms(16, 8192), "rms 16384x4096": rms(16384, 4096)}),
+    ("norm lean rows", norm_kernel, ("LEAN_ROWS",), ([True, False],),
+     {"rms 1x576": rms(1, 576), "add_rms 1x576": add_rms(1, 576), "rms 1x4096": rms(1, 4096),
+      "rms 16x8192": rms(16, 8192), "rms 16384x4096": rms(16384, 4096)}),
     ("decode peers", None, (), (), None),
 ]
 

@@ -24,6 +24,7 @@ TILE_ELEMS = 2048  # rows are batched until a program holds this many elements
 ELEMS_PER_THREAD = 16  # sets num_warps: tile elements / (32 * this) ...
 DECODE_ROWS = 16  # ... but problems of at most this many rows (decode) take at least DECODE_MIN_WARPS warps:
 DECODE_MIN_WARPS = 8  # rms_norm 1x576 1.445 us with 2 warps, a minimal kernel 1.416 / 1.365 with 2 / 8 (session 7)
+LEAN_ROWS = True  # int32 row offsets and no row mask where the layout allows (False: always int64 + mask)
 
 
 @triton.jit(do_not_specialize=["n_rows"])
@@ -51,14 +52,24 @@ def _norm_kernel(
     BLOCK_R: tl.constexpr,
     BLOCK_N: tl.constexpr,
     SINGLE_TILE: tl.constexpr,  # BLOCK_N >= n_cols
+    EVEN_ROWS: tl.constexpr,  # n_rows % BLOCK_R == 0: no row mask
+    NARROW: tl.constexpr,  # single-level layouts whose offsets fit int32: int32 row offsets
 ):
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
-    row_ok = rows < n_rows
-    x_row = row_offsets(rows, x_inner, x_so, x_si, X_TWO_LEVEL)
-    out_row = rows.to(tl.int64) * n_cols
-    r_row = out_row
-    if HAS_RESIDUAL:
-        r_row = row_offsets(rows, r_inner, r_so, r_si, R_TWO_LEVEL)
+    if EVEN_ROWS:
+        row_ok = tl.full([BLOCK_R], 1, tl.int1)
+    else:
+        row_ok = rows < n_rows
+    if NARROW:  # fewer instructions before the first load (decode rows are latency-bound)
+        x_row = rows * x_si
+        out_row = rows * n_cols
+        r_row = rows * r_si
+    else:
+        x_row = row_offsets(rows, x_inner, x_so, x_si, X_TWO_LEVEL)
+        out_row = rows.to(tl.int64) * n_cols
+        r_row = out_row
+        if HAS_RESIDUAL:
+            r_row = row_offsets(rows, r_inner, r_so, r_si, R_TWO_LEVEL)
     cols = tl.arange(0, BLOCK_N)
 
     if SINGLE_TILE:
@@ -141,13 +152,15 @@ class NormPlan:
         self.has_residual = residual is not None
         self.inv_n = 1.0 / n_cols if mean else 1.0  # kernel argument: the mean is a multiply (inductor's form)
         block_r, block_n, single, num_warps = config(xl.n_rows, n_cols)
+        reach = (xl.n_rows + block_r) * max(xl.stride_inner, rl.stride_inner, n_cols)  # past the last row tile
+        narrow = LEAN_ROWS and not (xl.two_level or rl.two_level) and reach < 2**31
         self.ints = (xl.n_rows, n_cols, xl.inner, xl.stride_outer, xl.stride_inner, rl.inner, rl.stride_outer,
                      rl.stride_inner)
         self.launch = Launch(
             _norm_kernel, (triton.cdiv(xl.n_rows, block_r),),
             dict(HAS_WEIGHT=weight is not None, HAS_RESIDUAL=residual is not None,
                  X_TWO_LEVEL=xl.two_level, R_TWO_LEVEL=rl.two_level, BLOCK_R=block_r, BLOCK_N=block_n,
-                 SINGLE_TILE=single),
+                 SINGLE_TILE=single, EVEN_ROWS=LEAN_ROWS and xl.n_rows % block_r == 0, NARROW=narrow),
             num_warps=num_warps,
         )
 
