@@ -24,7 +24,7 @@ TILE_ELEMS = 2048  # rows are batched until a program holds this many elements
 ELEMS_PER_THREAD = 16  # sets num_warps: tile elements / (32 * this) ...
 DECODE_ROWS = 16  # ... but problems of at most this many rows (decode) take at least DECODE_MIN_WARPS warps:
 DECODE_MIN_WARPS = 8  # rms_norm 1x576 1.445 us with 2 warps, a minimal kernel 1.416 / 1.365 with 2 / 8 (session 7)
-LEAN_ROWS = True  # int32 row offsets and no row mask where the layout allows (False: always int64 + mask)
+LEAN_ROWS = True  # int32 row offsets, no row mask where the layout allows (session 7: 10-60 ns less at decode)
 
 
 @triton.jit(do_not_specialize=["n_rows"])
