@@ -142,6 +142,21 @@ def test_launch_config_decode_rows_take_more_warps():
     assert kernel.config(65536, 1024) == (2, 1024, True, 4)
 
 
+def test_lean_rows_only_where_offsets_fit(device):
+    """int32 row offsets for single-level layouts (NARROW), no row mask for whole row tiles (EVEN_ROWS)."""
+    from mlx_native.ops.norms import kernel
+
+    def flags(x):
+        c = kernel.NormPlan(x, None, None, mean=True).launch.constexprs
+        return c["NARROW"], c["EVEN_ROWS"]
+
+    assert flags(randn(4, 576, device=device)) == (True, True)
+    assert flags(randn(7, 1000, device=device)) == (True, False)  # 2-row tiles over 7 rows
+    assert flags(randn(4, 8, 64, device=device)[:, :4]) == (False, True)  # two strided levels: int64
+    wide = torch.empty(0, dtype=torch.bfloat16, device=device).as_strided((2, 8), (2**31, 1))  # never read
+    assert flags(wide)[0] is False
+
+
 class TestBadInput:
     def test_wrong_dtype(self):
         with pytest.raises(mn.UnsupportedDTypeError, match="rms_norm: x has dtype int32"):
