@@ -178,11 +178,11 @@ def prefill_variant(cfg, causal):
     return Impl(run, tolerance=TOL)
 
 
-def decode_variant(splits=None, fused=True, balance_grid=None, balance_splits=None, cfg=None):
+def decode_variant(splits=None, fused=True, balance_splits=None, cfg=None):
     """Ours with a forced split count (the default comes from the SM count and the static shapes), or
     (``fused=False``) with the splits merged by a second launch instead of by the last program of each column,
-    or another ``decode.BALANCE_GRID`` / ``decode.BALANCE_SPLITS`` (``balance_grid=1, balance_splits=0``:
-    batches not balanced), or another ``(BLOCK_N, num_warps, num_stages)`` for 16-bit D=128."""
+    or another ``decode.BALANCE_SPLITS`` (``balance_splits=0``: batches not balanced), or another
+    ``(BLOCK_N, num_warps, num_stages)`` (``cfg``: every head dim and span)."""
     from mlx_native.ops.attention import decode as dec
 
     plans = {}
@@ -191,30 +191,28 @@ def decode_variant(splits=None, fused=True, balance_grid=None, balance_splits=No
         key = (q.shape, kc.shape, kc.stride())
         plan = plans.get(key)
         if plan is None:
-            saved = dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE, dec.BALANCE_GRID, dec.BALANCE_SPLITS, dec.tile_config
+            saved = dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE, dec.BALANCE_SPLITS, dec.tile_config
             dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE = splits, fused
-            dec.BALANCE_GRID = balance_grid or dec.BALANCE_GRID
             dec.BALANCE_SPLITS = dec.BALANCE_SPLITS if balance_splits is None else (balance_splits or None)
             if cfg is not None:
                 dec.tile_config = lambda block_d, span, dtype: cfg
             try:
                 plan = plans[key] = dec.DecodePlan(q, kc, vc, lens, window=0, softcap=0.0)
             finally:
-                dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE, dec.BALANCE_GRID, dec.BALANCE_SPLITS, dec.tile_config = saved
+                dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE, dec.BALANCE_SPLITS, dec.tile_config = saved
         return plan(q, kc, vc, lens, q.shape[-1] ** -0.5, 0.0)
 
     return Impl(run, tolerance=TOL)
 
 
 def _balance_variants(case: Case) -> None:
-    """A batch's decode without balancing, with balance shares of 2 / 8 mean splits per sequence over a grid of
-    the plan's count, and with the 64-key tiles of short spans (the default before session 7: no balance)."""
-    case.impls["mlx-native[no balance]"] = decode_variant(balance_grid=1, balance_splits=0)
+    """A batch's decode without balancing, balanced to 2 / 8 mean splits per sequence, and with the 64-key tiles
+    of short spans (with and without balancing; the default before session 7: no balance)."""
+    case.impls["mlx-native[no balance]"] = decode_variant(balance_splits=0)
     for mean in (2, 8):
-        case.impls["mlx-native[balance mean %d]" % mean] = decode_variant(balance_grid=1, balance_splits=mean)
+        case.impls["mlx-native[balance mean %d]" % mean] = decode_variant(balance_splits=mean)
     case.impls["mlx-native[cfg 64,4,4]"] = decode_variant(cfg=(64, 4, 4))
-    case.impls["mlx-native[cfg 64,4,4, no balance]"] = decode_variant(balance_grid=1, balance_splits=0,
-                                                                     cfg=(64, 4, 4))
+    case.impls["mlx-native[cfg 64,4,4, no balance]"] = decode_variant(balance_splits=0, cfg=(64, 4, 4))
 
 
 def triton_next_pow2(n: int) -> int:

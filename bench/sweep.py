@@ -66,12 +66,6 @@ def add_rms(rows, cols):
     return make, (lambda x, r, w: mn.add_rms_norm(x, r, w)), 8 * rows * cols
 
 
-def rms_peer(rows, cols, fn):
-    def make():
-        return _rand(rows, cols), _rand(cols)
-    return make, fn, 4 * rows * cols
-
-
 def _decode_peers() -> dict:
     """Liger-Kernel and torch.compile on the decode shapes of the rope and norm sweeps."""
     lig = liger() or {}
@@ -87,7 +81,7 @@ def _decode_peers() -> dict:
         rms_peers["liger"] = lambda x, w: lig["rms_norm"](x, w, 1e-6)
     for name, fn in rms_peers.items():
         for rows, cols in ((1, 576), (1, 4096)):
-            shapes[f"{name} rms {rows}x{cols}"] = rms_peer(rows, cols, fn)
+            shapes[f"{name} rms {rows}x{cols}"] = rms(rows, cols, fn)
     return shapes
 
 
@@ -97,11 +91,15 @@ def silu(rows, cols):
     return make, mn.silu_mul, 6 * rows * cols
 
 
-def rms(rows, cols):
+def rms(rows, cols, fn=lambda x, w: mn.rms_norm(x, w)):
+    """rms_norm of ``[rows, cols]`` (ours, or a peer's ``fn(x, w)``)."""
     def make():
         return _rand(rows, cols), _rand(cols)
-    return make, (lambda x, w: mn.rms_norm(x, w)), 4 * rows * cols
+    return make, fn, 4 * rows * cols
 
+
+NORM_SHAPES = {"rms 1x576": rms(1, 576), "add_rms 1x576": add_rms(1, 576), "rms 1x4096": rms(1, 4096),
+               "rms 16x8192": rms(16, 8192), "rms 16384x4096": rms(16384, 4096)}
 
 SWEEPS = [
     ("rope small problems", rope_kernel, ("SMALL_ROWS", "SMALL_ELEMS_PER_THREAD"), ([4, 8, 16], [4, 8, 16]),
@@ -119,12 +117,8 @@ SWEEPS = [
      {"hnr T8192 H32 D256": hnr(8192, 32, 256), "rope_qk B4 L4096 32/8 D128": rope_qk(4, 4096, 32, 8, 128)}),
     ("elementwise small problems", elementwise, ("MIN_TILE_ELEMS", "NUM_WARPS"), ([256, 512, 1024, 2048], [2, 4, 8]),
      {"silu 1x8960": silu(1, 8960), "silu 4x14336": silu(4, 14336), "silu 16x14336": silu(16, 14336)}),
-    ("norm", norm_kernel, ("ELEMS_PER_THREAD",), ([2, 4, 8, 16, 32],),
-     {"rms 1x576": rms(1, 576), "add_rms 1x576": add_rms(1, 576), "rms 1x4096": rms(1, 4096),
-      "rms 16x8192": rms(16, 8192), "rms 16384x4096": rms(16384, 4096)}),
-    ("norm lean rows", norm_kernel, ("LEAN_ROWS",), ([True, False],),
-     {"rms 1x576": rms(1, 576), "add_rms 1x576": add_rms(1, 576), "rms 1x4096": rms(1, 4096),
-      "rms 16x8192": rms(16, 8192), "rms 16384x4096": rms(16384, 4096)}),
+    ("norm", norm_kernel, ("ELEMS_PER_THREAD",), ([2, 4, 8, 16, 32],), NORM_SHAPES),
+    ("norm lean rows", norm_kernel, ("LEAN_ROWS",), ([True, False],), NORM_SHAPES),
     ("decode peers", None, (), (), None),
 ]
 

@@ -379,13 +379,12 @@ def test_decode_splits_left_empty_by_short_sequences(device, fused, window, shor
 @pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("window", [0, 2000])
 def test_decode_balances_ragged_batches(device, fused, window, monkeypatch):
-    """Batch > 1: every split is about the batch's mean share (total / (B x ``BALANCE_SPLITS``), up to the span /
-    ``BALANCE_SPLITS``; ``BALANCE_GRID`` x the plan's count in the grid), so the long sequence takes more splits
-    than the mean and the short ones fewer. The two-kernel path shows which splits saw keys: their partial
-    log-sum-exp is finite."""
+    """Batch > 1: every split is about the batch's mean share (total / (B x ``BALANCE_SPLITS``), at most the
+    span / ``BALANCE_SPLITS``, at least n / the plan's count), so the long sequence takes more splits than the mean
+    and the short ones fewer. The two-kernel path shows which splits saw keys: their partial log-sum-exp is
+    finite."""
     from mlx_native.ops.attention import decode as dec
 
-    monkeypatch.setattr(dec, "BALANCE_GRID", 2)
     monkeypatch.setattr(dec, "BALANCE_SPLITS", 2)
     b, hq, hkv, cap, d = 4, 2, 1, 4096, 32
     q = randn(b, hq, 1, d, dtype=torch.bfloat16, device=device)
@@ -395,12 +394,12 @@ def test_decode_balances_ragged_batches(device, fused, window, monkeypatch):
     monkeypatch.setattr(dec, "empty", lambda *a, **kw: buffers.append(real_empty(*a, **kw)) or buffers[-1])
     scale = d ** -0.5
     w = window or None
-    for lens, expected in (([4096, 300, 100, 1500], {16: [6, 1, 1, 2], 64: [6, 1, 1, 2]} if window == 0 else
-                            {16: [5, 1, 1, 4], 64: [4, 1, 1, 3]}),
+    for lens, expected in (([4096, 300, 100, 1500], {16: [4, 1, 1, 2], 64: [4, 1, 1, 2]} if window == 0 else
+                            {16: [4, 1, 1, 4], 64: [4, 1, 1, 3]}),
                            ([4096] * 4, {16: [2] * 4, 64: [2] * 4})):  # equal lengths: BALANCE_SPLITS splits each
         lens = torch.tensor(lens, dtype=torch.int32, device=device)
         plan = _decode_plan(q, kc, vc, lens, fused=fused, window=window, splits=4)
-        assert plan.splits == 4 * 2
+        assert plan.splits == 4
         expected = expected[plan.launch.constexprs["BLOCK_N"]]  # interpreter 16-key tiles, GPU 64
         buffers.clear()
         out = plan(q, kc, vc, lens, scale, 0.0)
@@ -410,8 +409,9 @@ def test_decode_balances_ragged_batches(device, fused, window, monkeypatch):
             assert not plan.counters.any()
         else:
             seen = torch.isfinite(buffers[2].view(plan.splits, b, hq)[:, :, 0]).sum(0).tolist()  # splits per seq
-            # window 0: share cdiv(5996, 4 x 2) = 750 -> 752 / 768 positions (16 / 64-key tiles); window 2000:
-            # visible 2000 / 300 / 100 / 1500, share cdiv(3900, 8) = 488 -> 496 / 512; equal: span / 2
+            # window 0: share cdiv(5996, 4 x 2) = 750 -> 752 / 768 positions (16 / 64-key tiles), the long
+            # sequence 4096 / 4 splits; window 2000: visible 2000 / 300 / 100 / 1500, share cdiv(3900, 8) = 488
+            # -> 496 / 512 (the long one: 2000 / 4 -> 512); equal lengths: span / 2
             assert seen == expected, seen
 
 

@@ -51,8 +51,7 @@ MIN_SPLIT_KEYS = 128  # fewest cache positions per split (see num_splits), whate
 SPLITS_OVERRIDE = None  # benchmarks / sweeps: force a split count
 FUSED_REDUCE = True  # False: merge the splits in a second launch (_reduce_kernel), for benchmark comparisons
 SHORTEN_SPLITS = True  # False: every sequence takes the plan's split length (benchmark comparisons)
-BALANCE_GRID = 1  # batch > 1: grid splits per sequence, in units of the plan's count (see DecodePlan) ...
-BALANCE_SPLITS = 4  # ... and the mean live splits per sequence (None: the plan's count; both at 1/None: no balance)
+BALANCE_SPLITS = 4  # batch > 1: mean live splits per sequence (see DecodePlan; None: no balance)
 MAX_SPLITS = 64
 RAGGED_SPLITS = 16  # batch > 1: split granularity for ragged lengths (1/16 of the span per program) ...
 RAGGED_WAVES = 4  # ... but no more than this many programs per slot (SMs x occupancy) ...
@@ -151,30 +150,21 @@ def _merge_splits(po_ptr, plse_ptr, rows, r_ok, R, n_splits, BLOCK_S: tl.constex
     log2-sum-exp (``-inf``: the split saw no key). ``BLOCK_S >= n_splits``. Returns the [BLOCK_R, BLOCK_D] fp32
     output ``sum_s w_s o_s / sum_s w_s``, ``w_s = exp2(lse_s - max_s lse_s)``; a row no split saw gets zeros.
     The loads bypass L1 (``.cg``): other SMs wrote the partials during the same launch in the fused path.
-    The weights come from one ``[BLOCK_S, BLOCK_R]`` load; each partial output is loaded two splits ahead of its
-    use, so L2 round trips overlap instead of costing one per split (the merge is the tail that the last split
-    adds to the launch).
     """
     s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, BLOCK_D)
     ld_mask = r_ok[:, None] & (offs_d < HEAD_D)[None, :]
-    o_offs = rows[:, None] * HEAD_D + offs_d[None, :]
     lse = tl.load(plse_ptr + s[:, None].to(tl.int64) * R + rows[None, :],
                   mask=(s < n_splits)[:, None] & r_ok[None, :], other=float("-inf"), cache_modifier=".cg")  # [S, R]
     mx = tl.max(lse, axis=0)
-    w_all = tl.math.exp2(lse - tl.where(mx == float("-inf"), 0.0, mx)[None, :])  # [S, R]; 0 for unseen
-    tot = tl.sum(w_all, axis=0)
-    stride = R.to(tl.int64) * HEAD_D
-    last = n_splits - 1  # loads past the last split read it again (no mask to build)
-    o_a = tl.load(po_ptr + o_offs, mask=ld_mask, other=0.0, cache_modifier=".cg")
-    o_b = tl.load(po_ptr + tl.minimum(1, last) * stride + o_offs, mask=ld_mask, other=0.0, cache_modifier=".cg")
+    mx = tl.where(mx == float("-inf"), 0.0, mx)
+    tot = tl.zeros_like(mx)
     acc = tl.zeros([BLOCK_R, BLOCK_D], dtype=tl.float32)
     for sp in range(n_splits):
-        o = o_a
-        o_a = o_b
-        o_b = tl.load(po_ptr + tl.minimum(sp + 2, last) * stride + o_offs, mask=ld_mask, other=0.0,
-                      cache_modifier=".cg")
-        w = tl.sum(tl.where(s[:, None] == sp, w_all, 0.0), axis=0)
+        pr = sp * R + rows
+        w = tl.math.exp2(tl.load(plse_ptr + pr, mask=r_ok, other=float("-inf"), cache_modifier=".cg") - mx)
+        o = tl.load(po_ptr + pr[:, None] * HEAD_D + offs_d[None, :], mask=ld_mask, other=0.0, cache_modifier=".cg")
+        tot += w
         acc += w[:, None] * o
     return acc / tl.where(tot > 0.0, tot, 1.0)[:, None]
 
@@ -402,16 +392,16 @@ class DecodePlan:
     Grid ``(splits, B * Hkv, m_blocks)``: axis 0 the split of the visible range, axes 1-2 one "column" per
     (sequence, KV head, block of ``BLOCK_M`` packed query rows).
 
-    Batches (B > 1, more splits than ``BALANCE_SPLITS``, or ``BALANCE_GRID > 1``) are balanced: the grid holds
-    ``BALANCE_GRID`` times the split count of :func:`num_splits`, and in the kernel a sequence of ``n`` visible
-    positions takes splits of ``max(total / (B * BALANCE_SPLITS), n / grid splits)`` positions (``total``: the
+    Batches (B > 1, more splits than ``BALANCE_SPLITS``) are balanced: in the kernel a sequence of ``n`` visible
+    positions takes splits of ``max(total / (B * BALANCE_SPLITS), n / splits)`` positions (``total``: the
     batch's visible positions, summed from ``kv_lens`` by every program; rounded up to ``BLOCK_N``, at least
     ``MIN_SPLIT_KEYS``, at most the span / ``BALANCE_SPLITS``). A batch of equal lengths runs ``BALANCE_SPLITS``
     long splits per sequence (fewer programs, each paying its prologue and merge once); in a ragged batch the
     long sequences take more splits, the short ones fewer. The programs beyond a sequence's live splits exit at
     once. Measured on the H100 (B8 Hkv8 kv 32k D=128, session 7): 8 splits of 128-key tiles balanced to a mean
     of 4 ran 359.8 us on equal lengths and 202.3 us on lengths 1k-32k, against 372.1 / 201.8 us for 16 splits of
-    64-key tiles without balancing; a mean of 2 lost on both (400.8 / 219.9 with 64-key tiles).
+    64-key tiles without balancing; a mean of 2 lost on both (400.8 / 219.9 with 64-key tiles), and a grid of
+    twice the plan's count (room for more splits of the long sequences) never paid (session 6).
 
     With several splits each program writes its
     fp32 partials (``po [splits, B*Hq*Lq, D]``, ``plse [splits, B*Hq*Lq]``, fresh buffers every call) and the
@@ -465,13 +455,10 @@ class DecodePlan:
         min_chunk = min(chunk, triton.cdiv(min_keys, block_n) * block_n) if SHORTEN_SPLITS else chunk
         multi = seq_splits > 1
         mean_splits = min(seq_splits, BALANCE_SPLITS or seq_splits)
-        balance = multi and b > 1 and SHORTEN_SPLITS and (BALANCE_GRID > 1 or mean_splits < seq_splits)
-        if balance:  # room for the longer sequences' extra splits (the others exit at once); splits up to
-            # the span / mean_splits
-            self.splits = min(seq_splits * BALANCE_GRID, triton.cdiv(span, min_chunk))
+        balance = multi and b > 1 and SHORTEN_SPLITS and mean_splits < seq_splits
+        if balance:  # splits up to the span / mean_splits
             chunk = split_layout(span, mean_splits, block_n)[0]
-        else:
-            self.splits = seq_splits
+        self.splits = seq_splits
         self.ints = (*q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], hq, lq, cap, window, self.rows,
                      chunk, min_chunk, b, mean_splits)
         fuse = multi and FUSED_REDUCE and can_fuse(q.device)

@@ -473,6 +473,7 @@ class RopePlan:
         self.ints_head = (n_rows, lay.n_groups, lay2.n_groups, group_blocks, head_dim, half, *lay.ints(),
                           *lay2.ints(), index.n1, index.n2, index.s0, index.s1, index.s2)
         self.ints_tail = (max(seq_len, 1), sec1, sec2, sec3)
+        levels = pos_levels(n_rows, index.n1, index.n2, index.s0, index.s1, index.s2)
         self.launch = Launch(
             _rope_kernel, (triton.cdiv(n_rows, block_r), grid_g),
             dict(BLOCK_R=block_r, BLOCK_G=block_g, BLOCK_H=block_h, BLOCK_T=block_t, X_TWO_LEVEL=lay.x.two_level,
@@ -480,9 +481,7 @@ class RopePlan:
                  PAIR=x2 is not None, HAS_POS_TENSOR=view is not None, ADD_ROW_INDEX=seq_len > 0,
                  TRADITIONAL=traditional, HAS_FREQS=freqs is not None, DO_NORM=norm, HAS_WEIGHT=weight is not None,
                  HAS_TAIL=tail > 0, N_SECTIONS=1 if sections is None else len(sections), INTERLEAVED=interleaved,
-                 **dict(zip(("P_L0", "P_L1", "P_L2"),
-                            pos_levels(n_rows, index.n1, index.n2, index.s0, index.s1, index.s2))),
-                 POLY_SINCOS=POLY_SINCOS),
+                 P_L0=levels[0], P_L1=levels[1], P_L2=levels[2], POLY_SINCOS=POLY_SINCOS),
             num_warps=num_warps,
         )
 
