@@ -1,9 +1,9 @@
-"""Launch constants of the streamed affine mat-vec (ops/quant/affine_mv.py) against the current decode
-path (``mn.quantized_matmul``: mmv / word-level kernel), torch's int4 kernel and cuBLAS bf16, on MLX
-4-bit g64 weights and one row of bf16 x, CUDA-graph replay. Enough weight sets rotate that they do not
-sit in L2 (>= 120 MB per pass).
+"""Launch constants of the streamed affine mat-vecs (ops/quant/affine_mv.py, and with ``--kernel idot`` the
+integer-dot ops/quant/affine_idot.py) against the routes of ``mn.quantized_matmul`` (default; integer-dot
+off; both streamed kernels off: mmv / word-level kernel) and cuBLAS bf16, on MLX 4-bit g64 weights and one
+row of bf16 x, CUDA-graph replay. Enough weight sets rotate that they do not sit in L2 (>= 120 MB per pass).
 
-    python bench/affine_mv_sweep.py [--out FILE.json] [--quick]
+    python bench/affine_mv_sweep.py [--out FILE.json] [--quick] [--kernel mv|idot] [--shapes KxN,...]
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import common  # noqa: E402
 from quant import affine_bytes, affine_weight  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
+from mlx_native.ops.quant.affine_idot import AffineIdotLaunch  # noqa: E402
 from mlx_native.ops.quant.affine_mv import affine_mv_kernel  # noqa: E402
 from mlx_native.runtime import env, plans  # noqa: E402
 
@@ -59,21 +60,65 @@ def launcher(n, k, bn, wps, prefetch, warps, pps, sms):
     return f, split
 
 
+def idot_launcher(n, k, bn, warps, prefetch, pps):
+    """(``f(x, w, s, b)``, split) of the integer-dot kernel in one configuration, or None if it does not fit."""
+    if (k // 8) % (128 * warps):
+        return None
+    plan = AffineIdotLaunch(n, k, GS, DT, torch.device("cuda"), bn=bn, warps=warps, programs_per_sm=pps,
+                            prefetch=bool(prefetch))
+    return plan, plan.split
+
+
+IDOT_GRID = [(bn, w, pf, 1) for bn in (4, 8, 16) for w in (1, 2) for pf in (0, 1)]  # (BN, warps, prefetch, pps)
+IDOT_GRID += [(4, 2, 1, 3), (8, 1, 0, 3), (8, 2, 0, 3), (16, 1, 0, 3), (16, 4, 1, 1), (8, 4, 0, 1)]
+
+
+def idot_code_check(k, n):
+    """Counts in the PTX of the default integer-dot plan at ``k x n``: dp2a (expect 4 per word of a thread),
+    shared-memory accesses and barriers (a layout conversion in the loop would show here)."""
+    plan = AffineIdotLaunch(n, k, GS, DT, torch.device("cuda"))
+    x = torch.randn(1, k, device="cuda", dtype=DT)
+    w, s, b = affine_weight(n, k, GS)
+    plan(x, w.view(torch.int32), s, b)
+    ptx = next(iter(plan.launch.compiled.values())).asm["ptx"]
+    counts = {op: ptx.count(op) for op in ("dp2a", "ld.shared", "st.shared", "bar.sync", "ld.global")}
+    print(f"PTX of the integer-dot kernel at K{k} N{n}: {counts}", flush=True)
+    return counts
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--shapes", help="K x N pairs to run, e.g. 14336x4096,4096x4096 (default: all)")
+    ap.add_argument("--kernel", choices=("mv", "idot", "none"), default="mv",
+                    help="which kernel's grid to sweep (none: only the routes and cuBLAS)")
     args = ap.parse_args()
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     copy = common.copy_bandwidth()
     print(f"copy bandwidth {copy / 1e12:.3f} TB/s", flush=True)
     rows = []
-    grid = list(itertools.product((8, 16, 32), (64, 128, 256), (1,), (4,), (1, 2, 4)))
-    grid += [(16, 128, 0, 4, p) for p in (1, 2, 4)] + list(itertools.product((8, 16, 32), (64, 128, 256), (1,), (8,), (2,)))
-    if args.quick:
-        grid = [g for g in grid if g[1] == 128 and g[3] == 4 and g[2] == 1 and g[4] == 2] + [(16, 64, 1, 4, 2)]
+    if args.kernel == "idot":
+        idot_code_check(4096, 14336)
+        variants = [(dict(kernel="affine_idot", bn=bn, warps=w, prefetch=pf, pps=pps),
+                     lambda n, k, bn=bn, w=w, pf=pf, pps=pps: idot_launcher(n, k, bn, w, pf, pps))
+                    for bn, w, pf, pps in IDOT_GRID]
+    elif args.kernel == "none":
+        variants = []
+    else:
+        grid = list(itertools.product((8, 16, 32), (64, 128, 256), (1,), (4,), (1, 2, 4)))
+        grid += [(16, 128, 0, 4, p) for p in (1, 2, 4)]
+        grid += list(itertools.product((8, 16, 32), (64, 128, 256), (1,), (8,), (2,)))
+        if args.quick:
+            grid = [g for g in grid if g[1] == 128 and g[3] == 4 and g[2] == 1 and g[4] == 2] + [(16, 64, 1, 4, 2)]
+        variants = [(dict(kernel="affine_mv", bn=bn, wps=wps, prefetch=pf, warps=w, pps=pps),
+                     lambda n, k, bn=bn, wps=wps, pf=pf, w=w, pps=pps: launcher(n, k, bn, wps, pf, w, pps, sms))
+                    for bn, wps, pf, w, pps in grid]
+    routes = [("quantized_matmul, MLX_NATIVE_AFFINE_MV=0 (mmv / word-level)", dict(affine_mv=False)),
+              ("quantized_matmul, MLX_NATIVE_AFFINE_IDOT=0 (affine_mv)", dict(affine_mv=True, affine_idot=False)),
+              ("quantized_matmul (default route)", dict(affine_mv=True, affine_idot=True))]
+    default_settings = env.settings
     for k, n in shapes:
         wbytes = affine_bytes(n, k, GS)
         nsets = max(2, min(16, -(-120_000_000 // wbytes)))
@@ -88,50 +133,47 @@ def main() -> int:
 
         def base(x, w, s, b):
             return mn.quantized_matmul(x, w.view(torch.uint32), s, b, transpose=True, group_size=GS, bits=4)
-        env.settings = dataclasses.replace(env.settings, affine_mv=False)
+        times = {}
+        for label, overrides in routes:
+            env.settings = dataclasses.replace(default_settings, **overrides)
+            plans.clear_all()
+            t = times[label] = common.time_graph(base, sets, 20)
+            err = (base(*sets[0]).float()[0] - ref).abs().max().item() / scale
+            rows.append(dict(k=k, n=n, impl=label, us=t, weight_bytes=wbytes, rel_err=err))
+            print(f"K{k:6d} N{n:7d} {label:60s} {t:8.2f} us ({wbytes / t * 1e6 / copy * 100:5.1f}% copy, "
+                  f"err {err:.1e})", flush=True)
+        env.settings = default_settings
         plans.clear_all()
-        t_base = common.time_graph(base, sets, 20)
-        env.settings = dataclasses.replace(env.settings, affine_mv=True)
-        plans.clear_all()
-        t_route = common.time_graph(base, sets, 20)
-        y_route = base(*sets[0]).float()[0]
-        err_route = (y_route - ref).abs().max().item() / scale
-        rows.append(dict(k=k, n=n, impl="quantized_matmul, MLX_NATIVE_AFFINE_MV=0 (mmv / word-level)", us=t_base,
-                         weight_bytes=wbytes))
-        rows.append(dict(k=k, n=n, impl="quantized_matmul (default route: affine_mv)", us=t_route, weight_bytes=wbytes,
-                         rel_err=err_route))
-        print(f"K{k:6d} N{n:7d} previous {t_base:8.2f} us ({wbytes / t_base * 1e6 / copy * 100:5.1f}% copy)  "
-              f"route {t_route:8.2f} us ({wbytes / t_route * 1e6 / copy * 100:5.1f}% copy, x{t_base / t_route:5.2f}, "
-              f"err {err_route:.1e})", flush=True)
+        t_base, t_route = times[routes[0][0]], times[routes[-1][0]]
         dense = [(x, torch.randn(n, k, device="cuda", dtype=DT)) for x, *_ in sets[:max(2, min(nsets, 4))]]
         t_cublas = common.time_graph(lambda x, wd: x @ wd.T, dense, 20)
         rows.append(dict(k=k, n=n, impl="cuBLAS bf16", us=t_cublas, weight_bytes=2 * n * k))
         print(f"K{k:6d} N{n:7d} cuBLAS bf16 {t_cublas:8.2f} us", flush=True)
         del dense
         best = None
-        for bn, wps, pf, warps, pps in grid:
-            made = launcher(n, k, bn, wps, pf, warps, pps, sms)
-            if made is None:
-                continue
-            f, split = made
+        for cfg, make in variants:
+            label = " ".join(f"{key}={val}" for key, val in cfg.items() if key != "kernel")
             try:
+                made = make(n, k)
+                if made is None:
+                    continue
+                f, split = made
                 y = f(*sets[0]).float()
                 err = (y - ref).abs().max().item() / scale
                 t = common.time_graph(f, sets, 20)
             except Exception as exc:  # noqa: BLE001 - report and go on
-                print(f"  BN{bn} WPS{wps} pf{pf} w{warps} pps{pps}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+                print(f"  {label}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
                 continue
-            rows.append(dict(k=k, n=n, impl="affine_mv", bn=bn, wps=wps, prefetch=pf, warps=warps, pps=pps,
-                             split=split, us=t, rel_err=err, weight_bytes=wbytes))
+            rows.append(dict(cfg, k=k, n=n, impl=cfg["kernel"], split=split, us=t, rel_err=err, weight_bytes=wbytes))
             if best is None or t < best[0]:
-                best = (t, bn, wps, pf, warps, pps, split)
-            print(f"  BN{bn:3d} WPS{wps:4d} pf{pf} w{warps} pps{pps} split{split:3d}  {t:8.2f} us  "
-                  f"{wbytes / t * 1e6 / copy * 100:5.1f}% copy  x{t_base / t:5.2f}  err {err:.1e}", flush=True)
+                best = (t, label, split)
+            print(f"  {label:40s} split{split:3d}  {t:8.2f} us  {wbytes / t * 1e6 / copy * 100:5.1f}% copy  "
+                  f"x{t_base / t:5.2f}  err {err:.1e}", flush=True)
         if best:
             t = best[0]
-            print(f"BEST K{k} N{n}: {t:.2f} us ({wbytes / t * 1e6 / copy * 100:.1f}% copy, {t_base / t:.2f}x current, "
-                  f"{t_cublas / t:.2f}x cuBLAS, route {t_route / t:.2f}x this) config BN{best[1]} WPS{best[2]} pf{best[3]} w{best[4]} pps{best[5]} "
-                  f"split{best[6]}", flush=True)
+            print(f"BEST K{k} N{n}: {t:.2f} us ({wbytes / t * 1e6 / copy * 100:.1f}% copy, "
+                  f"{t_base / t:.2f}x mmv route, {t_cublas / t:.2f}x cuBLAS, default route {t_route / t:.2f}x this) {best[1]} split{best[2]}",
+                  flush=True)
         del sets
         torch.cuda.empty_cache()
     if args.out:

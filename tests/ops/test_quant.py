@@ -163,12 +163,16 @@ def test_quantized_matmul_tensor_core_decode(device, monkeypatch, m, n, k, gs, d
 
 @pytest.fixture
 def affine_mv_plans(monkeypatch):
-    """The streamed affine mat-vec plans (quant/affine_mv.py) built while the test runs."""
-    from mlx_native.ops.quant import affine_mv
+    """The streamed affine mat-vec plans (quant/affine_mv.py, quant/affine_idot.py) built while the test runs."""
+    from mlx_native.ops.quant import affine_idot, affine_mv
     from mlx_native.runtime import plans
 
-    yield spy_plans(monkeypatch, affine_mv.AffineMvLaunch)
+    yield spy_plans(monkeypatch, affine_mv.AffineMvLaunch, affine_idot.AffineIdotLaunch)
     plans.clear_all()
+
+
+def _plan_names(plans_built):
+    return [type(p).__name__ for p in plans_built]
 
 
 @pytest.mark.parametrize("n, k, gs, dtype", [
@@ -178,45 +182,87 @@ def affine_mv_plans(monkeypatch):
     (24, 2048, 128, torch.float16),  # group of 16 words
     (8, 8192, 128, torch.bfloat16),  # long rows: 8 steps
 ])
-def test_affine_mv_one_row(device, affine_mv_plans, n, k, gs, dtype):
-    """One row of 4-bit MLX weights takes the streamed mat-vec (ops/quant/affine_mv.py) and agrees with
-    the fp64 oracle (flash-attention error bar) and with MLX."""
+def test_affine_mv_one_row(device, monkeypatch, affine_mv_plans, n, k, gs, dtype):
+    """One row of 4-bit MLX weights takes the streamed mat-vec (ops/quant/affine_mv.py) with the integer-dot
+    variant off, and agrees with the fp64 oracle (flash-attention error bar) and with MLX."""
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, affine_idot=False))
     _check_qmm(device, 1, n, k, gs, 4, dtype)
-    assert [type(p).__name__ for p in affine_mv_plans] == ["AffineMvLaunch"]
+    assert _plan_names(affine_mv_plans) == ["AffineMvLaunch"]
 
 
-def test_affine_mv_fp32_scales(device, affine_mv_plans):
-    """fp32 scales give an fp32 result (MLX's promotion); the kernel's decoding is exact, so the result
-    is held to the fp32 error bar."""
-    wq, s, b = qweight(24, 512, 64, 4, torch.float32)
-    x = randn(1, 512, dtype=torch.bfloat16)
-    out = mn.quantized_matmul(x.to(device), wq.to(device), s.to(device), b.to(device))
-    assert out.dtype == torch.float32 and len(affine_mv_plans) == 1
-    w = ref.dequantize(wq, s, b, 64, 4, dtype=torch.float32)
-    assert_error_bar(out.cpu(), x.double() @ dequant64(wq, s, b, 64, 4).T, x.float() @ w.T)
+@pytest.mark.parametrize("n, k, gs, dtype", [
+    (37, 1024, 64, torch.bfloat16),  # N not a multiple of the row tile, one 1-warp step
+    (24, 2048, 128, torch.float16),  # one 2-warp step, a scale group spans 4 x chunks
+    (40, 1024, 32, torch.bfloat16),  # one x chunk per group
+    (8, 8192, 64, torch.bfloat16),  # long rows: 16 steps, split over K
+    (16, 768 * 4, 64, torch.float16),  # 384 words: three 1-warp steps
+])
+def test_affine_idot_one_row(device, affine_mv_plans, n, k, gs, dtype):
+    """One row of 4-bit MLX weights with a bf16/fp16 result takes the integer-dot mat-vec
+    (ops/quant/affine_idot.py): x quantized to int16 per 32 values stays within the error bar and agrees
+    with MLX."""
+    _check_qmm(device, 1, n, k, gs, 4, dtype)
+    assert _plan_names(affine_mv_plans) == ["AffineIdotLaunch"]
 
 
-def test_affine_mv_step_rule():
-    """Loop steps are the largest power of two <= 128 words that divides the row and holds whole groups;
-    rows that only split into steps shorter than 32 words go to the other kernels."""
-    from mlx_native.ops.quant import affine_mv
+@pytest.mark.parametrize("case", ["outliers", "tiny", "zero_chunks", "wide_range"])
+def test_affine_idot_x_ranges(device, affine_mv_plans, case):
+    """x's per-chunk int16 scale follows each chunk's magnitude: a 1000x outlier in some chunks, values near
+    the bottom of the normal range, all-zero chunks, and chunks whose magnitudes span 2**-60..2**60."""
+    n, k, gs, dtype = 24, 2048, 64, torch.bfloat16
+    wq, s, b = qweight(n, k, gs, 4, dtype)
+    x = randn(1, k, dtype=torch.float32)
+    if case == "outliers":
+        x[0, ::97] *= 1000.0
+    elif case == "tiny":
+        x *= 1e-36
+    elif case == "zero_chunks":
+        x.view(-1, 32)[::3] = 0.0
+    else:
+        x *= torch.exp2(torch.randint(-60, 61, (k // 32, 1)).float()).repeat_interleave(32, 0).view(1, k)
+    x = x.to(dtype)
+    out = mn.quantized_matmul(x.to(device), wq.to(device), s.to(device), b.to(device), group_size=gs)
+    assert _plan_names(affine_mv_plans) == ["AffineIdotLaunch"]
+    assert_error_bar(out.cpu(), x.double() @ dequant64(wq, s, b, gs, 4).T, lowp_qmm(x, wq, s, b, gs, 4), what=case)
 
-    assert affine_mv.step_words(4096, 64) == 128
-    assert affine_mv.step_words(14336, 64) == 128  # 1792 words = 14 x 128
-    assert affine_mv.step_words(1536, 64) == 64  # 192 words
-    assert affine_mv.step_words(768, 64) == 32  # 96 words
-    assert affine_mv.step_words(576, 64) == 0  # 72 words: 8-word steps only
-    assert affine_mv.step_words(2048 + 256, 128) == 32
-    assert not affine_mv.supports(4, 64, True, torch.bfloat16, 1, 576, 576 * 8)
-    assert not affine_mv.supports(4, 64, True, torch.bfloat16, 2, 4096, 10)  # two rows: mmv's
-    assert not affine_mv.supports(8, 64, True, torch.bfloat16, 1, 4096, 10)
-    assert not affine_mv.supports(4, 64, True, torch.float32, 1, 4096, 10)
+
+def test_affine_idot_keeps_inf_and_nan(device, affine_mv_plans):
+    """Inf / NaN in x reach the output through the chunk's float sum (the integers cannot carry them): the
+    outputs are non-finite exactly where the fp64 oracle's are."""
+    n, k, gs = 16, 1024, 64
+    wq, s, b = qweight(n, k, gs, 4, torch.bfloat16)
+    for bad in (float("inf"), float("nan")):
+        x = randn(1, k, dtype=torch.bfloat16)
+        x[0, 100] = bad
+        out = mn.quantized_matmul(x.to(device), wq.to(device), s.to(device), b.to(device), group_size=gs).cpu()
+        oracle = x.double() @ dequant64(wq, s, b, gs, 4).T
+        assert not torch.isfinite(oracle).any()
+        assert torch.equal(torch.isfinite(out), torch.isfinite(oracle)), bad
+    assert set(_plan_names(affine_mv_plans)) == {"AffineIdotLaunch"}
+
+
+def test_affine_idot_step_rule():
+    """Steps are 128 words of a row per warp, up to 2 warps; rows that take no whole 128-word step stay on
+    affine_mv, and so does an fp32 result."""
+    from mlx_native.ops.quant import affine_idot
+
+    assert affine_idot.step_warps(4096) == 2 and affine_idot.step_warps(14336) == 2  # 1792 words = 7 x 256
+    assert affine_idot.step_warps(3072) == 1 and affine_idot.step_warps(768) == 0
+    assert affine_idot.supports(4, 64, True, torch.bfloat16, torch.bfloat16, 1, 4096, 10)
+    assert not affine_idot.supports(4, 64, True, torch.bfloat16, torch.float32, 1, 4096, 10)
+    assert not affine_idot.supports(4, 64, True, torch.bfloat16, torch.bfloat16, 2, 4096, 10)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("nk", [(4096, 4096), (14336, 4096), (4096, 14336), (32000, 4096), (576, 1536)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_gpu_affine_mv_real_sizes(affine_mv_plans, nk, dtype):
+@pytest.mark.parametrize("idot", [True, False])
+def test_gpu_affine_mv_real_sizes(monkeypatch, affine_mv_plans, nk, dtype, idot):
+    """Real sizes on the GPU, through the integer-dot kernel (``dp2a``) where it applies and through
+    affine_mv with it off."""
+    from mlx_native.ops.quant import affine_idot
+
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, affine_idot=idot))
     n, k = nk
     wq, s, b = qweight(n, k, 64, 4, dtype, device="cuda")
     for _ in range(3):  # repeated calls: the split counters rearm
@@ -224,7 +270,8 @@ def test_gpu_affine_mv_real_sizes(affine_mv_plans, nk, dtype):
         out = mn.quantized_matmul(x, wq, s, b)
         w64 = ref.dequantize(wq, s, b, 64, 4, dtype=torch.float64, compute=torch.float64)
         assert_error_bar(out, x.double() @ w64.T, lowp_qmm(x, wq, s, b, 64, 4))
-    assert len(affine_mv_plans) == 1
+    expect = "AffineIdotLaunch" if idot and affine_idot.step_warps(k) else "AffineMvLaunch"
+    assert _plan_names(affine_mv_plans) == [expect]
 
 
 def test_quantized_matmul_m300(device):
@@ -452,18 +499,20 @@ def test_word_gemv_row_tiles_by_format(device, monkeypatch, request):
 
 @pytest.fixture
 def decode_launches(monkeypatch):
-    """The mat-vec launch plans (quant/mmv.py, quant/gemv.py, quant/affine_mv.py) built while the test
-    runs, in build order (plans are cleared around it, so cached ones do not hide a build). K is split
+    """The mat-vec launch plans (quant/mmv.py, quant/gemv.py, quant/affine_mv.py, quant/affine_idot.py) built
+    while the test runs, in build order (plans are cleared around it, so cached ones do not hide a build). K is split
     as far as the shapes allow, whatever the SM (CPU core) count."""
-    from mlx_native.ops.quant import affine_mv, gemv, mmv
+    from mlx_native.ops.quant import affine_idot, affine_mv, gemv, mmv
     from mlx_native.runtime import env, plans
 
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, gguf_mv=False))  # see test_ggml
-    built = spy_plans(monkeypatch, mmv.MmvLaunch, gemv.GemvLaunch, affine_mv.AffineMvLaunch)
+    built = spy_plans(monkeypatch, mmv.MmvLaunch, gemv.GemvLaunch, affine_mv.AffineMvLaunch,
+                      affine_idot.AffineIdotLaunch)
     monkeypatch.setattr(mmv, "PROGRAMS_PER_SM", 64)
     monkeypatch.setattr(gemv, "PROGRAMS_PER_SM", 64)
     monkeypatch.setattr(gemv, "SPLIT_MIN_K", 0)
     monkeypatch.setattr(affine_mv, "PROGRAMS_PER_SM", 64)
+    monkeypatch.setattr(affine_idot, "PROGRAMS_PER_SM", 64)
     yield built
     plans.clear_all()
 
@@ -515,6 +564,7 @@ SPLITK_CASES = {  # m, n, k, group_size, bits, dtype, plan: a K split in a decod
     "mmv-16rows": (16, 72, 1152, 64, 4, torch.float16, "MmvLaunch"),  # 18 groups: 10 + 8
     "gemv-8bit": (1, 40, 2048, 64, 8, torch.bfloat16, "GemvLaunch"),  # 4 splits of a 512-column step
     "affine-mv": (1, 20, 2048, 64, 4, torch.bfloat16, "AffineMvLaunch"),  # 2 splits of one 128-word step, 3 tiles
+    "affine-idot": (1, 20, 4096, 64, 4, torch.bfloat16, "AffineIdotLaunch"),  # 2 splits of 256-word steps, 3 tiles
 }
 
 
@@ -524,8 +574,10 @@ def test_decode_splitk_merged_in_launch(device, decode_launches, splits_outer, m
     call (new x every time) the output matches the reference and the counters are back at zero; the
     bits equal those of the 2-kernel path (same summation order)."""
     m, n, k, gs, bits, dtype, kind = SPLITK_CASES[case]
-    if kind != "AffineMvLaunch":
+    if kind not in ("AffineMvLaunch", "AffineIdotLaunch"):
         monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, affine_mv=False))
+    if kind == "AffineMvLaunch":
+        monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, affine_idot=False))
     wq, s, b = qweight(n, k, gs, bits, dtype)
     w64 = dequant64(wq, s, b, gs, bits)
     xs = [randn(m, k, dtype=dtype) for _ in range(3)]

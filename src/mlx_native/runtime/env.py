@@ -42,6 +42,9 @@ class Settings:
         affine_mv: ``MLX_NATIVE_AFFINE_MV``: one-row matmuls of MLX affine 4-bit weights run the
             streamed mat-vec kernel (``ops/quant/affine_mv.py``) where their rows split into
             whole loop steps; 0 sends them to the kernels ``MLX_NATIVE_MMV`` chooses between.
+        affine_idot: ``MLX_NATIVE_AFFINE_IDOT``: those of them with a bf16/fp16 result run the
+            integer-dot variant (``ops/quant/affine_idot.py``: x quantized to int16 per 32 values,
+            ``dp2a``) where their rows split into its steps; 0 keeps them on ``affine_mv``.
         gguf_mv: ``MLX_NATIVE_GGUF_MV``: one-row matmuls of GGUF Q4_K, and of Q4_0 / Q4_1 matrices
             large enough, run the streamed mat-vec kernels (``ops/ggml/q4k_mv.py``,
             ``ops/ggml/q4_mv.py``); 0 sends them to the word-level kernel.
@@ -53,6 +56,7 @@ class Settings:
     word_gemv: bool = True
     mmv: str = "auto"
     affine_mv: bool = True
+    affine_idot: bool = True
     gguf_mv: bool = True
 
 
@@ -103,6 +107,7 @@ def parse_settings(env: Mapping[str, str] | None = None) -> Settings:
         word_gemv=_parse_bool(env, "MLX_NATIVE_WORD_GEMV", True),
         mmv=_parse_mode(env, "MLX_NATIVE_MMV", "auto"),
         affine_mv=_parse_bool(env, "MLX_NATIVE_AFFINE_MV", True),
+        affine_idot=_parse_bool(env, "MLX_NATIVE_AFFINE_IDOT", True),
         gguf_mv=_parse_bool(env, "MLX_NATIVE_GGUF_MV", True),
     )
 

@@ -183,18 +183,18 @@ class StreamedMvLaunch:
     signature: ``tiles`` programs of ``BN`` rows each run ``steps`` loop steps of ``step`` units, split over K
     (the smallest divisor of ``steps`` giving about ``target`` programs) and summed in the same launch
     (``qmm.SplitK``: the plan owns the arrival counters, so it must not run on two streams at once). The
-    kernel takes ``(*inputs, out, part, cnt, *lead_ints, units_per_split, magic)``; calls return ``[1, n]``
-    of ``out_dtype``."""
+    kernel takes ``(*inputs, out, part, cnt, *lead_ints, units_per_split, *tail_ints)``; calls return
+    ``[1, n]`` of ``out_dtype``."""
 
     def __init__(self, kernel, n: int, tiles: int, steps: int, step: int, target: int, lead_ints: tuple,
-                 constexprs: dict, out_dtype: torch.dtype, device):
+                 constexprs: dict, out_dtype: torch.dtype, device, tail_ints: tuple = (MAGIC,), num_warps=AMV_WARPS):
         split = next(d for d in range(1, steps + 1) if steps % d == 0 and (tiles * d >= target or d == steps))
         self.n, self.out_dtype, self.device, self.split = n, out_dtype, device, split
-        self.ints = (*lead_ints, steps // split * step, MAGIC)
+        self.ints = (*lead_ints, steps // split * step, *tail_ints)
         self.splitk = SplitK(split, 1, n, False, 0, device, tiles=tiles) if split > 1 else None
         self.launch = Launch(kernel, (tiles, split), dict(
             constexprs, SPLIT_K=split > 1, FUSE=self.splitk is not None and self.splitk.fused),
-            num_warps=AMV_WARPS, num_stages=1)
+            num_warps=num_warps, num_stages=1)
 
     def run(self, *inputs: torch.Tensor) -> torch.Tensor:
         out = empty((1, self.n), dtype=self.out_dtype, device=self.device)

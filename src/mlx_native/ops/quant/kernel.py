@@ -14,7 +14,7 @@ import triton.language as tl
 from ...kernels.launch import Launch
 from ...runtime.memory import empty
 from ..common import next_pow2
-from . import affine_mv, gemv, mmv, qmm
+from . import affine_idot, affine_mv, gemv, mmv, qmm
 from .qmm import QmmLaunch, select_kind, RoutedLaunch, WeightSpec, choose_config
 from .tiles import affine_tile
 
@@ -108,8 +108,11 @@ class QmmPlan:
             self.kind = "prefill (chunked dequantize + cuBLAS)"
             return
         if affine_mv.supports(bits, group_size, transpose, x.dtype, m, k, w.numel()) and qmm.CONFIG_OVERRIDE is None:
-            self.launch = affine_mv.AffineMvLaunch(n, k, group_size, out_dtype, x.device)
-            self.kind = "affine_mv"
+            if affine_idot.supports(bits, group_size, transpose, x.dtype, out_dtype, m, k, w.numel()):
+                self.launch = affine_idot.AffineIdotLaunch(n, k, group_size, out_dtype, x.device)
+                self.kind = "affine_idot"
+            else:
+                self.launch, self.kind = affine_mv.AffineMvLaunch(n, k, group_size, out_dtype, x.device), "affine_mv"
             return
         if kind in ("gemv", "decode") and mmv.supports(bits, group_size, transpose, x.dtype, out_dtype, m) \
                 and mmv.prefer(m, n, k, gguf=False) and w.numel() < 2**31 and qmm.CONFIG_OVERRIDE is None:

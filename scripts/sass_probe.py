@@ -1,0 +1,115 @@
+"""Offline sm_90 SASS of a decode mat-vec kernel (no GPU needed): compiles with the local Triton for an H100
+target, disassembles with the bundled nvdisasm and prints the instruction histogram of the whole kernel and
+of its main loop (the largest backward-branch block).
+
+    python scripts/sass_probe.py affine_idot [--bn 8] [--warps 2] [--k 4096]
+    python scripts/sass_probe.py affine_mv
+
+The local Triton may be newer than the device's; counts are a guide, the GPU run decides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+
+
+def compile_sass(fn, signature: dict, constexprs: dict, num_warps: int) -> tuple[str, int]:
+    """(SASS text, registers per thread) of ``fn`` compiled for sm_90."""
+    sig = dict(signature, **{name: "constexpr" for name in constexprs})
+    src = ASTSource(fn, sig, constexprs=constexprs, attrs={(i,): [["tt.divisibility", 16]]
+                                                            for i, (n, t) in enumerate(signature.items())
+                                                            if t.startswith("*")})
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps, "num_stages": 1})
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(compiled.asm["cubin"])
+    sass = subprocess.run([os.path.join(BIN, "nvdisasm"), "-c", f.name], capture_output=True, text=True).stdout
+    usage = subprocess.run([os.path.join(BIN, "cuobjdump"), "-res-usage", f.name], capture_output=True, text=True).stdout
+    os.unlink(f.name)
+    regs = re.search(r"REG:(\d+)", usage)
+    return sass, int(regs.group(1)) if regs else -1
+
+
+def histogram(lines: list[str]) -> collections.Counter:
+    ops = collections.Counter()
+    for line in lines:
+        m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", line)
+        if m:
+            ops[m.group(1).split(".")[0]] += 1
+    return ops
+
+
+def main_loop(sass: str) -> list[str]:
+    """Lines of the largest block ending in a backward branch."""
+    lines = sass.splitlines()
+    addr = {}
+    for i, line in enumerate(lines):
+        m = re.search(r"/\*([0-9a-f]{4,})\*/", line)
+        if m:
+            addr[int(m.group(1), 16)] = i
+    best = []
+    for i, line in enumerate(lines):
+        m = re.search(r"BRA\s+(?:`\(\.L_x_\d+\)|0x([0-9a-f]+))", line)
+        lab = re.search(r"BRA\s+`\((\.L_x_\d+)\)", line)
+        start = None
+        if lab:
+            for j in range(i):
+                if lines[j].strip().startswith(lab.group(1) + ":"):
+                    start = j
+        elif m and m.group(1):
+            start = addr.get(int(m.group(1), 16))
+        if start is not None and start < i and i - start > len(best):
+            best = lines[start:i + 1]
+    return best
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kernel", choices=("affine_idot", "affine_mv"))
+    ap.add_argument("--bn", type=int, default=8)
+    ap.add_argument("--warps", type=int, default=2)
+    ap.add_argument("--k", type=int, default=4096)
+    ap.add_argument("--dump", help="write the SASS here")
+    args = ap.parse_args()
+    k, gs = args.k, 64
+    ptrs = {"x_ptr": "*bf16", "w_ptr": "*i32", "s_ptr": "*bf16", "b_ptr": "*bf16", "out_ptr": "*bf16",
+            "part_ptr": "*fp32", "cnt_ptr": "*i32"}
+    if args.kernel == "affine_idot":
+        from mlx_native.ops.quant.affine_idot import affine_idot_kernel as fn
+        sig = dict(ptrs, N="i32", K="i32", steps_per_split="i32")
+        const = dict(STRIDE_W=k // 8, STRIDE_S=k // gs, BN=args.bn, CH=32 * args.warps, GS=gs, EVEN_N=True,
+                     PREFETCH=True, SPLIT_K=False, FUSE=False, ASM=True)
+        codes_per_iter = args.bn * 32 * args.warps * 32
+    else:
+        from mlx_native.ops.quant.affine_mv import affine_mv_kernel as fn
+        sig = dict(ptrs, N="i32", K="i32", words_per_split="i32", magic="i32")
+        const = dict(STRIDE_W=k // 8, STRIDE_S=k // gs, BN=args.bn, WPS=128, GS=gs, EVEN_N=True, PREFETCH=True,
+                     SPLIT_K=False, FUSE=False)
+        codes_per_iter = args.bn * 128 * 8
+    sass, regs = compile_sass(fn, sig, const, args.warps)
+    if args.dump:
+        with open(args.dump, "w") as f:
+            f.write(sass)
+    loop = main_loop(sass)
+    ops = histogram(loop)
+    total = sum(ops.values())
+    threads = 32 * args.warps
+    print(f"{args.kernel} BN{args.bn} warps{args.warps} K{k}: {regs} registers, loop {total} instructions per "
+          f"thread = {total * threads / codes_per_iter:.2f} per code")
+    print("  " + ", ".join(f"{op} {n}" for op, n in ops.most_common(24)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""Decode mat-vec for MLX affine 4-bit weights and one row of x, by integer dot products.
+
+``out[n] = sum_g S[n, g] * sum_{k in g} q[n, k] x[k] + B[n, g] * sum_{k in g} x[k]``
+
+Like ``affine_mv.py`` this streams the packed weights at memory bandwidth, but the inner product runs on
+integers (``kernels/idot.py``): x is quantized per chunk of 32 values to int16 with a power-of-two scale,
+and ``dp2a`` multiplies two codes by two x values per instruction, so a code costs about one instruction
+instead of three (extract, convert, FMA).
+
+Tiles are ``[4 * CH, BN]`` words: each thread owns 4 consecutive words (one 16-byte load, 32 codes, one
+x chunk) of every one of the program's ``BN`` rows, the ``CH`` chunks of a loop step lie on consecutive
+lanes (``CH`` = 32 x warps, so a step is ``4 * CH`` words of each row). A thread quantizes its own chunk
+of x (no reduction across lanes) and reuses it for its ``BN`` rows. Per chunk and row: 16 ``dp2a`` into
+two int32 sums, then ``acc += (S * scale / 16) * float(16 even + odd16) + B * sum(x)`` in fp32 (the
+chunk's float sum keeps Inf / NaN of x). Optional register prefetch of the next step's words, scales and
+biases as in ``affine_mv.py``; a K split is summed in the launch by the last split to arrive
+(``qmm.store_result``). Offline sm_90 SASS (Triton 3.6, ``scripts/sass_probe.py``): 2.1 instructions per
+code with 8-row tiles, 2.9 with 4 (x's quantization is shared by fewer rows), no shared memory in the loop.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ...kernels.idot import chunk_scale, word_idot, word_pairs
+from .affine_mv import row_tile
+from .qmm import store_result
+
+
+@triton.jit
+def _x_chunks(x_ptr, x_off):
+    """The four words of each thread's x chunk, ``[CH, 8]`` fp32 each, their int16 pairs, scale and sum."""
+    x0 = tl.load(x_ptr + x_off).to(tl.float32)
+    x1 = tl.load(x_ptr + x_off + 8).to(tl.float32)
+    x2 = tl.load(x_ptr + x_off + 16).to(tl.float32)
+    x3 = tl.load(x_ptr + x_off + 24).to(tl.float32)
+    amax = tl.maximum(tl.maximum(tl.max(tl.abs(x0), axis=1), tl.max(tl.abs(x1), axis=1)),
+                      tl.maximum(tl.max(tl.abs(x2), axis=1), tl.max(tl.abs(x3), axis=1)))
+    xsum = (tl.sum(x0, axis=1) + tl.sum(x1, axis=1)) + (tl.sum(x2, axis=1) + tl.sum(x3, axis=1))
+    inv, scale = chunk_scale(amax)
+    return x0, x1, x2, x3, inv, scale, xsum
+
+
+@triton.jit
+def _words(w):
+    """``[4 * CH, BN]`` -> the four ``[CH, BN]`` words of each thread's chunk."""
+    C: tl.constexpr = w.shape[0] // 4
+    A: tl.constexpr = w.shape[1]
+    w = tl.permute(tl.reshape(w, (C, 4, A)), (0, 2, 1))
+    e, o = tl.split(tl.reshape(w, (C, A, 2, 2)))  # words 0 2 / 1 3
+    w0, w2 = tl.split(e)
+    w1, w3 = tl.split(o)
+    return w0, w1, w2, w3
+
+
+@triton.jit
+def _chunk_dot(w, x, inv, even, odd16, ASM: tl.constexpr):
+    """``word_idot`` of word ``w [CH, BN]`` with the x word ``x [CH, 8]`` (quantized here with ``inv``)."""
+    p02, p46, p13, p57 = word_pairs(x, inv)
+    return word_idot(w, p02[:, None], p46[:, None], p13[:, None], p57[:, None], even, odd16, ASM)
+
+
+@triton.jit(do_not_specialize=["steps_per_split"])
+def affine_idot_kernel(
+    x_ptr,  # [K] activations, bf16 or fp16
+    w_ptr,  # [N, K / 8] int32 words (nibble p of word j: column 8 j + p)
+    s_ptr, b_ptr,  # [N, K / GS] scales / biases
+    out_ptr,  # [N] output (written unless SPLIT_K without FUSE)
+    part_ptr,  # [split, N] fp32 partials (SPLIT_K)
+    cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters (FUSE)
+    N, K, steps_per_split,
+    STRIDE_W: tl.constexpr, STRIDE_S: tl.constexpr, BN: tl.constexpr, CH: tl.constexpr, GS: tl.constexpr,
+    EVEN_N: tl.constexpr, PREFETCH: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ASM: tl.constexpr,
+):
+    """Steps of ``4 * CH`` words; ``K / 8`` is a whole number of steps and of ``steps_per_split``."""
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    STEP: tl.constexpr = 4 * CH  # words of a row per loop step
+    CPG: tl.constexpr = GS // 32  # x chunks per scale group
+    rows, row_ok = row_tile(N, BN, EVEN_N)
+    c = tl.arange(0, CH)
+    # [4 * CH, BN]: contiguous along the row, so each thread's 4 words are one 16-byte load and the
+    # chunks of a step lie on consecutive lanes; rows last (in registers), as for the scales [CH, BN]
+    w_off = tl.arange(0, 4 * CH)[:, None] + rows[None, :] * STRIDE_W
+    s_off = (c // CPG)[:, None] + rows[None, :] * STRIDE_S
+    x_off = c[:, None] * 32 + tl.arange(0, 8)[None, :]  # [CH, 8]: word 0 of each chunk
+    i_lo = pid_k * steps_per_split
+    i_hi = i_lo + steps_per_split
+    acc = tl.zeros([CH, BN], dtype=tl.float32)
+    w = tl.load(w_ptr + w_off + i_lo * STEP)
+    S = tl.load(s_ptr + s_off + i_lo * (STEP * 8 // GS))
+    B = tl.load(b_ptr + s_off + i_lo * (STEP * 8 // GS))
+    for i in range(i_lo, i_hi):
+        if PREFETCH:
+            nxt = tl.minimum(i + 1, i_hi - 1)  # the last step reloads itself
+            w_n = tl.load(w_ptr + w_off + nxt * STEP)
+            S_n = tl.load(s_ptr + s_off + nxt * (STEP * 8 // GS))
+            B_n = tl.load(b_ptr + s_off + nxt * (STEP * 8 // GS))
+        else:
+            w = tl.load(w_ptr + w_off + i * STEP)
+            S = tl.load(s_ptr + s_off + i * (STEP * 8 // GS))
+            B = tl.load(b_ptr + s_off + i * (STEP * 8 // GS))
+        x0, x1, x2, x3, inv, scale, xsum = _x_chunks(x_ptr + i * (STEP * 8), x_off)
+        w0, w1, w2, w3 = _words(w)
+        zero = tl.zeros([CH, BN], dtype=tl.int32)
+        even, odd16 = _chunk_dot(w0, x0, inv, zero, zero, ASM)
+        even, odd16 = _chunk_dot(w1, x1, inv, even, odd16, ASM)
+        even, odd16 = _chunk_dot(w2, x2, inv, even, odd16, ASM)
+        even, odd16 = _chunk_dot(w3, x3, inv, even, odd16, ASM)
+        dot = (even * 16 + odd16).to(tl.float32)  # 16 x the chunk's integer dot
+        acc = tl.fma(S.to(tl.float32) * (scale * 0.0625)[:, None], dot, acc)
+        acc = tl.fma(B.to(tl.float32), xsum[:, None], acc)
+        if PREFETCH:
+            w = w_n
+            S = S_n
+            B = B_n
+    res = tl.sum(acc, axis=0)
+    store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
+                 row_ok, N, SPLIT_K, FUSE, False, 0)
+
+
+# ----------------------------------------------------------------------------- launch plans
+
+from typing import Optional  # noqa: E402
+
+import torch  # noqa: E402
+
+from ...runtime import env  # noqa: E402
+from ...runtime.device import device_info  # noqa: E402
+from .affine_mv import StreamedMvLaunch  # noqa: E402
+
+# From the H100 sweeps (bench/affine_mv_sweep.py --kernel idot, bench/results/2026-11-22-h100-session8/): 4-row
+# tiles of 2 warps, no K split and no register prefetch were within 5% of the best configuration on every 8B
+# shape (4096 x 14336 14.8 us, 14336 x 4096 15.6, 4096 x 4096 6.6); prefetch paid only with few tiles per SM
+# (4096 x 1024, 256 tiles: 3.77 against 3.95 us) and cost 5-15% elsewhere.
+IDOT_BN = 4  # rows per program
+IDOT_MAX_WARPS = 2  # a loop step is 128 words of each row per warp
+PROGRAMS_PER_SM = 1  # split K only below one program per SM
+PREFETCH_BELOW_TILES_PER_SM = 4  # register prefetch with fewer row tiles than this per SM
+
+
+def step_warps(k: int) -> int:
+    """Warps (each 128 words of a row per step) for rows of ``k`` columns: the most, up to IDOT_MAX_WARPS,
+    whose step divides the row (0 when not even one warp's does)."""
+    warps = IDOT_MAX_WARPS
+    while warps and (k // 8) % (128 * warps):
+        warps //= 2
+    return warps
+
+
+def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int,
+             k: int, words: int) -> bool:
+    """One row of bf16/fp16 x against MLX affine 4-bit weights (``transpose=True``) with a bf16/fp16 result
+    (fp32 scales ask for an fp32 result, which x's int16 quantization would not meet), rows of whole
+    steps; ``MLX_NATIVE_AFFINE_IDOT=0`` turns it off."""
+    return (env.settings.affine_idot and bits == 4 and transpose and m == 1 and group_size in (32, 64, 128)
+            and x_dtype in (torch.bfloat16, torch.float16) and out_dtype != torch.float32 and words < 2**31
+            and step_warps(k) > 0)
+
+
+class AffineIdotLaunch(StreamedMvLaunch):
+    """:func:`affine_idot_kernel` for ``(x [1, k], w [n, k / 8] int32, scales, biases [n, k / group_size])``,
+    all contiguous."""
+
+    def __init__(self, n: int, k: int, group_size: int, out_dtype: torch.dtype, device, bn: int = IDOT_BN,
+                 warps: int = 0, programs_per_sm: int = 0, prefetch: Optional[bool] = None):
+        warps = warps or step_warps(k)
+        programs_per_sm = programs_per_sm or PROGRAMS_PER_SM
+        step = 128 * warps
+        sms = device_info(device).sm_count
+        if prefetch is None:
+            prefetch = triton.cdiv(n, bn) < PREFETCH_BELOW_TILES_PER_SM * sms
+        constexprs = dict(STRIDE_W=k // 8, STRIDE_S=k // group_size, BN=bn, CH=32 * warps, GS=group_size,
+                          EVEN_N=n % bn == 0, PREFETCH=prefetch, ASM=not env.settings.triton_interpret)
+        super().__init__(affine_idot_kernel, n, triton.cdiv(n, bn), k // 8 // step, 1, programs_per_sm * sms, (n, k),
+                         constexprs, out_dtype, device, tail_ints=(), num_warps=warps)
+
+    def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
+        return self.run(x, w, s, b)
