@@ -273,7 +273,7 @@ def smollm2_rows(gguf_path: str, synthetic: bool, args, rows: list, save=lambda:
 
 def llama8b_rows(args, copy_bw: float) -> list[dict]:
     rows = []
-    variants = [(k, f) for k in ("mlx-affine-4bit-g64", "gguf-Q4_K", "gguf-Q4_0")
+    variants = [(k, f) for k in args.kinds_8b.split(",")
                 for f in ((None, True) if args.fused_mlp else (None,))]
     for kind, fused in variants:
         try:
@@ -347,6 +347,8 @@ def main(argv=None) -> int:
     p.add_argument("--n-gen", type=int, default=128)
     p.add_argument("--hf-gen", type=int, default=32, help="decode tokens for transformers eager (slow)")
     p.add_argument("--layers-8b", type=int, default=4)
+    p.add_argument("--kinds-8b", default="mlx-affine-4bit-g64,gguf-Q4_K,gguf-Q4_0",
+                   help="weight formats of the 8B-shaped model (comma-separated)")
     p.add_argument("--skip-hf", action="store_true")
     p.add_argument("--skip-compiled", action="store_true")
     p.add_argument("--only", default="smollm2,llama8b")

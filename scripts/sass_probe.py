@@ -81,6 +81,7 @@ def main() -> int:
     ap.add_argument("--warps", type=int, default=2)
     ap.add_argument("--k", type=int, default=4096)
     ap.add_argument("--dump", help="write the SASS here")
+    ap.add_argument("--prefetch", type=int, default=1)
     args = ap.parse_args()
     k, gs = args.k, 64
     ptrs = {"x_ptr": "*bf16", "w_ptr": "*i32", "s_ptr": "*bf16", "b_ptr": "*bf16", "out_ptr": "*bf16",
@@ -89,7 +90,7 @@ def main() -> int:
         from mlx_native.ops.quant.affine_idot import affine_idot_kernel as fn
         sig = dict(ptrs, N="i32", K="i32", steps_per_split="i32")
         const = dict(STRIDE_W=k // 8, STRIDE_S=k // gs, BN=args.bn, CH=32 * args.warps, GS=gs, EVEN_N=True,
-                     PREFETCH=True, SPLIT_K=False, FUSE=False, ASM=True)
+                     PREFETCH=bool(args.prefetch), SPLIT_K=False, FUSE=False, ASM=True)
         codes_per_iter = args.bn * 32 * args.warps * 32
     else:
         from mlx_native.ops.quant.affine_mv import affine_mv_kernel as fn

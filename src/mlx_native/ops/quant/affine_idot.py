@@ -61,6 +61,22 @@ def _chunk_dot(w, x, inv, even, odd16, ASM: tl.constexpr):
     return word_idot(w, p02[:, None], p46[:, None], p13[:, None], p57[:, None], even, odd16, ASM)
 
 
+@triton.jit
+def _step(acc, w, S, B, x_ptr, x_off, ASM: tl.constexpr):
+    """``acc [CH, BN]`` + one loop step: words ``w [4 * CH, BN]``, scales / biases ``[CH, BN]`` of each chunk,
+    x at ``x_ptr + x_off``."""
+    x0, x1, x2, x3, inv, scale, xsum = _x_chunks(x_ptr, x_off)
+    w0, w1, w2, w3 = _words(w)
+    zero = tl.zeros(acc.shape, dtype=tl.int32)
+    even, odd16 = _chunk_dot(w0, x0, inv, zero, zero, ASM)
+    even, odd16 = _chunk_dot(w1, x1, inv, even, odd16, ASM)
+    even, odd16 = _chunk_dot(w2, x2, inv, even, odd16, ASM)
+    even, odd16 = _chunk_dot(w3, x3, inv, even, odd16, ASM)
+    dot = (even * 16 + odd16).to(tl.float32)  # 16 x the chunk's integer dot
+    acc = tl.fma(S.to(tl.float32) * (scale * 0.0625)[:, None], dot, acc)
+    return tl.fma(B.to(tl.float32), xsum[:, None], acc)
+
+
 @triton.jit(do_not_specialize=["steps_per_split"])
 def affine_idot_kernel(
     x_ptr,  # [K] activations, bf16 or fp16
@@ -91,30 +107,21 @@ def affine_idot_kernel(
     w = tl.load(w_ptr + w_off + i_lo * STEP)
     S = tl.load(s_ptr + s_off + i_lo * (STEP * 8 // GS))
     B = tl.load(b_ptr + s_off + i_lo * (STEP * 8 // GS))
-    for i in range(i_lo, i_hi):
-        if PREFETCH:
+    if PREFETCH:
+        for i in range(i_lo, i_hi):
             nxt = tl.minimum(i + 1, i_hi - 1)  # the last step reloads itself
             w_n = tl.load(w_ptr + w_off + nxt * STEP)
             S_n = tl.load(s_ptr + s_off + nxt * (STEP * 8 // GS))
             B_n = tl.load(b_ptr + s_off + nxt * (STEP * 8 // GS))
-        else:
-            w = tl.load(w_ptr + w_off + i * STEP)
-            S = tl.load(s_ptr + s_off + i * (STEP * 8 // GS))
-            B = tl.load(b_ptr + s_off + i * (STEP * 8 // GS))
-        x0, x1, x2, x3, inv, scale, xsum = _x_chunks(x_ptr + i * (STEP * 8), x_off)
-        w0, w1, w2, w3 = _words(w)
-        zero = tl.zeros([CH, BN], dtype=tl.int32)
-        even, odd16 = _chunk_dot(w0, x0, inv, zero, zero, ASM)
-        even, odd16 = _chunk_dot(w1, x1, inv, even, odd16, ASM)
-        even, odd16 = _chunk_dot(w2, x2, inv, even, odd16, ASM)
-        even, odd16 = _chunk_dot(w3, x3, inv, even, odd16, ASM)
-        dot = (even * 16 + odd16).to(tl.float32)  # 16 x the chunk's integer dot
-        acc = tl.fma(S.to(tl.float32) * (scale * 0.0625)[:, None], dot, acc)
-        acc = tl.fma(B.to(tl.float32), xsum[:, None], acc)
-        if PREFETCH:
+            acc = _step(acc, w, S, B, x_ptr + i * (STEP * 8), x_off, ASM)
             w = w_n
             S = S_n
             B = B_n
+    else:
+        acc = _step(acc, w, S, B, x_ptr + i_lo * (STEP * 8), x_off, ASM)
+        for i in range(i_lo + 1, i_hi):
+            acc = _step(acc, tl.load(w_ptr + w_off + i * STEP), tl.load(s_ptr + s_off + i * (STEP * 8 // GS)),
+                        tl.load(b_ptr + s_off + i * (STEP * 8 // GS)), x_ptr + i * (STEP * 8), x_off, ASM)
     res = tl.sum(acc, axis=0)
     store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
                  row_ok, N, SPLIT_K, FUSE, False, 0)
