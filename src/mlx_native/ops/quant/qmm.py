@@ -466,6 +466,8 @@ class Config:
     swap: bool = False  # decode dots as W @ x.T (weight tile on the wide side of the MMA)
 
 
+GEMV_BK = 256  # K columns per step of the general kernel's one-row tiles (transposed weights)
+
 # Hook for sweeps: a callable (kind, m, n, k, spec) -> Config or None, consulted before the heuristics.
 CONFIG_OVERRIDE = None
 
@@ -521,7 +523,9 @@ def choose_config(kind: str, m: int, n: int, k: int, spec: WeightSpec, device, g
         bk = _cap(32 if kind == "gemv" else 64, k, 16)
     else:
         bn = _cap(16 if kind == "gemv" else (64 if kind == "decode" else 128), n, 16)
-        bk = max(align, _cap(1024 if kind == "gemv" else (128 if kind == "decode" else 64), k, 16))
+        # one-row tiles of 16 x 1024 spilled (H100, scripts/slow_gemv_probe.py: MLX 3-bit 4096 x 14336 2036 us,
+        # Q6_K 6524 us); 16 x 256 took 183 / 410 us
+        bk = max(align, _cap(GEMV_BK if kind == "gemv" else (128 if kind == "decode" else 64), k, 16))
     if kind == "prefill":
         bm = _cap(128 if m >= 256 else 64, m, 16)
         warps = 8 if bm * bn >= 128 * 128 else 4
