@@ -172,7 +172,8 @@ def main() -> int:
         if best:
             t = best[0]
             print(f"BEST K{k} N{n}: {t:.2f} us ({wbytes / t * 1e6 / copy * 100:.1f}% copy, "
-                  f"{t_base / t:.2f}x mmv route, {t_cublas / t:.2f}x cuBLAS, default route {t_route / t:.2f}x this) {best[1]} split{best[2]}",
+                  f"{t_base / t:.2f}x mmv route, {t_cublas / t:.2f}x cuBLAS, default route {t_route / t:.2f}x this) "
+                  f"{best[1]} split{best[2]}",
                   flush=True)
         del sets
         torch.cuda.empty_cache()

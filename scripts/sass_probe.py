@@ -35,7 +35,8 @@ def compile_sass(fn, signature: dict, constexprs: dict, num_warps: int) -> tuple
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(compiled.asm["cubin"])
     sass = subprocess.run([os.path.join(BIN, "nvdisasm"), "-c", f.name], capture_output=True, text=True).stdout
-    usage = subprocess.run([os.path.join(BIN, "cuobjdump"), "-res-usage", f.name], capture_output=True, text=True).stdout
+    usage = subprocess.run([os.path.join(BIN, "cuobjdump"), "-res-usage", f.name], capture_output=True,
+                           text=True).stdout
     os.unlink(f.name)
     regs = re.search(r"REG:(\d+)", usage)
     return sass, int(regs.group(1)) if regs else -1

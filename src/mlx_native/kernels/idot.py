@@ -9,8 +9,8 @@ codes per instruction and needs no per-code conversion: a packed word ``w`` of 8
 x is quantized per chunk of 32 values (4 words) with a power-of-two scale: ``x = scale * xi`` with
 ``|xi| <= 2**14``, so the rounding error of each value is at most ``2**-14`` of the chunk's largest
 magnitude (bf16 itself rounds at ``2**-9``); a chunk's ``16 * even + odd16`` sum stays below ``2**27``
-(int32, converted to fp32 with a relative error of at most ``2**-24``). Values below ``2**-112`` quantize with the ``2**-126`` step of the smallest
-normal scale. Inf and NaN do not survive the integers; kernels carry them through the chunk's float sum
+(int32, converted to fp32 with a relative error of at most ``2**-24``). Values below ``2**-112`` quantize with
+the ``2**-126`` step of the smallest normal scale. Inf and NaN do not survive the integers; kernels carry them through the chunk's float sum
 (the bias term of an affine group), so they still reach the output.
 
 Under ``TRITON_INTERPRET=1`` (no inline assembly) ``dp2a`` is computed with integer ops, same result.

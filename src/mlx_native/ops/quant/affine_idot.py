@@ -135,7 +135,7 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from .affine_mv import StreamedMvLaunch  # noqa: E402
+from . import affine_mv  # noqa: E402
 
 # From the H100 sweeps (bench/affine_mv_sweep.py --kernel idot, bench/results/2026-11-22-h100-session8/): 4-row
 # tiles of 2 warps, no K split and no register prefetch were within 5% of the best configuration on every 8B
@@ -158,15 +158,14 @@ def step_warps(k: int) -> int:
 
 def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int,
              k: int, words: int) -> bool:
-    """One row of bf16/fp16 x against MLX affine 4-bit weights (``transpose=True``) with a bf16/fp16 result
-    (fp32 scales ask for an fp32 result, which x's int16 quantization would not meet), rows of whole
-    steps; ``MLX_NATIVE_AFFINE_IDOT=0`` turns it off."""
-    return (env.settings.affine_idot and bits == 4 and transpose and m == 1 and group_size in (32, 64, 128)
-            and x_dtype in (torch.bfloat16, torch.float16) and out_dtype != torch.float32 and words < 2**31
-            and step_warps(k) > 0)
+    """What ``affine_mv`` takes (one row of bf16/fp16 x, MLX affine 4-bit), with a bf16/fp16 result (fp32
+    scales ask for an fp32 result, which x's int16 quantization would not meet) and rows of whole steps;
+    ``MLX_NATIVE_AFFINE_IDOT=0`` turns it off."""
+    return (env.settings.affine_idot and out_dtype != torch.float32 and step_warps(k) > 0
+            and affine_mv.supports(bits, group_size, transpose, x_dtype, m, k, words))
 
 
-class AffineIdotLaunch(StreamedMvLaunch):
+class AffineIdotLaunch(affine_mv.StreamedMvLaunch):
     """:func:`affine_idot_kernel` for ``(x [1, k], w [n, k / 8] int32, scales, biases [n, k / group_size])``,
     all contiguous."""
 

@@ -107,12 +107,14 @@ class QmmPlan:
             self.chunked = qmm.ChunkedPrefill(m, n, k, compute, out_dtype, x.device, dequant_rows)
             self.kind = "prefill (chunked dequantize + cuBLAS)"
             return
+        if affine_idot.supports(bits, group_size, transpose, x.dtype, out_dtype, m, k, w.numel()) \
+                and qmm.CONFIG_OVERRIDE is None:
+            self.launch = affine_idot.AffineIdotLaunch(n, k, group_size, out_dtype, x.device)
+            self.kind = "affine_idot"
+            return
         if affine_mv.supports(bits, group_size, transpose, x.dtype, m, k, w.numel()) and qmm.CONFIG_OVERRIDE is None:
-            if affine_idot.supports(bits, group_size, transpose, x.dtype, out_dtype, m, k, w.numel()):
-                self.launch = affine_idot.AffineIdotLaunch(n, k, group_size, out_dtype, x.device)
-                self.kind = "affine_idot"
-            else:
-                self.launch, self.kind = affine_mv.AffineMvLaunch(n, k, group_size, out_dtype, x.device), "affine_mv"
+            self.launch = affine_mv.AffineMvLaunch(n, k, group_size, out_dtype, x.device)
+            self.kind = "affine_mv"
             return
         if kind in ("gemv", "decode") and mmv.supports(bits, group_size, transpose, x.dtype, out_dtype, m) \
                 and mmv.prefer(m, n, k, gguf=False) and w.numel() < 2**31 and qmm.CONFIG_OVERRIDE is None:
