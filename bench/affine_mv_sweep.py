@@ -3,7 +3,13 @@ integer-dot ops/quant/affine_idot.py) against the routes of ``mn.quantized_matmu
 off; both streamed kernels off: mmv / word-level kernel) and cuBLAS bf16, on MLX 4-bit g64 weights and one
 row of bf16 x, CUDA-graph replay. Enough weight sets rotate that they do not sit in L2 (>= 120 MB per pass).
 
-    python bench/affine_mv_sweep.py [--out FILE.json] [--quick] [--kernel mv|idot] [--shapes KxN,...]
+With ``--kernel q4k_idot`` / ``q4k_mv`` the same for GGUF Q4_K weights: the launch constants of the integer-dot
+ops/ggml/q4k_idot.py (row tile, warps, register prefetch, programs per SM) or of the streamed
+ops/ggml/q4k_mv.py (row tile, programs per SM) against the routes of ``mn.ggml_matmul`` (default; integer-dot
+off: q4k_mv; both off: word-level kernel).
+
+    python bench/affine_mv_sweep.py [--out FILE.json] [--quick] [--kernel mv|idot|q4k_idot|q4k_mv|none]
+        [--shapes KxN,...]
 """
 
 from __future__ import annotations
@@ -20,9 +26,11 @@ import triton
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402
-from quant import affine_bytes, affine_weight  # noqa: E402
+from quant import affine_bytes, affine_weight, gguf_raw  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
+from mlx_native.ops.ggml import formats, q4k_mv  # noqa: E402
+from mlx_native.ops.ggml.q4k_idot import Q4kIdotLaunch  # noqa: E402
 from mlx_native.ops.quant.affine_idot import AffineIdotLaunch  # noqa: E402
 from mlx_native.ops.quant.affine_mv import affine_mv_kernel  # noqa: E402
 from mlx_native.runtime import env, plans  # noqa: E402
@@ -73,16 +81,56 @@ IDOT_GRID = [(bn, w, pf, 1) for bn in (4, 8, 16) for w in (1, 2) for pf in (0, 1
 IDOT_GRID += [(4, 2, 1, 3), (8, 1, 0, 3), (8, 2, 0, 3), (16, 1, 0, 3), (16, 4, 1, 1), (8, 4, 0, 1)]
 
 
+# (BN, warps, prefetch, pps) of the Q4_K integer-dot kernel; 1-warp steps are 8 super-blocks (K = 14336: 7 steps),
+# 2-warp ones 16 (K = 4096: one step, so prefetch only reloads it and runs only with a K split)
+Q4K_IDOT_GRID = [(bn, w, pf, 1) for bn in (4, 8, 16) for w in (1, 2) for pf in (0, 1)]
+Q4K_IDOT_GRID += [(4, 1, 0, 2), (8, 1, 0, 2), (8, 2, 0, 2), (8, 1, 1, 2), (16, 1, 0, 2)]
+Q4K_MV_GRID = [(bn, pps) for bn in (8, 16) for pps in (1, 2)]  # (BN, pps) of q4k_mv
+
+
+def q4k_idot_launcher(n, k, bn, warps, prefetch, pps):
+    """(``f(x, raw)``, split) of the Q4_K integer-dot kernel in one configuration, or None if it does not fit."""
+    if (k // 256) % (8 * warps):
+        return None
+    plan = Q4kIdotLaunch(n, k, DT, torch.device("cuda"), bn=bn, warps=warps, programs_per_sm=pps,
+                         prefetch=bool(prefetch))
+    return plan, plan.split
+
+
+def q4k_mv_launcher(n, k, bn, pps):
+    """(``f(x, raw)``, split) of q4k_mv with ``bn`` rows per program and K split up to ``pps`` programs per SM."""
+    saved = q4k_mv.Q4K_BN, q4k_mv.PROGRAMS_PER_SM
+    q4k_mv.Q4K_BN, q4k_mv.PROGRAMS_PER_SM = bn, pps
+    try:
+        plan = q4k_mv.Q4kMvLaunch(n, k, DT, torch.device("cuda"))
+    finally:
+        q4k_mv.Q4K_BN, q4k_mv.PROGRAMS_PER_SM = saved
+    return plan, plan.split
+
+
+def ptx_counts(plan, *args):
+    """Counts in the PTX of ``plan``'s kernel after one call: dp2a, shared-memory accesses and barriers (a layout
+    conversion in the loop would show here), global loads."""
+    plan(*args)
+    ptx = next(iter(plan.launch.compiled.values())).asm["ptx"]
+    return {op: ptx.count(op) for op in ("dp2a", "prmt", "ld.shared", "st.shared", "bar.sync", "ld.global")}
+
+
 def idot_code_check(k, n):
     """Counts in the PTX of the default integer-dot plan at ``k x n``: dp2a (expect 4 per word of a thread),
     shared-memory accesses and barriers (a layout conversion in the loop would show here)."""
-    plan = AffineIdotLaunch(n, k, GS, DT, torch.device("cuda"))
-    x = torch.randn(1, k, device="cuda", dtype=DT)
     w, s, b = affine_weight(n, k, GS)
-    plan(x, w.view(torch.int32), s, b)
-    ptx = next(iter(plan.launch.compiled.values())).asm["ptx"]
-    counts = {op: ptx.count(op) for op in ("dp2a", "ld.shared", "st.shared", "bar.sync", "ld.global")}
+    counts = ptx_counts(AffineIdotLaunch(n, k, GS, DT, torch.device("cuda")),
+                        torch.randn(1, k, device="cuda", dtype=DT), w.view(torch.int32), s, b)
     print(f"PTX of the integer-dot kernel at K{k} N{n}: {counts}", flush=True)
+    return counts
+
+
+def q4k_idot_code_check(k, n):
+    """As :func:`idot_code_check` for the default Q4_K integer-dot plan (dp2a: 32 per chunk and row of a thread)."""
+    counts = ptx_counts(Q4kIdotLaunch(n, k, DT, torch.device("cuda")), torch.randn(1, k, device="cuda", dtype=DT),
+                        gguf_raw("Q4_K", n, k))
+    print(f"PTX of the Q4_K integer-dot kernel at K{k} N{n}: {counts}", flush=True)
     return counts
 
 
@@ -91,10 +139,13 @@ def main() -> int:
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--shapes", help="K x N pairs to run, e.g. 14336x4096,4096x4096 (default: all)")
-    ap.add_argument("--kernel", choices=("mv", "idot", "none"), default="mv",
-                    help="which kernel's grid to sweep (none: only the routes and cuBLAS)")
+    ap.add_argument("--kernel", choices=("mv", "idot", "q4k_idot", "q4k_mv", "none"), default="mv",
+                    help="which kernel's grid to sweep (q4k_*: on GGUF Q4_K weights; none: only the affine routes "
+                         "and cuBLAS)")
     args = ap.parse_args()
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
+    if args.kernel.startswith("q4k"):
+        shapes = [(k, n) for k, n in shapes if k % 256 == 0]  # whole Q4_K super-blocks
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     copy = common.copy_bandwidth()
     print(f"copy bandwidth {copy / 1e12:.3f} TB/s", flush=True)
@@ -104,6 +155,15 @@ def main() -> int:
         variants = [(dict(kernel="affine_idot", bn=bn, warps=w, prefetch=pf, pps=pps),
                      lambda n, k, bn=bn, w=w, pf=pf, pps=pps: idot_launcher(n, k, bn, w, pf, pps))
                     for bn, w, pf, pps in IDOT_GRID]
+    elif args.kernel == "q4k_idot":
+        q4k_idot_code_check(4096, 14336)
+        grid = [g for g in Q4K_IDOT_GRID if g[3] == 1 and not g[2]] if args.quick else Q4K_IDOT_GRID
+        variants = [(dict(kernel="q4k_idot", bn=bn, warps=w, prefetch=pf, pps=pps),
+                     lambda n, k, bn=bn, w=w, pf=pf, pps=pps: q4k_idot_launcher(n, k, bn, w, pf, pps))
+                    for bn, w, pf, pps in grid]
+    elif args.kernel == "q4k_mv":
+        variants = [(dict(kernel="q4k_mv", bn=bn, pps=pps), lambda n, k, bn=bn, pps=pps: q4k_mv_launcher(n, k, bn, pps))
+                    for bn, pps in Q4K_MV_GRID]
     elif args.kernel == "none":
         variants = []
     else:
@@ -115,24 +175,39 @@ def main() -> int:
         variants = [(dict(kernel="affine_mv", bn=bn, wps=wps, prefetch=pf, warps=w, pps=pps),
                      lambda n, k, bn=bn, wps=wps, pf=pf, w=w, pps=pps: launcher(n, k, bn, wps, pf, w, pps, sms))
                     for bn, wps, pf, w, pps in grid]
-    routes = [("quantized_matmul, MLX_NATIVE_AFFINE_MV=0 (mmv / word-level)", dict(affine_mv=False)),
-              ("quantized_matmul, MLX_NATIVE_AFFINE_IDOT=0 (affine_mv)", dict(affine_mv=True, affine_idot=False)),
-              ("quantized_matmul (default route)", dict(affine_mv=True, affine_idot=True))]
+    gguf = args.kernel.startswith("q4k")
+    if gguf:
+        routes = [("ggml_matmul, MLX_NATIVE_GGUF_MV=0 (word-level)", dict(gguf_mv=False)),
+                  ("ggml_matmul, MLX_NATIVE_GGML_IDOT=0 (q4k_mv)", dict(gguf_mv=True, ggml_idot=False)),
+                  ("ggml_matmul (default route)", dict(gguf_mv=True, ggml_idot=True))]
+    else:
+        routes = [("quantized_matmul, MLX_NATIVE_AFFINE_MV=0 (mmv / word-level)", dict(affine_mv=False)),
+                  ("quantized_matmul, MLX_NATIVE_AFFINE_IDOT=0 (affine_mv)", dict(affine_mv=True, affine_idot=False)),
+                  ("quantized_matmul (default route)", dict(affine_mv=True, affine_idot=True))]
     default_settings = env.settings
     for k, n in shapes:
-        wbytes = affine_bytes(n, k, GS)
+        wbytes = n * formats.row_bytes(formats.BY_NAME["Q4_K"], k) if gguf else affine_bytes(n, k, GS)
         nsets = max(2, min(16, -(-120_000_000 // wbytes)))
         sets = []
         for _ in range(nsets):
-            w, s, b = affine_weight(n, k, GS)
-            sets.append((torch.randn(1, k, device="cuda", dtype=DT), w.view(torch.int32), s, b))
-        w64 = mn.dequantize(sets[0][1].view(torch.uint32), sets[0][2], sets[0][3], GS, 4).double()
+            x = torch.randn(1, k, device="cuda", dtype=DT)
+            if gguf:
+                sets.append((x, gguf_raw("Q4_K", n, k)))
+            else:
+                w, s, b = affine_weight(n, k, GS)
+                sets.append((x, w.view(torch.int32), s, b))
+        if gguf:
+            w64 = mn.ggml_dequantize(sets[0][1], "Q4_K", (n, k)).double()
+        else:
+            w64 = mn.dequantize(sets[0][1].view(torch.uint32), sets[0][2], sets[0][3], GS, 4).double()
         ref = (w64 @ sets[0][0][0].double()).float()
         del w64
         scale = ref.abs().max().item()
 
-        def base(x, w, s, b):
-            return mn.quantized_matmul(x, w.view(torch.uint32), s, b, transpose=True, group_size=GS, bits=4)
+        def base(x, w, *sb):
+            if gguf:
+                return mn.ggml_matmul(x, w, "Q4_K", (n, k))
+            return mn.quantized_matmul(x, w.view(torch.uint32), *sb, transpose=True, group_size=GS, bits=4)
         times = {}
         for label, overrides in routes:
             env.settings = dataclasses.replace(default_settings, **overrides)
@@ -144,7 +219,7 @@ def main() -> int:
                   f"err {err:.1e})", flush=True)
         env.settings = default_settings
         plans.clear_all()
-        t_base, t_route = times[routes[0][0]], times[routes[-1][0]]
+        t_base, t_off, t_route = (times[label] for label, _ in routes)
         dense = [(x, torch.randn(n, k, device="cuda", dtype=DT)) for x, *_ in sets[:max(2, min(nsets, 4))]]
         t_cublas = common.time_graph(lambda x, wd: x @ wd.T, dense, 20)
         rows.append(dict(k=k, n=n, impl="cuBLAS bf16", us=t_cublas, weight_bytes=2 * n * k))
@@ -172,8 +247,8 @@ def main() -> int:
         if best:
             t = best[0]
             print(f"BEST K{k} N{n}: {t:.2f} us ({wbytes / t * 1e6 / copy * 100:.1f}% copy, "
-                  f"{t_base / t:.2f}x mmv route, {t_cublas / t:.2f}x cuBLAS, default route {t_route / t:.2f}x this) "
-                  f"{best[1]} split{best[2]}",
+                  f"{t_base / t:.2f}x {'word-level' if gguf else 'mmv'} route, {t_cublas / t:.2f}x cuBLAS, integer-dot "
+                  f"off {t_off / t:.2f}x this, default route {t_route / t:.2f}x this) {best[1]} split{best[2]}",
                   flush=True)
         del sets
         torch.cuda.empty_cache()

@@ -274,7 +274,7 @@ def smollm2_rows(gguf_path: str, synthetic: bool, args, rows: list, save=lambda:
 def llama8b_rows(args, copy_bw: float) -> list[dict]:
     rows = []
     variants = [(k, f) for k in args.kinds_8b.split(",")
-                for f in ((None, True) if args.fused_mlp else (None,))]
+                for f in ((None, False, True) if args.fused_mlp else (None,))]
     for kind, fused in variants:
         try:
             ckpt = llama8b_checkpoint(args.layers_8b, kind, torch.device("cuda"))
@@ -291,13 +291,14 @@ def llama8b_rows(args, copy_bw: float) -> list[dict]:
             rows.append(dict(model=f"Llama-3-8B-shaped, {args.layers_8b} layers + 128256-vocab head, random {kind}",
                              impl="mlx-native", tg=stats(tps), bytes_per_token=weight_bytes + kv_bytes,
                              floor_tps=1 / floor_s, frac_floor=mean * floor_s))
-            print(f"[model] 8B-shaped {kind}{' fused MLP' if fused else ''}: tg {mean:.1f} tok/s, floor {1 / floor_s:.1f} tok/s "
+            label = {None: "", False: " unfused MLP", True: " fused MLP"}[fused]
+            print(f"[model] 8B-shaped {kind}{label}: tg {mean:.1f} tok/s, floor {1 / floor_s:.1f} tok/s "
                   f"({100 * mean * floor_s:.1f}% of the bandwidth floor)", flush=True)
-            if fused:
-                rows[-1]["impl"] = "mlx-native, fused gate/up+SiLU decode kernel"
+            if fused is not None:
+                rows[-1]["impl"] = f"mlx-native, LoadOptions(fused_mlp_decode={fused})"
             if args.profile:
                 rows[-1]["profile"] = profile_decode(model)
-                print_profile(f"8B-shaped {kind}{' fused MLP' if fused else ''}", rows[-1]["profile"])
+                print_profile(f"8B-shaped {kind}{label}", rows[-1]["profile"])
             del model, ckpt
             torch.cuda.empty_cache()
         except Exception as exc:  # noqa: BLE001
@@ -354,7 +355,8 @@ def main(argv=None) -> int:
     p.add_argument("--only", default="smollm2,llama8b")
     p.add_argument("--profile", action="store_true", help="kernel breakdown of one eager decode step")
     p.add_argument("--fused-mlp", action="store_true",
-                   help="also measure SmolLM2 (and run the 8B rows) with the fused gate/up+activation decode kernel")
+                   help="also measure SmolLM2 with the fused gate/up+activation decode kernel, and the 8B rows with "
+                        "fused_mlp_decode False and True besides the default")
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     env = common.environment()

@@ -2,8 +2,12 @@
 target, disassembles with the bundled nvdisasm and prints the instruction histogram of the whole kernel and
 of its main loop (the largest backward-branch block).
 
-    python scripts/sass_probe.py affine_idot [--bn 8] [--warps 2] [--k 4096]
+    python scripts/sass_probe.py affine_idot [--bn 8] [--warps 2] [--k 4096] [--prefetch 0]
     python scripts/sass_probe.py affine_mv
+    python scripts/sass_probe.py q4k_idot [--bn 4] [--warps 2] [--k 4096] [--prefetch 0]
+    python scripts/sass_probe.py q4k_mv [--bn 16]  (4 warps, its 128-word steps)
+
+It also prints the kernel's shared memory and local (spill) bytes, and the loop's shared-memory accesses.
 
 The local Triton may be newer than the device's; counts are a guide, the GPU run decides.
 """
@@ -25,8 +29,25 @@ from triton.compiler import ASTSource
 BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
 
 
-def compile_sass(fn, signature: dict, constexprs: dict, num_warps: int) -> tuple[str, int]:
-    """(SASS text, registers per thread) of ``fn`` compiled for sm_90."""
+PTR_TYPES = {"x_ptr": "*bf16", "out_ptr": "*bf16", "part_ptr": "*fp32", "cnt_ptr": "*i32", "s_ptr": "*bf16",
+             "b_ptr": "*bf16", "su_ptr": "*bf16", "bu_ptr": "*bf16"}  # other pointers: int32 words
+
+
+def signature_of(fn, constexprs: dict) -> tuple[dict, dict]:
+    """``(signature, constexprs)`` of a kernel from its parameters: pointers by name (PTR_TYPES), other runtime
+    arguments int32, constexprs not given at their defaults."""
+    sig, const = {}, dict(constexprs)
+    for p in fn.params:
+        if p.is_constexpr:
+            const.setdefault(p.name, p.default)
+        else:
+            sig[p.name] = PTR_TYPES.get(p.name, "*i32") if p.name.endswith("_ptr") else "i32"
+    return sig, const
+
+
+def compile_sass(fn, constexprs: dict, num_warps: int) -> tuple[str, int, str]:
+    """(SASS text, registers per thread, ``cuobjdump -res-usage`` line) of ``fn`` compiled for sm_90."""
+    signature, constexprs = signature_of(fn, constexprs)
     sig = dict(signature, **{name: "constexpr" for name in constexprs})
     src = ASTSource(fn, sig, constexprs=constexprs, attrs={(i,): [["tt.divisibility", 16]]
                                                             for i, (n, t) in enumerate(signature.items())
@@ -39,7 +60,8 @@ def compile_sass(fn, signature: dict, constexprs: dict, num_warps: int) -> tuple
                            text=True).stdout
     os.unlink(f.name)
     regs = re.search(r"REG:(\d+)", usage)
-    return sass, int(regs.group(1)) if regs else -1
+    res = re.search(r"REG:.*", usage)
+    return sass, int(regs.group(1)) if regs else -1, res.group(0) if res else ""
 
 
 def histogram(lines: list[str]) -> collections.Counter:
@@ -77,7 +99,7 @@ def main_loop(sass: str) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("kernel", choices=("affine_idot", "affine_mv"))
+    ap.add_argument("kernel", choices=("affine_idot", "affine_mv", "q4k_idot", "q4k_mv"))
     ap.add_argument("--bn", type=int, default=8)
     ap.add_argument("--warps", type=int, default=2)
     ap.add_argument("--k", type=int, default=4096)
@@ -85,30 +107,41 @@ def main() -> int:
     ap.add_argument("--prefetch", type=int, default=1)
     args = ap.parse_args()
     k, gs = args.k, 64
-    ptrs = {"x_ptr": "*bf16", "w_ptr": "*i32", "s_ptr": "*bf16", "b_ptr": "*bf16", "out_ptr": "*bf16",
-            "part_ptr": "*fp32", "cnt_ptr": "*i32"}
+    warps = args.warps
     if args.kernel == "affine_idot":
         from mlx_native.ops.quant.affine_idot import affine_idot_kernel as fn
-        sig = dict(ptrs, N="i32", K="i32", steps_per_split="i32")
-        const = dict(STRIDE_W=k // 8, STRIDE_S=k // gs, BN=args.bn, CH=32 * args.warps, GS=gs, EVEN_N=True,
+        const = dict(STRIDE_W=k // 8, STRIDE_S=k // gs, BN=args.bn, CH=32 * warps, GS=gs, EVEN_N=True,
                      PREFETCH=bool(args.prefetch), SPLIT_K=False, FUSE=False, ASM=True)
-        codes_per_iter = args.bn * 32 * args.warps * 32
-    else:
+        codes_per_iter = args.bn * 32 * warps * 32
+    elif args.kernel == "affine_mv":
         from mlx_native.ops.quant.affine_mv import affine_mv_kernel as fn
-        sig = dict(ptrs, N="i32", K="i32", words_per_split="i32", magic="i32")
         const = dict(STRIDE_W=k // 8, STRIDE_S=k // gs, BN=args.bn, WPS=128, GS=gs, EVEN_N=True, PREFETCH=True,
                      SPLIT_K=False, FUSE=False)
         codes_per_iter = args.bn * 128 * 8
-    sass, regs = compile_sass(fn, sig, const, args.warps)
+    elif args.kernel == "q4k_idot":
+        from mlx_native.ops.ggml.q4k_idot import q4k_idot_kernel as fn
+        const = dict(STRIDE_W=k // 256 * 36, BN=args.bn, CH=32 * warps, EVEN_N=True, PREFETCH=bool(args.prefetch),
+                     SPLIT_K=False, FUSE=False, ASM=True)
+        codes_per_iter = args.bn * 32 * warps * 64
+    else:
+        from mlx_native.ops.ggml.q4k_mv import Q4K_MAX_WPS, q4k_mv_kernel as fn
+        from mlx_native.ops.quant.affine_mv import AMV_WARPS
+        const = dict(STRIDE_W=k // 256 * 36, N_QS=k // 8, BN=args.bn, WPS=Q4K_MAX_WPS, EVEN_N=True, SPLIT_K=False,
+                     FUSE=False)
+        warps = AMV_WARPS
+        codes_per_iter = args.bn * Q4K_MAX_WPS * 8
+    sass, regs, usage = compile_sass(fn, const, warps)
     if args.dump:
         with open(args.dump, "w") as f:
             f.write(sass)
     loop = main_loop(sass)
     ops = histogram(loop)
     total = sum(ops.values())
-    threads = 32 * args.warps
-    print(f"{args.kernel} BN{args.bn} warps{args.warps} K{k}: {regs} registers, loop {total} instructions per "
-          f"thread = {total * threads / codes_per_iter:.2f} per code")
+    threads = 32 * warps
+    shared = sum(ops[op] for op in ("LDS", "STS", "BAR"))
+    print(f"{args.kernel} BN{args.bn} warps{warps} K{k}: {regs} registers, loop {total} instructions per "
+          f"thread = {total * threads / codes_per_iter:.2f} per code, {shared} shared-memory ops in the loop")
+    print(f"  {usage.strip()}")
     print("  " + ", ".join(f"{op} {n}" for op, n in ops.most_common(24)))
     return 0
 

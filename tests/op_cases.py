@@ -81,6 +81,8 @@ CASES += [
      lambda d: (torch.randn(40, 128, device=d), *_qweight(d))),
     ("gather_qmm", lambda x, w, s, b, i: mn.gather_qmm(x, w, s, b, rhs_indices=i),
      lambda d: (torch.randn(3, 1, 1, 128, device=d), *_qweight(d, 4), torch.randint(0, 4, (3, 2), device=d))),
+    ("quantized_embedding", lambda i, w, s, b: mn.quantized_embedding(i, w, s, b, 64, 4),
+     lambda d: (torch.randint(0, 40, (2, 3), device=d), *_qweight(d))),
     ("ggml_dequantize", lambda r: mn.ggml_dequantize(r, "Q8_0", (6, 64)), lambda d: (_q8_0_raw(d, 6, 64),)),
     ("ggml_matmul", lambda x, r: mn.ggml_matmul(x, r, "Q8_0", (6, 64)),
      lambda d: (torch.randn(2, 64, device=d), _q8_0_raw(d, 6, 64))),
@@ -96,6 +98,8 @@ CASES += [
     ("moe_weighted_reduce", lambda y, w: mn.moe_weighted_reduce(y, w),
      lambda d: (torch.randn(3, 4, 100, device=d), torch.rand(3, 4, device=d))),
     ("argmax", lambda x: mn.argmax(x), lambda d: (torch.randn(3, 1000, device=d),)),
+    ("argmax_out", lambda x, o: (mn.argmax(x, out=o), o)[1:],
+     lambda d: (torch.randn(3, 1000, device=d), torch.zeros(3, dtype=torch.int64, device=d))),
     ("sample", lambda x, s: mn.sample(x, temperature=0.8, top_k=50, top_p=0.9, min_p=0.01, seed=s),
      lambda d: (torch.randn(3, 1000, device=d) * 3, torch.tensor([5], device=d))),
 ]

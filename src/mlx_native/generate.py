@@ -175,15 +175,15 @@ class _Decoder:
         self.use_graph = use_graph and dev.type == "cuda"
         self.graph: Optional[torch.cuda.CUDAGraph] = None
 
-    # logits [1, V] -> next token [1] (device), no host sync
-    def select(self, logits: torch.Tensor) -> torch.Tensor:
+    # logits [1, V] -> next token [1] (device), no host sync; greedy picks write into ``out`` when given
+    def select(self, logits: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         s = self.settings
         if self.hist is not None and s.repetition_penalty != 1.0:
             picked = logits.gather(-1, self.hist)
             picked = torch.where(picked < 0, picked * s.repetition_penalty, picked / s.repetition_penalty)
             logits = logits.scatter(-1, self.hist, picked)
         if s.temp == 0.0:
-            nxt = mn.argmax(logits)
+            nxt = mn.argmax(logits, out=out)
         else:
             nxt = mn.sample(logits, temperature=s.temp, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p,
                             seed=self.seed)
@@ -194,10 +194,12 @@ class _Decoder:
 
     def step(self) -> None:
         logits = self.model.forward(self.tok, self.cache, start=None)
-        self.tok.copy_(self.select(logits).view(1, 1))
+        nxt = self.select(logits, out=self.tok.view(1))
+        if nxt.data_ptr() != self.tok.data_ptr():
+            self.tok.copy_(nxt.view(1, 1))
 
     def capture(self) -> None:
-        saved = [t.clone() for t in (self.tok, self.seed, self.cache.lens) + ((self.hist,) if self.hist is not None
+        saved = [t.clone() for t in (self.tok, self.seed, self.cache.counts) + ((self.hist,) if self.hist is not None
                                                                               else ())]
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
@@ -208,7 +210,7 @@ class _Decoder:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             self.step()
-        for t, s in zip((self.tok, self.seed, self.cache.lens) + ((self.hist,) if self.hist is not None else ()),
+        for t, s in zip((self.tok, self.seed, self.cache.counts) + ((self.hist,) if self.hist is not None else ()),
                         saved):
             t.copy_(s)
         self.graph = graph

@@ -191,13 +191,15 @@ def _streamed_modules():
 ])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_streamed_gguf_matvec(device, monkeypatch, name, n, k, dtype, request):
-    """One row against Q4_K (ops/ggml/q4k_mv.py) or Q4_0 / Q4_1 (ops/ggml/q4_mv.py): the streamed kernel takes
-    it, with steps of one to several blocks, rows not a multiple of the tile, random scale bytes (all eight
-    Q4_K sub-block encodings), and a K split merged in the launch (forced by asking for many programs per SM)."""
-    from mlx_native.runtime import plans
+    """One row against Q4_K (ops/ggml/q4k_mv.py, its integer-dot variant off) or Q4_0 / Q4_1 (ops/ggml/q4_mv.py):
+    the streamed kernel takes it, with steps of one to several blocks, rows not a multiple of the tile, random
+    scale bytes (all eight Q4_K sub-block encodings), and a K split merged in the launch (forced by asking for
+    many programs per SM)."""
+    from mlx_native.runtime import env, plans
     from test_quant import assert_merged_in_launch
 
     q4_mv, q4k_mv = _streamed_modules()
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, ggml_idot=False))
     mod, cls, step, per_word = ((q4k_mv, q4k_mv.Q4kMvLaunch, q4k_mv.step_words, 8) if name == "Q4_K" else
                                 (q4_mv, q4_mv.Q4MvLaunch, q4_mv.step_units, 4))
     monkeypatch.setattr(mod, "PROGRAMS_PER_SM", 64)
@@ -242,6 +244,150 @@ def test_q4_streamed_matvec_leaves_small_matrices(device, monkeypatch, request):
     _check_matmul(device, "Q4_1", 1, 40, 576, torch.bfloat16, rng_for(request))
     _check_matmul(device, "Q4_0", 1, few, 512, torch.bfloat16, rng_for(request))
     assert [type(p).__name__ for p in built] == ["GemvLaunch", "GemvLaunch"]
+
+
+@pytest.fixture
+def q4k_plans(monkeypatch):
+    """The streamed Q4_K plans (ggml/q4k_mv.py, ggml/q4k_idot.py) built while the test runs."""
+    from mlx_native.ops.ggml import q4k_idot, q4k_mv
+    from mlx_native.runtime import plans
+
+    yield spy_plans(monkeypatch, q4k_mv.Q4kMvLaunch, q4k_idot.Q4kIdotLaunch)
+    plans.clear_all()
+
+
+def _plan_names(built):
+    return [type(p).__name__ for p in built]
+
+
+@pytest.mark.parametrize("n, k, dtype", [
+    (37, 2048, torch.bfloat16),  # N not a multiple of the row tile, one 1-warp step (8 super-blocks)
+    (19, 4096, torch.float16),  # one 2-warp step (16 super-blocks)
+    (8, 6144, torch.bfloat16),  # 24 super-blocks: three 1-warp steps
+    (5, 8192, torch.float16),  # two 2-warp steps
+    (3, 14336, torch.bfloat16),  # Llama-3-8B's down projection rows: seven 1-warp steps
+])
+def test_q4k_idot_one_row(device, monkeypatch, q4k_plans, n, k, dtype, request):
+    """One row of bf16/fp16 x against Q4_K rows of whole integer-dot steps takes ops/ggml/q4k_idot.py: x quantized
+    to int16 per 32-value sub-block stays within the error bar (random scale bytes: all eight sub-block
+    encodings), with K split as far as the steps allow (merged in the launch; a second call with new x finds the
+    counters rearmed)."""
+    from mlx_native.ops.ggml import q4k_idot
+    from test_quant import assert_merged_in_launch
+
+    monkeypatch.setattr(q4k_idot, "PROGRAMS_PER_SM", 64)
+    rng = rng_for(request)
+    _check_matmul(device, "Q4_K", 1, n, k, dtype, rng)
+    _check_matmul(device, "Q4_K", 1, n, k, dtype, rng)
+    (plan,) = q4k_plans
+    assert type(plan).__name__ == "Q4kIdotLaunch"
+    assert plan.launch.constexprs["EVEN_N"] == (n % plan.launch.constexprs["BN"] == 0)
+    assert not plan.launch.constexprs["PREFETCH"]  # one step per program
+    steps = k // 256 // (plan.launch.constexprs["CH"] // 4)
+    assert plan.split == steps
+    if steps > 1:
+        assert_merged_in_launch(plan)
+
+
+@pytest.mark.parametrize("bn, warps, prefetch, programs_per_sm", [
+    (4, 1, True, 1), (8, 1, False, 1), (16, 1, True, 1), (8, 2, True, 1), (16, 2, False, 1),
+    (4, 1, True, 64),  # prefetch with one step per split: the step reloads itself
+])
+def test_q4k_idot_launch_configs(device, monkeypatch, bn, warps, prefetch, programs_per_sm, request):
+    """The configurations the GPU sweep times (bench/affine_mv_sweep.py --kernel q4k_idot): row tiles of 4-16, 1-2
+    warps, register prefetch on and off, K split or not (one SM, so that the CPU core count does not split it);
+    21 rows (a ragged last tile) of 32 super-blocks."""
+    import types
+
+    from mlx_native.ops.ggml import q4k_idot
+
+    monkeypatch.setattr(q4k_idot, "device_info", lambda device: types.SimpleNamespace(sm_count=1))
+    n, k = 21, 8192
+    raw = valid_blocks("Q4_K", n, k, rng_for(request))
+    w = torch.from_numpy(gguf_values(raw, "Q4_K", (n, k)))
+    plan = q4k_idot.Q4kIdotLaunch(n, k, torch.bfloat16, torch.device(device), bn=bn, warps=warps,
+                                  programs_per_sm=programs_per_sm, prefetch=prefetch)
+    for _ in range(2):
+        x = randn(1, k, dtype=torch.bfloat16)
+        out = plan(x.to(device), raw_tensor(raw, device))
+        assert_error_bar(out.cpu(), x.double() @ w.double().T, x @ w.to(torch.bfloat16).T,
+                         what=f"BN{bn} warps{warps} prefetch{prefetch} split{plan.split}")
+    steps = k // 256 // (8 * warps)
+    assert plan.split == (1 if programs_per_sm == 1 else steps)
+    assert plan.launch.constexprs["PREFETCH"] == prefetch and plan.launch.constexprs["CH"] == 32 * warps
+
+
+@pytest.mark.parametrize("case", ["outliers", "tiny", "zero_chunks", "wide_range"])
+def test_q4k_idot_x_ranges(device, q4k_plans, case, request):
+    """x's per-sub-block int16 scale follows each 32 values' magnitude: a 1000x outlier in some sub-blocks, values
+    around 1e-30, all-zero sub-blocks, and sub-blocks whose magnitudes span 2**-60..2**60."""
+    n, k, dtype = 24, 2048, torch.bfloat16
+    raw = valid_blocks("Q4_K", n, k, rng_for(request))
+    w = torch.from_numpy(gguf_values(raw, "Q4_K", (n, k)))
+    x = randn(1, k, dtype=torch.float32)
+    if case == "outliers":
+        x[0, ::97] *= 1000.0
+    elif case == "tiny":
+        x *= 1e-30
+    elif case == "zero_chunks":
+        x.view(-1, 32)[::3] = 0.0
+    else:
+        x *= torch.exp2(torch.randint(-60, 61, (k // 32, 1)).float()).repeat_interleave(32, 0).view(1, k)
+    x = x.to(dtype)
+    out = mn.ggml_matmul(x.to(device), raw_tensor(raw, device), "Q4_K", (n, k))
+    assert _plan_names(q4k_plans) == ["Q4kIdotLaunch"]
+    assert_error_bar(out.cpu(), x.double() @ w.double().T, x @ w.to(dtype).T, what=case)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_q4k_idot_keeps_inf_and_nan(device, q4k_plans, dtype, request):
+    """Inf / NaN in x reach the output through the sub-blocks' float sums (the integers cannot carry them): the
+    outputs are non-finite exactly where the fp64 oracle's are."""
+    n, k = 16, 2048
+    raw = valid_blocks("Q4_K", n, k, rng_for(request))
+    w = torch.from_numpy(gguf_values(raw, "Q4_K", (n, k))).double()
+    for bad in (float("inf"), float("-inf"), float("nan")):
+        x = randn(1, k, dtype=dtype)
+        x[0, 100] = bad
+        out = mn.ggml_matmul(x.to(device), raw_tensor(raw, device), "Q4_K", (n, k)).cpu()
+        oracle = x.double() @ w.T
+        assert not torch.isfinite(oracle).any()
+        assert torch.equal(torch.isfinite(out), torch.isfinite(oracle)), bad
+    assert set(_plan_names(q4k_plans)) == {"Q4kIdotLaunch"}
+
+
+def test_q4k_idot_switch(device, monkeypatch, q4k_plans, request):
+    """``MLX_NATIVE_GGML_IDOT=0`` (settings.ggml_idot) keeps one-row Q4_K matmuls on q4k_mv; rows that take no
+    whole integer-dot step (K = 1280: 5 super-blocks) stay there with it on."""
+    from mlx_native.runtime import env, plans
+
+    assert not env.parse_settings({"MLX_NATIVE_GGML_IDOT": "0"}).ggml_idot
+    assert env.parse_settings({}).ggml_idot
+    rng = rng_for(request)
+    _check_matmul(device, "Q4_K", 1, 40, 2048, torch.bfloat16, rng)
+    _check_matmul(device, "Q4_K", 1, 40, 1280, torch.bfloat16, rng)
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, ggml_idot=False))
+    plans.clear_all()
+    _check_matmul(device, "Q4_K", 1, 40, 2048, torch.bfloat16, rng)
+    assert _plan_names(q4k_plans) == ["Q4kIdotLaunch", "Q4kMvLaunch", "Q4kMvLaunch"]
+
+
+def test_q4k_idot_step_rule():
+    """Steps are 8 super-blocks of a row per warp, up to 2 warps; rows that take no whole step, an fp32 result,
+    several rows of x and other types are not taken."""
+    from mlx_native.ops.ggml import q4k_idot
+
+    assert q4k_idot.step_warps(4096) == 2 and q4k_idot.step_warps(8192) == 2
+    assert q4k_idot.step_warps(14336) == 1 and q4k_idot.step_warps(2048) == 1  # 56 = 7 x 8 super-blocks
+    assert q4k_idot.step_warps(1280) == 0 and q4k_idot.step_warps(1536) == 0
+    q4k = formats.BY_NAME["Q4_K"].id
+    bf16 = torch.bfloat16
+    assert q4k_idot.supports(q4k, bf16, bf16, 1, 4096, 10)
+    assert q4k_idot.supports(q4k, torch.float16, torch.float16, 1, 4096, 10)
+    assert not q4k_idot.supports(q4k, bf16, torch.float32, 1, 4096, 10)
+    assert not q4k_idot.supports(q4k, bf16, bf16, 2, 4096, 10)
+    assert not q4k_idot.supports(formats.BY_NAME["Q4_0"].id, bf16, bf16, 1, 4096, 10)
+    assert not q4k_idot.supports(q4k, bf16, bf16, 1, 1536, 10)
 
 
 MMV_TYPES = ("Q4_0", "Q4_1", "Q4_K")
@@ -382,6 +528,26 @@ def _check_gpu(name, m, n, k, rng):
     x = randn(m, k, dtype=torch.bfloat16, device="cuda")
     out = mn.ggml_matmul(x, rt, name, (n, k))
     assert_error_bar(out, x.double() @ w.double().T, x @ w.to(torch.bfloat16).T, what=f"{name} {m}x{n}x{k}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nk", [(14336, 4096), (4096, 14336), (4096, 4096)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("idot", [True, False])
+def test_gpu_q4k_idot_real_sizes(monkeypatch, q4k_plans, nk, dtype, idot):
+    """Llama-3-8B's Q4_K shapes on the GPU, one row of x, through the integer-dot kernel (``dp2a``) and with it
+    off through q4k_mv, against the fp64 oracle; repeated calls (new x) reuse the plan."""
+    from mlx_native.runtime import env
+
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, ggml_idot=idot))
+    n, k = nk
+    raw = torch.from_numpy(crafted_blocks("Q4_K", n * k // 256, np.random.default_rng(k))).cuda()
+    w64 = mn.ggml_dequantize(raw, "Q4_K", (n, k)).double()
+    for _ in range(3):
+        x = randn(1, k, dtype=dtype, device="cuda")
+        out = mn.ggml_matmul(x, raw, "Q4_K", (n, k))
+        assert_error_bar(out, x.double() @ w64.T, x @ w64.to(dtype).T, what=f"Q4_K 1x{n}x{k} {dtype}")
+    assert _plan_names(q4k_plans) == ["Q4kIdotLaunch" if idot else "Q4kMvLaunch"]
 
 
 @pytest.mark.gpu

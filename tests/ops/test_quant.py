@@ -93,6 +93,46 @@ def test_dequantize_fp32_scales(device):
     assert_error_bar(ours.cpu(), dequant64(wq, s, b, 128, 5), ref.dequantize(wq, s, b, 128, 5))
 
 
+# --------------------------------------------------------------------------- quantized_embedding
+
+
+@pytest.mark.parametrize("bits,group_size", [(4, 64), (3, 32), (8, 128), (2, 64), (6, 32), (5, 128)])
+@pytest.mark.parametrize("out", [torch.bfloat16, torch.float32])
+def test_quantized_embedding_rows(device, bits, group_size, out):
+    wq, s, b = qweight(11, 384, group_size, bits, torch.float16)
+    ids = torch.tensor([[3, 0, 10], [7, 7, 1]])
+    ours = mn.quantized_embedding(ids.to(device), wq.to(device), s.to(device), b.to(device), group_size, bits,
+                                  dtype=out)
+    assert ours.dtype == out and ours.shape == (2, 3, 384)
+    table = ref.dequantize(wq, s, b, group_size, bits, dtype=torch.float32)  # fp32 math, one rounding, like ours
+    assert torch.equal(ours.cpu(), table[ids].to(out))
+    if out != torch.float32:
+        return  # MLX's rows are fp16 (the scales' dtype): compared at fp32, where ours is the more precise
+    theirs = from_mlx(mx.dequantize(mx_u32(wq), mlx_array(s), mlx_array(b), group_size=group_size, bits=bits))
+    assert_agrees_with(ours.cpu(), theirs[ids].float(), dequant64(wq, s, b, group_size, bits)[ids],
+                       what=f"quantized_embedding {bits}b g{group_size}")
+
+
+def test_quantized_embedding_default_dtype_and_int32_ids(device):
+    wq, s, b = qweight(5, 64, 64, 4, torch.bfloat16)
+    ids = torch.tensor([4, 0, 4], dtype=torch.int32)
+    ours = mn.quantized_embedding(ids.to(device), wq.to(device), s.to(device), b.to(device))
+    assert ours.dtype == torch.bfloat16
+    assert torch.equal(ours.cpu(), mn.dequantize(wq, s, b)[ids.long()])
+
+
+def test_quantized_embedding_kernel_gives_nan_rows_for_out_of_range_ids(device):
+    """The kernel path cannot check ids without a host sync: their rows come out NaN (the public op's CPU
+    path raises first, so the plan is called directly; the interpreter runs the kernel on CPU tensors)."""
+    from mlx_native.ops.quant.kernel import EmbeddingPlan
+
+    wq, s, b = (t.to(device) for t in qweight(4, 64, 64, 4, torch.bfloat16))
+    ids = torch.tensor([1, 4, -1, 2], device=device)
+    out = EmbeddingPlan(ids, wq, s, 64, 4, 64, torch.float16)(ids, wq, s, b).cpu()
+    assert out[[1, 2]].isnan().all() and not out[[0, 3]].isnan().any()
+    assert torch.equal(out[[0, 3]], ref.dequantize(wq.cpu(), s.cpu(), b.cpu(), 64, 4, dtype=torch.float16)[[1, 2]])
+
+
 # --------------------------------------------------------------------------- quantized_matmul
 
 
@@ -241,6 +281,31 @@ def test_affine_idot_keeps_inf_and_nan(device, affine_mv_plans):
     assert set(_plan_names(affine_mv_plans)) == {"AffineIdotLaunch"}
 
 
+@pytest.mark.parametrize("n, k, gs, dtype, act", [
+    (37, 1024, 64, torch.bfloat16, "silu"),  # ragged last row tile
+    (24, 2048, 128, torch.float16, "gelu_tanh"),
+    (40, 1024, 32, torch.bfloat16, "silu"),
+])
+def test_affine_idot_gate_up_pair(device, affine_mv_plans, n, k, gs, dtype, act):
+    """A dense gate/up pair for one row (moe_qmm with one expert, as GatedMLP calls it) runs the integer-dot
+    mat-vec with both projections in one program and the activation in its epilogue:
+    ``act(x Wg^T) * (x Wu^T)`` within the error bar of the fp64 oracle."""
+    from mlx_native.ops.moe.ref import activate
+
+    wg, sg, bg = qweight(n, k, gs, 4, dtype)
+    wu, su, bu = qweight(n, k, gs, 4, dtype)
+    x = randn(1, k, dtype=dtype)
+    ids = torch.zeros(1, 1, dtype=torch.int32)
+    dev = lambda *ts: [t.to(device)[None] for t in ts]  # noqa: E731
+    out = mn.moe_qmm(x.to(device), ids.to(device), *dev(wg, sg, bg), group_size=gs,
+                     w_up=dev(wu)[0], scales_up=dev(su)[0], biases_up=dev(bu)[0], activation=act)
+    assert _plan_names(affine_mv_plans) == ["AffineIdotLaunch"] and out.shape == (1, 1, n)
+    x64 = x.double()
+    oracle = activate(x64 @ dequant64(wg, sg, bg, gs, 4).T, x64 @ dequant64(wu, su, bu, gs, 4).T, act)
+    baseline = activate(lowp_qmm(x, wg, sg, bg, gs, 4).float(), lowp_qmm(x, wu, su, bu, gs, 4).float(), act)
+    assert_error_bar(out.cpu().view(1, n), oracle, baseline.to(dtype), what=act)
+
+
 def test_affine_idot_step_rule():
     """Steps are 128 words of a row per warp, up to 2 warps; rows that take no whole 128-word step stay on
     affine_mv, and so does an fp32 result."""
@@ -379,6 +444,21 @@ class TestBadInput:
             mn.gather_qmm(torch.randn(2, 1, 64), wq, s, b, rhs_indices=torch.tensor([0, 3]))
         with pytest.raises(mn.InvalidArgumentError, match="gather_qmm: lhs_indices holds -1"):
             mn.gather_qmm(torch.randn(2, 1, 64), wq, s, b, lhs_indices=torch.tensor([-1, 0]), rhs_indices=torch.tensor([0, 1]))
+
+    def test_quantized_embedding_bad_input(self):
+        wq, s, b = qweight(3, 64, 64, 4, torch.float32)
+        with pytest.raises(mn.InvalidArgumentError, match="quantized_embedding: ids holds 3, out of range for 3 rows"):
+            mn.quantized_embedding(torch.tensor([0, 3]), wq, s, b)
+        with pytest.raises(mn.InvalidArgumentError, match="quantized_embedding: ids holds -2"):
+            mn.quantized_embedding(torch.tensor([-2]), wq, s, b)
+        with pytest.raises(mn.UnsupportedDTypeError, match="quantized_embedding: ids has dtype float32"):
+            mn.quantized_embedding(torch.zeros(2), wq, s, b)
+        with pytest.raises(mn.UnsupportedDTypeError, match="quantized_embedding: dtype int32 is not supported"):
+            mn.quantized_embedding(torch.tensor([0]), wq, s, b, dtype=torch.int32)
+        with pytest.raises(mn.InvalidArgumentError, match="quantized_embedding: w must be a 2-D"):
+            mn.quantized_embedding(torch.tensor([0]), wq[None], s[None], b[None])
+        with pytest.raises(mn.InvalidArgumentError, match="quantized_embedding: packed w has 8 uint32 words"):
+            mn.quantized_embedding(torch.tensor([0]), wq, s, b, group_size=32)
 
     def test_w_must_be_2d_for_quantized_matmul(self):
         wq, s, b = qweight(8, 64, 64, 4, torch.float32, lead=(2,))

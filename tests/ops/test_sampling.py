@@ -49,6 +49,22 @@ def test_argmax_split_rows_tie_across_parts(device):
     assert torch.equal(mn.argmax(y).cpu(), y.cpu().argmax(-1))
 
 
+def test_argmax_into_out(device):
+    """``out=`` writes the indices in place (split rows too) and returns ``out``; a wrong out is a typed
+    error before any launch."""
+    x = torch.randn(2, 9000, device=device)
+    out = torch.full((2,), -1, dtype=torch.int64, device=device)
+    assert mn.argmax(x, out=out) is out
+    assert torch.equal(out.cpu(), x.cpu().argmax(-1))
+    tok = torch.zeros(1, 1, dtype=torch.int64, device=device)
+    mn.argmax(x[:1], out=tok.view(1))
+    assert tok.item() == x[0].argmax().item()
+    with pytest.raises(mn.UnsupportedDTypeError, match="argmax: out has dtype int32"):
+        mn.argmax(x, out=out.int())
+    with pytest.raises(mn.InvalidArgumentError, match=r"argmax: out must be a contiguous int64 tensor of \(2,\)"):
+        mn.argmax(x, out=torch.zeros(3, dtype=torch.int64, device=device))
+
+
 CONFIGS = [
     dict(temperature=1.0),
     dict(temperature=0.7, top_k=5),

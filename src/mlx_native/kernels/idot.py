@@ -89,3 +89,15 @@ def word_pairs(x, inv):
     q1, q5 = tl.split(o0)
     q3, q7 = tl.split(o1)
     return _pair(q0, q2), _pair(q4, q6), _pair(q1, q3), _pair(q5, q7)
+
+
+@triton.jit
+def pack_pair(a, b, ASM: tl.constexpr):
+    """One int32 of two int16 ``(a.lo16 low, b.lo16 high)`` from int32 ``a b``: one ``prmt`` (GPU, ``ASM``),
+    else integer ops."""
+    if ASM:
+        return tl.inline_asm_elementwise("prmt.b32 $0, $1, $2, 0x5410;", "=r,r,r", [a, b], dtype=tl.int32,
+                                         is_pure=True, pack=1)
+    else:
+        return _pair(a, b)
+

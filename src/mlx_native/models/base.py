@@ -20,6 +20,7 @@ import mlx_native as mn
 from ..errors import FormatError, InvalidArgumentError, UnsupportedError
 from ..formats.weights import AffineWeight, Checkpoint, DenseWeight, GGMLWeight, Weight
 from ..ops.ggml.kernel import takes_streamed
+from ..ops.quant import affine_idot
 
 
 # ---------------------------------------------------------------------------- weights on a device
@@ -43,10 +44,11 @@ class LoadOptions:
             the word-level kernel (one launch with the pair and the activation:
             SmolLM2-135M 1196 -> 1238 tok/s on the H100); off for pairs that take a
             streamed one-row kernel (``q4k_mv``, ``q4_mv``: GGML
-            ``ops.ggml.kernel.takes_streamed``) and for MLX-affine weights
-            (``affine_mv``): those take no pair and beat the routed kernel
-            (Llama-3-8B-shaped model: 1925 against 841 tok/s for Q4_K, 2208 against 1585
-            for affine; bench/results/2026-11-22-h100-session5/).
+            ``ops.ggml.kernel.takes_streamed``: those take no pair and beat the routed
+            kernel, Llama-3-8B-shaped Q4_K model 1925 against 841 tok/s,
+            bench/results/2026-11-22-h100-session5/); for MLX-affine pairs that the
+            integer-dot mat-vec takes, on for one-row steps only (it takes the pair:
+            ``ops.quant.affine_idot``), else off.
         repack_gguf: with ``keep_quantized``, Q4_0/Q4_1 GGUF matrices become MLX
             affine (group 32) at load, losslessly (:func:`mn.ggml_to_affine`), so they
             run the affine kernels. Only where ``quantized_matmul`` then still returns
@@ -195,10 +197,16 @@ class GatedMLP:
         self.parts = None if self.gate_up is not None else (gate, up)
         self.down = down
         self.fused = None
+        self.fused_rows = self.MAX_FUSED_ROWS
         w = self.gate_up.weight if self.gate_up is not None else None
         if fused_decode is None:  # LoadOptions.fused_mlp_decode's default, for activations of act_dtype
-            fused_decode = isinstance(w, GGMLWeight) and not takes_streamed(
-                w.ggml_type, act_dtype, 1, w.shape[0], w.shape[1], w.raw.device)
+            if isinstance(w, AffineWeight):
+                fused_decode = affine_idot.supports(w.bits, w.group_size, True, act_dtype, act_dtype, 1, w.shape[1],
+                                                    w.weight.numel() // 2)
+                self.fused_rows = 1
+            else:
+                fused_decode = isinstance(w, GGMLWeight) and not takes_streamed(
+                    w.ggml_type, act_dtype, 1, w.shape[0], w.shape[1], w.raw.device)
         if fused_decode and self.gate_up is not None and self.gate_up.bias is None:
             if isinstance(w, GGMLWeight):
                 self.fused = ("ggml", w.raw[: self.inter], w.raw[self.inter:], w.ggml_type,
@@ -219,7 +227,7 @@ class GatedMLP:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // x.shape[-1]
-        if self.fused is not None and rows <= self.MAX_FUSED_ROWS:
+        if self.fused is not None and rows <= self.fused_rows:
             x2 = x.reshape(rows, x.shape[-1])
             ids = self._ids[:rows]
             f = self.fused
@@ -250,10 +258,7 @@ class Embedding:
             return w.data[ids]
         if isinstance(w, GGMLWeight):
             return mn.ggml_embedding(ids, w.raw, w.ggml_type, w.shape, dtype=self.dtype)
-        flat = ids.reshape(-1)
-        packed = w.weight.view(torch.int32)[flat]  # CUDA has no uint32 gather: move the words as int32
-        rows = mn.dequantize(packed, w.scales[flat], w.biases[flat], w.group_size, w.bits)
-        return rows.to(self.dtype).reshape(*ids.shape, self.dim)
+        return mn.quantized_embedding(ids, w.weight, w.scales, w.biases, w.group_size, w.bits, dtype=self.dtype)
 
 
 # ---------------------------------------------------------------------------- config helpers
@@ -319,7 +324,8 @@ def require(cfg: dict, name: str, arch: str) -> Any:
 class ModelCache:
     """The static KV cache of a whole model: one :class:`mn.KVCache` (linear,
     ``capacity`` positions) per attention layer that owns K/V, one shared
-    device ``lens [B]`` int32 tensor.
+    device ``lens [B]`` int32 tensor, and ``next_lens = lens + 1`` beside it (the KV length of a one-token
+    decode step): both rows of ``counts [2, B]`` advance together in one launch per decode step.
 
     Layers that reuse another layer's K/V (Gemma 4 KV sharing) point at its cache.
     """
@@ -328,7 +334,9 @@ class ModelCache:
                  dtype: torch.dtype, device: torch.device, share: Optional[Sequence[Optional[int]]] = None):
         self.capacity = capacity
         self.batch = batch
-        self.lens = torch.zeros(batch, dtype=torch.int32, device=device)
+        self.counts = torch.zeros(2, batch, dtype=torch.int32, device=device)
+        self.lens, self.next_lens = self.counts[0], self.counts[1]
+        self.next_lens.fill_(1)
         self.layers: list[Optional[mn.KVCache]] = []
         for i, shape in enumerate(layer_shapes):
             src = share[i] if share is not None else None
@@ -353,7 +361,16 @@ class ModelCache:
 
     def reset(self) -> None:
         self.lens.zero_()
+        self.next_lens.fill_(1)
         self.offset = 0
+
+    def advance(self, length: int) -> None:
+        """``lens += length`` on the device (no host sync; one launch when ``length`` is 1)."""
+        if length == 1:
+            self.counts.add_(1)
+        else:
+            self.lens.add_(length)
+            torch.add(self.lens, 1, out=self.next_lens)
 
 
 # ---------------------------------------------------------------------------- model driver
@@ -376,9 +393,10 @@ class Step:
         if start is None:
             if length == 1:
                 self.positions = lens[:, None]
+                self.kv_lens = cache.next_lens
             else:
                 self.positions = lens[:, None] + torch.arange(length, device=lens.device, dtype=torch.int32)
-            self.kv_lens = lens + length
+                self.kv_lens = lens + length
         else:
             self.positions = torch.arange(start, start + length, device=lens.device,
                                           dtype=torch.int32).expand(cache.batch, length)
@@ -399,7 +417,7 @@ class Step:
 
     def finish(self) -> None:
         """Advance the cache past this step's tokens (device tensor, plus the host copy for prefill)."""
-        self.cache.lens.add_(self.length)
+        self.cache.advance(self.length)
         self.cache.offset += self.length
 
 
@@ -465,7 +483,7 @@ class CausalLM(abc.ABC):
         if start is not None:
             step.finish()
         else:
-            cache.lens.add_(length)
+            cache.advance(length)
         return logits
 
     @abc.abstractmethod

@@ -48,6 +48,9 @@ class Settings:
         gguf_mv: ``MLX_NATIVE_GGUF_MV``: one-row matmuls of GGUF Q4_K, and of Q4_0 / Q4_1 matrices
             large enough, run the streamed mat-vec kernels (``ops/ggml/q4k_mv.py``,
             ``ops/ggml/q4_mv.py``); 0 sends them to the word-level kernel.
+        ggml_idot: ``MLX_NATIVE_GGML_IDOT``: those of them on Q4_K rows run the integer-dot variant
+            (``ops/ggml/q4k_idot.py``: x quantized to int16 per 32 values, ``dp2a``) where their rows
+            split into its steps; 0 keeps them on ``q4k_mv``.
     """
 
     backend: str = "auto"
@@ -58,6 +61,7 @@ class Settings:
     affine_mv: bool = True
     affine_idot: bool = True
     gguf_mv: bool = True
+    ggml_idot: bool = True
 
 
 def _parse_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -109,6 +113,7 @@ def parse_settings(env: Mapping[str, str] | None = None) -> Settings:
         affine_mv=_parse_bool(env, "MLX_NATIVE_AFFINE_MV", True),
         affine_idot=_parse_bool(env, "MLX_NATIVE_AFFINE_IDOT", True),
         gguf_mv=_parse_bool(env, "MLX_NATIVE_GGUF_MV", True),
+        ggml_idot=_parse_bool(env, "MLX_NATIVE_GGML_IDOT", True),
     )
 
 

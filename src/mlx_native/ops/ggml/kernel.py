@@ -14,7 +14,7 @@ from ...runtime.memory import empty
 from ..common import next_pow2
 from ..quant import gemv, mmv, qmm
 from ..quant.qmm import QmmLaunch, select_kind, WeightSpec, choose_config
-from . import formats, q4_mv, q4k_mv
+from . import formats, q4_mv, q4k_idot, q4k_mv
 from .tiles import STRUCTURED, ggml_elem, ggml_tile, planes_of
 
 _FLOAT_DTYPES = {formats.F32.id: torch.float32, formats.F16.id: torch.float16, formats.BF16.id: torch.bfloat16}
@@ -70,7 +70,8 @@ def _dequant_tile_kernel(
 
 def takes_streamed(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, device) -> bool:
     """Whether ``ggml_matmul`` of ``m`` rows of x against an ``(n, k)`` matrix of this type runs a streamed
-    one-row kernel (``q4k_mv``: Q4_K; ``q4_mv``: Q4_0 / Q4_1 matrices large enough)."""
+    one-row kernel (``q4k_mv`` or its integer-dot variant ``q4k_idot``: Q4_K; ``q4_mv``: Q4_0 / Q4_1 matrices
+    large enough)."""
     if qmm.CONFIG_OVERRIDE is not None or type_id not in (q4k_mv.Q4K_ID, *q4_mv.Q4_IDS):
         return False
     raw_bytes = n * formats.row_bytes(formats.BY_ID[type_id], k)
@@ -146,9 +147,10 @@ def weight_spec(t) -> WeightSpec:
 class MatmulPlan:
     """ggml_matmul: float types with x's dtype go to torch.matmul on a view of the bytes (no copy); one
     bf16/fp16 row of x against Q4_K (and Q4_0 / Q4_1 matrices large enough) the streamed mat-vecs
-    (:func:`takes_streamed`); with ``MLX_NATIVE_MMV=on``, the other Q4_0 / Q4_1 / Q4_K calls with 1-16
-    bf16/fp16 rows the tensor-core decode kernel (``quant/mmv.py``; ``auto`` never sends GGUF blocks there,
-    see ``mmv.prefer``); everything else runs the fused kernels on the blocks."""
+    (:func:`takes_streamed`; Q4_K rows of whole integer-dot steps ``q4k_idot``, other Q4_K rows ``q4k_mv``);
+    with ``MLX_NATIVE_MMV=on``, the other Q4_0 / Q4_1 / Q4_K calls with 1-16 bf16/fp16 rows the tensor-core
+    decode kernel (``quant/mmv.py``; ``auto`` never sends GGUF blocks there, see ``mmv.prefer``); everything
+    else runs the fused kernels on the blocks."""
 
     def __init__(self, x, raw, t, n, k):
         self.t, self.n, self.k = t, n, k
@@ -183,8 +185,12 @@ class MatmulPlan:
             self.kind = "prefill (chunked dequantize + cuBLAS)"
             return
         if takes_streamed(t.id, x.dtype, m, n, k, x.device):
-            self.launch = (q4k_mv.Q4kMvLaunch(n, k, x.dtype, x.device) if t.id == q4k_mv.Q4K_ID
-                           else q4_mv.Q4MvLaunch(t.id, n, k, x.dtype, x.device))
+            if q4k_idot.supports(t.id, x.dtype, x.dtype, m, k, n * rb):
+                self.launch = q4k_idot.Q4kIdotLaunch(n, k, x.dtype, x.device)
+            elif t.id == q4k_mv.Q4K_ID:
+                self.launch = q4k_mv.Q4kMvLaunch(n, k, x.dtype, x.device)
+            else:
+                self.launch = q4_mv.Q4MvLaunch(t.id, n, k, x.dtype, x.device)
             self.kind = "streamed"
             return
         if kind in ("gemv", "decode") and mmv.supports_gguf(t.id, x.dtype, m, k, n * rb) \

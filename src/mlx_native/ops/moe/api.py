@@ -181,7 +181,9 @@ def _moe_qmm_plan(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_s
     t, k, n = _validate_qmm(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation)
     from .kernel import MoeQmmPlan
 
-    return MoeQmmPlan(x, ids, w, scales, biases, w_up is not None, group_size, bits, activation, t, k, n)
+    contiguous = all(u.is_contiguous() for u in (w, scales, biases, w_up, scales_up, biases_up) if u is not None)
+    return MoeQmmPlan(x, ids, w, scales, biases, w_up is not None, group_size, bits, activation, t, k, n,
+                      contiguous=contiguous)
 
 
 _QMM_PLANS = PlanCache(_moe_qmm_plan)

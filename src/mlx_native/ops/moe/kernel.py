@@ -15,6 +15,7 @@ from ...runtime.memory import empty
 from ..common import next_pow2
 from ..ggml.kernel import aligned, weight_spec
 from ..ggml import formats
+from ..quant import affine_idot, qmm
 from ..quant.qmm import ACT_CODES, RoutedLaunch, WeightSpec
 from . import ref
 
@@ -149,7 +150,7 @@ def _x2d(x: torch.Tensor) -> torch.Tensor:
 
 
 class MoeQmmPlan:
-    def __init__(self, x, ids, w, scales, biases, has_up, group_size, bits, activation, t, k, n):
+    def __init__(self, x, ids, w, scales, biases, has_up, group_size, bits, activation, t, k, n, contiguous=False):
         self.has_up, self.group_size, self.bits, self.activation = has_up, group_size, bits, activation
         self.t, self.k, self.n = t, k, n
         self.out_shape = (t, k, n)
@@ -157,6 +158,12 @@ class MoeQmmPlan:
         if self.empty:
             return
         kf = x.shape[-1]
+        self.dense_glu = (has_up and contiguous and w.shape[0] == 1 and t * k == 1 and qmm.CONFIG_OVERRIDE is None
+                          and affine_idot.supports(bits, group_size, True, x.dtype, x.dtype, 1, kf, w.numel()))
+        if self.dense_glu:  # one expert and one row: a dense gate/up pair, the integer-dot mat-vec
+            self.launch = affine_idot.AffineIdotLaunch(n, kf, group_size, x.dtype, x.device,
+                                                       act=ACT_CODES[activation])
+            return
         x_div = k if x.dim() == 2 else 1
         spec = WeightSpec(0, 0, bits, group_size, True)
         x2 = _x2d(x)
@@ -175,6 +182,9 @@ class MoeQmmPlan:
 
     def __call__(self, x, ids, w, scales, biases, w_up, scales_up, biases_up):
         words = lambda t: t.view(torch.int32) if t is not None and t.dtype == torch.uint32 else t  # noqa: E731
+        if self.dense_glu:  # ids can only be 0 (one expert)
+            return self.launch(_x2d(x), words(w[0]), scales[0], biases[0], words(w_up[0]), scales_up[0],
+                               biases_up[0]).view(self.out_shape)
         out = self.launch(_x2d(x), ids.reshape(-1), words(w), scales, biases, words(w_up), scales_up, biases_up)
         return out.view(self.out_shape)
 

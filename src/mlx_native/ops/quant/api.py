@@ -164,6 +164,81 @@ def dequantize(w: torch.Tensor, scales: torch.Tensor, biases: torch.Tensor, grou
     return _dequantize(w, scales, biases, int(group_size), int(bits))
 
 
+# --------------------------------------------------------------------------- quantized_embedding
+
+def _validate_embedding(ids, w, scales, biases, group_size, bits, dtype):
+    op = "quantized_embedding"
+    check_format(op, group_size, bits)
+    width = check_packed(op, w, scales, biases, group_size, bits)
+    if w.dim() != 2:
+        raise InvalidArgumentError(f"{op}: w must be a 2-D [vocab, K * bits / 32] table, got shape {tuple(w.shape)}")
+    checks.check_tensor(op, "ids", ids, (torch.int32, torch.int64), min_ndim=0)
+    checks.check_same_device(op, "w", w, ids=ids)
+    if dtype not in checks.FLOAT_DTYPES:
+        raise checks.UnsupportedDTypeError(
+            f"{op}: dtype {checks.dtype_name(dtype)} is not supported; supported: float32, float16, bfloat16")
+    return width
+
+
+def _embedding_plan(ids, w, scales, biases, group_size, bits, dtype):
+    width = _validate_embedding(ids, w, scales, biases, group_size, bits, dtype)
+    from .kernel import EmbeddingPlan
+
+    return EmbeddingPlan(ids, w, scales, group_size, bits, width, dtype)
+
+
+_EMB_PLANS = PlanCache(_embedding_plan)
+
+
+def _fake_embedding(ids, w, scales, biases, group_size, bits, dtype):
+    width = _validate_embedding(ids, w, scales, biases, group_size, bits, dtype)
+    return scales.new_empty((*ids.shape, width), dtype=dtype)
+
+
+@register_op("quantized_embedding", fake=_fake_embedding)
+def _quantized_embedding(ids: torch.Tensor, w: torch.Tensor, scales: torch.Tensor, biases: torch.Tensor,
+                         group_size: int, bits: int, dtype: torch.dtype) -> torch.Tensor:
+    plan = _EMB_PLANS.get((tensor_key(ids), tensor_key(w), tensor_key(scales), tensor_key(biases), group_size, bits,
+                           dtype), ids, w, scales, biases, group_size, bits, dtype)
+    if ids.device.type == "cpu" and ids.numel():
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or hi >= w.shape[0]:
+            raise InvalidArgumentError(
+                f"quantized_embedding: ids holds {lo if lo < 0 else hi}, out of range for {w.shape[0]} rows")
+    if plan.numel == 0:
+        return empty(plan.out_shape, dtype=dtype, device=w.device)
+    if use_triton("quantized_embedding", w):
+        return plan(ids, w, scales, biases)
+    flat = ids.reshape(-1)
+    rows = ref.dequantize(w[flat], scales[flat], biases[flat], group_size, bits, dtype=dtype)
+    return rows.reshape(plan.out_shape)
+
+
+def quantized_embedding(ids: torch.Tensor, w: torch.Tensor, scales: torch.Tensor, biases: torch.Tensor,
+                        group_size: int = 64, bits: int = 4, *, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """Embedding lookup on an MLX-affine table (mlx-lm's ``QuantizedEmbedding``): dequantizes only the rows in
+    ``ids``, gather and dequantize in one launch.
+
+    Args:
+        ids: int32/int64 token ids, any shape.
+        w, scales, biases: the table from :func:`quantize`: ``w [vocab, K * bits / 32]``,
+            ``scales``/``biases [vocab, K / group_size]``.
+        group_size, bits: as given to :func:`quantize`.
+        dtype: output dtype (default: the scales' dtype); fp32 math, one rounding.
+
+    Returns:
+        ``ids.shape + (K,)``. Ids out of range raise on CPU tensors; on CUDA (where checking would
+        sync) their rows come out NaN.
+
+    Raises:
+        UnsupportedError, InvalidArgumentError, UnsupportedDTypeError.
+
+    Example:
+        >>> h = mn.quantized_embedding(tokens, w_q, scales, biases, 64, 4, dtype=torch.bfloat16)
+    """
+    return _quantized_embedding(ids, w, scales, biases, int(group_size), int(bits), dtype or scales.dtype)
+
+
 # --------------------------------------------------------------------------- quantized_matmul
 
 def _validate_qmm(op, x, w, scales, biases, transpose, group_size, bits):

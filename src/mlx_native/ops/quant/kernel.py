@@ -19,22 +19,38 @@ from .qmm import QmmLaunch, select_kind, RoutedLaunch, WeightSpec, choose_config
 from .tiles import affine_tile
 
 
-@triton.jit(do_not_specialize=["n_rows"])
+@triton.jit(do_not_specialize=["n_rows", "n_table"])
 def _dequant_kernel(
-    w_ptr,  # [R, C * BITS / 32] int32 words
-    s_ptr,  # [R, C / GS] scales
-    b_ptr,  # [R, C / GS] biases
-    out_ptr,  # [R, C] contiguous, scales' dtype
-    n_rows, n_cols, stride_wr, stride_sr,
-    BITS: tl.constexpr, GS: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
+    w_ptr,  # [n_table, C * BITS / 32] int32 words
+    s_ptr,  # [n_table, C / GS] scales
+    b_ptr,  # [n_table, C / GS] biases
+    ids_ptr,  # [n_rows] table rows to dequantize (HAS_IDS: embedding lookup; else row r is table row r)
+    out_ptr,  # [n_rows, C] contiguous
+    n_rows, n_table, n_cols, stride_wr, stride_sr,
+    BITS: tl.constexpr, GS: tl.constexpr, HAS_IDS: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
 ):
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
     c0 = tl.program_id(1) * BC
     row_ok = rows < n_rows
-    v = affine_tile(w_ptr, s_ptr, b_ptr, rows, row_ok, c0, n_cols, stride_wr, stride_sr, BITS, GS, BC)
+    src = rows
+    if HAS_IDS:
+        src = tl.load(ids_ptr + rows, mask=row_ok, other=0).to(tl.int64)
+        bad = (src < 0) | (src >= n_table)  # out-of-range ids give NaN rows (checking would sync the host)
+        src = tl.where(bad, 0, src)
+    v = affine_tile(w_ptr, s_ptr, b_ptr, src, row_ok, c0, n_cols, stride_wr, stride_sr, BITS, GS, BC)
+    if HAS_IDS:
+        v = tl.where(bad[:, None], float("nan"), v)
     cols = c0 + tl.arange(0, BC)
     mask = row_ok[:, None] & (cols < n_cols)[None, :]
     tl.store(out_ptr + rows.to(tl.int64)[:, None] * n_cols + cols[None, :], v.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def dequant_launch(rows: int, width: int, group_size: int, bits: int, has_ids: bool) -> Launch:
+    """:func:`_dequant_kernel` over ``rows x width`` outputs: tiles of up to 1024 columns, 4096 values."""
+    bc = max(group_size, min(1024, next_pow2(width)))
+    br = max(1, min(next_pow2(rows), 4096 // bc))
+    return Launch(_dequant_kernel, (triton.cdiv(rows, br), triton.cdiv(width, bc)),
+                  dict(BITS=bits, GS=group_size, HAS_IDS=has_ids, BR=br, BC=bc), num_warps=4)
 
 
 def _words(w: torch.Tensor) -> torch.Tensor:
@@ -56,16 +72,32 @@ class DequantPlan:
             return
         rows = math.prod(w.shape[:-1])
         w2, s2 = _rows2d(w), _rows2d(scales)
-        bc = max(group_size, min(1024, next_pow2(width)))
-        br = max(1, min(next_pow2(rows), 4096 // bc))
         self.dtype, self.rows, self.width = scales.dtype, rows, width
-        self.ints = (rows, width, w2.stride(0), s2.stride(0))
-        self.launch = Launch(_dequant_kernel, (triton.cdiv(rows, br), triton.cdiv(width, bc)),
-                             dict(BITS=bits, GS=group_size, BR=br, BC=bc), num_warps=4)
+        self.ints = (rows, rows, width, w2.stride(0), s2.stride(0))
+        self.launch = dequant_launch(rows, width, group_size, bits, False)
 
     def __call__(self, w, scales, biases):
         out = empty(self.out_shape, dtype=self.dtype, device=w.device)
-        self.launch(_words(_rows2d(w)), _rows2d(scales), _rows2d(biases), out, *self.ints)
+        w2 = _words(_rows2d(w))
+        self.launch(w2, _rows2d(scales), _rows2d(biases), w2, out, *self.ints)
+        return out
+
+
+class EmbeddingPlan:
+    """``quantized_embedding``: the rows ``ids`` of a packed ``[vocab, K]`` table, dequantized in one launch."""
+
+    def __init__(self, ids, w, scales, group_size, bits, width, dtype):
+        self.dtype = dtype
+        self.out_shape = (*ids.shape, width)
+        self.numel = math.prod(self.out_shape)
+        if self.numel == 0:
+            return
+        self.ints = (ids.numel(), w.shape[0], width, w.stride(0), scales.stride(0))
+        self.launch = dequant_launch(ids.numel(), width, group_size, bits, True)
+
+    def __call__(self, ids, w, scales, biases):
+        out = empty(self.out_shape, dtype=self.dtype, device=w.device)
+        self.launch(_words(w), scales, biases, ids.reshape(-1), out, *self.ints)
         return out
 
 
@@ -97,11 +129,8 @@ class QmmPlan:
                 w_, s_, b_ = args
                 key = n1 - n0
                 if key not in rows_launch:
-                    bc = max(gs, min(1024, next_pow2(k)))
-                    br = max(1, min(next_pow2(key), 4096 // bc))
-                    rows_launch[key] = Launch(_dequant_kernel, (triton.cdiv(key, br), triton.cdiv(k, bc)),
-                                              dict(BITS=bits, GS=gs, BR=br, BC=bc), num_warps=4)
-                rows_launch[key](w_[n0:n1], s_[n0:n1], b_[n0:n1], ws, key, k, w_.stride(0), s_.stride(0))
+                    rows_launch[key] = dequant_launch(key, k, gs, bits, False)
+                rows_launch[key](w_[n0:n1], s_[n0:n1], b_[n0:n1], w_, ws, key, key, k, w_.stride(0), s_.stride(0))
 
             compute = out_dtype if out_dtype == torch.float32 else x.dtype
             self.chunked = qmm.ChunkedPrefill(m, n, k, compute, out_dtype, x.device, dequant_rows)

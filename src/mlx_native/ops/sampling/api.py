@@ -8,7 +8,7 @@ No ``from __future__ import annotations``: torch.library reads the annotations.
 """
 
 import math
-from typing import Union
+from typing import Optional, Union
 
 import torch
 
@@ -66,7 +66,32 @@ def _argmax(x: torch.Tensor) -> torch.Tensor:
     return ref.argmax(x)
 
 
-def argmax(logits: torch.Tensor, axis: int = -1) -> torch.Tensor:
+def _check_out(x: torch.Tensor, out: torch.Tensor) -> None:
+    checks.check_tensor("argmax", "out", out, (torch.int64,), min_ndim=0)
+    checks.check_same_device("argmax", "logits", x, out=out)
+    if out.numel() != x.numel() // max(x.shape[-1], 1) or not out.is_contiguous():
+        raise InvalidArgumentError(f"argmax: out must be a contiguous int64 tensor of {tuple(x.shape[:-1])} "
+                                   f"elements, got shape {tuple(out.shape)}")
+
+
+def _fake_argmax_out(x, out):
+    _validate_logits("argmax", x)
+    _check_out(x, out)
+
+
+@register_op("argmax_out", fake=_fake_argmax_out, mutates_args=("out",))
+def _argmax_out(x: torch.Tensor, out: torch.Tensor) -> None:
+    plan = _ARGMAX_PLANS.get(tensor_key(x), x)
+    _check_out(x, out)
+    if plan is EMPTY:
+        return
+    if use_triton("argmax", x):
+        plan(_rows2d(x), out.view(-1))
+    else:
+        out.copy_(ref.argmax(x).view(out.shape))
+
+
+def argmax(logits: torch.Tensor, axis: int = -1, *, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Index of the largest value along the last axis (greedy decoding), on the device.
 
     Ties pick the lowest index; NaN is treated as ``-inf``.
@@ -74,9 +99,11 @@ def argmax(logits: torch.Tensor, axis: int = -1) -> torch.Tensor:
     Args:
         logits: ``[..., V]`` float32/float16/bfloat16, unit-stride last dim.
         axis: must be the last axis (-1 or ``logits.dim() - 1``).
+        out: optional contiguous int64 tensor with ``logits.shape[:-1].numel()`` elements to write the
+            indices into (e.g. a decode loop's token buffer, which then needs no copy).
 
     Returns:
-        int64 ``logits.shape[:-1]``.
+        int64 ``logits.shape[:-1]`` (``out`` when given).
 
     Raises:
         InvalidArgumentError, UnsupportedDTypeError.
@@ -86,6 +113,9 @@ def argmax(logits: torch.Tensor, axis: int = -1) -> torch.Tensor:
     """
     if isinstance(logits, torch.Tensor) and axis not in (-1, logits.dim() - 1):
         raise InvalidArgumentError(f"argmax: only the last axis is supported, got axis={axis}")
+    if out is not None:
+        _argmax_out(logits, out)
+        return out
     return _argmax(logits)
 
 

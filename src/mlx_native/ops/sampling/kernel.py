@@ -21,6 +21,8 @@ capturable.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 import triton
 import triton.language as tl
@@ -245,8 +247,10 @@ class ArgmaxPlan:
         self.launch = Launch(_argmax_kernel, (self.rows, self.parts),
                              dict(BLOCK=block, SPLIT=split, BLOCK_P=next_pow2(self.parts)), num_warps=NUM_WARPS)
 
-    def __call__(self, x2d: torch.Tensor) -> torch.Tensor:
-        out = empty((self.rows,), dtype=torch.int64, device=self.device)
+    def __call__(self, x2d: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Indices ``[*lead]`` int64, written into ``out`` (``[rows]`` int64, contiguous) when given."""
+        if out is None:
+            out = empty((self.rows,), dtype=torch.int64, device=self.device)
         if self.counters is None:
             self.launch(x2d, out, out, out, out, x2d.stride(0), x2d.shape[1], self.chunk)
         else:

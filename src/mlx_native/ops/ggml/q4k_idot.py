@@ -1,0 +1,263 @@
+"""Decode mat-vec for GGUF Q4_K weights and one row of x, by integer dot products.
+
+``out[n] = sum_j d sc_j sum_{k in j} q[n, k] x[k] - dmin m_j sum_{k in j} x[k]`` over the 32-value sub-blocks ``j``
+of each 256-value super-block (layout in ``q4k_mv.py``: header word ``d | dmin << 16``, three words of 6-bit scales
+and mins, then four 64-value chunks of 8 nibble words; byte ``b`` of word ``w`` of chunk ``c`` holds value
+``64 c + 4 w + b`` in its low nibble, sub-block ``2 c``, and value ``64 c + 32 + 4 w + b`` in its high nibble,
+sub-block ``2 c + 1``).
+
+The integer dot of ``affine_idot.py`` (``kernels/idot.py``): x is quantized per 32 values to int16 with a
+power-of-two scale and ``dp2a`` multiplies two codes by two x values per instruction. Here a word's low nibbles
+(``w & 0x0F0F0F0F``) are four consecutive values of one sub-block and its high nibbles (``w & 0xF0F0F0F0``, 16 x
+the codes) four consecutive values of the next, so the x pairs are consecutive values and each sub-block's 32 x
+values form one quantization chunk of their own.
+
+Tiles are two ``[4 * CH, BN]`` words (words 0-3 and 4-7 of a chunk) plus the ``[4 * CH, BN]`` headers: each
+thread owns one 64-value chunk (two 16-byte loads, two whole sub-blocks) of every one of the program's ``BN`` rows
+and the 16-byte header of that chunk's super-block; the ``CH`` chunks of a loop step (``CH / 4`` super-blocks) lie
+on consecutive lanes. A thread quantizes its own 64 x values (``x[64 t, 64 t + 64)``, two chunks of 32, no
+reduction across lanes) and reuses them for its ``BN`` rows: bf16 becomes fp32 by a shift of its bits, one FMA
+rounds a value to int16 and one ``prmt`` packs a pair. Per chunk and row: 16 mask LOP3s and 32 ``dp2a`` into two
+int32 sums, the two sub-blocks' ``d sc`` / ``dmin m`` from the header (about 20 instructions, branch-free with
+per-thread shifts and masks, :func:`_scales`), then four FMAs in fp32 (the chunks' float sums carry Inf / NaN of
+x). Optional register prefetch of the next step's words and headers; a K split is summed in the launch by the last
+split to arrive (``qmm.store_result``). Offline sm_90 SASS (Triton 3.6, ``scripts/sass_probe.py q4k_idot``): 2.6
+instructions per code with 4-row tiles, 2.0 with 8, 1.7 with 16 (240 registers), no shared memory in the loop, no
+spills; ``q4k_mv`` takes 5.6 with its 16-row tiles.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ...kernels.idot import _round_int, chunk_scale, pack_pair, word_idot
+from ..quant.affine_idot import _words
+from ..quant.affine_mv import row_tile
+from ..quant.qmm import store_result
+from .q4k_mv import SB_WORDS, _f16_lo
+
+SBW = tl.constexpr(SB_WORDS)  # 32-bit words per super-block
+
+
+@triton.jit
+def _x_pairs(x_ptr, x_off):
+    """``(even, odd)``, ``[CH, 4]`` fp32 each: values ``2 j`` and ``2 j + 1`` of the 8 x values at
+    ``x_ptr + x_off`` (``[CH, 8]``, one 16-byte load per thread)."""
+    v = tl.load(x_ptr + x_off)
+    C: tl.constexpr = v.shape[0]
+    if x_ptr.dtype.element_ty == tl.bfloat16:  # bf16 -> fp32 is a shift of the bits
+        e, o = tl.split(tl.reshape(v.to(tl.uint16, bitcast=True).to(tl.int32), (C, 4, 2)))
+        return (e << 16).to(tl.float32, bitcast=True), (o << 16).to(tl.float32, bitcast=True)
+    else:
+        return tl.split(tl.reshape(v.to(tl.float32), (C, 4, 2)))
+
+
+@triton.jit
+def _x_chunk(x_ptr, x_off, ASM: tl.constexpr):
+    """The 32 x values of each thread's sub-block at ``x_ptr + x_off + [0, 32)`` as int16 pairs of consecutive
+    values, ``[CH, 4]`` per 8 values (``p_u``: values ``8 u .. 8 u + 7``), with their scale and float sum."""
+    e0, o0 = _x_pairs(x_ptr, x_off)
+    e1, o1 = _x_pairs(x_ptr, x_off + 8)
+    e2, o2 = _x_pairs(x_ptr, x_off + 16)
+    e3, o3 = _x_pairs(x_ptr, x_off + 24)
+    amax = tl.maximum(tl.maximum(tl.maximum(tl.max(tl.abs(e0), axis=1), tl.max(tl.abs(o0), axis=1)),
+                                 tl.maximum(tl.max(tl.abs(e1), axis=1), tl.max(tl.abs(o1), axis=1))),
+                      tl.maximum(tl.maximum(tl.max(tl.abs(e2), axis=1), tl.max(tl.abs(o2), axis=1)),
+                                 tl.maximum(tl.max(tl.abs(e3), axis=1), tl.max(tl.abs(o3), axis=1))))
+    xsum = (((tl.sum(e0, axis=1) + tl.sum(o0, axis=1)) + (tl.sum(e1, axis=1) + tl.sum(o1, axis=1)))
+            + ((tl.sum(e2, axis=1) + tl.sum(o2, axis=1)) + (tl.sum(e3, axis=1) + tl.sum(o3, axis=1))))
+    inv, scale = chunk_scale(amax)
+    inv = inv[:, None]
+    p0 = pack_pair(_round_int(e0, inv), _round_int(o0, inv), ASM)
+    p1 = pack_pair(_round_int(e1, inv), _round_int(o1, inv), ASM)
+    p2 = pack_pair(_round_int(e2, inv), _round_int(o2, inv), ASM)
+    p3 = pack_pair(_round_int(e3, inv), _round_int(o3, inv), ASM)
+    return p0, p1, p2, p3, scale, xsum
+
+
+@triton.jit
+def _cols(p):
+    """``[C, 4]`` -> its 4 columns, ``[C, 1]`` each (broadcast over a tile's rows)."""
+    C: tl.constexpr = p.shape[0]
+    a, b = tl.split(tl.reshape(p, (C, 2, 2)))  # columns 0 2 / 1 3
+    p0, p2 = tl.split(a)
+    p1, p3 = tl.split(b)
+    return p0[:, None], p1[:, None], p2[:, None], p3[:, None]
+
+
+@triton.jit
+def _word_pair(wa, wb, pl, ph, lo, hi16, ASM: tl.constexpr):
+    """``(lo, hi16)`` + the integer dots of nibble words ``2 u, 2 u + 1`` (``wa wb [CH, BN]``) of each chunk:
+    low nibbles with the x pairs ``pl [CH, 4]`` (values ``8 u .. 8 u + 7`` of the first 32), high nibbles with
+    ``ph`` (the same of the next 32)."""
+    l0, l1, l2, l3 = _cols(pl)
+    h0, h1, h2, h3 = _cols(ph)
+    lo, hi16 = word_idot(wa, l0, l1, h0, h1, lo, hi16, ASM)
+    return word_idot(wb, l2, l3, h2, h3, lo, hi16, ASM)
+
+
+@triton.jit
+def _scales(h, sa, sh, keep, magic):
+    """``(S0, -B0, S1, -B1)`` ``[CH, BN]`` fp32: ``d sc`` and ``-dmin m`` of sub-blocks ``2 c, 2 c + 1`` from the
+    super-block headers ``h [4 * CH, BN]`` (words ``d | dmin << 16`` and 12 bytes of scales ``q[0..11]``).
+
+    Sub-block ``j < 4`` has ``sc = q[j] & 63``, ``m = q[j + 4] & 63``; ``j >= 4`` has ``sc = q[j + 4] & 15 |
+    (q[j - 4] >> 6) << 4`` and ``m = q[j + 4] >> 4 | (q[j] >> 6) << 4``. Per thread (chunk ``c``): ``sa`` = 0
+    (``c < 2``) or 2, ``keep`` = all bits or ``0xF0F0F0F0``, ``sh = 16 (c & 1)``; byte ``j % 4`` of
+    ``(w0 >> sa) & keep | w2 & ~keep`` then holds ``sc`` in its 6 low bits, and of ``(w1 >> sa) & keep |
+    (w2 >> 4) & ~keep`` ``m``; ``magic`` (0x4B000000, a runtime value) makes ``byte & 63 | magic`` the fp32
+    ``2**23 + byte & 63`` in one LOP3, and one FMA with ``d``, ``-d 2**23`` is ``d sc``."""
+    hdr, w0, w1, w2 = _words(h)
+    sa = sa[:, None]
+    sh = sh[:, None]
+    keep = keep[:, None]
+    t_sc = ((w0 >> sa) & keep) | (w2 & ~keep)
+    t_m = ((w1 >> sa) & keep) | ((w2 >> 4) & ~keep)
+    d = _f16_lo(hdr)
+    dmin = _f16_lo(hdr >> 16)
+    d_off = d * -8388608.0
+    m_off = dmin * 8388608.0
+    S0 = tl.fma(d, (((t_sc >> sh) & 63) | magic).to(tl.float32, bitcast=True), d_off)
+    S1 = tl.fma(d, (((t_sc >> (sh + 8)) & 63) | magic).to(tl.float32, bitcast=True), d_off)
+    nB0 = tl.fma(-dmin, (((t_m >> sh) & 63) | magic).to(tl.float32, bitcast=True), m_off)
+    nB1 = tl.fma(-dmin, (((t_m >> (sh + 8)) & 63) | magic).to(tl.float32, bitcast=True), m_off)
+    return S0, nB0, S1, nB1
+
+
+@triton.jit
+def _step(acc, wa, wb, h, sa, sh, keep, magic, x_ptr, x_off, ASM: tl.constexpr):
+    """``acc [CH, BN]`` + one loop step: words 0-3 / 4-7 of each thread's chunk ``wa wb [4 * CH, BN]``, headers
+    ``h [4 * CH, BN]`` of their super-blocks (``sa sh keep``: see :func:`_scales`), x at ``x_ptr + x_off``
+    (``[CH, 8]``: value 0 of each thread's chunk)."""
+    l0, l1, l2, l3, scale_l, sum_l = _x_chunk(x_ptr, x_off, ASM)  # values 0-31: sub-block 2 c
+    h0, h1, h2, h3, scale_h, sum_h = _x_chunk(x_ptr + 32, x_off, ASM)  # values 32-63: sub-block 2 c + 1
+    S0, nB0, S1, nB1 = _scales(h, sa, sh, keep, magic)
+    w0, w1, w2, w3 = _words(wa)
+    w4, w5, w6, w7 = _words(wb)
+    zero = tl.zeros(acc.shape, dtype=tl.int32)
+    lo, hi16 = _word_pair(w0, w1, l0, h0, zero, zero, ASM)
+    lo, hi16 = _word_pair(w2, w3, l1, h1, lo, hi16, ASM)
+    lo, hi16 = _word_pair(w4, w5, l2, h2, lo, hi16, ASM)
+    lo, hi16 = _word_pair(w6, w7, l3, h3, lo, hi16, ASM)
+    acc = tl.fma(S0 * scale_l[:, None], lo.to(tl.float32), acc)
+    acc = tl.fma(S1 * (scale_h * 0.0625)[:, None], hi16.to(tl.float32), acc)
+    acc = tl.fma(nB0, sum_l[:, None], acc)
+    return tl.fma(nB1, sum_h[:, None], acc)
+
+
+@triton.jit(do_not_specialize=["steps_per_split", "magic"])
+def q4k_idot_kernel(
+    x_ptr,  # [K] activations, bf16 or fp16
+    w_ptr,  # [N, K / 256 * 36] int32 words of the raw Q4_K rows
+    out_ptr,  # [N] output (written unless SPLIT_K without FUSE)
+    part_ptr,  # [split, N] fp32 partials (SPLIT_K)
+    cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters (FUSE)
+    N, steps_per_split, magic,
+    STRIDE_W: tl.constexpr, BN: tl.constexpr, CH: tl.constexpr, EVEN_N: tl.constexpr, PREFETCH: tl.constexpr,
+    SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ASM: tl.constexpr,
+):
+    """Steps of ``CH`` chunks (``CH / 4`` super-blocks, ``64 * CH`` values of x); ``K / 256`` is a whole number of
+    steps and of ``steps_per_split``."""
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    STEP_W: tl.constexpr = CH // 4 * SBW  # words of a row per loop step
+    rows, row_ok = row_tile(N, BN, EVEN_N)
+    c = tl.arange(0, CH) % 4  # each thread's chunk in its super-block
+    sa = tl.where(c < 2, 0, 2)
+    sh = (c & 1) * 16
+    keep = tl.where(c < 2, -1, -0x0F0F0F10)  # 0xF0F0F0F0 as an int32
+    # [4 * CH, BN]: element i is word i % 4 of chunk t = i // 4, i.e. of chunk t % 4 of super-block t // 4; each
+    # thread's 4 words are one 16-byte load (runs of 4 words at multiples of 4), rows last (in registers)
+    i = tl.arange(0, 4 * CH)
+    h_off = ((i // 16) * SBW + i % 4)[:, None] + rows[None, :] * STRIDE_W
+    w_off = h_off + (4 + ((i // 4) % 4) * 8)[:, None]
+    x_off = tl.arange(0, CH)[:, None] * 64 + tl.arange(0, 8)[None, :]  # [CH, 8]: value 0 of each chunk
+    i_lo = pid_k * steps_per_split
+    i_hi = i_lo + steps_per_split
+    acc = tl.zeros([CH, BN], dtype=tl.float32)
+    wa = tl.load(w_ptr + w_off + i_lo * STEP_W)
+    wb = tl.load(w_ptr + w_off + i_lo * STEP_W + 4)
+    h = tl.load(w_ptr + h_off + i_lo * STEP_W)
+    if PREFETCH:
+        for s in range(i_lo, i_hi):
+            nxt = tl.minimum(s + 1, i_hi - 1)  # the last step reloads itself
+            wa_n = tl.load(w_ptr + w_off + nxt * STEP_W)
+            wb_n = tl.load(w_ptr + w_off + nxt * STEP_W + 4)
+            h_n = tl.load(w_ptr + h_off + nxt * STEP_W)
+            acc = _step(acc, wa, wb, h, sa, sh, keep, magic, x_ptr + s * (CH * 64), x_off, ASM)
+            wa = wa_n
+            wb = wb_n
+            h = h_n
+    else:
+        acc = _step(acc, wa, wb, h, sa, sh, keep, magic, x_ptr + i_lo * (CH * 64), x_off, ASM)
+        for s in range(i_lo + 1, i_hi):
+            acc = _step(acc, tl.load(w_ptr + w_off + s * STEP_W), tl.load(w_ptr + w_off + s * STEP_W + 4),
+                        tl.load(w_ptr + h_off + s * STEP_W), sa, sh, keep, magic, x_ptr + s * (CH * 64), x_off, ASM)
+    res = tl.sum(acc, axis=0)
+    store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
+                 row_ok, N, SPLIT_K, FUSE, False, 0)
+
+
+# ----------------------------------------------------------------------------- launch plans
+
+from typing import Optional  # noqa: E402
+
+import torch  # noqa: E402
+
+from ...runtime import env  # noqa: E402
+from ...runtime.device import device_info  # noqa: E402
+from ..quant.affine_mv import StreamedMvLaunch  # noqa: E402
+from . import q4k_mv  # noqa: E402
+
+# First defaults, before any GPU run: those of affine_idot.py, whose MLX 4-bit g64 rows cost the same 4.5 bits per
+# weight (4-row tiles of 2 warps, no K split, register prefetch only with few row tiles per SM); offline sm_90 SASS
+# (Triton 3.6): 2.6 instructions per code with 4-row tiles, 2.0 with 8 (q4k_mv: 5.6 with its 16-row tiles).
+# From the H100 sweep (bench/affine_mv_sweep.py --kernel q4k_idot, bench/results/2026-11-22-h100-session9/):
+# 4-row tiles, 8-row tiles from BIG_TILES_PER_SM 8-row tiles per SM (Llama-3 head 4096 x 128256: 101.2 us against
+# 117.4 with 4 rows); register prefetch from PREFETCH_MIN_STEPS loop steps per program (14336 x 4096, one warp,
+# 7 steps: 18.5 us against 19.8; with one step it only reloads).
+IDOT_BN = 4  # rows per program
+BIG_BN = 8
+BIG_TILES_PER_SM = 32
+IDOT_MAX_WARPS = 2  # a loop step is 8 super-blocks of each row per warp
+PROGRAMS_PER_SM = 1  # split K only below one program per SM
+PREFETCH_MIN_STEPS = 4
+
+
+def step_warps(k: int) -> int:
+    """Warps (each 8 super-blocks of a row per step) for rows of ``k`` columns: the most, up to IDOT_MAX_WARPS,
+    whose step divides the row (0 when not even one warp's does)."""
+    warps = IDOT_MAX_WARPS
+    while warps and (k // 256) % (8 * warps):
+        warps //= 2
+    return warps
+
+
+def supports(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int, k: int, raw_bytes: int) -> bool:
+    """What ``q4k_mv`` takes (one row of bf16/fp16 x, Q4_K rows) with a bf16/fp16 result (x's quantization is
+    within their error bar, not fp32's) and rows of whole steps; ``MLX_NATIVE_GGML_IDOT=0`` turns it off."""
+    return (env.settings.ggml_idot and out_dtype != torch.float32 and step_warps(k) > 0
+            and q4k_mv.supports(ggml_type, x_dtype, m, k, raw_bytes))
+
+
+class Q4kIdotLaunch(StreamedMvLaunch):
+    """:func:`q4k_idot_kernel` for ``(x [1, k], raw [n * k / 256 * 144] uint8)``; the raw rows are read as int32
+    words (144-byte blocks keep each chunk's words 16-byte aligned)."""
+
+    def __init__(self, n: int, k: int, out_dtype: torch.dtype, device, bn: int = 0, warps: int = 0,
+                 programs_per_sm: int = 0, prefetch: Optional[bool] = None):
+        warps = warps or step_warps(k)
+        sms = device_info(device).sm_count
+        bn = bn or (BIG_BN if triton.cdiv(n, BIG_BN) >= BIG_TILES_PER_SM * sms else IDOT_BN)
+        tiles, steps, target = triton.cdiv(n, bn), k // 256 // (8 * warps), (programs_per_sm or PROGRAMS_PER_SM) * sms
+        if prefetch is None:  # from PREFETCH_MIN_STEPS steps per program, after the split StreamedMvLaunch takes
+            split = next(d for d in range(1, steps + 1) if steps % d == 0 and (tiles * d >= target or d == steps))
+            prefetch = steps // split >= PREFETCH_MIN_STEPS
+        constexprs = dict(STRIDE_W=k // 256 * SB_WORDS, BN=bn, CH=32 * warps, EVEN_N=n % bn == 0, PREFETCH=prefetch,
+                          ASM=not env.settings.triton_interpret)
+        super().__init__(q4k_idot_kernel, n, tiles, steps, 1, target, (n,), constexprs, out_dtype, device,
+                         num_warps=warps)
+
+    def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
+        return self.run(x, raw.view(torch.int32))
