@@ -101,3 +101,12 @@ def pack_pair(a, b, ASM: tl.constexpr):
     else:
         return _pair(a, b)
 
+
+def step_warps(units: int, units_per_warp: int, max_warps: int) -> int:
+    """Warps per program of a streamed integer-dot mat-vec whose loop step takes ``units_per_warp`` units of a
+    row per warp: the most, up to ``max_warps``, whose step divides the row's ``units`` (0 when not even one
+    warp's does)."""
+    warps = max_warps
+    while warps and units % (units_per_warp * warps):
+        warps //= 2
+    return warps

@@ -209,6 +209,7 @@ from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from ..quant.affine_mv import StreamedMvLaunch  # noqa: E402
 from . import q4k_mv  # noqa: E402
+from ...kernels import idot  # noqa: E402
 
 # First defaults, before any GPU run: those of affine_idot.py, whose MLX 4-bit g64 rows cost the same 4.5 bits per
 # weight (4-row tiles of 2 warps, no K split, register prefetch only with few row tiles per SM); offline sm_90 SASS
@@ -226,12 +227,8 @@ PREFETCH_MIN_STEPS = 4
 
 
 def step_warps(k: int) -> int:
-    """Warps (each 8 super-blocks of a row per step) for rows of ``k`` columns: the most, up to IDOT_MAX_WARPS,
-    whose step divides the row (0 when not even one warp's does)."""
-    warps = IDOT_MAX_WARPS
-    while warps and (k // 256) % (8 * warps):
-        warps //= 2
-    return warps
+    """Warps for rows of ``k`` columns (``kernels.idot.step_warps``; 8 super-blocks of a row per warp and step)."""
+    return idot.step_warps(k // 256, 8, IDOT_MAX_WARPS)
 
 
 def supports(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int, k: int, raw_bytes: int) -> bool:

@@ -153,6 +153,7 @@ import torch  # noqa: E402
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from . import affine_mv  # noqa: E402
+from ...kernels import idot  # noqa: E402
 
 # From the H100 sweeps (bench/affine_mv_sweep.py --kernel idot, bench/results/2026-11-22-h100-session8/): 4-row
 # tiles of 2 warps, no K split and no register prefetch were within 5% of the best configuration on every 8B
@@ -169,12 +170,8 @@ IDOT_GLU_BN = 2
 
 
 def step_warps(k: int) -> int:
-    """Warps (each 128 words of a row per step) for rows of ``k`` columns: the most, up to IDOT_MAX_WARPS,
-    whose step divides the row (0 when not even one warp's does)."""
-    warps = IDOT_MAX_WARPS
-    while warps and (k // 8) % (128 * warps):
-        warps //= 2
-    return warps
+    """Warps for rows of ``k`` columns (``kernels.idot.step_warps``; 128 words of a row per warp and step)."""
+    return idot.step_warps(k // 8, 128, IDOT_MAX_WARPS)
 
 
 def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int,
