@@ -65,7 +65,7 @@ def chunk_scale(amax):
 
 
 @triton.jit
-def _round_int(x, inv):
+def round_int(x, inv):
     """Bits whose low 16 are ``round(x * inv)`` as int16 (|x * inv| < 2**22): the magic-number rounding."""
     return (x * inv + 12582912.0).to(tl.int32, bitcast=True)
 
@@ -80,7 +80,7 @@ def word_pairs(x, inv):
     """``[C, 8]`` fp32 values of one word per row -> its four int16 pairs ``(p02, p46, p13, p57)``, each
     ``[C]``, quantized with ``inv [C]``."""
     C: tl.constexpr = x.shape[0]
-    q = _round_int(x, inv[:, None])
+    q = round_int(x, inv[:, None])
     e, o = tl.split(tl.reshape(q, (C, 4, 2)))  # values 0 2 4 6 / 1 3 5 7
     e0, e1 = tl.split(tl.reshape(e, (C, 2, 2)))  # 0 4 / 2 6
     o0, o1 = tl.split(tl.reshape(o, (C, 2, 2)))  # 1 5 / 3 7

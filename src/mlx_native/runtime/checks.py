@@ -110,3 +110,17 @@ def check_axis(op: str, axis: int, ndim: int) -> int:
     if not -ndim <= axis < ndim:
         raise InvalidArgumentError(f"{op}: axis {axis} is out of range for a tensor with {ndim} dims")
     return axis % ndim
+
+
+def check_index_range(op: str, name: str, idx: torch.Tensor, count: int, what: str) -> None:
+    """Indices (row ids, expert ids, matrix indices) must lie in ``[0, count)``; the message names ``count``
+    ``what`` ("rows", "experts", ...).
+
+    Checked before launch whenever the indices are host-visible (CPU tensors): reading CUDA indices would force
+    a host sync, which no call path may do. The kernels never read outside their tables for out-of-range
+    indices (their rows come out NaN).
+    """
+    if idx.device.type == "cpu" and idx.numel():
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < 0 or hi >= count:
+            raise InvalidArgumentError(f"{op}: {name} holds {lo if lo < 0 else hi}, out of range for {count} {what}")

@@ -225,11 +225,7 @@ def _ggml_embedding(ids: torch.Tensor, raw: torch.Tensor, type_id: int, shape: l
                     dtype: torch.dtype) -> torch.Tensor:
     plan = _EMB_PLANS.get((tensor_key(ids), tensor_key(raw), type_id, tuple(shape), dtype), ids, raw, type_id,
                           shape, dtype)
-    if ids.device.type == "cpu" and ids.numel():
-        lo, hi = int(ids.min()), int(ids.max())
-        if lo < 0 or hi >= plan.shape[0]:
-            raise InvalidArgumentError(
-                f"ggml_embedding: ids holds {lo if lo < 0 else hi}, out of range for {plan.shape[0]} rows")
+    checks.check_index_range("ggml_embedding", "ids", ids, plan.shape[0], "rows")
     if plan.numel == 0:
         return empty(plan.out_shape, dtype=dtype, device=raw.device)
     if use_triton("ggml_embedding", raw):

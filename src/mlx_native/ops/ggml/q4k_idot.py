@@ -31,8 +31,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.idot import _round_int, chunk_scale, pack_pair, word_idot
-from ..quant.affine_idot import _words
+from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
+from ..quant.affine_idot import thread_words
 from ..quant.affine_mv import row_tile
 from ..quant.qmm import store_result
 from .q4k_mv import SB_WORDS, _f16_lo
@@ -69,10 +69,10 @@ def _x_chunk(x_ptr, x_off, ASM: tl.constexpr):
             + ((tl.sum(e2, axis=1) + tl.sum(o2, axis=1)) + (tl.sum(e3, axis=1) + tl.sum(o3, axis=1))))
     inv, scale = chunk_scale(amax)
     inv = inv[:, None]
-    p0 = pack_pair(_round_int(e0, inv), _round_int(o0, inv), ASM)
-    p1 = pack_pair(_round_int(e1, inv), _round_int(o1, inv), ASM)
-    p2 = pack_pair(_round_int(e2, inv), _round_int(o2, inv), ASM)
-    p3 = pack_pair(_round_int(e3, inv), _round_int(o3, inv), ASM)
+    p0 = pack_pair(round_int(e0, inv), round_int(o0, inv), ASM)
+    p1 = pack_pair(round_int(e1, inv), round_int(o1, inv), ASM)
+    p2 = pack_pair(round_int(e2, inv), round_int(o2, inv), ASM)
+    p3 = pack_pair(round_int(e3, inv), round_int(o3, inv), ASM)
     return p0, p1, p2, p3, scale, xsum
 
 
@@ -108,7 +108,7 @@ def _scales(h, sa, sh, keep, magic):
     ``(w0 >> sa) & keep | w2 & ~keep`` then holds ``sc`` in its 6 low bits, and of ``(w1 >> sa) & keep |
     (w2 >> 4) & ~keep`` ``m``; ``magic`` (0x4B000000, a runtime value) makes ``byte & 63 | magic`` the fp32
     ``2**23 + byte & 63`` in one LOP3, and one FMA with ``d``, ``-d 2**23`` is ``d sc``."""
-    hdr, w0, w1, w2 = _words(h)
+    hdr, w0, w1, w2 = thread_words(h)
     sa = sa[:, None]
     sh = sh[:, None]
     keep = keep[:, None]
@@ -133,8 +133,8 @@ def _step(acc, wa, wb, h, sa, sh, keep, magic, x_ptr, x_off, ASM: tl.constexpr):
     l0, l1, l2, l3, scale_l, sum_l = _x_chunk(x_ptr, x_off, ASM)  # values 0-31: sub-block 2 c
     h0, h1, h2, h3, scale_h, sum_h = _x_chunk(x_ptr + 32, x_off, ASM)  # values 32-63: sub-block 2 c + 1
     S0, nB0, S1, nB1 = _scales(h, sa, sh, keep, magic)
-    w0, w1, w2, w3 = _words(wa)
-    w4, w5, w6, w7 = _words(wb)
+    w0, w1, w2, w3 = thread_words(wa)
+    w4, w5, w6, w7 = thread_words(wb)
     zero = tl.zeros(acc.shape, dtype=tl.int32)
     lo, hi16 = _word_pair(w0, w1, l0, h0, zero, zero, ASM)
     lo, hi16 = _word_pair(w2, w3, l1, h1, lo, hi16, ASM)
@@ -207,17 +207,14 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ..quant.affine_mv import StreamedMvLaunch  # noqa: E402
+from ..quant.affine_mv import StreamedMvLaunch, split_count  # noqa: E402
 from . import q4k_mv  # noqa: E402
 from ...kernels import idot  # noqa: E402
 
-# First defaults, before any GPU run: those of affine_idot.py, whose MLX 4-bit g64 rows cost the same 4.5 bits per
-# weight (4-row tiles of 2 warps, no K split, register prefetch only with few row tiles per SM); offline sm_90 SASS
-# (Triton 3.6): 2.6 instructions per code with 4-row tiles, 2.0 with 8 (q4k_mv: 5.6 with its 16-row tiles).
 # From the H100 sweep (bench/affine_mv_sweep.py --kernel q4k_idot, bench/results/2026-11-22-h100-session9/):
 # 4-row tiles, 8-row tiles from BIG_TILES_PER_SM 8-row tiles per SM (Llama-3 head 4096 x 128256: 101.2 us against
 # 117.4 with 4 rows); register prefetch from PREFETCH_MIN_STEPS loop steps per program (14336 x 4096, one warp,
-# 7 steps: 18.5 us against 19.8; with one step it only reloads).
+# 7 steps: 18.5 us against 19.8; with one step it only reloads); 2 warps where K allows, no K split.
 IDOT_BN = 4  # rows per program
 BIG_BN = 8
 BIG_TILES_PER_SM = 32
@@ -249,8 +246,7 @@ class Q4kIdotLaunch(StreamedMvLaunch):
         bn = bn or (BIG_BN if triton.cdiv(n, BIG_BN) >= BIG_TILES_PER_SM * sms else IDOT_BN)
         tiles, steps, target = triton.cdiv(n, bn), k // 256 // (8 * warps), (programs_per_sm or PROGRAMS_PER_SM) * sms
         if prefetch is None:  # from PREFETCH_MIN_STEPS steps per program, after the split StreamedMvLaunch takes
-            split = next(d for d in range(1, steps + 1) if steps % d == 0 and (tiles * d >= target or d == steps))
-            prefetch = steps // split >= PREFETCH_MIN_STEPS
+            prefetch = steps // split_count(steps, tiles, target) >= PREFETCH_MIN_STEPS
         constexprs = dict(STRIDE_W=k // 256 * SB_WORDS, BN=bn, CH=32 * warps, EVEN_N=n % bn == 0, PREFETCH=prefetch,
                           ASM=not env.settings.triton_interpret)
         super().__init__(q4k_idot_kernel, n, tiles, steps, 1, target, (n,), constexprs, out_dtype, device,

@@ -139,16 +139,6 @@ def _check_rows(op: str, x: torch.Tensor, ids: torch.Tensor, k_features: int) ->
     return t, k
 
 
-def check_ids_range(op: str, ids: torch.Tensor, n_experts: int) -> None:
-    """Expert ids in ``[0, n_experts)``, checked when host-visible (CPU): reading CUDA ids would sync.
-    On CUDA the kernels never read outside the weights and rows of bad ids come out NaN."""
-    if ids.device.type == "cpu" and ids.numel():
-        lo, hi = int(ids.min()), int(ids.max())
-        if lo < 0 or hi >= n_experts:
-            raise InvalidArgumentError(
-                f"{op}: expert_ids holds {lo if lo < 0 else hi}, out of range for {n_experts} experts")
-
-
 def _check_activation(op: str, activation: str) -> None:
     if activation not in ACTIVATIONS:
         raise InvalidArgumentError(f"{op}: activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
@@ -201,7 +191,7 @@ def _moe_qmm(x: torch.Tensor, ids: torch.Tensor, w: torch.Tensor, scales: torch.
     key = (tensor_key(x), tensor_key(ids), tensor_key(w), tensor_key(scales), tensor_key(biases), tensor_key(w_up),
            tensor_key(scales_up), tensor_key(biases_up), group_size, bits, activation)
     plan = _QMM_PLANS.get(key, x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation)
-    check_ids_range("moe_qmm", ids, w.shape[0])
+    checks.check_index_range("moe_qmm", "expert_ids", ids, w.shape[0], "experts")
     if plan.empty:
         return empty(plan.out_shape, dtype=x.dtype, device=x.device)
     if use_triton("moe_qmm", x):
@@ -278,7 +268,7 @@ def _moe_ggml_matmul(x: torch.Tensor, ids: torch.Tensor, raw: torch.Tensor, type
                      raw_up: Optional[torch.Tensor], activation: str) -> torch.Tensor:
     key = (tensor_key(x), tensor_key(ids), tensor_key(raw), type_id, tuple(shape), tensor_key(raw_up), activation)
     plan = _GGML_PLANS.get(key, x, ids, raw, type_id, shape, raw_up, activation)
-    check_ids_range("moe_ggml_matmul", ids, plan.n_experts)
+    checks.check_index_range("moe_ggml_matmul", "expert_ids", ids, plan.n_experts, "experts")
     if plan.empty:
         return empty(plan.out_shape, dtype=x.dtype, device=x.device)
     if use_triton("moe_ggml_matmul", x):

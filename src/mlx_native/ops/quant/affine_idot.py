@@ -43,7 +43,7 @@ def _x_chunks(x_ptr, x_off):
 
 
 @triton.jit
-def _words(w):
+def thread_words(w):
     """``[4 * CH, BN]`` -> the four ``[CH, BN]`` words of each thread's chunk."""
     C: tl.constexpr = w.shape[0] // 4
     A: tl.constexpr = w.shape[1]
@@ -66,7 +66,7 @@ def _step(acc, w, S, B, x_ptr, x_off, ASM: tl.constexpr):
     """``acc [CH, BN]`` + one loop step: words ``w [4 * CH, BN]``, scales / biases ``[CH, BN]`` of each chunk,
     x at ``x_ptr + x_off``."""
     x0, x1, x2, x3, inv, scale, xsum = _x_chunks(x_ptr, x_off)
-    w0, w1, w2, w3 = _words(w)
+    w0, w1, w2, w3 = thread_words(w)
     zero = tl.zeros(acc.shape, dtype=tl.int32)
     even, odd16 = _chunk_dot(w0, x0, inv, zero, zero, ASM)
     even, odd16 = _chunk_dot(w1, x1, inv, even, odd16, ASM)

@@ -178,6 +178,12 @@ def step_words(k: int, group_size: int) -> int:
     return 0
 
 
+def split_count(steps: int, tiles: int, target: int) -> int:
+    """K splits of a streamed mat-vec: the smallest divisor of ``steps`` giving ``tiles * split >= target``
+    programs (all ``steps`` when none does)."""
+    return next(d for d in range(1, steps + 1) if steps % d == 0 and (tiles * d >= target or d == steps))
+
+
 class StreamedMvLaunch:
     """A streamed one-row mat-vec (this kernel, ``ggml/q4k_mv.py``, ``ggml/q4_mv.py``) prepared for one
     signature: ``tiles`` programs of ``BN`` rows each run ``steps`` loop steps of ``step`` units, split over K
@@ -188,7 +194,7 @@ class StreamedMvLaunch:
 
     def __init__(self, kernel, n: int, tiles: int, steps: int, step: int, target: int, lead_ints: tuple,
                  constexprs: dict, out_dtype: torch.dtype, device, tail_ints: tuple = (MAGIC,), num_warps=AMV_WARPS):
-        split = next(d for d in range(1, steps + 1) if steps % d == 0 and (tiles * d >= target or d == steps))
+        split = split_count(steps, tiles, target)
         self.n, self.out_dtype, self.device, self.split = n, out_dtype, device, split
         self.ints = (*lead_ints, steps // split * step, *tail_ints)
         self.splitk = SplitK(split, 1, n, False, 0, device, tiles=tiles) if split > 1 else None

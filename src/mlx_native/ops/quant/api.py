@@ -200,11 +200,7 @@ def _quantized_embedding(ids: torch.Tensor, w: torch.Tensor, scales: torch.Tenso
                          group_size: int, bits: int, dtype: torch.dtype) -> torch.Tensor:
     plan = _EMB_PLANS.get((tensor_key(ids), tensor_key(w), tensor_key(scales), tensor_key(biases), group_size, bits,
                            dtype), ids, w, scales, biases, group_size, bits, dtype)
-    if ids.device.type == "cpu" and ids.numel():
-        lo, hi = int(ids.min()), int(ids.max())
-        if lo < 0 or hi >= w.shape[0]:
-            raise InvalidArgumentError(
-                f"quantized_embedding: ids holds {lo if lo < 0 else hi}, out of range for {w.shape[0]} rows")
+    checks.check_index_range("quantized_embedding", "ids", ids, w.shape[0], "rows")
     if plan.numel == 0:
         return empty(plan.out_shape, dtype=dtype, device=w.device)
     if use_triton("quantized_embedding", w):
@@ -353,21 +349,6 @@ def _validate_gather(x, w, scales, biases, lhs, rhs, transpose, group_size, bits
     return n, k, lhs.shape
 
 
-def check_index_range(op: str, name: str, idx: torch.Tensor, count: int) -> None:
-    """Indices must lie in ``[0, count)``.
-
-    Checked before launch whenever the indices are host-visible (CPU tensors):
-    reading CUDA indices would force a host sync, which no call path may do.
-    The kernels never read outside the weights for out-of-range indices (their
-    rows come out NaN).
-    """
-    if idx.device.type == "cpu" and idx.numel():
-        lo, hi = int(idx.min()), int(idx.max())
-        if lo < 0 or hi >= count:
-            bad = lo if lo < 0 else hi
-            raise InvalidArgumentError(f"{op}: {name} holds {bad}, out of range for {count} matrices")
-
-
 def _gather_plan(x, w, scales, biases, lhs, rhs, transpose, group_size, bits):
     n, k, batch = _validate_gather(x, w, scales, biases, lhs, rhs, transpose, group_size, bits)
     from .kernel import GatherQmmPlan
@@ -391,8 +372,8 @@ def _gather_qmm(x: torch.Tensor, w: torch.Tensor, scales: torch.Tensor, biases: 
            transpose, group_size, bits)
     plan = _GATHER_PLANS.get(key, x, w, scales, biases, lhs, rhs, transpose, group_size, bits)
     lhs, rhs = _gather_indices("gather_qmm", x, w, lhs, rhs)
-    check_index_range("gather_qmm", "lhs_indices", lhs, math.prod(x.shape[:-2]))
-    check_index_range("gather_qmm", "rhs_indices", rhs, math.prod(w.shape[:-2]))
+    checks.check_index_range("gather_qmm", "lhs_indices", lhs, math.prod(x.shape[:-2]), "matrices")
+    checks.check_index_range("gather_qmm", "rhs_indices", rhs, math.prod(w.shape[:-2]), "matrices")
     if plan.empty:
         return empty(plan.out_shape, dtype=plan.out_dtype, device=x.device)
     if use_triton("gather_qmm", x):
@@ -431,7 +412,7 @@ def gather_qmm(x: torch.Tensor, w: torch.Tensor, scales: torch.Tensor, biases: t
 
     Raises:
         as :func:`quantized_matmul`; InvalidArgumentError for indices out of range when
-        they are CPU tensors (see :func:`check_index_range`).
+        they are CPU tensors (see :func:`runtime.checks.check_index_range`).
 
     Example:
         >>> y = mn.gather_qmm(x[:, None, None, :], w_q, s, b, rhs_indices=expert_ids)  # [T, k, 1, N]

@@ -56,14 +56,21 @@ def _fake_argmax(x):
     return torch.empty(x.shape[:-1], dtype=torch.int64, device=x.device)
 
 
+def _argmax_into(x: torch.Tensor, plan, out: torch.Tensor) -> torch.Tensor:
+    """Fill ``out`` (``x.shape[:-1].numel()`` int64 elements, contiguous) with the indices; returns ``out``."""
+    if plan is EMPTY:
+        return out
+    if use_triton("argmax", x):
+        plan(_rows2d(x), out.view(-1))
+    else:
+        out.copy_(ref.argmax(x).view(out.shape))
+    return out
+
+
 @register_op("argmax", fake=_fake_argmax)
 def _argmax(x: torch.Tensor) -> torch.Tensor:
     plan = _ARGMAX_PLANS.get(tensor_key(x), x)
-    if plan is EMPTY:
-        return empty(x.shape[:-1], dtype=torch.int64, device=x.device)
-    if use_triton("argmax", x):
-        return plan(_rows2d(x))
-    return ref.argmax(x)
+    return _argmax_into(x, plan, empty(x.shape[:-1], dtype=torch.int64, device=x.device))
 
 
 def _check_out(x: torch.Tensor, out: torch.Tensor) -> None:
@@ -83,12 +90,7 @@ def _fake_argmax_out(x, out):
 def _argmax_out(x: torch.Tensor, out: torch.Tensor) -> None:
     plan = _ARGMAX_PLANS.get(tensor_key(x), x)
     _check_out(x, out)
-    if plan is EMPTY:
-        return
-    if use_triton("argmax", x):
-        plan(_rows2d(x), out.view(-1))
-    else:
-        out.copy_(ref.argmax(x).view(out.shape))
+    _argmax_into(x, plan, out)
 
 
 def argmax(logits: torch.Tensor, axis: int = -1, *, out: Optional[torch.Tensor] = None) -> torch.Tensor:
