@@ -273,13 +273,14 @@ def smollm2_rows(gguf_path: str, synthetic: bool, args, rows: list, save=lambda:
 
 def llama8b_rows(args, copy_bw: float) -> list[dict]:
     rows = []
-    variants = [(k, f) for k in args.kinds_8b.split(",")
-                for f in ((None, False, True) if args.fused_mlp else (None,))]
-    for kind, fused in variants:
+    variants = [(k, f, a) for k in args.kinds_8b.split(",")
+                for f in ((None, False, True) if args.fused_mlp else (None,))
+                for a in ((True, False) if args.fused_attn else (True,))]
+    for kind, fused, attn in variants:
         try:
             ckpt = llama8b_checkpoint(args.layers_8b, kind, torch.device("cuda"))
             model = build_model(ckpt, LoadOptions(torch.device("cuda"), torch.bfloat16, keep_quantized=True,
-                                                  fused_mlp_decode=fused))
+                                                  fused_mlp_decode=fused, fused_decode_attention=attn))
             res = {r["test"]: r for r in bench_model(model, 0, args.n_gen, args.reps)}
             tps = res[f"tg{args.n_gen}"]["tps"]
             weight_bytes = sum(w.nbytes for n, w in ckpt.weights.items() if n != "model.embed_tokens.weight")
@@ -292,10 +293,11 @@ def llama8b_rows(args, copy_bw: float) -> list[dict]:
                              impl="mlx-native", tg=stats(tps), bytes_per_token=weight_bytes + kv_bytes,
                              floor_tps=1 / floor_s, frac_floor=mean * floor_s))
             label = {None: "", False: " unfused MLP", True: " fused MLP"}[fused]
+            label += "" if attn else " unfused attention"
             print(f"[model] 8B-shaped {kind}{label}: tg {mean:.1f} tok/s, floor {1 / floor_s:.1f} tok/s "
                   f"({100 * mean * floor_s:.1f}% of the bandwidth floor)", flush=True)
-            if fused is not None:
-                rows[-1]["impl"] = f"mlx-native, LoadOptions(fused_mlp_decode={fused})"
+            if fused is not None or not attn:
+                rows[-1]["impl"] = f"mlx-native, LoadOptions(fused_mlp_decode={fused}, fused_decode_attention={attn})"
             if args.profile:
                 rows[-1]["profile"] = profile_decode(model)
                 print_profile(f"8B-shaped {kind}{label}", rows[-1]["profile"])
@@ -354,6 +356,9 @@ def main(argv=None) -> int:
     p.add_argument("--skip-compiled", action="store_true")
     p.add_argument("--only", default="smollm2,llama8b")
     p.add_argument("--profile", action="store_true", help="kernel breakdown of one eager decode step")
+    p.add_argument("--fused-attn", action="store_true",
+                   help="8B-shaped models also with fused_decode_attention=False (RoPE, cache write and attention "
+                        "as three launches)")
     p.add_argument("--fused-mlp", action="store_true",
                    help="also measure SmolLM2 with the fused gate/up+activation decode kernel, and the 8B rows with "
                         "fused_mlp_decode False and True besides the default")

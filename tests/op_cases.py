@@ -51,6 +51,15 @@ CASES = [
                 torch.randn(2, 2, 48, 64, device=d, dtype=torch.bfloat16),
                 torch.randn(2, 2, 48, 64, device=d, dtype=torch.bfloat16),
                 torch.randint(1, 200, (2,), device=d, dtype=torch.int32))),
+    ("flash_attn_decode_append",  # rope + cache write + attention in one launch; same slots on every call
+     lambda q, kc, vc, n, kn, vn: (mn.flash_attn_decode(q, kc, vc, n, k_new=kn, v_new=vn, window=16,
+                                                        rope=mn.RopeSpec(32, base=500.0)), kc, vc),
+     lambda d: (torch.randn(2, 8, 1, 64, device=d, dtype=torch.bfloat16),
+                torch.randn(2, 2, 48, 64, device=d, dtype=torch.bfloat16),
+                torch.randn(2, 2, 48, 64, device=d, dtype=torch.bfloat16),
+                torch.randint(0, 200, (2,), device=d, dtype=torch.int32),
+                torch.randn(2, 2, 1, 64, device=d, dtype=torch.bfloat16),
+                torch.randn(2, 2, 1, 64, device=d, dtype=torch.bfloat16))),
     ("kv_cache_write",  # advance=False: repeated calls on the same inputs write the same slots
      lambda kc, vc, n, kn, vn: (mn.kv_cache_write(kc, vc, n, kn, vn, ring=True, advance=False), kc, vc)[1:],
      lambda d: (torch.randn(2, 2, 16, 64, device=d), torch.randn(2, 2, 16, 64, device=d),

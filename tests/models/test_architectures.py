@@ -92,13 +92,16 @@ def test_kernels_match_transformers(saved, name, device):
     assert_error_bar(ours, oracle, baseline, factor=factor, what=f"{name} kernels fp32")
 
 
+@pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("name", ARCHS)
-def test_chunked_prefill_then_decode_steps(saved, name, device):
+def test_chunked_prefill_then_decode_steps(saved, name, device, fused):
     """Prefill in two chunks, then one graph-safe decode step per token (positions
-    from the device cache length): the same logits as one full prefill."""
+    from the device cache length): the same logits as one full prefill. ``fused``:
+    LoadOptions.fused_decode_attention (RoPE + cache write + attention in one launch)."""
     hf, path = saved(name)
     ids = _ids(hf.config.vocab_size).to(device)
-    model = _build(path, device)
+    model = build_model(load_checkpoint(path), LoadOptions(torch.device(device), torch.float32, False,
+                                                           fused_decode_attention=fused))
     with torch.no_grad():
         cache = model.new_cache(2, 40)
         parts = [model.forward(ids[:, :7], cache, start=0, all_logits=True),

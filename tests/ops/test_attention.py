@@ -15,6 +15,7 @@ import torch.nn.functional as F
 import mlx_native as mn
 from helpers import assert_agrees_with, assert_error_bar, from_mlx, mlx_array, randn
 from mlx_native.ops.attention import ref
+from mlx_native.ops.rope import ref as rope_ref
 
 LOWP = (torch.float16, torch.bfloat16)
 NEG_INF = float("-inf")
@@ -524,6 +525,168 @@ def test_ring_buffer_wraparound(device, window, cap):
     assert cache.lens.tolist() == [n, n]
 
 
+# --------------------------------------------------------------------------- decode with append and RoPE
+
+def _rope_tuple(spec, dtype=None):
+    if spec is None:
+        return None
+    freqs = spec.freqs if spec.freqs is None or dtype is None else spec.freqs.to(dtype)
+    return (spec.dims, spec.traditional, spec.base, spec.scale, freqs)
+
+
+def check_append(b, hq, hkv, cap, d, lq, lens, *, dtype=torch.bfloat16, device="cpu", window=None, softcap=None,
+                 rope=None, what=""):
+    """One fused call (rotate q / k_new, write k_new / v_new, attend) against the fp64 oracle of the same steps,
+    the same steps in the low dtype as baseline, and the caches the reference path leaves."""
+    q = randn(b, hq, lq, d, dtype=dtype, device=device)
+    kv = randn(b, 2 * hkv, lq, d, dtype=dtype, device=device)
+    kn, vn = kv[:, :hkv], kv[:, hkv:]  # strided, as slices of a fused projection
+    kc, vc = (randn(b, hkv, cap, d, dtype=dtype, device=device) for _ in range(2))
+    lens = torch.tensor(lens, dtype=torch.int32, device=device)
+    scale = d ** -0.5
+    kc1, vc1 = kc.clone(), vc.clone()
+    out = mn.flash_attn_decode(q, kc1, vc1, lens, k_new=kn, v_new=vn, rope=rope, window=window, softcap=softcap)
+    assert out.shape == q.shape and out.dtype == q.dtype
+    kc2, vc2 = kc.clone(), vc.clone()
+    with mn.use_backend("reference"):
+        mn.flash_attn_decode(q, kc2, vc2, lens, k_new=kn, v_new=vn, rope=rope, window=window, softcap=softcap)
+    o_ref = ref.flash_attn_decode_append(q.double(), kc.double(), vc.double(), lens, kn.double(), vn.double(),
+                                         scale, window, softcap, _rope_tuple(rope, torch.float64))
+    # baseline: the same steps in the low dtype (rotation rounded to it), then the naive attention
+    kc3 = kc.clone()
+    vc3 = vc.clone()
+    if rope is not None:
+        pos = lens.long()[:, None, None] + torch.arange(lq, device=device)
+        args = (rope.dims, rope.traditional, rope.base, rope.scale)
+        qb = rope_ref.rope(q, *args, freqs=rope.freqs, positions=pos)
+        kb = rope_ref.rope(kn, *args, freqs=rope.freqs, positions=pos)
+    else:
+        qb, kb = q, kn
+    ref.kv_cache_write(kc3, vc3, lens, kb, vn, None, window is not None)
+    base = decode_baseline(qb, kc3, vc3, lens + lq, scale, window, softcap)
+    assert_error_bar(out, o_ref, base, what=what)
+    assert torch.equal(vc1, vc2), f"{what}: V cache differs from the reference"
+    # rotated K rows may round an ulp apart (polynomial sin/cos; fp32 sees its cancellation in a c - b s)
+    eps = torch.finfo(dtype).eps
+    torch.testing.assert_close(kc1.float(), kc2.float(), rtol=2 * eps, atol=8 * eps * kc2.abs().max().item(),
+                               msg=lambda m: f"{what}: K cache {m}")
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("lq", [1, 3])
+def test_decode_append_rope(device, dtype, lq):
+    spec = mn.RopeSpec(64, base=10000.0)
+    check_append(3, 8, 2, 96, 64, lq, [0, 41, 96 - lq], dtype=dtype, device=device, rope=spec,
+                 what=f"append+rope {dtype} lq={lq}")
+
+
+@pytest.mark.parametrize("traditional", [False, True])
+@pytest.mark.parametrize("d,dims", [(64, 32), (80, 80), (128, 128)])
+def test_decode_append_rope_layouts(device, traditional, d, dims):
+    """Partial rotary dims, odd head dims (padded tiles) and both pair layouts; scale and MLX freqs."""
+    spec = mn.RopeSpec(dims, base=500000.0, traditional=traditional, scale=0.25)
+    check_append(2, 4, 1, 70, d, 1, [69, 5], device=device, rope=spec, what=f"rope D={d} dims={dims}")
+    freqs = (torch.rand(dims // 2) * 50 + 1).to(device)
+    check_append(2, 4, 1, 70, d, 2, [17, 30], device=device, rope=mn.RopeSpec(dims, traditional=traditional,
+                                                                                freqs=freqs), what="rope freqs")
+
+
+@pytest.mark.parametrize("window,cap", [(16, 20), (40, 64)])
+def test_decode_append_ring(device, window, cap):
+    """Sliding-window layers: the new token goes to slot pos % capacity; older slots are overwritten."""
+    check_append(3, 8, 2, cap, 64, 1, [0, 57, 200], device=device, window=window, rope=mn.RopeSpec(64),
+                 what=f"ring window {window}")
+    check_append(2, 4, 2, cap, 64, 3, [cap - 3, 101], device=device, window=window, softcap=30.0,
+                 what="ring lq=3 softcap")
+
+
+def test_decode_append_without_rope_and_rope_only(device):
+    check_append(2, 8, 8, 48, 64, 1, [0, 47], device=device, what="append, no rope")
+    # rope without k_new: queries at kv_lens - Lq + i over a filled cache
+    q = randn(2, 8, 2, 64, dtype=torch.bfloat16, device=device)
+    kc, vc = (randn(2, 2, 40, 64, dtype=torch.bfloat16, device=device) for _ in range(2))
+    lens = torch.tensor([2, 33], dtype=torch.int32, device=device)
+    spec = mn.RopeSpec(64, base=1000.0)
+    out = mn.flash_attn_decode(q, kc, vc, lens, rope=spec)
+    pos = lens.long()[:, None, None] - 2 + torch.arange(2, device=device)
+    q_rot = mn.rope(q, 64, base=1000.0, positions=pos)
+    o_ref = decode_oracle(rope_ref.rope(q.double(), 64, False, 1000.0, 1.0, positions=pos), kc, vc, lens, 0.125)
+    assert_error_bar(out, o_ref, decode_baseline(q_rot, kc, vc, lens, 0.125), what="rope only")
+
+
+@pytest.mark.parametrize("splits", [1, 3])
+def test_decode_append_split_counts(device, splits, monkeypatch):
+    """The last live split takes the new tokens, whatever the split count and the cached length."""
+    from mlx_native.ops.attention import decode as dec
+    from mlx_native.runtime.plans import clear_all
+
+    monkeypatch.setattr(dec, "SPLITS_OVERRIDE", splits)
+    clear_all()
+    try:
+        check_append(4, 4, 2, 120, 64, 1, [0, 16, 63, 119], device=device, rope=mn.RopeSpec(64),
+                     what=f"{splits} splits")
+    finally:
+        clear_all()
+
+
+def test_decode_append_steps_equal_prefill(device):
+    """Token-by-token fused decode over a prompt equals causal prefill of the rotated sequence."""
+    b, hq, hkv, d, n, cap = 2, 8, 2, 64, 24, 32
+    spec = mn.RopeSpec(64, base=10000.0)
+    q, k, v = make_qkv(b, hq, hkv, n, n, d, torch.bfloat16, device)
+    pos = torch.arange(n, device=device)
+    q_rot = mn.rope(q, 64, positions=pos)
+    k_rot = mn.rope(k, 64, positions=pos)
+    full = mn.flash_attn_prefill(q_rot, k_rot, v, causal=True)
+    kc = torch.zeros(b, hkv, cap, d, dtype=torch.bfloat16, device=device)
+    vc = torch.zeros_like(kc)
+    lens = torch.zeros(b, dtype=torch.int32, device=device)
+    for t in range(n):
+        out = mn.flash_attn_decode(q[:, :, t:t + 1], kc, vc, lens, k_new=k[:, :, t:t + 1], v_new=v[:, :, t:t + 1],
+                                   rope=spec)
+        lens += 1
+        if t in (0, 7, n - 1):
+            o_ref, _ = oracle(q_rot[:, :, :t + 1], k_rot[:, :, :t + 1], v[:, :, :t + 1], d ** -0.5, causal=True)
+            assert_error_bar(out, o_ref[:, :, -1:], full[:, :, t:t + 1], what=f"step {t}")
+    torch.testing.assert_close(kc[:, :, :n].float(), k_rot.float(), rtol=2 ** -7, atol=2 ** -8)
+    assert torch.equal(vc[:, :, :n], v)
+
+
+def test_decode_append_bad_input(device):
+    q = torch.zeros(2, 8, 1, 64, dtype=torch.bfloat16, device=device)
+    kc = torch.zeros(2, 2, 16, 64, dtype=torch.bfloat16, device=device)
+    vc = torch.zeros_like(kc)
+    kn = torch.zeros(2, 2, 1, 64, dtype=torch.bfloat16, device=device)
+    lens = torch.tensor([3, 4], dtype=torch.int32, device=device)
+    with pytest.raises(mn.InvalidArgumentError, match="flash_attn_decode: k_new and v_new go together"):
+        mn.flash_attn_decode(q, kc, vc, lens, k_new=kn)
+    with pytest.raises(mn.InvalidArgumentError, match="flash_attn_decode: k_new has shape"):
+        mn.flash_attn_decode(q, kc, vc, lens, k_new=kn[:, :1], v_new=kn[:, :1])
+    with pytest.raises(mn.InvalidArgumentError, match="flash_attn_decode: v_new has shape"):
+        mn.flash_attn_decode(q, kc, vc, lens, k_new=kn, v_new=torch.zeros(2, 2, 2, 64, dtype=kn.dtype, device=device))
+    with pytest.raises(mn.UnsupportedDTypeError, match="flash_attn_decode"):
+        mn.flash_attn_decode(q, kc, vc, lens, k_new=kn.half(), v_new=kn.half())
+    with pytest.raises(mn.InvalidArgumentError, match="flash_attn_decode: dims must be a positive even number"):
+        mn.flash_attn_decode(q, kc, vc, lens, k_new=kn, v_new=kn, rope=mn.RopeSpec(33))
+    with pytest.raises(mn.InvalidArgumentError, match="flash_attn_decode: dims 128 is larger"):
+        mn.flash_attn_decode(q, kc, vc, lens, k_new=kn, v_new=kn, rope=mn.RopeSpec(128))
+    with pytest.raises(mn.InvalidArgumentError, match="flash_attn_decode: rope must be an mn.RopeSpec"):
+        mn.flash_attn_decode(q, kc, vc, lens, k_new=kn, v_new=kn, rope=64)
+    with pytest.raises(mn.InvalidArgumentError, match="rope.freqs"):
+        mn.flash_attn_decode(q, kc, vc, lens, k_new=kn, v_new=kn,
+                             rope=mn.RopeSpec(64, freqs=torch.ones(31, device=device)))
+    with pytest.raises(mn.InvalidArgumentError, match="rope.base"):
+        mn.flash_attn_decode(q, kc, vc, lens, k_new=kn, v_new=kn, rope=mn.RopeSpec(64, base=-1.0))
+    with pytest.raises(mn.InvalidArgumentError, match="cache too small: 20 new tokens"):
+        q20 = torch.zeros(2, 8, 20, 64, dtype=torch.bfloat16, device=device)
+        k20 = torch.zeros(2, 2, 20, 64, dtype=torch.bfloat16, device=device)
+        mn.flash_attn_decode(q20, kc, vc, lens, k_new=k20, v_new=k20)
+    if device == "cpu":  # value checks need no sync on the CPU only
+        with pytest.raises(mn.InvalidArgumentError, match=r"kv_lens\[1\] = 16 is out of range; cache too small"):
+            mn.flash_attn_decode(q, kc, vc, torch.tensor([3, 16], dtype=torch.int32), k_new=kn, v_new=kn)
+
+
 # --------------------------------------------------------------------------- kv_cache_write / KVCache
 
 @pytest.mark.parametrize("ring,l_new,with_n", [(False, 1, False), (False, 5, True), (False, 16, False),
@@ -767,6 +930,18 @@ def test_gpu_decode_real_sizes(ratio, d):
     kc, vc = (randn(b, hkv, cap, d, dtype=torch.bfloat16, device="cuda") for _ in range(2))
     lens = torch.tensor([1, 1000, cap, cap // 3], dtype=torch.int32, device="cuda")
     check_decode(q, kc, vc, lens, what=f"gpu decode D={d} ratio {ratio}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lq", [1, 4])
+@pytest.mark.parametrize("d,hq,hkv", [(128, 32, 8), (64, 9, 3), (256, 16, 8)])
+def test_gpu_decode_append_real_sizes(d, hq, hkv, lq):
+    """RoPE + cache write + attention in one launch at model sizes (Llama-3-8B, SmolLM2, D=256)."""
+    spec = mn.RopeSpec(d, base=500000.0)
+    check_append(4, hq, hkv, 8192, d, lq, [0, 1000, 8192 - lq, 77], device="cuda", rope=spec,
+                 what=f"gpu append D={d} lq={lq}")
+    check_append(2, hq, hkv, 1024, d, lq, [5000, 3], device="cuda", window=1024, rope=spec,
+                 what=f"gpu append ring D={d} lq={lq}")
 
 
 @pytest.mark.gpu

@@ -65,6 +65,7 @@ class LoadOptions:
     progress: Any = None
     fused_mlp_decode: Optional[bool] = None
     repack_gguf: bool = False
+    fused_decode_attention: bool = True
 
 
 REPACK_TYPES = ("Q4_0", "Q4_1")
@@ -385,8 +386,9 @@ class Step:
     be captured in a CUDA graph.
     """
 
-    def __init__(self, cache: ModelCache, length: int, start: Optional[int]):
+    def __init__(self, cache: ModelCache, length: int, start: Optional[int], fused: bool = True):
         self.cache = cache
+        self.fused = fused  # LoadOptions.fused_decode_attention
         self.length = length
         self.start = start
         lens = cache.lens
@@ -403,10 +405,27 @@ class Step:
             self.kv_lens = None
 
     def attend(self, layer: int, q: torch.Tensor, k: Optional[torch.Tensor], v: Optional[torch.Tensor], *,
-               scale: float, window: Optional[int] = None, softcap: Optional[float] = None) -> torch.Tensor:
+               scale: float, window: Optional[int] = None, softcap: Optional[float] = None,
+               rope: Optional[mn.RopeSpec] = None) -> torch.Tensor:
         """Write ``k, v [B, Hkv, L, D]`` (None: the layer reuses another layer's cache)
-        and attend ``q [B, Hq, L, D]`` over the cache."""
+        and attend ``q [B, Hq, L, D]`` over the cache.
+
+        ``rope``: q and k are not rotated yet; they are rotated at the step's positions. Decode steps do the
+        rotation, the cache write and the attention in one launch (``flash_attn_decode(k_new=, rope=)``)."""
         kv = self.cache.layers[layer]
+        if self.start is None and self.fused:
+            if k is not None:
+                return mn.flash_attn_decode(q, kv.k, kv.v, self.cache.lens, k_new=k, v_new=v, rope=rope, scale=scale,
+                                            window=window, softcap=softcap)
+            return mn.flash_attn_decode(q, kv.k, kv.v, self.kv_lens, rope=rope, scale=scale, window=window,
+                                        softcap=softcap)
+        if rope is not None:
+            rope_kw = dict(traditional=rope.traditional, base=rope.base, scale=rope.scale, freqs=rope.freqs,
+                           positions=self.positions[:, None, :])
+            if k is not None:
+                q, k = mn.rope_qk(q, k, rope.dims, **rope_kw)
+            else:
+                q = mn.rope(q, rope.dims, **rope_kw)
         if k is not None:
             mn.kv_cache_write(kv.k, kv.v, self.cache.lens, k, v, advance=False)
         if self.start is None:
@@ -441,6 +460,7 @@ class CausalLM(abc.ABC):
         sizes from ``cfg``; returns the weight source of ``ckpt``."""
         self.config = cfg
         self.dtype, self.device = opts.dtype, opts.device
+        self.fused_decode_attention = opts.fused_decode_attention
         self.vocab_size = cfg.vocab_size
         self.max_context = cfg.max_position_embeddings
         return WeightSource(ckpt, opts)
@@ -475,7 +495,7 @@ class CausalLM(abc.ABC):
             if start + length > cache.capacity:
                 raise InvalidArgumentError(f"forward: {start + length} positions do not fit the cache capacity "
                                            f"{cache.capacity}")
-        step = Step(cache, length, start)
+        step = Step(cache, length, start, self.fused_decode_attention)
         h = self._hidden(tokens, step)  # [B, L, hidden], final norm applied
         if not all_logits:
             h = h[:, -1]

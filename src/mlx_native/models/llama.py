@@ -86,6 +86,8 @@ class LlamaAttention:
         self.q_norm = ws.vector(f"{prefix}.q_norm.weight") if cfg.qk_norm else None
         self.k_norm = ws.vector(f"{prefix}.k_norm.weight") if cfg.qk_norm else None
         self.freqs, self.rope_scale = rope_freqs_t, rope_scale
+        self.rope = mn.RopeSpec(cfg.rope_dims, base=cfg.rope_theta, traditional=cfg.rope_traditional,
+                                scale=rope_scale, freqs=rope_freqs_t)
         self.scale = self.d ** -0.5
 
     def __call__(self, x: torch.Tensor, step: Step, layer: int) -> torch.Tensor:
@@ -100,24 +102,19 @@ class LlamaAttention:
             q_lin, k_lin = qkv[..., : hq * d], qkv[..., hq * d:(hq + hkv) * d]
             v = qkv[..., (hq + hkv) * d:]
         else:
-            qkv = None
             q_lin, k_lin, v = self.q(x), self.k(x), self.v(x)
+        v = v.unflatten(-1, (hkv, d)).transpose(1, 2)
         if cfg.qk_norm:
             q = mn.head_norm_rope(q_lin.unflatten(-1, (hq, d)), self.q_norm, positions=pos, eps=cfg.rms_norm_eps,
                                   dims=cfg.rope_dims, **rope_kw)
             k = mn.head_norm_rope(k_lin.unflatten(-1, (hkv, d)), self.k_norm, positions=pos,
                                   eps=cfg.rms_norm_eps, dims=cfg.rope_dims, **rope_kw)
-        elif qkv is not None:
-            # q and k heads are adjacent in the fused output: one RoPE call for both
-            qk = mn.rope(qkv[..., : (hq + hkv) * d].unflatten(-1, (hq + hkv, d)), cfg.rope_dims,
-                         positions=pos[..., None], **rope_kw)
-            q, k = qk[:, :, :hq], qk[:, :, hq:]
-        else:
-            q = mn.rope(q_lin.unflatten(-1, (hq, d)), cfg.rope_dims, positions=pos[..., None], **rope_kw)
-            k = mn.rope(k_lin.unflatten(-1, (hkv, d)), cfg.rope_dims, positions=pos[..., None], **rope_kw)
-        v = v.unflatten(-1, (hkv, d))
-        out = step.attend(layer, q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale=self.scale,
-                          window=cfg.sliding_window)
+            out = step.attend(layer, q.transpose(1, 2), k.transpose(1, 2), v, scale=self.scale,
+                              window=cfg.sliding_window)
+        else:  # RoPE where the step puts it (in the decode attention kernel itself)
+            out = step.attend(layer, q_lin.unflatten(-1, (hq, d)).transpose(1, 2),
+                              k_lin.unflatten(-1, (hkv, d)).transpose(1, 2), v, scale=self.scale,
+                              window=cfg.sliding_window, rope=self.rope)
         return self.o(out.transpose(1, 2).reshape(b, length, hq * d))
 
 

@@ -21,6 +21,7 @@ from ...runtime.dispatch import use_triton
 from ...runtime.library import register_op
 from ...runtime.memory import empty
 from ...runtime.plans import EMPTY, PlanCache, tensor_key
+from ..rope.api import RopeSpec, check_rope_spec
 from . import ref
 from .decode import DecodePlan
 from .prefill import PrefillPlan
@@ -293,6 +294,9 @@ def flash_attn_decode(
     scale: Optional[float] = None,
     window: Optional[int] = None,
     softcap: Optional[float] = None,
+    k_new: Optional[torch.Tensor] = None,
+    v_new: Optional[torch.Tensor] = None,
+    rope: Optional[RopeSpec] = None,
 ) -> torch.Tensor:
     """Attention of a few new query tokens per sequence against a KV cache (split-KV, GQA-packed).
 
@@ -319,6 +323,15 @@ def flash_attn_decode(
             ``p % capacity``; ``capacity >= window + Lq - 1`` keeps every
             visible position (older slots are treated as overwritten).
         softcap: Gemma 2 logit soft-capping.
+        k_new, v_new: ``[B, Hkv, Lq, D]``, the K/V rows of the query tokens, appended in the same launch
+            (as FlashAttention's ``flash_attn_with_kvcache(k=, v=)``): ``kv_lens`` then counts the tokens
+            cached *before* the call, token ``i`` is written at position ``kv_lens[b] + i`` (slot ``% capacity``
+            with a window; past the capacity of a linear cache it is dropped, and CPU tensors reject it) and
+            the queries attend over ``kv_lens[b] + Lq`` tokens. ``kv_lens`` is not advanced.
+        rope: an :class:`mn.RopeSpec`: q (and ``k_new``) are rotated in the kernel first, as :func:`mn.rope`
+            would with positions ``kv_lens[b] + i`` (``kv_lens[b] - Lq + i`` without ``k_new``). Together
+            with ``k_new`` this is the whole decode-step attention of a Llama layer in one launch: RoPE, the
+            cache write and the attention.
 
     Returns:
         ``[B, Hq, Lq, D]`` contiguous in q's dtype; rows that see no position
@@ -329,12 +342,90 @@ def flash_attn_decode(
 
     Example:
         >>> out = mn.flash_attn_decode(q, cache.k, cache.v, cache.lens)   # q: [B, 32, 1, 128]
+        >>> out = mn.flash_attn_decode(q, cache.k, cache.v, cache.lens, k_new=k, v_new=v,
+        ...                            rope=mn.RopeSpec(128, base=500000.0))   # then cache.lens += 1
     """
     op = "flash_attn_decode"
     w = _window_arg(op, window)
     cap = _softcap_arg(op, softcap)
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() > 0 else 0
-    return _flash_attn_decode(q, k_cache, v_cache, kv_lens, _scale_arg(op, scale, d), w, cap)
+    if k_new is None and v_new is None and rope is None:
+        return _flash_attn_decode(q, k_cache, v_cache, kv_lens, _scale_arg(op, scale, d), w, cap)
+    if rope is not None and isinstance(q, torch.Tensor) and q.dim() > 0:
+        check_rope_spec(op, q, rope)
+    r = rope or RopeSpec(0)
+    return _flash_attn_decode_append(q, k_cache, v_cache, kv_lens, k_new, v_new, _scale_arg(op, scale, d), w, cap,
+                                     r.dims, bool(r.traditional), float(r.base), float(r.scale), r.freqs)
+
+
+def _validate_append(q, k_cache, v_cache, kv_lens, k_new, v_new, scale, window, softcap, rope_dims, rope_freqs):
+    op = "flash_attn_decode"
+    _validate_decode(q, k_cache, v_cache, kv_lens, scale, window, softcap)
+    if (k_new is None) != (v_new is None):
+        given = "k_new" if v_new is None else "v_new"
+        raise InvalidArgumentError(f"{op}: k_new and v_new go together (got only {given})")
+    if k_new is not None:
+        for name, t in (("k_new", k_new), ("v_new", v_new)):
+            checks.check_tensor(op, name, t)
+            _check_4d(op, name, t)
+            checks.check_last_dim_contiguous(op, name, t)
+        checks.check_same_device(op, "q", q, k_new=k_new, v_new=v_new)
+        checks.check_same_dtype(op, "q", q, k_new=k_new, v_new=v_new)
+        b, hkv, cap, d = k_cache.shape
+        want = (b, hkv, q.shape[2], d)
+        for name, t in (("k_new", k_new), ("v_new", v_new)):
+            if tuple(t.shape) != want:
+                raise InvalidArgumentError(f"{op}: {name} has shape {tuple(t.shape)}, expected {list(want)} "
+                                           "(one row per query token and KV head)")
+        if q.shape[2] > cap:
+            raise InvalidArgumentError(f"{op}: cache too small: {q.shape[2]} new tokens do not fit in capacity {cap}")
+    if rope_dims:
+        check_rope_spec(op, q, RopeSpec(rope_dims, freqs=rope_freqs))
+
+
+def _build_append(q, k_cache, v_cache, kv_lens, k_new, v_new, scale, window, softcap, rope_dims, rope_traditional,
+                  rope_base, rope_freqs):
+    _validate_append(q, k_cache, v_cache, kv_lens, k_new, v_new, scale, window, softcap, rope_dims, rope_freqs)
+    if q.numel() == 0:
+        return EMPTY
+    rope = (rope_dims, rope_traditional, rope_base, rope_freqs is not None) if rope_dims else None
+    return DecodePlan(q, k_cache, v_cache, kv_lens, window=window, softcap=softcap, k_new=k_new, v_new=v_new,
+                      rope=rope)
+
+
+_APPEND_PLANS = PlanCache(_build_append)
+
+
+def _fake_append(q, k_cache, v_cache, kv_lens, k_new, v_new, scale, window, softcap, rope_dims, rope_traditional,
+                 rope_base, rope_scale, rope_freqs):
+    _validate_append(q, k_cache, v_cache, kv_lens, k_new, v_new, scale, window, softcap, rope_dims, rope_freqs)
+    return torch.empty(q.shape, dtype=q.dtype, device=q.device)
+
+
+@register_op("flash_attn_decode_append", fake=_fake_append, mutates_args=("k_cache", "v_cache"))
+def _flash_attn_decode_append(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_lens: torch.Tensor,
+                              k_new: Optional[torch.Tensor], v_new: Optional[torch.Tensor], scale: float, window: int,
+                              softcap: float, rope_dims: int, rope_traditional: bool, rope_base: float,
+                              rope_scale: float, rope_freqs: Optional[torch.Tensor]) -> torch.Tensor:
+    key = (tensor_key(q), tensor_key(k_cache), tensor_key(v_cache), tensor_key(kv_lens), tensor_key(k_new),
+           tensor_key(v_new), scale, window, softcap, rope_dims, rope_traditional, rope_base, tensor_key(rope_freqs))
+    plan = _APPEND_PLANS.get(key, q, k_cache, v_cache, kv_lens, k_new, v_new, scale, window, softcap, rope_dims,
+                             rope_traditional, rope_base, rope_freqs)
+    op, cap, lq = "flash_attn_decode", k_cache.shape[2], q.shape[2]
+    if k_new is None:
+        _check_lens_values(op, "kv_lens", kv_lens, 0, None if window else cap,
+                           f"expected 0 <= kv_lens <= capacity {cap}" if not window else "expected kv_lens >= 0")
+    else:
+        _check_lens_values(op, "kv_lens", kv_lens, 0, None if window else cap - lq,
+                           f"cache too small: kv_lens + {lq} new tokens must fit in capacity {cap}" if not window
+                           else "expected kv_lens >= 0")
+    if plan is EMPTY:
+        return empty(q.shape, dtype=q.dtype, device=q.device)
+    if use_triton(op, q):
+        return plan(q, k_cache, v_cache, kv_lens, scale, softcap, k_new, v_new, rope_freqs, rope_scale)
+    rope = (rope_dims, rope_traditional, rope_base, rope_scale, rope_freqs) if rope_dims else None
+    return ref.flash_attn_decode_append(q, k_cache, v_cache, kv_lens, k_new, v_new, scale, window or None,
+                                        softcap or None, rope)
 
 
 # --------------------------------------------------------------------------- scaled_dot_product_attention

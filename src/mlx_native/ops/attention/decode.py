@@ -32,6 +32,8 @@ With one split the decode kernel writes the output directly.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 import triton
 import triton.language as tl
@@ -39,10 +41,12 @@ import triton.language as tl
 from ...kernels.arrival import arrive_last, can_fuse, counters, rearm
 from ...kernels.launch import Launch
 from ...kernels.math import tanh
+from ...kernels.rotary import rope_operands, rope_rotate
 from ...runtime import env
 from ...runtime.device import device_info
 from ...runtime.memory import empty
 from ..common import next_pow2
+from ..rope.kernel import inv_freq_table
 
 LOG2E = 1.4426950408889634
 
@@ -88,6 +92,26 @@ def _load_rows(base, slot, stride, offs_d, kv_ok, d_ok, MASKED: tl.constexpr, EV
 
 
 @triton.jit
+def _scores(q, k, qk_scale, softcap_in, softcap_out, SOFTCAP: tl.constexpr, PRECISION: tl.constexpr):
+    """``[BLOCK_M, BLOCK_N]`` log2-domain scores of ``q`` against the key rows ``k`` (softcapped if SOFTCAP)."""
+    qk = tl.dot(q, tl.trans(k), input_precision=PRECISION)
+    if SOFTCAP:
+        return tanh(qk * softcap_in) * softcap_out
+    return qk * qk_scale
+
+
+@triton.jit
+def _softmax_step(s, m_i, l_i):
+    """One online-softmax step over the masked scores ``s``: ``(p, alpha, l_i, m_new)``; rows that have seen no
+    key yet (max ``-inf``) keep ``p = 0``."""
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.math.exp2(s - m_use[:, None])
+    alpha = tl.math.exp2(m_i - m_use)
+    return p, alpha, l_i * alpha + tl.sum(p, axis=1), m_new
+
+
+@triton.jit
 def _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, lo, hi, end, qpos, C, window, qk_scale, softcap_in,
                   softcap_out, MASKED: tl.constexpr, WINDOW: tl.constexpr, MULTI_Q: tl.constexpr,
                   SOFTCAP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, HEAD_D: tl.constexpr,
@@ -104,11 +128,7 @@ def _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, lo, hi, end, qpo
             slot = pos.to(tl.int64)
         kv_ok = pos < end
         k = _load_rows(k_base, slot, sk_s, offs_d, kv_ok, d_ok, MASKED, EVEN_D)
-        qk = tl.dot(q, tl.trans(k), input_precision=PRECISION)
-        if SOFTCAP:
-            s = tanh(qk * softcap_in) * softcap_out
-        else:
-            s = qk * qk_scale
+        s = _scores(q, k, qk_scale, softcap_in, softcap_out, SOFTCAP, PRECISION)
         if MULTI_Q:
             vis = (pos[None, :] <= qpos[:, None]) & kv_ok[None, :]
             if WINDOW:
@@ -116,15 +136,39 @@ def _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, lo, hi, end, qpo
             s = tl.where(vis, s, float("-inf"))
         elif MASKED:
             s = tl.where(kv_ok[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.math.exp2(s - m_use[:, None])
-        alpha = tl.math.exp2(m_i - m_use)
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        p, alpha, l_i, m_new = _softmax_step(s, m_i, l_i)
         v = _load_rows(v_base, slot, sv_s, offs_d, kv_ok, d_ok, MASKED, EVEN_D)
         acc = acc * alpha[:, None]
         acc = tl.dot(p.to(v.dtype), v, acc, input_precision=PRECISION)
         m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _append_attend(acc, l_i, m_i, q, qpos, kn, vn, kpos, k_ok, k_base, v_base, sk_s, sv_s, C, window, qk_scale,
+                   softcap_in, softcap_out, WRITE, WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
+                   BLOCK_D: tl.constexpr, HEAD_D: tl.constexpr, PRECISION: tl.constexpr):
+    """The new tokens' K / V rows ``kn, vn [BLOCK_L, BLOCK_D]`` (already rotated; positions ``kpos``, rows
+    ``k_ok``): written to their cache slots when WRITE (slot ``pos % C`` with WINDOW, else ``pos``, dropped from
+    ``C`` on) and attended from the registers (causal among themselves)."""
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < HEAD_D
+    if WRITE:
+        if WINDOW:
+            slot = (kpos % C).to(tl.int64)
+            st_ok = k_ok[:, None] & d_ok[None, :]
+        else:
+            slot = kpos.to(tl.int64)
+            st_ok = (k_ok & (kpos < C))[:, None] & d_ok[None, :]
+        tl.store(k_base + slot[:, None] * sk_s + offs_d[None, :], kn, mask=st_ok)
+        tl.store(v_base + slot[:, None] * sv_s + offs_d[None, :], vn, mask=st_ok)
+    s = _scores(q, kn, qk_scale, softcap_in, softcap_out, SOFTCAP, PRECISION)
+    vis = (kpos[None, :] <= qpos[:, None]) & k_ok[None, :]
+    if WINDOW:
+        vis = vis & (kpos[None, :] > qpos[:, None] - window)
+    s = tl.where(vis, s, float("-inf"))
+    p, alpha, l_i, m_i = _softmax_step(s, m_i, l_i)
+    acc = tl.dot(p.to(vn.dtype), vn, acc * alpha[:, None], input_precision=PRECISION)
     return acc, l_i, m_i
 
 
@@ -179,9 +223,14 @@ def _decode_kernel(
     po_ptr,  # [n_splits, B*Hq*Lq, D] fp32 partial outputs (not SINGLE)
     plse_ptr,  # [n_splits, B*Hq*Lq] fp32 partial log2-sum-exp (not SINGLE)
     cnt_ptr,  # [B*Hkv, m_blocks] int32 arrival counters, zero between launches (FUSE)
+    kn_ptr,  # [B, Hkv, Lq, D] new K rows, not rotated yet if ROPE (APPEND; strides skn_*)
+    vn_ptr,  # [B, Hkv, Lq, D] new V rows (APPEND; strides svn_*)
+    freq_ptr,  # [rope_half] fp32 inverse frequencies, or MLX freqs (ROPE_FREQS) (ROPE)
     sq_b, sq_h, sq_l,
     sk_b, sk_h, sk_s,
     sv_b, sv_h, sv_s,
+    skn_b, skn_h, skn_l,
+    svn_b, svn_h, svn_l,
     Hq, Lq, C, window, R,
     chunk,  # positions per split (a multiple of BLOCK_N, from the static shapes): the longest a split takes
     min_chunk,  # fewest positions per split of a sequence shorter than the span (a multiple of BLOCK_N)
@@ -190,6 +239,8 @@ def _decode_kernel(
     qk_scale,  # scale * log2(e)
     softcap_in,  # scale / softcap
     softcap_out,  # softcap * log2(e)
+    rope_half,  # rotated pairs per head row (ROPE)
+    rope_scale,  # positions are multiplied by this before the frequencies (ROPE)
     G: tl.constexpr,  # query heads per KV head
     SINGLE: tl.constexpr,  # one split: write the output directly
     FUSE: tl.constexpr,  # several splits: the last program of each (batch*KV head, row block) merges them
@@ -205,6 +256,11 @@ def _decode_kernel(
     HEAD_D: tl.constexpr,
     EVEN_D: tl.constexpr,
     PRECISION: tl.constexpr,
+    APPEND: tl.constexpr,  # lens_ptr counts the cached tokens; the Lq new ones come from kn/vn and are written
+    ROPE: tl.constexpr,  # rotate q and the new K rows (positions of the queries / new tokens)
+    ROPE_TRADITIONAL: tl.constexpr,
+    ROPE_FREQS: tl.constexpr,
+    BLOCK_L: tl.constexpr,  # next_pow2(Lq), at least 16 (APPEND)
 ):
     pid_s = tl.program_id(0)
     pid_bh = tl.program_id(1)
@@ -212,20 +268,22 @@ def _decode_kernel(
     hkv = Hq // G
     b = pid_bh // hkv
     hk = pid_bh % hkv
-    n, lo = _visible(tl.load(lens_ptr + b), Lq, C, window, WINDOW)
+    new = Lq if APPEND else 0  # tokens this launch appends
+    n, lo = _visible(tl.load(lens_ptr + b) + new, Lq, C, window, WINDOW)
+    n_c = n - new  # the splits read cached positions [lo, n_c); the new ones are attended from registers
     n_splits = tl.num_programs(0)
     live = n_splits
     if not SINGLE:
         # a sequence that sees fewer positions than the span is cut into shorter splits (not under min_chunk)
-        per = tl.cdiv(n - lo, n_splits)
+        per = tl.cdiv(n_c - lo, n_splits)
         if BALANCE:  # ... and no shorter than the batch's mean share of a split: splits of equal length
-            lens = tl.load(lens_ptr + tl.arange(0, BLOCK_B), mask=tl.arange(0, BLOCK_B) < n_seqs, other=0)
+            lens = tl.load(lens_ptr + tl.arange(0, BLOCK_B), mask=tl.arange(0, BLOCK_B) < n_seqs, other=0) + new
             n_all, lo_all = _visible(lens, Lq, C, window, WINDOW)
             per = tl.maximum(per, tl.cdiv(tl.sum(n_all - lo_all), n_seqs * mean_splits))
         per = tl.cdiv(per, BLOCK_N) * BLOCK_N
         chunk = tl.minimum(chunk, tl.maximum(per, min_chunk))
         if FUSE:  # only the splits that hold positions run and arrive (at least one: it writes the zeros)
-            live = tl.maximum(tl.cdiv(n - lo, chunk), 1)
+            live = tl.maximum(tl.cdiv(n_c - lo, chunk), 1)
     if pid_s < live:
         rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         row_ok = rows < G * Lq
@@ -235,10 +293,17 @@ def _decode_kernel(
         offs_d = tl.arange(0, BLOCK_D)
         d_ok = offs_d < HEAD_D
         q_off = b.to(tl.int64) * sq_b + h.to(tl.int64) * sq_h + qi.to(tl.int64) * sq_l
-        q = tl.load(q_ptr + q_off[:, None] + offs_d[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
         qpos = n - Lq + qi
+        if ROPE:  # Lq = 1: one position for all rows, the angles once per column
+            x, xp, inv = rope_operands(q_ptr, q_off, row_ok, offs_d, d_ok, freq_ptr, rope_half, ROPE_FREQS,
+                                       ROPE_TRADITIONAL)
+            q_at = qpos if MULTI_Q else n - Lq
+            q = rope_rotate(x, xp, inv, q_at, offs_d, rope_half, rope_scale, ROPE_TRADITIONAL,
+                            MULTI_Q).to(q_ptr.dtype.element_ty)
+        else:
+            q = tl.load(q_ptr + q_off[:, None] + offs_d[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
         start = lo + pid_s * chunk
-        end = tl.minimum(start + chunk, n)
+        end = tl.minimum(start + chunk, n_c)
         full_end = start + tl.maximum(end - start, 0) // BLOCK_N * BLOCK_N
 
         k_base = k_ptr + b.to(tl.int64) * sk_b + hk.to(tl.int64) * sk_h
@@ -246,6 +311,19 @@ def _decode_kernel(
         m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
         acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+        if APPEND:  # the last split also takes the new tokens: their loads go out before the cache tiles'
+            take = pid_s == live - 1
+            j = tl.arange(0, BLOCK_L)
+            k_ok = j < tl.where(take, Lq, 0)  # no rows (no loads) in the other splits
+            kn_off = b.to(tl.int64) * skn_b + hk.to(tl.int64) * skn_h + j.to(tl.int64) * skn_l
+            vn_off = b.to(tl.int64) * svn_b + hk.to(tl.int64) * svn_h + j.to(tl.int64) * svn_l
+            nd_ok = k_ok[:, None] & d_ok[None, :]
+            if ROPE:
+                kx, kxp, kinv = rope_operands(kn_ptr, kn_off, k_ok, offs_d, d_ok, freq_ptr, rope_half, ROPE_FREQS,
+                                              ROPE_TRADITIONAL)
+            else:
+                kn = tl.load(kn_ptr + kn_off[:, None] + offs_d[None, :], mask=nd_ok, other=0.0)
+            vn = tl.load(vn_ptr + vn_off[:, None] + offs_d[None, :], mask=nd_ok, other=0.0)
         # whole tiles without bounds checks, then the partial tail tile (if any)
         acc, l_i, m_i = _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, start, full_end, end, qpos, C,
                                       window, qk_scale, softcap_in, softcap_out, False, WINDOW, MULTI_Q, SOFTCAP,
@@ -254,6 +332,14 @@ def _decode_kernel(
                                       window, qk_scale, softcap_in, softcap_out, True, WINDOW, MULTI_Q, SOFTCAP,
                                       BLOCK_N, BLOCK_D, HEAD_D, EVEN_D, PRECISION)
 
+        if APPEND:
+            if take:  # rotate, write (once per KV head) and attend the new tokens
+                if ROPE:
+                    kn = rope_rotate(kx, kxp, kinv, n_c + j if MULTI_Q else n_c, offs_d, rope_half, rope_scale,
+                                     ROPE_TRADITIONAL, MULTI_Q).to(kn_ptr.dtype.element_ty)
+                acc, l_i, m_i = _append_attend(acc, l_i, m_i, q, qpos, kn, vn, n_c + j, k_ok, k_base, v_base, sk_s,
+                                               sv_s, C, window, qk_scale, softcap_in, softcap_out, pid_m == 0, WINDOW,
+                                               SOFTCAP, BLOCK_D, HEAD_D, PRECISION)
         seen = l_i > 0.0
         out = acc / tl.where(seen, l_i, 1.0)[:, None]
         r = (b.to(tl.int64) * Hq + h) * Lq + qi
@@ -432,7 +518,8 @@ class DecodePlan:
     """
 
     def __init__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_lens: torch.Tensor, *,
-                 window: int, softcap: float):
+                 window: int, softcap: float, k_new: Optional[torch.Tensor] = None,
+                 v_new: Optional[torch.Tensor] = None, rope: Optional[tuple[int, bool, float, bool]] = None):
         b, hq, lq, d = q.shape
         hkv, cap = k_cache.shape[1], k_cache.shape[2]
         g = hq // hkv
@@ -459,8 +546,13 @@ class DecodePlan:
         if balance:  # splits up to the span / mean_splits
             chunk = split_layout(span, mean_splits, block_n)[0]
         self.splits = seq_splits
-        self.ints = (*q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], hq, lq, cap, window, self.rows,
-                     chunk, min_chunk, b, mean_splits)
+        append = k_new is not None
+        self.ints = (*q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3],
+                     *(k_new.stride()[:3] if append else (0, 0, 0)), *(v_new.stride()[:3] if append else (0, 0, 0)),
+                     hq, lq, cap, window, self.rows, chunk, min_chunk, b, mean_splits)
+        rope_dims, traditional, base, has_freqs = rope or (0, False, 0.0, False)
+        self.rope_half = rope_dims // 2
+        self.table = inv_freq_table(rope_dims, base, q.device) if rope and not has_freqs else None
         fuse = multi and FUSED_REDUCE and can_fuse(q.device)
         block_s = next_pow2(self.splits)
         self.counters = counters((b * hkv, m_blocks), q.device) if fuse else None
@@ -469,7 +561,8 @@ class DecodePlan:
             dict(G=g, SINGLE=not multi, FUSE=fuse, WINDOW=window > 0, MULTI_Q=lq > 1, SOFTCAP=softcap > 0,
                  BALANCE=balance, BLOCK_B=next_pow2(b) if balance else 1, BLOCK_M=block_m, BLOCK_N=block_n,
                  BLOCK_S=block_s, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d,
-                 PRECISION="ieee" if q.dtype == torch.float32 else "tf32"),
+                 PRECISION="ieee" if q.dtype == torch.float32 else "tf32", APPEND=append, ROPE=rope is not None,
+                 ROPE_TRADITIONAL=traditional, ROPE_FREQS=has_freqs, BLOCK_L=max(16, next_pow2(lq))),
             num_warps=warps, num_stages=stages,
         )
         self.reduce = None
@@ -482,8 +575,11 @@ class DecodePlan:
             )
 
     def __call__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_lens: torch.Tensor,
-                 scale: float, softcap: float) -> torch.Tensor:
-        """``out [B, Hq, Lq, D]`` in q's dtype (one launch, or two without the fused merge)."""
+                 scale: float, softcap: float, k_new: Optional[torch.Tensor] = None,
+                 v_new: Optional[torch.Tensor] = None, freqs: Optional[torch.Tensor] = None,
+                 rope_scale: float = 1.0) -> torch.Tensor:
+        """``out [B, Hq, Lq, D]`` in q's dtype (one launch, or two without the fused merge); with ``k_new``,
+        ``v_new`` (the plan's APPEND) the new tokens are written to the caches too."""
         out = empty(self.shape, dtype=self.dtype, device=self.device)
         d = self.shape[3]
         if self.splits == 1:
@@ -493,8 +589,10 @@ class DecodePlan:
             plse = empty((self.splits, self.rows), dtype=torch.float32, device=self.device)
         cnt = self.counters if self.counters is not None else out
         cap_in = scale / softcap if softcap > 0 else 0.0
-        self.launch(q, k_cache, v_cache, kv_lens, out, po, plse, cnt, *self.ints, scale * LOG2E, cap_in,
-                    softcap * LOG2E)
+        table = freqs if freqs is not None else self.table
+        self.launch(q, k_cache, v_cache, kv_lens, out, po, plse, cnt, k_new if k_new is not None else q,
+                    v_new if v_new is not None else q, table if table is not None else q, *self.ints, scale * LOG2E,
+                    cap_in, softcap * LOG2E, self.rope_half, rope_scale)
         if self.reduce is not None:
             self.reduce(po, plse, out, self.rows, self.splits)
         return out

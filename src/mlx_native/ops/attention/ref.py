@@ -23,6 +23,7 @@ from typing import Optional
 import torch
 
 from ..common import compute_dtype
+from ..rope import ref as rope_ref
 
 
 def visible_positions(lq: int, lk: int, causal: bool, window: Optional[int], device) -> Optional[torch.Tensor]:
@@ -158,3 +159,36 @@ def kv_cache_write(
             continue
         gathered = torch.gather(new, 2, idx[:, None, :, None].expand(-1, new.shape[1], -1, new.shape[3]))
         cache.copy_(torch.where(sel, gathered.to(cache.dtype), cache))
+
+
+def flash_attn_decode_append(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    kv_lens: torch.Tensor,
+    k_new: Optional[torch.Tensor],
+    v_new: Optional[torch.Tensor],
+    scale: float,
+    window: Optional[int] = None,
+    softcap: Optional[float] = None,
+    rope: Optional[tuple] = None,
+) -> torch.Tensor:
+    """``flash_attn_decode`` with its inputs prepared in the same call, as the kernel does it in one launch.
+
+    ``rope``: None or ``(dims, traditional, base, scale, freqs)``: q (and ``k_new``) are rotated first, query /
+    new token ``i`` at position ``kv_lens[b] + i`` (or ``kv_lens[b] - Lq + i`` without ``k_new``). With ``k_new``,
+    ``kv_lens`` counts the cached tokens before the call: ``k_new, v_new [B, Hkv, Lq, D]`` are written at
+    ``kv_lens[b] + i`` (slot ``pos % C`` when ``window`` is set), then q attends over ``kv_lens + Lq`` tokens.
+    The caches are written in place; ``kv_lens`` is only read.
+    """
+    lq = q.shape[2]
+    lens = kv_lens if k_new is None else kv_lens + lq
+    if rope is not None:
+        dims, traditional, base, rscale, freqs = rope
+        pos = lens.to(torch.int64)[:, None, None] - lq + torch.arange(lq, device=q.device)[None, None, :]
+        q = rope_ref.rope(q, dims, traditional, base, rscale, freqs=freqs, positions=pos)
+        if k_new is not None:
+            k_new = rope_ref.rope(k_new, dims, traditional, base, rscale, freqs=freqs, positions=pos)
+    if k_new is not None:
+        kv_cache_write(k_cache, v_cache, kv_lens, k_new, v_new, None, window is not None)
+    return flash_attn_decode(q, k_cache, v_cache, lens, scale, window, softcap)

@@ -13,6 +13,7 @@ Conventions:
 No ``from __future__ import annotations``: torch.library reads the annotations.
 """
 
+from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
 import torch
@@ -25,6 +26,35 @@ from ...runtime.memory import empty_like
 from ...runtime.plans import EMPTY, PlanCache, tensor_key
 from . import ref
 from .kernel import RopePlan
+
+@dataclass(frozen=True)
+class RopeSpec:
+    """The rotary embedding another op applies on the fly (``flash_attn_decode(..., rope=)``), with the
+    arguments and semantics of :func:`rope`: ``dims`` rotated columns, NeoX half-split (``traditional=False``)
+    or interleaved pairs, angles ``position * scale * base ** (-2i / dims)`` (``freqs``: ``1 / freqs[i]``
+    instead of the base powers, as in MLX)."""
+
+    dims: int
+    base: float = 10000.0
+    traditional: bool = False
+    scale: float = 1.0
+    freqs: Optional[torch.Tensor] = None
+
+
+def check_rope_spec(op: str, x: torch.Tensor, spec: RopeSpec) -> None:
+    """Validate ``spec`` for rows ``x [..., D]`` (typed errors naming ``op``)."""
+    if not isinstance(spec, RopeSpec):
+        raise InvalidArgumentError(f"{op}: rope must be an mn.RopeSpec, got {type(spec).__name__}")
+    _check_dims(op, x, spec.dims)
+    checks.check_finite_float(op, "rope.scale", spec.scale)
+    if spec.freqs is None:
+        checks.check_finite_float(op, "rope.base", spec.base)
+        checks.check_positive(op, "rope.base", spec.base)
+    else:
+        checks.check_tensor(op, "rope.freqs", spec.freqs)
+        checks.check_same_device(op, "q", x, **{"rope.freqs": spec.freqs})
+        checks.check_vector(op, "rope.freqs", spec.freqs, spec.dims // 2, "dims / 2")
+
 
 _INT32 = 1 << 31
 
