@@ -791,3 +791,77 @@ def test_mmv_auto_routes_plans(device, monkeypatch):
     built = spy_plans(monkeypatch, mmv.MmvLaunch, gemv.GemvLaunch)
     _check_qmm(device, 1, 72, 256, 64, 4, torch.bfloat16)
     assert [type(p).__name__ for p in built] == ["GemvLaunch"]
+
+
+# --------------------------------------------------------------------------- quantized_matmul_add_rms_norm
+
+def _matmul_norm_case(n, k, dtype, device, rows=1, scale_dtype=None):
+    wq, s, b = mn.quantize(torch.randn(n, k) * 0.05, 64, 4)
+    sd = scale_dtype or dtype
+    x = randn(rows, k, dtype=dtype, device=device)
+    r = randn(rows, n, dtype=torch.promote_types(dtype, sd), device=device)
+    return x, wq.to(device), s.to(device=device, dtype=sd), b.to(device=device, dtype=sd), r, \
+        (torch.rand(n) + 0.5).to(device)
+
+
+@pytest.mark.parametrize("n,k,dtype,offset", [(96, 1024, torch.bfloat16, 0.0), (100, 1024, torch.float16, 1.0),
+                                               (40, 2048, torch.bfloat16, 1.0)])
+def test_quantized_matmul_add_rms_norm_equals_two_ops(device, monkeypatch, n, k, dtype, offset):
+    """One launch (the mat-vec's last program normalizes, in chunks of 32 here: several, the last partial)
+    against quantized_matmul + add_rms_norm: the same h, normed within an ulp (the sums run in another order)."""
+    from mlx_native.ops.quant import affine_idot
+
+    monkeypatch.setattr(affine_idot, "NORM_CHUNK", 32)
+    x, wq, s, b, r, nw = _matmul_norm_case(n, k, dtype, device)
+    built = spy_plans(monkeypatch, affine_idot.AffineIdotLaunch)
+    normed, h = mn.quantized_matmul_add_rms_norm(x, wq, s, b, r, nw, 1e-5, weight_offset=offset)
+    assert [p.norm_counter is not None for p in built] == [True], "one row of 4-bit x takes the one-launch kernel"
+    y = mn.quantized_matmul(x, wq, s, b)
+    n2, h2 = mn.add_rms_norm(y, r, nw, 1e-5, weight_offset=offset)
+    assert normed.shape == h.shape == (1, n) and normed.dtype == h.dtype == dtype
+    assert torch.equal(h, h2)
+    eps = torch.finfo(dtype).eps
+    torch.testing.assert_close(normed.float(), n2.float(), rtol=2 * eps, atol=2 * eps)
+    again = mn.quantized_matmul_add_rms_norm(x, wq, s, b, r, nw, 1e-5, weight_offset=offset)  # counter re-armed
+    assert torch.equal(again[0], normed) and torch.equal(again[1], h)
+
+
+@pytest.mark.parametrize("case", ["rows", "fp32 scales", "K not in steps"])
+def test_quantized_matmul_add_rms_norm_falls_back_to_two_ops(device, case):
+    n, k, rows, sd = 64, 1024, 1, None
+    if case == "rows":
+        rows = 3
+    elif case == "fp32 scales":
+        sd = torch.float32
+    else:
+        k = 192
+    x, wq, s, b, r, nw = _matmul_norm_case(n, k, torch.bfloat16, device, rows=rows, scale_dtype=sd)
+    normed, h = mn.quantized_matmul_add_rms_norm(x, wq, s, b, r, nw, 1e-6)
+    n2, h2 = mn.add_rms_norm(mn.quantized_matmul(x, wq, s, b), r, nw, 1e-6)
+    assert torch.equal(normed, n2) and torch.equal(h, h2)
+
+
+def test_quantized_matmul_add_rms_norm_bad_input(device):
+    x, wq, s, b, r, nw = _matmul_norm_case(64, 1024, torch.bfloat16, device)
+    op = "quantized_matmul_add_rms_norm"
+    with pytest.raises(mn.InvalidArgumentError, match=f"{op}: residual has shape"):
+        mn.quantized_matmul_add_rms_norm(x, wq, s, b, r[:, :10], nw)
+    with pytest.raises(mn.InvalidArgumentError, match=f"{op}: weight"):
+        mn.quantized_matmul_add_rms_norm(x, wq, s, b, r, nw[:10])
+    with pytest.raises(mn.InvalidArgumentError, match=f"{op}: eps"):
+        mn.quantized_matmul_add_rms_norm(x, wq, s, b, r, nw, 0.0)
+    with pytest.raises(mn.InvalidArgumentError, match=f"{op}: x has 512 features"):
+        mn.quantized_matmul_add_rms_norm(x[:, :512], wq, s, b, r, nw)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,k", [(4096, 4096), (4096, 14336), (2048, 5120)])
+def test_gpu_quantized_matmul_add_rms_norm_real_sizes(n, k):
+    """Llama-3-8B's o and down projections (and a 2048-wide model) with the norm in the mat-vec launch."""
+    x, wq, s, b, r, nw = _matmul_norm_case(n, k, torch.bfloat16, "cuda")
+    normed, h = mn.quantized_matmul_add_rms_norm(x, wq, s, b, r, nw, 1e-5)
+    n2, h2 = mn.add_rms_norm(mn.quantized_matmul(x, wq, s, b), r, nw, 1e-5)
+    assert torch.equal(h, h2)
+    torch.testing.assert_close(normed.float(), n2.float(), rtol=2 ** -7, atol=2 ** -7)
+    for _ in range(3):  # replays start from a re-armed counter
+        assert torch.equal(mn.quantized_matmul_add_rms_norm(x, wq, s, b, r, nw, 1e-5)[1], h)

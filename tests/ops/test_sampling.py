@@ -34,9 +34,9 @@ def test_argmax_ties_nan_and_shapes(device):
 
 
 def test_argmax_split_rows_tie_across_parts(device):
-    """A row split over several programs (the interpreter: parts of 2048 columns; CUDA: of >= 4096):
-    the maximum in a later part, ties across parts (the lowest index wins), NaN, and repeated calls
-    (the arrival counters rearm)."""
+    """A row split over several programs (the interpreter: 3 parts of two 2048-column blocks; CUDA: 5 parts
+    of one block): the maximum in a later part, ties across parts (the lowest index wins), NaN, and repeated
+    calls (the arrival counters rearm)."""
     x = torch.randn(3, 9000, device=device)
     x[0, 8999] = 50.0  # maximum in the last part
     x[1, 100] = x[1, 4500] = x[1, 8500] = 60.0  # tie across parts
@@ -47,6 +47,28 @@ def test_argmax_split_rows_tie_across_parts(device):
         assert out.tolist() == [8999, 100, 6000]
     y = torch.randn(2, 9000, device=device)
     assert torch.equal(mn.argmax(y).cpu(), y.cpu().argmax(-1))
+
+
+def test_argmax_one_block_parts_edges(device):
+    """5000 columns: 3 parts of one 2048-column block (interpreter and CUDA), the last one short. Negative
+    maxima, a tie at the boundary of two parts, -0.0 tying +0.0 across parts, NaN in the last part (its last
+    column too), all -inf and all NaN rows (index 0)."""
+    x = torch.randn(7, 5000, device=device) - 100.0
+    x[0, 3000] = -1.0  # negative maximum in the middle part
+    x[1, 2047] = x[1, 2048] = -0.5  # tie: last column of part 0, first of part 1
+    x[2, 4500] = x[2, 4999] = x[2, 10] = float("nan")
+    x[2, 4998] = 7.0
+    x[3, :] = float("-inf")
+    x[4, :] = float("nan")
+    x[5, 100] = -0.0
+    x[5, 4100] = 0.0  # equal to -0.0: the lower index wins
+    x[6, :] = float("-inf")
+    x[6, 4999] = -1e30  # the only finite value: the last column of the short last part
+    want = [3000, 2047, 4998, 0, 0, 100, 4999]
+    for _ in range(2):
+        assert mn.argmax(x).tolist() == want
+    assert ref.argmax(x.cpu()).tolist() == want
+    assert mn.argmax(x.to(torch.bfloat16)).tolist() == want
 
 
 def test_argmax_into_out(device):

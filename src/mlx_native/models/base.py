@@ -149,6 +149,16 @@ class Linear:
             y = y + self.bias
         return y
 
+    def matmul_add_rms_norm(self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                            eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """``add_rms_norm(self(x), residual, weight, eps)`` -> ``(normed, h)``: one launch for a decode row on
+        MLX affine 4-bit weights (``mn.quantized_matmul_add_rms_norm``), else the two ops."""
+        w = self.weight
+        if isinstance(w, AffineWeight) and self.bias is None:
+            return mn.quantized_matmul_add_rms_norm(x, w.weight, w.scales, w.biases, residual, weight, eps,
+                                                    group_size=w.group_size, bits=w.bits)
+        return mn.add_rms_norm(self(x), residual, weight, eps)
+
     @staticmethod
     def fuse(parts: Sequence["Linear"]) -> Optional["Linear"]:
         """One Linear computing ``cat([p(x) for p in parts], -1)``, or None when the
@@ -227,6 +237,10 @@ class GatedMLP:
         return mn.gelu_mul(g, u, "tanh")
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(self.hidden(x))
+
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:
+        """``act(gate(x)) * up(x)``: the input of the down projection."""
         rows = x.numel() // x.shape[-1]
         if self.fused is not None and rows <= self.fused_rows:
             x2 = x.reshape(rows, x.shape[-1])
@@ -237,12 +251,12 @@ class GatedMLP:
             else:
                 h = mn.moe_qmm(x2, ids, f[1], f[2], f[3], group_size=f[7], bits=f[8], w_up=f[4], scales_up=f[5],
                                biases_up=f[6], activation=self.activation)
-            return self.down(h.reshape(*x.shape[:-1], self.inter))
+            return h.reshape(*x.shape[:-1], self.inter)
         if self.gate_up is not None:
             gu = self.gate_up(x)
-            return self.down(self._act(gu[..., : self.inter], gu[..., self.inter:]))
+            return self._act(gu[..., : self.inter], gu[..., self.inter:])
         gate, up = self.parts
-        return self.down(self._act(gate(x), up(x)))
+        return self._act(gate(x), up(x))
 
 
 class Embedding:

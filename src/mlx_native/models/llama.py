@@ -90,7 +90,9 @@ class LlamaAttention:
                                 scale=rope_scale, freqs=rope_freqs_t)
         self.scale = self.d ** -0.5
 
-    def __call__(self, x: torch.Tensor, step: Step, layer: int) -> torch.Tensor:
+    def core(self, x: torch.Tensor, step: Step, layer: int) -> torch.Tensor:
+        """The attention output ``[B, L, Hq * D]``, before the o projection (``self.o``: the model runs it
+        with the residual add and norm after it)."""
         cfg = self.cfg
         b, length, _ = x.shape
         hq, hkv, d = self.hq, self.hkv, self.d
@@ -115,7 +117,7 @@ class LlamaAttention:
             out = step.attend(layer, q_lin.unflatten(-1, (hq, d)).transpose(1, 2),
                               k_lin.unflatten(-1, (hkv, d)).transpose(1, 2), v, scale=self.scale,
                               window=cfg.sliding_window, rope=self.rope)
-        return self.o(out.transpose(1, 2).reshape(b, length, hq * d))
+        return out.transpose(1, 2).reshape(b, length, hq * d)
 
 
 def LlamaMLP(cfg: LlamaConfig, ws: WeightSource, prefix: str) -> GatedMLP:
@@ -157,13 +159,14 @@ class LlamaModel(CausalLM):
     def _hidden(self, tokens: torch.Tensor, step: Step) -> torch.Tensor:
         eps = self.config.rms_norm_eps
         h = self.embed(tokens)
-        mlp_out = None
+        mlp_hidden = None
+        # every residual add + norm is done by the projection before it (Linear.matmul_add_rms_norm)
         for i, (attn_norm, attn, mlp_norm, mlp) in enumerate(self.layers):
-            if mlp_out is None:
+            if mlp_hidden is None:
                 x = mn.rms_norm(h, attn_norm, eps)
             else:
-                x, h = mn.add_rms_norm(mlp_out, h, attn_norm, eps)
-            x, h = mn.add_rms_norm(attn(x, step, i), h, mlp_norm, eps)
-            mlp_out = mlp(x)
-        x, _ = mn.add_rms_norm(mlp_out, h, self.norm, eps)
+                x, h = self.layers[i - 1][3].down.matmul_add_rms_norm(mlp_hidden, h, attn_norm, eps)
+            x, h = attn.o.matmul_add_rms_norm(attn.core(x, step, i), h, mlp_norm, eps)
+            mlp_hidden = mlp.hidden(x)
+        x, _ = self.layers[-1][3].down.matmul_add_rms_norm(mlp_hidden, h, self.norm, eps)
         return x

@@ -23,7 +23,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ...kernels.arrival import arrive_last, rearm
 from ...kernels.idot import chunk_scale, word_idot, word_pairs
+from ...kernels.norm_tail import add_rms_norm_tail
 from .affine_mv import row_tile
 from .qmm import store_result
 
@@ -101,9 +103,14 @@ def affine_idot_kernel(
     part_ptr,  # [split, N] fp32 partials (SPLIT_K)
     cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters (FUSE)
     N, K, steps_per_split,
+    res_ptr, nw_ptr, normed_ptr,  # NORM: [N] residual, [N] norm weight, [N] normed output
+    ncnt_ptr,  # NORM: int32 arrival counter of the launch, zero between launches
+    eps, w_offset,  # NORM
     STRIDE_W: tl.constexpr, STRIDE_S: tl.constexpr, BN: tl.constexpr, CH: tl.constexpr, GS: tl.constexpr,
     EVEN_N: tl.constexpr, PREFETCH: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ASM: tl.constexpr,
     HAS_UP: tl.constexpr = False, ACT: tl.constexpr = 0,
+    NORM: tl.constexpr = False,  # the last program turns out into h = out + residual and writes rms_norm(h)
+    NORM_CHUNK: tl.constexpr = 1, NORM_CHUNKS: tl.constexpr = 1,
 ):
     """Steps of ``4 * CH`` words; ``K / 8`` is a whole number of steps and of ``steps_per_split``."""
     pid_n = tl.program_id(0)
@@ -142,6 +149,10 @@ def affine_idot_kernel(
         res, res_up = tl.split(tl.reshape(res, (BN, 2)))
     store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res_up,
                  pid_n * BN + tl.arange(0, BN).to(tl.int64), row_ok, N, SPLIT_K, FUSE, HAS_UP, ACT)
+    if NORM:  # no K split: every program wrote its rows (kernels/norm_tail.py)
+        if arrive_last(ncnt_ptr, tl.num_programs(0)):
+            add_rms_norm_tail(out_ptr, res_ptr, nw_ptr, normed_ptr, N, eps, w_offset, NORM_CHUNK, NORM_CHUNKS)
+            rearm(ncnt_ptr)
 
 
 # ----------------------------------------------------------------------------- launch plans
@@ -150,8 +161,10 @@ from typing import Optional  # noqa: E402
 
 import torch  # noqa: E402
 
+from ...kernels.arrival import counters  # noqa: E402
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
+from ...runtime.memory import empty  # noqa: E402
 from . import affine_mv  # noqa: E402
 from ...kernels import idot  # noqa: E402
 
@@ -167,6 +180,7 @@ PREFETCH_BELOW_TILES_PER_SM = 4  # register prefetch with fewer row tiles than t
 # program, the same 4 rows per tile as a single matrix. K 4096 x I 14336: 25.2 us against 27.1 with 4 + 4 rows
 # and 28.5 for the [2 I, K] mat-vec plus silu_mul.
 IDOT_GLU_BN = 2
+NORM_CHUNK = 1024  # the norm tail walks the row in chunks of this many values
 
 
 def step_warps(k: int) -> int:
@@ -190,7 +204,7 @@ class AffineIdotLaunch(affine_mv.StreamedMvLaunch):
 
     def __init__(self, n: int, k: int, group_size: int, out_dtype: torch.dtype, device, bn: int = 0,
                  warps: int = 0, programs_per_sm: int = 0, prefetch: Optional[bool] = None,
-                 act: Optional[int] = None):
+                 act: Optional[int] = None, norm: bool = False):
         bn = bn or (IDOT_BN if act is None else IDOT_GLU_BN)
         warps = warps or step_warps(k)
         programs_per_sm = programs_per_sm or PROGRAMS_PER_SM
@@ -199,14 +213,28 @@ class AffineIdotLaunch(affine_mv.StreamedMvLaunch):
         tiles = triton.cdiv(n, bn)
         if prefetch is None:
             prefetch = tiles < PREFETCH_BELOW_TILES_PER_SM * sms
+        chunk = min(NORM_CHUNK, triton.next_power_of_2(n))
         constexprs = dict(STRIDE_W=k // 8, STRIDE_S=k // group_size, BN=bn, CH=32 * warps, GS=group_size,
                           EVEN_N=n % bn == 0, PREFETCH=prefetch, ASM=not env.settings.triton_interpret,
-                          HAS_UP=act is not None, ACT=act or 0)
-        target = 1 if act is not None else programs_per_sm * sms  # gate/up pairs: one program per row tile
+                          HAS_UP=act is not None, ACT=act or 0, NORM=norm, NORM_CHUNK=chunk,
+                          NORM_CHUNKS=triton.cdiv(n, chunk))
+        # gate/up pairs and the norm tail: one program per row tile (no K split)
+        target = 1 if act is not None or norm else programs_per_sm * sms
         super().__init__(affine_idot_kernel, n, tiles, k // 8 // step, 1, target, (n, k), constexprs, out_dtype,
-                         device, tail_ints=(), num_warps=warps)
+                         device, tail_ints=(0, 0, 0, 0, 0.0, 0.0), num_warps=warps)
+        self.norm_counter = counters((1,), device) if norm else None
 
     def __call__(self, x, w, s, b, w_up=None, s_up=None, b_up=None) -> torch.Tensor:
         if w_up is None:
             return self.run(x, w, s, b, w, s, b)
         return self.run(x, w, s, b, w_up, s_up, b_up)
+
+    def add_rms_norm(self, x, w, s, b, residual, norm_weight, eps: float,
+                     weight_offset: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """``add_rms_norm(x @ W^T, residual, norm_weight)`` in this one launch (a plan built with ``norm``):
+        ``(normed [1, n], h [1, n])``."""
+        out = empty((1, self.n), dtype=self.out_dtype, device=self.device)
+        normed = empty((1, self.n), dtype=self.out_dtype, device=self.device)
+        self.launch(x, w, s, b, w, s, b, out, out, out, *self.ints[:-6], residual, norm_weight, normed,
+                    self.norm_counter, eps, weight_offset)
+        return normed, out

@@ -2,8 +2,8 @@
 
 ``sample``: one program per row walks the vocabulary in ``BLOCK`` chunks;
 ``argmax``: a row is split over several programs when there are few rows (see
-:class:`ArgmaxPlan`). No sort, no host sync, fixed configs: CUDA-graph
-capturable.
+:class:`ArgmaxPlan`), one (value, index) reduction per ``BLOCK`` of columns.
+No sort, no host sync, fixed configs: CUDA-graph capturable.
 
 ``sample``:
   1. row max ``m``; scaled logits ``z = (x - m) * inv_temp`` (``<= 0``);
@@ -35,7 +35,6 @@ from ..common import next_pow2
 
 BLOCK = 2048
 NUM_WARPS = 8
-MIN_SPLIT_COLS = 4096  # argmax: shortest column range per program
 PROGRAMS_PER_SM = 2  # argmax: split rows until about this many programs per SM
 HASH_C1 = 0x21F0AAAD
 HASH_C2 = 0x735A2D97
@@ -60,6 +59,13 @@ def _order_key(x):
     return tl.where(b >= 0, b, b ^ 0x7FFFFFFF)
 
 
+@triton.jit
+def _max_lowest_index(value1, index1, value2, index2):
+    """``tl.reduce`` combine over (value, index) pairs: the larger value, the lower index on a tie."""
+    first = (value1 > value2) | ((value1 == value2) & (index1 < index2))
+    return tl.where(first, value1, value2), tl.where(first, index1, index2)
+
+
 @triton.jit(do_not_specialize=["n_cols", "chunk"])
 def _argmax_kernel(
     x_ptr,  # [R, V] logits (row stride stride_r), unit column stride
@@ -77,19 +83,19 @@ def _argmax_kernel(
     part = tl.program_id(1)
     base = x_ptr + row.to(tl.int64) * stride_r
     cols = tl.arange(0, BLOCK)
-    best = tl.full((), float("-inf"), tl.float32)
-    best_i = tl.full((), 0, tl.int32)
     lo = part * chunk
     hi = tl.minimum(lo + chunk, n_cols)
-    for start in range(lo, hi, BLOCK):
+    best = tl.full((), float("-inf"), tl.float32)
+    best_i = lo
+    for start in range(lo, hi, BLOCK):  # one iteration when the part is one block (decode)
         c = start + cols
         x = tl.load(base + c, mask=c < hi, other=float("-inf")).to(tl.float32)
         x = tl.where(x != x, float("-inf"), x)
-        bm = tl.max(x, axis=0)
-        bi = tl.min(tl.where(x == bm, c, n_cols), axis=0)
-        better = bm > best
-        best_i = tl.where(better, bi, best_i)
-        best = tl.where(better, bm, best)
+        # masked lanes (-inf) sit after the valid ones: the lowest-index tie break never picks them
+        block_max, block_i = tl.max(x, axis=0, return_indices=True, return_indices_tie_break_left=True)
+        better = block_max > best
+        best_i = tl.where(better, start + block_i, best_i)
+        best = tl.where(better, block_max, best)
     if SPLIT:
         n_parts = tl.num_programs(1)
         slot = row * n_parts + part
@@ -100,9 +106,8 @@ def _argmax_kernel(
             ok = p < n_parts
             m = tl.load(pmax_ptr + row * n_parts + p, mask=ok, other=float("-inf"), cache_modifier=".cg")
             i = tl.load(pidx_ptr + row * n_parts + p, mask=ok, other=n_cols, cache_modifier=".cg")
-            top = tl.max(m, axis=0)
-            # parts cover increasing column ranges and keep their lowest index: the lowest index wins ties
-            tl.store(out_ptr + row, tl.min(tl.where(m == top, i, n_cols), axis=0).to(tl.int64))
+            _, winner = tl.reduce((m, i), 0, _max_lowest_index)
+            tl.store(out_ptr + row, winner.to(tl.int64))
             rearm(cnt_ptr + row)
     else:
         tl.store(out_ptr + row, best_i.to(tl.int64))
@@ -222,9 +227,10 @@ class ArgmaxPlan:
     """argmax over the last dim of ``[..., V]`` logits.
 
     Few rows over a large vocabulary (decode: one row of 49k-256k logits) would leave all but a few SMs
-    idle with one program per row, so each row is cut into ``P`` column ranges of at least
-    ``MIN_SPLIT_COLS``, about ``PROGRAMS_PER_SM`` programs per SM in all; the last program of a row to
-    finish merges the row's partials (no second launch).
+    idle with one program per row, so each row is cut into ``P`` column ranges of whole ``BLOCK``s, about
+    ``PROGRAMS_PER_SM`` programs per SM in all: a decode row gets one block per program (128256 columns:
+    63 programs), so each program does one load and one (value, index) reduction. The last program of a
+    row to finish merges the row's partials (no second launch).
     """
 
     def __init__(self, x: torch.Tensor):
@@ -236,7 +242,7 @@ class ArgmaxPlan:
         parts = 1
         if x.is_cuda and can_fuse(x.device):
             target = PROGRAMS_PER_SM * device_info(x.device).sm_count
-            parts = max(1, min(triton.cdiv(n_cols, MIN_SPLIT_COLS), target // max(self.rows, 1)))
+            parts = max(1, min(triton.cdiv(n_cols, block), target // max(self.rows, 1)))
         elif not x.is_cuda:  # the interpreter: a few short parts, so the tests exercise the merge
             parts = max(1, min(4, triton.cdiv(n_cols, block)))
         chunk = triton.cdiv(triton.cdiv(n_cols, parts), block) * block
