@@ -66,6 +66,7 @@ class LoadOptions:
     fused_mlp_decode: Optional[bool] = None
     repack_gguf: bool = False
     fused_decode_attention: bool = True
+    fused_matmul_norm: bool = False
 
 
 REPACK_TYPES = ("Q4_0", "Q4_1")
@@ -129,9 +130,10 @@ def vector(w: Weight, opts: LoadOptions, dtype: torch.dtype = torch.float32) -> 
 class Linear:
     """``y = x @ W.T (+ b)`` on a dense, GGML-block or MLX-affine weight ``W [out, in]``."""
 
-    def __init__(self, weight: Weight, bias: Optional[torch.Tensor] = None):
+    def __init__(self, weight: Weight, bias: Optional[torch.Tensor] = None, fuse_norm: bool = False):
         self.weight = weight
         self.bias = bias
+        self.fuse_norm = fuse_norm  # LoadOptions.fused_matmul_norm
         self.out_features, self.in_features = weight.shape[0], weight.shape[-1]
         if isinstance(weight, DenseWeight):
             self._wt = weight.data  # [out, in]
@@ -154,7 +156,7 @@ class Linear:
         """``add_rms_norm(self(x), residual, weight, eps)`` -> ``(normed, h)``: one launch for a decode row on
         MLX affine 4-bit weights (``mn.quantized_matmul_add_rms_norm``), else the two ops."""
         w = self.weight
-        if isinstance(w, AffineWeight) and self.bias is None:
+        if isinstance(w, AffineWeight) and self.bias is None and self.fuse_norm:
             return mn.quantized_matmul_add_rms_norm(x, w.weight, w.scales, w.biases, residual, weight, eps,
                                                     group_size=w.group_size, bits=w.bits)
         return mn.add_rms_norm(self(x), residual, weight, eps)
@@ -571,7 +573,7 @@ class WeightSource:
         b = None
         if bias or (bias is None and self.has(prefix + ".bias")):
             b = vector(self.raw(prefix + ".bias"), self.opts, self.opts.dtype)
-        return Linear(weight, b)
+        return Linear(weight, b, self.opts.fused_matmul_norm)
 
     def vector(self, name: str, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         return vector(self.raw(name), self.opts, dtype)
