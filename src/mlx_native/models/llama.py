@@ -159,14 +159,14 @@ class LlamaModel(CausalLM):
     def _hidden(self, tokens: torch.Tensor, step: Step) -> torch.Tensor:
         eps = self.config.rms_norm_eps
         h = self.embed(tokens)
-        mlp_hidden = None
-        # every residual add + norm is done by the projection before it (Linear.matmul_add_rms_norm)
+        prev = None  # the previous layer's MLP and its down projection's input
+        # each residual add + norm goes with the projection before it (Linear.matmul_add_rms_norm)
         for i, (attn_norm, attn, mlp_norm, mlp) in enumerate(self.layers):
-            if mlp_hidden is None:
+            if prev is None:
                 x = mn.rms_norm(h, attn_norm, eps)
             else:
-                x, h = self.layers[i - 1][3].down.matmul_add_rms_norm(mlp_hidden, h, attn_norm, eps)
+                x, h = prev[0].down.matmul_add_rms_norm(prev[1], h, attn_norm, eps)
             x, h = attn.o.matmul_add_rms_norm(attn.core(x, step, i), h, mlp_norm, eps)
-            mlp_hidden = mlp.hidden(x)
-        x, _ = self.layers[-1][3].down.matmul_add_rms_norm(mlp_hidden, h, self.norm, eps)
+            prev = (mlp, mlp.hidden(x))
+        x, _ = prev[0].down.matmul_add_rms_norm(prev[1], h, self.norm, eps)
         return x

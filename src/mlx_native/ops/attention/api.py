@@ -160,6 +160,18 @@ def _check_lens_values(op: str, name: str, lens: torch.Tensor, lo: int, hi: Opti
         raise InvalidArgumentError(f"{op}: {name}[{i}] = {int(lens[i])} is out of range; {what}")
 
 
+def _check_decode_lens(kv_lens: torch.Tensor, cap: int, window: int, appended: int) -> None:
+    """``flash_attn_decode``'s kv_lens values (CPU tensors): >= 0, and for a linear cache room for the
+    ``appended`` new tokens (``kv_lens <= capacity`` when nothing is appended)."""
+    if window:
+        _check_lens_values("flash_attn_decode", "kv_lens", kv_lens, 0, None, "expected kv_lens >= 0")
+    elif appended:
+        _check_lens_values("flash_attn_decode", "kv_lens", kv_lens, 0, cap - appended,
+                           f"cache too small: kv_lens + {appended} new tokens must fit in capacity {cap}")
+    else:
+        _check_lens_values("flash_attn_decode", "kv_lens", kv_lens, 0, cap, f"expected 0 <= kv_lens <= capacity {cap}")
+
+
 # --------------------------------------------------------------------------- flash_attn_prefill
 
 def _build_prefill(q, k, v, scale, causal, mask, window, softcap):
@@ -275,9 +287,7 @@ def _flash_attn_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
                        scale: float, window: int, softcap: float) -> torch.Tensor:
     key = (tensor_key(q), tensor_key(k_cache), tensor_key(v_cache), tensor_key(kv_lens), scale, window, softcap)
     plan = _DECODE_PLANS.get(key, q, k_cache, v_cache, kv_lens, scale, window, softcap)
-    cap = k_cache.shape[2]
-    _check_lens_values("flash_attn_decode", "kv_lens", kv_lens, 0, None if window else cap,
-                       f"expected 0 <= kv_lens <= capacity {cap}" if not window else "expected kv_lens >= 0")
+    _check_decode_lens(kv_lens, k_cache.shape[2], window, 0)
     if plan is EMPTY:
         return empty(q.shape, dtype=q.dtype, device=q.device)
     if use_triton("flash_attn_decode", q):
@@ -411,17 +421,10 @@ def _flash_attn_decode_append(q: torch.Tensor, k_cache: torch.Tensor, v_cache: t
            tensor_key(v_new), scale, window, softcap, rope_dims, rope_traditional, rope_base, tensor_key(rope_freqs))
     plan = _APPEND_PLANS.get(key, q, k_cache, v_cache, kv_lens, k_new, v_new, scale, window, softcap, rope_dims,
                              rope_traditional, rope_base, rope_freqs)
-    op, cap, lq = "flash_attn_decode", k_cache.shape[2], q.shape[2]
-    if k_new is None:
-        _check_lens_values(op, "kv_lens", kv_lens, 0, None if window else cap,
-                           f"expected 0 <= kv_lens <= capacity {cap}" if not window else "expected kv_lens >= 0")
-    else:
-        _check_lens_values(op, "kv_lens", kv_lens, 0, None if window else cap - lq,
-                           f"cache too small: kv_lens + {lq} new tokens must fit in capacity {cap}" if not window
-                           else "expected kv_lens >= 0")
+    _check_decode_lens(kv_lens, k_cache.shape[2], window, 0 if k_new is None else q.shape[2])
     if plan is EMPTY:
         return empty(q.shape, dtype=q.dtype, device=q.device)
-    if use_triton(op, q):
+    if use_triton("flash_attn_decode", q):
         return plan(q, k_cache, v_cache, kv_lens, scale, softcap, k_new, v_new, rope_freqs, rope_scale)
     rope = (rope_dims, rope_traditional, rope_base, rope_scale, rope_freqs) if rope_dims else None
     return ref.flash_attn_decode_append(q, k_cache, v_cache, kv_lens, k_new, v_new, scale, window or None,

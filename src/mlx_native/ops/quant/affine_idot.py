@@ -181,6 +181,8 @@ PREFETCH_BELOW_TILES_PER_SM = 4  # register prefetch with fewer row tiles than t
 # and 28.5 for the [2 I, K] mat-vec plus silu_mul.
 IDOT_GLU_BN = 2
 NORM_CHUNK = 1024  # the norm tail walks the row in chunks of this many values
+# the kernel's NORM arguments (residual, weight, normed, counter, eps, weight offset) in plans without the tail
+NO_NORM_ARGS = (0, 0, 0, 0, 0.0, 0.0)
 
 
 def step_warps(k: int) -> int:
@@ -221,7 +223,7 @@ class AffineIdotLaunch(affine_mv.StreamedMvLaunch):
         # gate/up pairs and the norm tail: one program per row tile (no K split)
         target = 1 if act is not None or norm else programs_per_sm * sms
         super().__init__(affine_idot_kernel, n, tiles, k // 8 // step, 1, target, (n, k), constexprs, out_dtype,
-                         device, tail_ints=(0, 0, 0, 0, 0.0, 0.0), num_warps=warps)
+                         device, tail_ints=NO_NORM_ARGS, num_warps=warps)
         self.norm_counter = counters((1,), device) if norm else None
 
     def __call__(self, x, w, s, b, w_up=None, s_up=None, b_up=None) -> torch.Tensor:
@@ -235,6 +237,6 @@ class AffineIdotLaunch(affine_mv.StreamedMvLaunch):
         ``(normed [1, n], h [1, n])``."""
         out = empty((1, self.n), dtype=self.out_dtype, device=self.device)
         normed = empty((1, self.n), dtype=self.out_dtype, device=self.device)
-        self.launch(x, w, s, b, w, s, b, out, out, out, *self.ints[:-6], residual, norm_weight, normed,
-                    self.norm_counter, eps, weight_offset)
+        self.launch(x, w, s, b, w, s, b, out, out, out, *self.ints[:-len(NO_NORM_ARGS)], residual, norm_weight,
+                    normed, self.norm_counter, eps, weight_offset)
         return normed, out
