@@ -90,11 +90,6 @@ CASES += [
      lambda d: (torch.randn(40, 128, device=d), *_qweight(d))),
     ("gather_qmm", lambda x, w, s, b, i: mn.gather_qmm(x, w, s, b, rhs_indices=i),
      lambda d: (torch.randn(3, 1, 1, 128, device=d), *_qweight(d, 4), torch.randint(0, 4, (3, 2), device=d))),
-    ("quantized_matmul_add_rms_norm",  # one row on 4-bit weights: the norm runs in the mat-vec's last program
-     lambda x, w, s, b, r, nw: mn.quantized_matmul_add_rms_norm(x, w, s, b, r, nw, 1e-5),
-     lambda d: (torch.randn(1, 1024, device=d, dtype=torch.bfloat16),
-                *(t.to(torch.bfloat16) if t.is_floating_point() else t for t in _qweight(d, n=96, k=1024)),
-                torch.randn(1, 96, device=d, dtype=torch.bfloat16), torch.rand(96, device=d) + 0.5)),
     ("quantized_embedding", lambda i, w, s, b: mn.quantized_embedding(i, w, s, b, 64, 4),
      lambda d: (torch.randint(0, 40, (2, 3), device=d), *_qweight(d))),
     ("ggml_dequantize", lambda r: mn.ggml_dequantize(r, "Q8_0", (6, 64)), lambda d: (_q8_0_raw(d, 6, 64),)),

@@ -20,8 +20,7 @@ from .ops.attention import KVCache, flash_attn_decode, flash_attn_prefill, kv_ca
 from .ops.ggml import ggml_dequantize, ggml_embedding, ggml_matmul, ggml_to_affine
 from .ops.moe import moe_ggml_matmul, moe_qmm, moe_route, moe_weighted_reduce
 from .ops.norms import add_rms_norm, l2_norm, rms_norm
-from .ops.quant import (dequantize, gather_qmm, quantize, quantized_embedding, quantized_matmul,
-                        quantized_matmul_add_rms_norm)
+from .ops.quant import dequantize, gather_qmm, quantize, quantized_embedding, quantized_matmul
 from .ops.rope import RopeSpec, head_norm_rope, head_norm_rope_qk, rope, rope_multi, rope_qk
 from .ops.sampling import argmax, sample
 from .runtime import current_backend, device_info, use_backend

@@ -793,7 +793,7 @@ def test_mmv_auto_routes_plans(device, monkeypatch):
     assert [type(p).__name__ for p in built] == ["GemvLaunch"]
 
 
-# --------------------------------------------------------------------------- quantized_matmul_add_rms_norm
+# --------------------------------------------------------------------------- the norm handed to the next launch
 
 def _matmul_norm_case(n, k, dtype, device, rows=1, scale_dtype=None):
     wq, s, b = mn.quantize(torch.randn(n, k) * 0.05, 64, 4)
@@ -804,64 +804,136 @@ def _matmul_norm_case(n, k, dtype, device, rows=1, scale_dtype=None):
         (torch.rand(n) + 0.5).to(device)
 
 
-@pytest.mark.parametrize("n,k,dtype,offset", [(96, 1024, torch.bfloat16, 0.0), (100, 1024, torch.float16, 1.0),
-                                               (40, 2048, torch.bfloat16, 1.0)])
-def test_quantized_matmul_add_rms_norm_equals_two_ops(device, monkeypatch, n, k, dtype, offset):
-    """One launch (the mat-vec's last program normalizes, in chunks of 32 here: several, the last partial)
-    against quantized_matmul + add_rms_norm: the same h, normed within an ulp (the sums run in another order)."""
+def test_norm_handoff_bad_input(device):
+    from mlx_native.ops.quant import matmul_norm
+
+    x, wq, s, b, r, nw = _matmul_norm_case(64, 1024, torch.bfloat16, device)
+    op = "matmul_add_rms_norm_handoff"
+    with pytest.raises(mn.InvalidArgumentError, match=f"{op}: residual has shape"):
+        matmul_norm.matmul_add_rms_norm_handoff(x, wq, s, b, r[:, :10], nw)
+    with pytest.raises(mn.InvalidArgumentError, match=f"{op}: weight"):
+        matmul_norm.matmul_add_rms_norm_handoff(x, wq, s, b, r, nw[:10])
+    with pytest.raises(mn.InvalidArgumentError, match=f"{op}: eps"):
+        matmul_norm.matmul_add_rms_norm_handoff(x, wq, s, b, r, nw, 0.0)
+    with pytest.raises(mn.InvalidArgumentError, match=f"{op}: x has 512 features"):
+        matmul_norm.matmul_add_rms_norm_handoff(x[:, :512], wq, s, b, r, nw)
+    hand = matmul_norm.NormHandoff(x, x, torch.ones(4, device=device), 1e-6)  # a "row" of 1024 values
+    with pytest.raises(mn.InvalidArgumentError, match="handoff_matmul: x has 1024 features"):
+        matmul_norm.handoff_matmul(hand, wq[:, :64], s[:, :8], b[:, :8])
+    with pytest.raises(mn.InvalidArgumentError, match="handoff_matmul: the up projection has 32 rows"):
+        matmul_norm.handoff_matmul(hand, wq, s, b, up=(wq[:32], s[:32], b[:32]), activation="silu")
+
+
+def _handoff_case(n, k, n2, dtype, device, glu=False):
+    """A producer ``[n, k]`` (o projection), residual, norm weight and a consumer ``[n2, n]`` (with ``glu`` a
+    gate and an up projection)."""
+    x, wq, s, b, r, nw = _matmul_norm_case(n, k, dtype, device)
+    consumers = []
+    for _ in range(2 if glu else 1):
+        w2, s2, b2 = mn.quantize(torch.randn(n2, n) * 0.05, 64, 4)
+        consumers.append((w2.to(device), s2.to(device=device, dtype=dtype), b2.to(device=device, dtype=dtype)))
+    return x, wq, s, b, r, nw, consumers
+
+
+def _handoff_oracle(x, wq, s, b, r, nw, consumers, eps, offset, act=None):
+    """fp64: h as the two ops round it, then the norm and the consumer(s) in fp64 (dequantized weights)."""
+    y = mn.quantized_matmul(x, wq, s, b)
+    h = mn.add_rms_norm(y, r, nw, eps, weight_offset=offset)[1].double()
+    normed = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * (nw.double() + offset)
+    outs = [normed @ ref.dequantize(*c, 64, 4).double().T for c in consumers]
+    if act is None:
+        return outs[0]
+    return torch.nn.functional.silu(outs[0]) * outs[1]
+
+
+@pytest.mark.parametrize("n2,dtype,offset,glu", [(40, torch.bfloat16, 0.0, False), (36, torch.float16, 1.0, False),
+                                                 (24, torch.bfloat16, 0.0, True)])
+def test_norm_handoff_equals_norm_then_matmul(device, monkeypatch, n2, dtype, offset, glu):
+    """Producer (o projection + residual add, parts of sum h^2) and consumer (qkv or gate/up projection of the
+    normed row, 1 / rms applied last): h as the two ops give it, the consumer's result within the error bar
+    of norm -> quantized_matmul in the same dtype against fp64."""
+    from mlx_native.ops.quant import affine_idot, matmul_norm
+
+    monkeypatch.setattr(affine_idot, "IDOT_BN", 32)  # fewer programs for the interpreter
+    n, k, eps = 1024, 1024, 1e-5
+    x, wq, s, b, r, nw, consumers = _handoff_case(n, k, n2, dtype, device, glu)
+    built = spy_plans(monkeypatch, affine_idot.AffineIdotLaunch)
+    hand = matmul_norm.matmul_add_rms_norm_handoff(x, wq, s, b, r, nw, eps, weight_offset=offset)
+    assert isinstance(hand, matmul_norm.NormHandoff) and hand.parts.shape == (n // 32,)
+    normed2, h2 = mn.add_rms_norm(mn.quantized_matmul(x, wq, s, b), r, nw, eps, weight_offset=offset)
+    assert torch.equal(hand.h, h2), "h = round(round(x W^T) + residual), as the two ops"
+    torch.testing.assert_close(hand.parts.sum(), h2.float().pow(2).sum(), rtol=1e-5, atol=0)
+    act = "silu" if glu else None
+    up = consumers[1] if glu else None
+    out = matmul_norm.handoff_matmul(hand, *consumers[0], up=up, activation=act)
+    assert [(p.launch.constexprs["NORM_OUT"], p.launch.constexprs["NORM_IN"]) for p in built] == [
+        (True, False), (False, False), (False, True)], "producer, the check's matmul, the consumer"
+    base = mn.quantized_matmul(normed2, *consumers[0])
+    if glu:
+        base = mn.silu_mul(base, mn.quantized_matmul(normed2, *consumers[1]))
+    oracle = _handoff_oracle(x, wq, s, b, r, nw, consumers, eps, offset, act)
+    assert out.shape == (1, n2) and out.dtype == dtype
+    assert_error_bar(out, oracle, base, what="handoff consumer")
+
+
+def test_norm_handoff_consumer_that_cannot_take_it_gets_the_normed_row(device, monkeypatch):
+    """A consumer the integer-dot kernel does not take (K = 1024 rows of fp32 scales) runs on hand.normed()."""
+    from mlx_native.ops.quant import matmul_norm
+
     from mlx_native.ops.quant import affine_idot
 
-    monkeypatch.setattr(affine_idot, "NORM_CHUNK", 32)
-    x, wq, s, b, r, nw = _matmul_norm_case(n, k, dtype, device)
-    built = spy_plans(monkeypatch, affine_idot.AffineIdotLaunch)
-    normed, h = mn.quantized_matmul_add_rms_norm(x, wq, s, b, r, nw, 1e-5, weight_offset=offset)
-    assert [p.norm_counter is not None for p in built] == [True], "one row of 4-bit x takes the one-launch kernel"
-    y = mn.quantized_matmul(x, wq, s, b)
-    n2, h2 = mn.add_rms_norm(y, r, nw, 1e-5, weight_offset=offset)
-    assert normed.shape == h.shape == (1, n) and normed.dtype == h.dtype == dtype
-    assert torch.equal(h, h2)
-    eps = torch.finfo(dtype).eps
-    torch.testing.assert_close(normed.float(), n2.float(), rtol=2 * eps, atol=2 * eps)
-    again = mn.quantized_matmul_add_rms_norm(x, wq, s, b, r, nw, 1e-5, weight_offset=offset)  # counter re-armed
-    assert torch.equal(again[0], normed) and torch.equal(again[1], h)
+    monkeypatch.setattr(affine_idot, "IDOT_BN", 32)
+    x, wq, s, b, r, nw, consumers = _handoff_case(1024, 1024, 16, torch.bfloat16, device)
+    hand = matmul_norm.matmul_add_rms_norm_handoff(x, wq, s, b, r, nw, 1e-6)
+    w2, s2, b2 = consumers[0]
+    out = matmul_norm.handoff_matmul(hand, w2, s2.float(), b2.float())
+    normed = mn.add_rms_norm(mn.quantized_matmul(x, wq, s, b), r, nw, 1e-6)[0]
+    want = mn.quantized_matmul(hand.normed(), w2, s2.float(), b2.float())
+    assert torch.equal(out, want)
+    torch.testing.assert_close(hand.normed().float(), normed.float(), rtol=2 ** -7, atol=2 ** -7)
 
 
-@pytest.mark.parametrize("case", ["rows", "fp32 scales", "K not in steps"])
-def test_quantized_matmul_add_rms_norm_falls_back_to_two_ops(device, case):
-    n, k, rows, sd = 64, 1024, 1, None
-    if case == "rows":
-        rows = 3
-    elif case == "fp32 scales":
-        sd = torch.float32
-    else:
-        k = 192
-    x, wq, s, b, r, nw = _matmul_norm_case(n, k, torch.bfloat16, device, rows=rows, scale_dtype=sd)
-    normed, h = mn.quantized_matmul_add_rms_norm(x, wq, s, b, r, nw, 1e-6)
-    n2, h2 = mn.add_rms_norm(mn.quantized_matmul(x, wq, s, b), r, nw, 1e-6)
-    assert torch.equal(normed, n2) and torch.equal(h, h2)
+def test_norm_handoff_not_for_several_rows(device):
+    x, wq, s, b, r, nw = _matmul_norm_case(64, 1024, torch.bfloat16, device, rows=2)
+    from mlx_native.ops.quant import matmul_norm
 
-
-def test_quantized_matmul_add_rms_norm_bad_input(device):
-    x, wq, s, b, r, nw = _matmul_norm_case(64, 1024, torch.bfloat16, device)
-    op = "quantized_matmul_add_rms_norm"
-    with pytest.raises(mn.InvalidArgumentError, match=f"{op}: residual has shape"):
-        mn.quantized_matmul_add_rms_norm(x, wq, s, b, r[:, :10], nw)
-    with pytest.raises(mn.InvalidArgumentError, match=f"{op}: weight"):
-        mn.quantized_matmul_add_rms_norm(x, wq, s, b, r, nw[:10])
-    with pytest.raises(mn.InvalidArgumentError, match=f"{op}: eps"):
-        mn.quantized_matmul_add_rms_norm(x, wq, s, b, r, nw, 0.0)
-    with pytest.raises(mn.InvalidArgumentError, match=f"{op}: x has 512 features"):
-        mn.quantized_matmul_add_rms_norm(x[:, :512], wq, s, b, r, nw)
+    assert matmul_norm.matmul_add_rms_norm_handoff(x, wq, s, b, r, nw) is None
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n,k", [(4096, 4096), (4096, 14336), (2048, 5120)])
-def test_gpu_quantized_matmul_add_rms_norm_real_sizes(n, k):
-    """Llama-3-8B's o and down projections (and a 2048-wide model) with the norm in the mat-vec launch."""
-    x, wq, s, b, r, nw = _matmul_norm_case(n, k, torch.bfloat16, "cuda")
-    normed, h = mn.quantized_matmul_add_rms_norm(x, wq, s, b, r, nw, 1e-5)
-    n2, h2 = mn.add_rms_norm(mn.quantized_matmul(x, wq, s, b), r, nw, 1e-5)
-    assert torch.equal(h, h2)
-    torch.testing.assert_close(normed.float(), n2.float(), rtol=2 ** -7, atol=2 ** -7)
-    for _ in range(3):  # replays start from a re-armed counter
-        assert torch.equal(mn.quantized_matmul_add_rms_norm(x, wq, s, b, r, nw, 1e-5)[1], h)
+@pytest.mark.parametrize("n,k,n2,glu", [(4096, 4096, 6144, False), (4096, 14336, 6144, False),
+                                        (4096, 4096, 14336, True), (2048, 5120, 8192, True)])
+def test_gpu_norm_handoff_real_sizes(n, k, n2, glu):
+    """Llama-3-8B's o -> gate/up and down -> qkv handoffs (and a 2048-wide model) against the fp64 oracle, with
+    norm -> quantized_matmul in bf16 as the error bar."""
+    from mlx_native.ops.quant import matmul_norm
+
+    x, wq, s, b, r, nw, consumers = _handoff_case(n, k, n2, torch.bfloat16, "cuda", glu)
+    hand = matmul_norm.matmul_add_rms_norm_handoff(x, wq, s, b, r, nw, 1e-5)
+    normed2, h2 = mn.add_rms_norm(mn.quantized_matmul(x, wq, s, b), r, nw, 1e-5)
+    assert torch.equal(hand.h, h2)
+    act = "silu" if glu else None
+    out = matmul_norm.handoff_matmul(hand, *consumers[0], up=consumers[1] if glu else None, activation=act)
+    base = mn.quantized_matmul(normed2, *consumers[0])
+    if glu:
+        base = mn.silu_mul(base, mn.quantized_matmul(normed2, *consumers[1]))
+    oracle = _handoff_oracle(x, wq, s, b, r, nw, consumers, 1e-5, 0.0, act)
+    assert_error_bar(out, oracle.to(out.device), base, what="handoff consumer")
+    for _ in range(2):  # no state between calls
+        again = matmul_norm.handoff_matmul(matmul_norm.matmul_add_rms_norm_handoff(x, wq, s, b, r, nw, 1e-5),
+                                           *consumers[0], up=consumers[1] if glu else None, activation=act)
+        assert torch.equal(again, out)
+
+
+@pytest.mark.gpu
+def test_gpu_reference_backend_on_cuda_uint32_weights():
+    """MLX_NATIVE_BACKEND=reference with CUDA tensors: the embedding lookup and matmul on uint32 words (torch has
+    no uint32 index kernel on CUDA) equal the kernels' results."""
+    wq, s, b = (t.cuda() for t in mn.quantize(torch.randn(100, 256), 64, 4))
+    ids = torch.tensor([[3, 99, 0]], device="cuda")
+    x = randn(2, 256, device="cuda")
+    with mn.use_backend("reference"):
+        e_ref = mn.quantized_embedding(ids, wq, s, b)
+        y_ref = mn.quantized_matmul(x, wq, s, b)
+    assert torch.equal(e_ref, mn.quantized_embedding(ids, wq, s, b))
+    torch.testing.assert_close(y_ref, mn.quantized_matmul(x, wq, s, b), rtol=1e-3, atol=1e-3)

@@ -160,13 +160,14 @@ class LlamaModel(CausalLM):
         eps = self.config.rms_norm_eps
         h = self.embed(tokens)
         prev = None  # the previous layer's MLP and its down projection's input
-        # each residual add + norm goes with the projection before it (Linear.matmul_add_rms_norm)
+        # each residual add + norm goes with the projection before it and (handoff) the one after it
+        # (Linear.matmul_add_rms_norm); the last one feeds the head
         for i, (attn_norm, attn, mlp_norm, mlp) in enumerate(self.layers):
             if prev is None:
                 x = mn.rms_norm(h, attn_norm, eps)
             else:
-                x, h = prev[0].down.matmul_add_rms_norm(prev[1], h, attn_norm, eps)
-            x, h = attn.o.matmul_add_rms_norm(attn.core(x, step, i), h, mlp_norm, eps)
+                x, h = prev[0].down.matmul_add_rms_norm(prev[1], h, attn_norm, eps, handoff=True)
+            x, h = attn.o.matmul_add_rms_norm(attn.core(x, step, i), h, mlp_norm, eps, handoff=True)
             prev = (mlp, mlp.hidden(x))
         x, _ = prev[0].down.matmul_add_rms_norm(prev[1], h, self.norm, eps)
         return x

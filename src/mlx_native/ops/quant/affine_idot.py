@@ -23,11 +23,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.arrival import arrive_last, rearm
 from ...kernels.idot import chunk_scale, word_idot, word_pairs
-from ...kernels.norm_tail import add_rms_norm_tail
+from ...kernels.norm_handoff import handoff_rstd, handoff_store
 from .affine_mv import row_tile
-from .qmm import store_result
+from .qmm import run_split, store_result
 
 
 @triton.jit
@@ -103,14 +102,14 @@ def affine_idot_kernel(
     part_ptr,  # [split, N] fp32 partials (SPLIT_K)
     cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters (FUSE)
     N, K, steps_per_split,
-    res_ptr, nw_ptr, normed_ptr,  # NORM: [N] residual, [N] norm weight, [N] normed output
-    ncnt_ptr,  # NORM: int32 arrival counter of the launch, zero between launches
-    eps, w_offset,  # NORM
+    res_ptr, nw_ptr, scaled_ptr,  # NORM_OUT: [N] residual, [N] norm weight, [N] h * (weight + w_offset)
+    parts_ptr,  # NORM_OUT: [tiles] fp32 sums of h^2 (written); NORM_IN: [NPARTS] (read)
+    eps, w_offset,  # NORM_IN / NORM_OUT
     STRIDE_W: tl.constexpr, STRIDE_S: tl.constexpr, BN: tl.constexpr, CH: tl.constexpr, GS: tl.constexpr,
     EVEN_N: tl.constexpr, PREFETCH: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ASM: tl.constexpr,
     HAS_UP: tl.constexpr = False, ACT: tl.constexpr = 0,
-    NORM: tl.constexpr = False,  # the last program turns out into h = out + residual and writes rms_norm(h)
-    NORM_CHUNK: tl.constexpr = 1, NORM_CHUNKS: tl.constexpr = 1,
+    NORM_OUT: tl.constexpr = False,  # hand off a norm: out = h = out + residual, normed = h * w, parts of sum(h^2)
+    NORM_IN: tl.constexpr = False, PARTS: tl.constexpr = 1, NPARTS: tl.constexpr = 1,  # x is a handed-off h * w
 ):
     """Steps of ``4 * CH`` words; ``K / 8`` is a whole number of steps and of ``steps_per_split``."""
     pid_n = tl.program_id(0)
@@ -129,6 +128,8 @@ def affine_idot_kernel(
     SSTEP: tl.constexpr = STEP * 8 // GS  # scale groups of a row per loop step
     acc = tl.zeros([CH, 2 * BN if HAS_UP else BN], dtype=tl.float32)
     w, S, B = _tiles(w_ptr, s_ptr, b_ptr, wu_ptr, su_ptr, bu_ptr, w_off + i_lo * STEP, s_off + i_lo * SSTEP, HAS_UP)
+    if NORM_IN:  # read while the first weights are in flight
+        rstd = handoff_rstd(parts_ptr, K, eps, PARTS, NPARTS)
     if PREFETCH:
         for i in range(i_lo, i_hi):
             nxt = tl.minimum(i + 1, i_hi - 1)  # the last step reloads itself
@@ -147,12 +148,15 @@ def affine_idot_kernel(
     res_up = res
     if HAS_UP:
         res, res_up = tl.split(tl.reshape(res, (BN, 2)))
-    store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res_up,
-                 pid_n * BN + tl.arange(0, BN).to(tl.int64), row_ok, N, SPLIT_K, FUSE, HAS_UP, ACT)
-    if NORM:  # no K split: every program wrote its rows (kernels/norm_tail.py)
-        if arrive_last(ncnt_ptr, tl.num_programs(0)):
-            add_rms_norm_tail(out_ptr, res_ptr, nw_ptr, normed_ptr, N, eps, w_offset, NORM_CHUNK, NORM_CHUNKS)
-            rearm(ncnt_ptr)
+    if NORM_IN:  # the norm's 1 / rms is a factor of the whole (linear) product
+        res = res * rstd
+        res_up = res_up * rstd
+    offs = pid_n * BN + tl.arange(0, BN).to(tl.int64)
+    if NORM_OUT:  # no K split, no up projection
+        handoff_store(out_ptr, res_ptr, nw_ptr, scaled_ptr, parts_ptr + pid_n, res, offs, row_ok, w_offset)
+    else:
+        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res_up, offs, row_ok, N, SPLIT_K, FUSE,
+                     HAS_UP, ACT)
 
 
 # ----------------------------------------------------------------------------- launch plans
@@ -161,7 +165,6 @@ from typing import Optional  # noqa: E402
 
 import torch  # noqa: E402
 
-from ...kernels.arrival import counters  # noqa: E402
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from ...runtime.memory import empty  # noqa: E402
@@ -180,8 +183,7 @@ PREFETCH_BELOW_TILES_PER_SM = 4  # register prefetch with fewer row tiles than t
 # program, the same 4 rows per tile as a single matrix. K 4096 x I 14336: 25.2 us against 27.1 with 4 + 4 rows
 # and 28.5 for the [2 I, K] mat-vec plus silu_mul.
 IDOT_GLU_BN = 2
-NORM_CHUNK = 1024  # the norm tail walks the row in chunks of this many values
-# the kernel's NORM arguments (residual, weight, normed, counter, eps, weight offset) in plans without the tail
+# the kernel's norm arguments (residual, weight, scaled, parts, eps, weight offset) in plans without a handoff
 NO_NORM_ARGS = (0, 0, 0, 0, 0.0, 0.0)
 
 
@@ -206,7 +208,9 @@ class AffineIdotLaunch(affine_mv.StreamedMvLaunch):
 
     def __init__(self, n: int, k: int, group_size: int, out_dtype: torch.dtype, device, bn: int = 0,
                  warps: int = 0, programs_per_sm: int = 0, prefetch: Optional[bool] = None,
-                 act: Optional[int] = None, norm: bool = False):
+                 act: Optional[int] = None, hand_off: bool = False, take_parts: int = 0):
+        """``hand_off``: the producer of a norm handoff (:meth:`hand_off`); ``take_parts``: a consumer of a handoff
+        with this many parts (:meth:`take`)."""
         bn = bn or (IDOT_BN if act is None else IDOT_GLU_BN)
         warps = warps or step_warps(k)
         programs_per_sm = programs_per_sm or PROGRAMS_PER_SM
@@ -215,28 +219,39 @@ class AffineIdotLaunch(affine_mv.StreamedMvLaunch):
         tiles = triton.cdiv(n, bn)
         if prefetch is None:
             prefetch = tiles < PREFETCH_BELOW_TILES_PER_SM * sms
-        chunk = min(NORM_CHUNK, triton.next_power_of_2(n))
         constexprs = dict(STRIDE_W=k // 8, STRIDE_S=k // group_size, BN=bn, CH=32 * warps, GS=group_size,
                           EVEN_N=n % bn == 0, PREFETCH=prefetch, ASM=not env.settings.triton_interpret,
-                          HAS_UP=act is not None, ACT=act or 0, NORM=norm, NORM_CHUNK=chunk,
-                          NORM_CHUNKS=triton.cdiv(n, chunk))
-        # gate/up pairs and the norm tail: one program per row tile (no K split)
-        target = 1 if act is not None or norm else programs_per_sm * sms
+                          HAS_UP=act is not None, ACT=act or 0, NORM_OUT=hand_off, NORM_IN=take_parts > 0,
+                          PARTS=triton.next_power_of_2(max(take_parts, 1)), NPARTS=max(take_parts, 1))
+        # gate/up pairs and the handoff producer: one program per row tile (no K split)
+        target = 1 if act is not None or hand_off else programs_per_sm * sms
+        self.tiles = tiles
         super().__init__(affine_idot_kernel, n, tiles, k // 8 // step, 1, target, (n, k), constexprs, out_dtype,
                          device, tail_ints=NO_NORM_ARGS, num_warps=warps)
-        self.norm_counter = counters((1,), device) if norm else None
 
     def __call__(self, x, w, s, b, w_up=None, s_up=None, b_up=None) -> torch.Tensor:
         if w_up is None:
             return self.run(x, w, s, b, w, s, b)
         return self.run(x, w, s, b, w_up, s_up, b_up)
 
-    def add_rms_norm(self, x, w, s, b, residual, norm_weight, eps: float,
-                     weight_offset: float) -> tuple[torch.Tensor, torch.Tensor]:
-        """``add_rms_norm(x @ W^T, residual, norm_weight)`` in this one launch (a plan built with ``norm``):
-        ``(normed [1, n], h [1, n])``."""
+    def hand_off(self, x, w, s, b, residual, norm_weight,
+                 weight_offset: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The producer of a norm handoff (a plan built with ``hand_off``; ``kernels/norm_handoff.py``):
+        ``h = x @ W^T + residual`` -> ``(h * (norm_weight + weight_offset) [1, n], h [1, n], parts [tiles])``,
+        ``parts`` fp32 sums of ``h^2``."""
+        h = empty((1, self.n), dtype=self.out_dtype, device=self.device)
+        scaled = empty((1, self.n), dtype=self.out_dtype, device=self.device)
+        parts = empty((self.tiles,), dtype=torch.float32, device=self.device)
+        self.launch(x, w, s, b, w, s, b, h, h, h, *self.ints[:-len(NO_NORM_ARGS)], residual, norm_weight,
+                    scaled, parts, 0.0, weight_offset)
+        return scaled, h, parts
+
+    def take(self, scaled, parts, eps: float, w, s, b, w_up=None, s_up=None, b_up=None) -> torch.Tensor:
+        """The consumer of a norm handoff (a plan built with ``take_parts``): ``rms_norm(h) * weight`` times
+        ``W^T`` (and the up projection's, as :meth:`__call__`) from ``scaled = h * weight`` and ``h``'s parts."""
+        if w_up is None:
+            w_up, s_up, b_up = w, s, b
+        tail = (0, 0, 0, parts, eps, 0.0)
         out = empty((1, self.n), dtype=self.out_dtype, device=self.device)
-        normed = empty((1, self.n), dtype=self.out_dtype, device=self.device)
-        self.launch(x, w, s, b, w, s, b, out, out, out, *self.ints[:-len(NO_NORM_ARGS)], residual, norm_weight,
-                    normed, self.norm_counter, eps, weight_offset)
-        return normed, out
+        return run_split(self.launch, self.splitk, (scaled, w, s, b, w_up, s_up, b_up), out,
+                         (*self.ints[:-len(NO_NORM_ARGS)], *tail))

@@ -206,7 +206,8 @@ def _quantized_embedding(ids: torch.Tensor, w: torch.Tensor, scales: torch.Tenso
     if use_triton("quantized_embedding", w):
         return plan(ids, w, scales, biases)
     flat = ids.reshape(-1)
-    rows = ref.dequantize(w[flat], scales[flat], biases[flat], group_size, bits, dtype=dtype)
+    words = w.view(torch.int32)[flat].view(w.dtype) if w.dtype == torch.uint32 else w[flat]  # no uint32 index_cuda
+    rows = ref.dequantize(words, scales[flat], biases[flat], group_size, bits, dtype=dtype)
     return rows.reshape(plan.out_shape)
 
 
