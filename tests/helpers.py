@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-import mlx.core as mx
 import numpy as np
 import torch
 
@@ -90,10 +89,14 @@ def assert_agrees_with(ours: torch.Tensor, theirs: torch.Tensor, oracle: torch.T
 
 def mlx_array(t: torch.Tensor):
     """A torch float tensor as an MLX array of the same dtype (CPU)."""
+    import mlx.core as mx  # here, not at the top: GPU runs of tests without MLX oracles need no mlx wheel
+
     mx_dtype = {torch.float32: mx.float32, torch.float16: mx.float16, torch.bfloat16: mx.bfloat16}[t.dtype]
     return mx.array(t.detach().cpu().float().numpy()).astype(mx_dtype)
 
 
 def from_mlx(a) -> torch.Tensor:
     """An MLX float array as a float64 torch tensor."""
+    import mlx.core as mx
+
     return torch.from_numpy(np.array(a.astype(mx.float32))).double()
