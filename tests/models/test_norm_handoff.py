@@ -22,15 +22,16 @@ CONFIG = dict(model_type="llama", vocab_size=96, hidden_size=1024, intermediate_
               num_attention_heads=8, num_key_value_heads=2, head_dim=128, rms_norm_eps=1e-5, rope_theta=10000.0,
               max_position_embeddings=64, tie_word_embeddings=False)
 PROMPT, DECODE = 3, 1
+QKV = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
 
 
-def _checkpoint() -> Checkpoint:
+def _checkpoint(qkv_bits: int = 4) -> Checkpoint:
     g = torch.Generator().manual_seed(0)
     h, inter, kvd = CONFIG["hidden_size"], CONFIG["intermediate_size"], 2 * 128
 
-    def mat(rows, cols):
-        wq, s, b = mn.quantize(torch.randn(rows, cols, generator=g) * 0.04, 64, 4)
-        return AffineWeight(wq, s.to(torch.bfloat16), b.to(torch.bfloat16), 64, 4)
+    def mat(rows, cols, bits=4):
+        wq, s, b = mn.quantize(torch.randn(rows, cols, generator=g) * 0.04, 64, bits)
+        return AffineWeight(wq, s.to(torch.bfloat16), b.to(torch.bfloat16), 64, bits)
 
     def norm():
         return DenseWeight(torch.rand(h, generator=g) + 0.5)
@@ -44,7 +45,7 @@ def _checkpoint() -> Checkpoint:
         for n, (r, c) in {"self_attn.q_proj": (h, h), "self_attn.k_proj": (kvd, h), "self_attn.v_proj": (kvd, h),
                           "self_attn.o_proj": (h, h), "mlp.gate_proj": (inter, h), "mlp.up_proj": (inter, h),
                           "mlp.down_proj": (h, inter)}.items():
-            w[f"{p}.{n}.weight"] = mat(r, c)
+            w[f"{p}.{n}.weight"] = mat(r, c, qkv_bits if n in QKV else 4)
     return Checkpoint(path="<random>", format="synthetic", config=CONFIG, weights=w, metadata={}, tokenizer={})
 
 
@@ -82,3 +83,14 @@ def test_decode_with_the_norm_handed_to_the_next_projection(ckpt, device, monkey
     # producers (o, down) and consumers (qkv; gate/up with the activation) were built
     assert {(True, False, False), (False, True, False), (False, True, True)} <= set(kinds), kinds
     assert_error_bar(ours, oracle, base, what="decode logits with the norm handoff")
+
+
+def test_no_handoff_to_projections_that_cannot_take_it():
+    """8-bit q/k/v (the integer-dot mat-vec takes 4-bit rows): the down projection launches the norm before
+    them; the o projection still hands its norm to the 4-bit gate/up pair. Without a handoff nothing does."""
+    model = build_model(_checkpoint(qkv_bits=8), LoadOptions(torch.device("cpu"), torch.bfloat16, True))
+    assert model.handoff == [(False, True)] * CONFIG["num_hidden_layers"]
+    model = build_model(_checkpoint(), LoadOptions(torch.device("cpu"), torch.bfloat16, True))
+    assert model.handoff == [(True, True)] * CONFIG["num_hidden_layers"]
+    model = build_model(_checkpoint(), LoadOptions(torch.device("cpu"), torch.float32, True))
+    assert model.handoff == [(False, False)] * CONFIG["num_hidden_layers"], "fp32 activations: no integer dot"

@@ -129,7 +129,7 @@ def _teacher_forced_logits(model, ids):
 def test_gpu_teacher_forced_agreement(hf_model, dtype):
     """Against transformers in fp32 on the GPU. fp16 activations: the issue's bar (argmax >= 99%,
     cosine >= 0.999). bf16 keeps 8 bits of mantissa, so near-ties flip more often (transformers itself
-    in bf16 measured 96.7% on this text, ours 98.0%): there the bar is transformers-in-bf16's agreement,
+    in bf16 measured 96.7% on this text, ours 97.3-98.0%): there the bar is transformers-in-bf16's agreement,
     measured in the same run, and the same cosine bar."""
     path = _gguf_path()
     model, tok = mn.load(path, device="cuda", dtype=dtype)

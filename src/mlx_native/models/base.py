@@ -164,11 +164,18 @@ class Linear:
             y = y + self.bias
         return y
 
+    def takes_handoff(self, dtype: torch.dtype) -> bool:
+        """A one-row :class:`NormHandoff` of ``dtype`` activations runs in this projection's launch (MLX affine
+        weights the integer-dot mat-vec takes); else the call would first materialize the normed row."""
+        w = self.weight
+        return isinstance(w, AffineWeight) and w.scales.dtype == dtype and w.biases.dtype == dtype and \
+            affine_idot.supports(w.bits, w.group_size, True, dtype, dtype, 1, w.shape[1], w.weight.numel())
+
     def matmul_add_rms_norm(self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
                             handoff: bool = False) -> tuple[Union[torch.Tensor, NormHandoff], torch.Tensor]:
         """``add_rms_norm(self(x), residual, weight, eps)`` -> ``(normed, h)``. For a decode row on MLX affine
-        4-bit weights, with ``handoff`` (the caller feeds ``normed`` to a :class:`Linear` or :class:`GatedMLP`)
-        and ``norm_mode`` "handoff", ``normed`` is a :class:`NormHandoff` that the next projection's launch
+        4-bit weights, with ``handoff`` (the caller feeds ``normed`` to projections whose ``takes_handoff``) and
+        ``norm_mode`` "handoff", ``normed`` is a :class:`NormHandoff` that the next projection's launch
         finishes; else the two ops."""
         w = self.weight
         if isinstance(w, AffineWeight) and self.bias is None:
@@ -250,6 +257,10 @@ class GatedMLP:
             # expert ids of the single "expert", preallocated so decode steps stay graph-capturable
             self._ids = torch.zeros(self.MAX_FUSED_ROWS, 1, dtype=torch.int32, device=w.raw.device if isinstance(
                 w, GGMLWeight) else w.weight.device)
+
+    def takes_handoff(self, dtype: torch.dtype) -> bool:
+        """A one-row :class:`NormHandoff` runs in the fused gate/up launch (see :meth:`Linear.takes_handoff`)."""
+        return self.fused is not None and self.fused[0] == "affine" and self.gate_up.takes_handoff(dtype)
 
     def _act(self, g: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         if self.activation == "silu":

@@ -90,6 +90,10 @@ class LlamaAttention:
                                 scale=rope_scale, freqs=rope_freqs_t)
         self.scale = self.d ** -0.5
 
+    def takes_handoff(self, dtype: torch.dtype) -> bool:
+        """Its q/k/v projections run a one-row :class:`NormHandoff` in their launches."""
+        return all(p.takes_handoff(dtype) for p in ((self.qkv,) if self.qkv is not None else (self.q, self.k, self.v)))
+
     def core(self, x: torch.Tensor, step: Step, layer: int) -> torch.Tensor:
         """The attention output ``[B, L, Hq * D]``, before the o projection (``self.o``: the model runs it
         with the residual add and norm after it)."""
@@ -147,6 +151,9 @@ class LlamaModel(CausalLM):
                 ws.vector(f"{p}.post_attention_layernorm.weight"),
                 LlamaMLP(cfg, ws, f"{p}.mlp"),
             ))
+        # whether the projection before each norm hands it to the projections after it (Linear.matmul_add_rms_norm)
+        self.handoff = [(attn.takes_handoff(opts.dtype), mlp.takes_handoff(opts.dtype))
+                        for _, attn, _, mlp in self.layers]
         self.norm = ws.vector("model.norm.weight")
         if cfg.tie_word_embeddings or not ws.has("lm_head.weight"):
             self.lm_head = Linear(self.embed.weight)
@@ -163,11 +170,12 @@ class LlamaModel(CausalLM):
         # each residual add + norm goes with the projection before it and (handoff) the one after it
         # (Linear.matmul_add_rms_norm); the last one feeds the head
         for i, (attn_norm, attn, mlp_norm, mlp) in enumerate(self.layers):
+            attn_takes, mlp_takes = self.handoff[i]
             if prev is None:
                 x = mn.rms_norm(h, attn_norm, eps)
             else:
-                x, h = prev[0].down.matmul_add_rms_norm(prev[1], h, attn_norm, eps, handoff=True)
-            x, h = attn.o.matmul_add_rms_norm(attn.core(x, step, i), h, mlp_norm, eps, handoff=True)
+                x, h = prev[0].down.matmul_add_rms_norm(prev[1], h, attn_norm, eps, handoff=attn_takes)
+            x, h = attn.o.matmul_add_rms_norm(attn.core(x, step, i), h, mlp_norm, eps, handoff=mlp_takes)
             prev = (mlp, mlp.hidden(x))
         x, _ = prev[0].down.matmul_add_rms_norm(prev[1], h, self.norm, eps)
         return x
