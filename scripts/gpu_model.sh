@@ -4,10 +4,13 @@
 #   MLX_NATIVE_SMOLLM2_GGUF=/path/SmolLM2-135M-Instruct.Q4_1.gguf bash scripts/gpu_model.sh
 #
 # Without MLX_NATIVE_SMOLLM2_GGUF the file is reassembled from parts made with `split`
-# (the 98 MB file does not fit one device call's 64 MiB tree): every file under
-# .model_a/ and .model_b/ named part_* is concatenated in name order and checked
-# against the sha256 below. Carry .model_a in one call and .model_b in the next (the
-# warm machine keeps ignored paths between calls), then run this script.
+# (the 98 MB file does not fit one device call's 64 MiB tree): every file named part_*
+# under .model_a/, .model_b/ or /tmp/smollm2_parts/ is concatenated in name order and
+# checked against the sha256 below. A later call does not keep the ignored paths carried
+# by an earlier one, so: one call carries .model_a and copies it out of the tree
+# (mkdir -p /tmp/smollm2_parts && cp .model_a/part_* /tmp/smollm2_parts/), the next one
+# (within the machine's idle time, 30 s) carries .model_b and a folder .whl_gguf with the
+# gguf wheel (the only wheel these tests need) and runs this script.
 #
 # Writes under $OUT (default /tmp/mlx-native-out): env.txt, smollm2_pytest.log,
 # generate.log, cli_bench.md, model_bench.log and model_bench/ (model_results.json/.md).
@@ -16,17 +19,18 @@ OUT=${OUT:-/tmp/mlx-native-out}
 mkdir -p "$OUT"
 SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 
-if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+if ls .whl*/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl*/*.whl \
     && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONPATH=$PWD/src:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1
 
 if [ -z "${MLX_NATIVE_SMOLLM2_GGUF:-}" ]; then
-  parts=$(ls .model_a/part_* .model_b/part_* 2>/dev/null | sort -t/ -k2)
+  parts=$(for f in .model_a/part_* .model_b/part_* /tmp/smollm2_parts/part_*; do
+             [ -f "$f" ] && echo "$(basename "$f") $f"; done | sort -u -k1,1 | cut -d' ' -f2)
   if [ -z "$parts" ]; then
-    echo "no MLX_NATIVE_SMOLLM2_GGUF and no .model_a/part_* .model_b/part_* parts" >&2
+    echo "no MLX_NATIVE_SMOLLM2_GGUF and no part_* files under .model_a, .model_b or /tmp/smollm2_parts" >&2
     exit 3
   fi
   cat $parts > /tmp/smollm2.gguf
