@@ -271,8 +271,8 @@ def smollm2_rows(gguf_path: str, synthetic: bool, args, rows: list, save=lambda:
     return rows
 
 
-# (fused_decode_attention, matmul_norm) of the 8B-shaped rows: the default first, then what --fused-attn compares
-FUSION_VARIANTS = ((True, "handoff"), (True, "none"), (False, "handoff"))
+# (fused_decode_attention, norm_handoff) of the 8B-shaped rows: the default first, then what --fused-attn compares
+FUSION_VARIANTS = ((True, True), (True, False), (False, True))
 
 
 def llama8b_rows(args, copy_bw: float) -> list[dict]:
@@ -285,7 +285,7 @@ def llama8b_rows(args, copy_bw: float) -> list[dict]:
             ckpt = llama8b_checkpoint(args.layers_8b, kind, torch.device("cuda"))
             model = build_model(ckpt, LoadOptions(torch.device("cuda"), torch.bfloat16, keep_quantized=True,
                                                   fused_mlp_decode=fused, fused_decode_attention=attn,
-                                                  matmul_norm=norm))
+                                                  norm_handoff=norm))
             res = {r["test"]: r for r in bench_model(model, 0, args.n_gen, args.reps)}
             tps = res[f"tg{args.n_gen}"]["tps"]
             weight_bytes = sum(w.nbytes for n, w in ckpt.weights.items() if n != "model.embed_tokens.weight")
@@ -298,12 +298,12 @@ def llama8b_rows(args, copy_bw: float) -> list[dict]:
                              impl="mlx-native", tg=stats(tps), bytes_per_token=weight_bytes + kv_bytes,
                              floor_tps=1 / floor_s, frac_floor=mean * floor_s))
             label = {None: "", False: " unfused MLP", True: " fused MLP"}[fused]
-            label += ("" if attn else " unfused attention") + ("" if norm == "handoff" else f" norm {norm}")
+            label += ("" if attn else " unfused attention") + ("" if norm else " norm launches")
             print(f"[model] 8B-shaped {kind}{label}: tg {mean:.1f} tok/s, floor {1 / floor_s:.1f} tok/s "
                   f"({100 * mean * floor_s:.1f}% of the bandwidth floor)", flush=True)
             if fused is not None or (attn, norm) != FUSION_VARIANTS[0]:
                 rows[-1]["impl"] = (f"mlx-native, LoadOptions(fused_mlp_decode={fused}, fused_decode_attention={attn}, "
-                                    f"matmul_norm={norm!r})")
+                                    f"norm_handoff={norm})")
             if args.profile:
                 rows[-1]["profile"] = profile_decode(model)
                 print_profile(f"8B-shaped {kind}{label}", rows[-1]["profile"])
@@ -363,7 +363,7 @@ def main(argv=None) -> int:
     p.add_argument("--only", default="smollm2,llama8b")
     p.add_argument("--profile", action="store_true", help="kernel breakdown of one eager decode step")
     p.add_argument("--fused-attn", action="store_true",
-                   help="8B-shaped models also with matmul_norm='none' (norm launches) and with "
+                   help="8B-shaped models also with norm_handoff=False (norm launches) and with "
                         "fused_decode_attention=False (RoPE, cache write and attention as three launches)")
     p.add_argument("--fused-mlp", action="store_true",
                    help="also measure SmolLM2 with the fused gate/up+activation decode kernel, and the 8B rows with "

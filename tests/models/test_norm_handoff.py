@@ -1,7 +1,7 @@
-"""Decode steps of a Llama-family model on MLX 4-bit weights with each ``LoadOptions.matmul_norm``.
+"""Decode steps of a Llama-family model on MLX 4-bit weights with and without ``LoadOptions.norm_handoff``.
 
-"handoff" (the default) hands each residual add + RMS norm after an o / down projection to the next
-projection's launch (``kernels/norm_handoff.py``); "none" launches the norm. Oracle: the same weights
+The handoff (the default) gives each residual add + RMS norm after an o / down projection to the next
+projection's launch (``kernels/norm_handoff.py``); without it the norm is launched. Oracle: the same weights
 dequantized, fp32, on the reference path; the handoff's decode logits must sit within the error bar of the
 two-op path in bf16.
 """
@@ -75,7 +75,7 @@ def test_decode_with_the_norm_handed_to_the_next_projection(ckpt, device, monkey
     ids = torch.randint(0, CONFIG["vocab_size"], (1, PROMPT + DECODE), generator=torch.Generator().manual_seed(1))
     with mn.use_backend("reference"):
         oracle = _decode_logits(ckpt, "cpu", torch.float32, False, ids).double()
-    base = _decode_logits(ckpt, device, torch.bfloat16, True, ids, matmul_norm="none")
+    base = _decode_logits(ckpt, device, torch.bfloat16, True, ids, norm_handoff=False)
     built = spy_plans(monkeypatch, affine_idot.AffineIdotLaunch)
     ours = _decode_logits(ckpt, device, torch.bfloat16, True, ids)
     kinds = [(p.launch.constexprs["NORM_OUT"], p.launch.constexprs["NORM_IN"], p.launch.constexprs["HAS_UP"])
@@ -94,3 +94,5 @@ def test_no_handoff_to_projections_that_cannot_take_it():
     assert model.handoff == [(True, True)] * CONFIG["num_hidden_layers"]
     model = build_model(_checkpoint(), LoadOptions(torch.device("cpu"), torch.float32, True))
     assert model.handoff == [(False, False)] * CONFIG["num_hidden_layers"], "fp32 activations: no integer dot"
+    model = build_model(_checkpoint(), LoadOptions(torch.device("cpu"), torch.bfloat16, True, norm_handoff=False))
+    assert model.handoff == [(False, False)] * CONFIG["num_hidden_layers"]

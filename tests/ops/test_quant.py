@@ -878,9 +878,7 @@ def test_norm_handoff_equals_norm_then_matmul(device, monkeypatch, n2, dtype, of
 
 def test_norm_handoff_consumer_that_cannot_take_it_gets_the_normed_row(device, monkeypatch):
     """A consumer the integer-dot kernel does not take (K = 1024 rows of fp32 scales) runs on hand.normed()."""
-    from mlx_native.ops.quant import matmul_norm
-
-    from mlx_native.ops.quant import affine_idot
+    from mlx_native.ops.quant import affine_idot, matmul_norm
 
     monkeypatch.setattr(affine_idot, "IDOT_BN", 32)
     x, wq, s, b, r, nw, consumers = _handoff_case(1024, 1024, 16, torch.bfloat16, device)
@@ -894,9 +892,9 @@ def test_norm_handoff_consumer_that_cannot_take_it_gets_the_normed_row(device, m
 
 
 def test_norm_handoff_not_for_several_rows(device):
-    x, wq, s, b, r, nw = _matmul_norm_case(64, 1024, torch.bfloat16, device, rows=2)
     from mlx_native.ops.quant import matmul_norm
 
+    x, wq, s, b, r, nw = _matmul_norm_case(64, 1024, torch.bfloat16, device, rows=2)
     assert matmul_norm.matmul_add_rms_norm_handoff(x, wq, s, b, r, nw) is None
 
 

@@ -60,11 +60,11 @@ class LoadOptions:
             blocks too (their row lookup would round through the fp16 scales).
         fused_decode_attention: decode steps rotate q and the new k, write the KV
             cache and attend in one launch (``flash_attn_decode(k_new=, rope=)``).
-        matmul_norm: how an o / down projection and the residual add + RMS norm
-            after it run for a decode row on MLX affine 4-bit weights: "handoff"
-            (default) hands the norm to the next projection's launch
-            (``kernels/norm_handoff.py``: no norm launch; 8B-shaped model 2729 against
-            2616 tok/s on the H100); "none" launches ``add_rms_norm``.
+        norm_handoff: for a decode row on MLX affine 4-bit weights, an o / down
+            projection hands the residual add + RMS norm after it to the next
+            projections' launch when they take it (``kernels/norm_handoff.py``: no norm
+            launch; 8B-shaped model 2729 against 2616 tok/s on the H100); False launches
+            ``add_rms_norm``.
     """
 
     device: torch.device
@@ -74,7 +74,7 @@ class LoadOptions:
     fused_mlp_decode: Optional[bool] = None
     repack_gguf: bool = False
     fused_decode_attention: bool = True
-    matmul_norm: str = "handoff"
+    norm_handoff: bool = True
 
 
 REPACK_TYPES = ("Q4_0", "Q4_1")
@@ -138,10 +138,9 @@ def vector(w: Weight, opts: LoadOptions, dtype: torch.dtype = torch.float32) -> 
 class Linear:
     """``y = x @ W.T (+ b)`` on a dense, GGML-block or MLX-affine weight ``W [out, in]``."""
 
-    def __init__(self, weight: Weight, bias: Optional[torch.Tensor] = None, norm_mode: str = "none"):
+    def __init__(self, weight: Weight, bias: Optional[torch.Tensor] = None):
         self.weight = weight
         self.bias = bias
-        self.norm_mode = norm_mode  # LoadOptions.matmul_norm
         self.out_features, self.in_features = weight.shape[0], weight.shape[-1]
         if isinstance(weight, DenseWeight):
             self._wt = weight.data  # [out, in]
@@ -174,16 +173,14 @@ class Linear:
     def matmul_add_rms_norm(self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
                             handoff: bool = False) -> tuple[Union[torch.Tensor, NormHandoff], torch.Tensor]:
         """``add_rms_norm(self(x), residual, weight, eps)`` -> ``(normed, h)``. For a decode row on MLX affine
-        4-bit weights, with ``handoff`` (the caller feeds ``normed`` to projections whose ``takes_handoff``) and
-        ``norm_mode`` "handoff", ``normed`` is a :class:`NormHandoff` that the next projection's launch
-        finishes; else the two ops."""
+        4-bit weights, with ``handoff`` (the caller feeds ``normed`` to projections whose ``takes_handoff``),
+        ``normed`` is a :class:`NormHandoff` that the next projection's launch finishes; else the two ops."""
         w = self.weight
-        if isinstance(w, AffineWeight) and self.bias is None:
-            if handoff and self.norm_mode == "handoff":
-                hand = matmul_add_rms_norm_handoff(x, w.weight, w.scales, w.biases, residual, weight, eps,
-                                                   group_size=w.group_size, bits=w.bits)
-                if hand is not None:
-                    return hand, hand.h
+        if handoff and isinstance(w, AffineWeight) and self.bias is None:
+            hand = matmul_add_rms_norm_handoff(x, w.weight, w.scales, w.biases, residual, weight, eps,
+                                               group_size=w.group_size, bits=w.bits)
+            if hand is not None:
+                return hand, hand.h
         return mn.add_rms_norm(self(x), residual, weight, eps)
 
     @staticmethod
@@ -608,7 +605,7 @@ class WeightSource:
         b = None
         if bias or (bias is None and self.has(prefix + ".bias")):
             b = vector(self.raw(prefix + ".bias"), self.opts, self.opts.dtype)
-        return Linear(weight, b, self.opts.matmul_norm)
+        return Linear(weight, b)
 
     def vector(self, name: str, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         return vector(self.raw(name), self.opts, dtype)

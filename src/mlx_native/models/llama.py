@@ -152,8 +152,8 @@ class LlamaModel(CausalLM):
                 LlamaMLP(cfg, ws, f"{p}.mlp"),
             ))
         # whether the projection before each norm hands it to the projections after it (Linear.matmul_add_rms_norm)
-        self.handoff = [(attn.takes_handoff(opts.dtype), mlp.takes_handoff(opts.dtype))
-                        for _, attn, _, mlp in self.layers]
+        self.handoff = [(opts.norm_handoff and attn.takes_handoff(opts.dtype),
+                         opts.norm_handoff and mlp.takes_handoff(opts.dtype)) for _, attn, _, mlp in self.layers]
         self.norm = ws.vector("model.norm.weight")
         if cfg.tie_word_embeddings or not ws.has("lm_head.weight"):
             self.lm_head = Linear(self.embed.weight)

@@ -103,9 +103,6 @@ def matmul_add_rms_norm_handoff(x: torch.Tensor, w: torch.Tensor, scales: torch.
     return NormHandoff(scaled.view(residual.shape), h.view(residual.shape), parts, eps)
 
 
-TAKE_OP = "handoff_matmul"
-
-
 def _take_plan(hand: NormHandoff, w, scales, biases, group_size, bits, up, act):
     scaled = hand.scaled
     n, k = _validate_qmm(TAKE_OP, scaled, w, scales, biases, True, group_size, bits)

@@ -27,6 +27,7 @@ from ...runtime.plans import EMPTY, PlanCache, tensor_key
 from . import ref
 from .kernel import RopePlan
 
+
 @dataclass(frozen=True)
 class RopeSpec:
     """The rotary embedding another op applies on the fly (``flash_attn_decode(..., rope=)``), with the
