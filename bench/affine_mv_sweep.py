@@ -8,8 +8,14 @@ ops/ggml/q4k_idot.py (row tile, warps, register prefetch, programs per SM) or of
 ops/ggml/q4k_mv.py (row tile, programs per SM) against the routes of ``mn.ggml_matmul`` (default; integer-dot
 off: q4k_mv; both off: word-level kernel).
 
+With ``--rows M1,M2,...`` (instead of ``--kernel``): the multi-row integer-dot kernel (ops/quant/affine_idot_rows.py)
+for those rows of x, its grid of row tile / warps / prefetch / programs per SM, against ``mn.quantized_matmul``'s
+default route, its route with the integer-dot kernels off (the tensor-core ``mmv.py``) and the default route's
+one-row time (the target: within 1.3x of it); this sets ``IDOT_ROWS_MAX`` and the tile. Shapes with K not a
+multiple of 1024 are skipped.
+
     python bench/affine_mv_sweep.py [--out FILE.json] [--quick] [--kernel mv|idot|q4k_idot|q4k_mv|none]
-        [--shapes KxN,...]
+        [--shapes KxN,...] [--rows M1,M2,...]
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import mlx_native as mn  # noqa: E402
 from mlx_native.ops.ggml import formats, q4k_mv  # noqa: E402
 from mlx_native.ops.ggml.q4k_idot import Q4kIdotLaunch  # noqa: E402
 from mlx_native.ops.quant.affine_idot import AffineIdotLaunch  # noqa: E402
+from mlx_native.ops.quant.affine_idot_rows import AffineIdotRowsLaunch  # noqa: E402
 from mlx_native.ops.quant.affine_mv import affine_mv_kernel  # noqa: E402
 from mlx_native.runtime import env, plans  # noqa: E402
 
@@ -126,12 +133,106 @@ def idot_code_check(k, n):
     return counts
 
 
+def rows_code_check(m, k, n):
+    """As :func:`idot_code_check` for the default multi-row plan with ``m`` rows of x (dp2a: 4 per word of a thread
+    and row of x; ld.shared / bar.sync in the loop would be a layout conversion)."""
+    w, s, b = affine_weight(n, k, GS)
+    counts = ptx_counts(AffineIdotRowsLaunch(m, n, k, GS, DT, k, torch.device("cuda")),
+                        torch.randn(m, k, device="cuda", dtype=DT), w.view(torch.int32), s, b)
+    print(f"PTX of the multi-row integer-dot kernel, M{m} K{k} N{n}: {counts}", flush=True)
+    return counts
+
+
 def q4k_idot_code_check(k, n):
     """As :func:`idot_code_check` for the default Q4_K integer-dot plan (dp2a: 32 per chunk and row of a thread)."""
     counts = ptx_counts(Q4kIdotLaunch(n, k, DT, torch.device("cuda")), torch.randn(1, k, device="cuda", dtype=DT),
                         gguf_raw("Q4_K", n, k))
     print(f"PTX of the Q4_K integer-dot kernel at K{k} N{n}: {counts}", flush=True)
     return counts
+
+
+# (BN, warps, prefetch, pps) of the multi-row integer-dot kernel (16-row tiles spill from 3 rows of x, offline SASS)
+ROWS_GRID = [(bn, w, pf, 1) for bn in (4, 8, 16) for w in (1, 2) for pf in (0, 1)]
+ROWS_GRID += [(4, 2, 0, 2), (8, 2, 0, 2), (8, 1, 0, 2)]
+
+
+def rows_launcher(m, n, k, bn, warps, prefetch, pps):
+    """(``f(x, w, s, b)``, split) of the multi-row integer-dot kernel for ``m`` contiguous rows of x in one
+    configuration, or None if the shape does not fit it."""
+    if (k // 8) % (128 * warps):
+        return None
+    plan = AffineIdotRowsLaunch(m, n, k, GS, DT, k, torch.device("cuda"), bn=bn, warps=warps, programs_per_sm=pps,
+                                prefetch=bool(prefetch))
+    return plan, plan.split
+
+
+def rows_sweep(shapes, ms, copy, quick, rows):
+    """``--rows``: per shape, the default route at one row, then per ``m`` the routes and the kernel's grid;
+    appends result dicts to ``rows``."""
+    default_settings = env.settings
+    grid = [g for g in ROWS_GRID if g[3] == 1 and not g[2]] if quick else ROWS_GRID
+    for k, n in shapes:
+        if k % 1024:
+            print(f"K{k} N{n}: K not a multiple of 1024, skipped", flush=True)
+            continue
+        wbytes = affine_bytes(n, k, GS)
+        nsets = max(2, min(16, -(-120_000_000 // wbytes)))
+        weights = [affine_weight(n, k, GS) for _ in range(nsets)]
+        w64 = mn.dequantize(*weights[0], GS, 4).double()
+
+        def base(x, w, s, b):
+            return mn.quantized_matmul(x, w.view(torch.uint32), s, b, transpose=True, group_size=GS, bits=4)
+        env.settings = default_settings
+        plans.clear_all()
+        t_one = common.time_graph(base, [(torch.randn(1, k, device="cuda", dtype=DT), w.view(torch.int32), s, b)
+                                         for w, s, b in weights], 20)
+        rows.append(dict(k=k, n=n, m=1, impl="quantized_matmul (default route)", us=t_one, weight_bytes=wbytes))
+        print(f"K{k:6d} N{n:7d} M 1 default route {t_one:8.2f} us ({wbytes / t_one * 1e6 / copy * 100:5.1f}% copy)",
+              flush=True)
+        for m in ms:
+            sets = [(torch.randn(m, k, device="cuda", dtype=DT), w.view(torch.int32), s, b) for w, s, b in weights]
+            ref = (sets[0][0].double() @ w64.T).float()
+            scale = ref.abs().max().item()
+            times = {}
+            for label, overrides in (("quantized_matmul, MLX_NATIVE_AFFINE_IDOT=0 (mmv)", dict(affine_idot=False)),
+                                     ("quantized_matmul (default route)", {})):
+                env.settings = dataclasses.replace(default_settings, **overrides)
+                plans.clear_all()
+                t = times[label] = common.time_graph(base, sets, 20)
+                err = (base(*sets[0]).float() - ref).abs().max().item() / scale
+                rows.append(dict(k=k, n=n, m=m, impl=label, us=t, weight_bytes=wbytes, rel_err=err))
+                print(f"K{k:6d} N{n:7d} M{m:2d} {label:50s} {t:8.2f} us ({t / t_one:5.2f}x M=1, err {err:.1e})",
+                      flush=True)
+            env.settings = default_settings
+            plans.clear_all()
+            t_mmv, t_route = times.values()
+            best = None
+            for bn, warps, pf, pps in grid:
+                cfg = dict(kernel="affine_idot_rows", bn=bn, warps=warps, prefetch=pf, pps=pps)
+                label = " ".join(f"{key}={val}" for key, val in cfg.items() if key != "kernel")
+                try:
+                    made = rows_launcher(m, n, k, bn, warps, pf, pps)
+                    if made is None:
+                        continue
+                    f, split = made
+                    err = (f(*sets[0]).float() - ref).abs().max().item() / scale
+                    t = common.time_graph(f, sets, 20)
+                except Exception as exc:  # noqa: BLE001 - report and go on
+                    print(f"  {label}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+                    continue
+                rows.append(dict(cfg, k=k, n=n, m=m, impl=cfg["kernel"], split=split, us=t, rel_err=err,
+                                 weight_bytes=wbytes))
+                if best is None or t < best[0]:
+                    best = (t, label, split)
+                print(f"  {label:40s} split{split:3d}  {t:8.2f} us  {t / t_one:5.2f}x M=1  x{t_mmv / t:5.2f} mmv  "
+                      f"err {err:.1e}", flush=True)
+            if best:
+                t = best[0]
+                print(f"BEST K{k} N{n} M{m}: {t:.2f} us ({t / t_one:.2f}x the one-row route, {t_mmv / t:.2f}x mmv, "
+                      f"default route {t_route / t:.2f}x this) {best[1]} split{best[2]}", flush=True)
+            del sets
+        del weights, w64
+        torch.cuda.empty_cache()
 
 
 def main() -> int:
@@ -142,6 +243,8 @@ def main() -> int:
     ap.add_argument("--kernel", choices=("mv", "idot", "q4k_idot", "q4k_mv", "none"), default="mv",
                     help="which kernel's grid to sweep (q4k_*: on GGUF Q4_K weights; none: only the affine routes "
                          "and cuBLAS)")
+    ap.add_argument("--rows", help="rows of x for the multi-row integer-dot kernel, e.g. 2,3,4,8 (instead of "
+                                   "--kernel)")
     args = ap.parse_args()
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     if args.kernel.startswith("q4k"):
@@ -150,6 +253,14 @@ def main() -> int:
     copy = common.copy_bandwidth()
     print(f"copy bandwidth {copy / 1e12:.3f} TB/s", flush=True)
     rows = []
+    if args.rows:
+        ms = [int(v) for v in args.rows.split(",")]
+        for m in ms:
+            rows_code_check(m, 4096, 14336)
+        rows_sweep(shapes, ms, copy, args.quick, rows)
+        if args.out:
+            common.save_json(args.out, dict(copy_bandwidth=copy, rows=rows))
+        return 0
     if args.kernel == "idot":
         idot_code_check(4096, 14336)
         variants = [(dict(kernel="affine_idot", bn=bn, warps=w, prefetch=pf, pps=pps),

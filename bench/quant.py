@@ -31,7 +31,6 @@ from common import Case, Impl  # noqa: E402
 import mlx_native as mn  # noqa: E402
 from mlx_native.ops.ggml import formats  # noqa: E402
 from mlx_native.ops.ggml.kernel import MatmulPlan  # noqa: E402
-from mlx_native.ops.moe.kernel import MoeQmmPlan  # noqa: E402
 from mlx_native.ops.quant import qmm  # noqa: E402
 from mlx_native.ops.quant.kernel import QmmPlan  # noqa: E402
 from mlx_native.ops.quant import ref as qref  # noqa: E402
@@ -184,11 +183,15 @@ def _moe_case(label, e, topk, hidden, inter, tokens):
         return (torch.randn(tokens, hidden, device=common.DEVICE, dtype=DT),
                 torch.randn(tokens, e, device=common.DEVICE, dtype=torch.float32))
 
-    def ours(x, logits):
+    def ours(x, logits):  # route, gate/up, down mixed over the slots: three launches
         ids, w = mn.moe_route(logits, topk)
         h = mn.moe_qmm(x, ids, *gq, w_up=uq[0], scales_up=uq[1], biases_up=uq[2])
-        y = mn.moe_qmm(h, ids, *dq)
-        return mn.moe_weighted_reduce(y, w)
+        return mn.moe_qmm(h, ids, *dq, topk_weights=w)
+
+    def four_launches(x, logits):  # the down projection's slots mixed by moe_weighted_reduce
+        ids, w = mn.moe_route(logits, topk)
+        h = mn.moe_qmm(x, ids, *gq, w_up=uq[0], scales_up=uq[1], biases_up=uq[2])
+        return mn.moe_weighted_reduce(mn.moe_qmm(h, ids, *dq), w)
 
     def torch_bf16(x, logits):
         p = torch.softmax(logits, -1)
@@ -202,21 +205,8 @@ def _moe_case(label, e, topk, hidden, inter, tokens):
         y = torch.bmm(dd.index_select(0, flat), h).squeeze(-1).reshape(tokens, topk, hidden)
         return (y.float() * w.unsqueeze(-1)).sum(1).to(x.dtype)
 
-    impls = {"mlx-native": Impl(ours), "torch bf16 (gather experts + bmm)": Impl(torch_bf16, tolerance=5e-2)}
-    if regime == "decode":
-        def build(x, logits):
-            ids, _ = mn.moe_route(logits, topk)
-            gate_up = MoeQmmPlan(x, ids, *gq, True, 64, 4, "silu", tokens, topk, inter)
-            h = gate_up(x, ids, *gq, *uq)
-            return gate_up, MoeQmmPlan(h, ids, *dq, False, 64, 4, "silu", tokens, topk, hidden)
-
-        def call(plans, x, logits):
-            gate_up, down = plans
-            ids, w = mn.moe_route(logits, topk)
-            h = gate_up(x, ids, *gq, *uq)
-            return mn.moe_weighted_reduce(down(h, ids, *dq, None, None, None), w)
-
-        impls[TWO_KERNEL] = two_kernel_splitk(build, call)
+    impls = {"mlx-native": Impl(ours), "mlx-native[4 launches]": Impl(four_launches),
+             "torch bf16 (gather experts + bmm)": Impl(torch_bf16, tolerance=5e-2)}
     flops = 2 * tokens * topk * 3 * hidden * inter
     return Case("quant", f"moe_ffn_{label}", f"T{tokens} E{e} top{topk} H{hidden} I{inter}", str(DT), regime, nbytes,
                 make, impls, flops=flops)

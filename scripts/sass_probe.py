@@ -6,6 +6,8 @@ of its main loop (the largest backward-branch block).
     python scripts/sass_probe.py affine_mv
     python scripts/sass_probe.py q4k_idot [--bn 4] [--warps 2] [--k 4096] [--prefetch 0]
     python scripts/sass_probe.py q4k_mv [--bn 16]  (4 warps, its 128-word steps)
+    python scripts/sass_probe.py moe_idot [--bn 4] [--warps 2] [--k 2048]  (routed gate/up pair)
+    python scripts/sass_probe.py moe_mix [--bn 4] [--k 768]  (routed down projection mixing 8 slots)
 
 It also prints the kernel's shared memory and local (spill) bytes, and the loop's shared-memory accesses.
 
@@ -30,7 +32,7 @@ BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin"
 
 
 PTR_TYPES = {"x_ptr": "*bf16", "out_ptr": "*bf16", "part_ptr": "*fp32", "cnt_ptr": "*i32", "s_ptr": "*bf16",
-             "b_ptr": "*bf16", "su_ptr": "*bf16", "bu_ptr": "*bf16"}  # other pointers: int32 words
+             "b_ptr": "*bf16", "su_ptr": "*bf16", "bu_ptr": "*bf16", "mix_ptr": "*fp32"}  # others: int32 words
 
 
 def signature_of(fn, constexprs: dict) -> tuple[dict, dict]:
@@ -49,9 +51,9 @@ def compile_sass(fn, constexprs: dict, num_warps: int) -> tuple[str, int, str]:
     """(SASS text, registers per thread, ``cuobjdump -res-usage`` line) of ``fn`` compiled for sm_90."""
     signature, constexprs = signature_of(fn, constexprs)
     sig = dict(signature, **{name: "constexpr" for name in constexprs})
+    # pointers are 16-byte aligned, and so are the int arguments (row lengths, strides) the launches pass
     src = ASTSource(fn, sig, constexprs=constexprs, attrs={(i,): [["tt.divisibility", 16]]
-                                                            for i, (n, t) in enumerate(signature.items())
-                                                            if t.startswith("*")})
+                                                            for i, (n, t) in enumerate(signature.items())})
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps, "num_stages": 1})
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(compiled.asm["cubin"])
@@ -99,7 +101,7 @@ def main_loop(sass: str) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("kernel", choices=("affine_idot", "affine_mv", "q4k_idot", "q4k_mv"))
+    ap.add_argument("kernel", choices=("affine_idot", "affine_mv", "q4k_idot", "q4k_mv", "moe_idot", "moe_mix"))
     ap.add_argument("--bn", type=int, default=8)
     ap.add_argument("--warps", type=int, default=2)
     ap.add_argument("--k", type=int, default=4096)
@@ -123,6 +125,19 @@ def main() -> int:
         const = dict(STRIDE_W=k // 256 * 36, BN=args.bn, CH=32 * warps, EVEN_N=True, PREFETCH=bool(args.prefetch),
                      SPLIT_K=False, FUSE=False, ASM=True)
         codes_per_iter = args.bn * 32 * warps * 64
+    elif args.kernel == "moe_idot":  # the gate/up pair of routed experts, N 768 per expert
+        from mlx_native.ops.moe.idot import moe_idot_kernel as fn
+        const = dict(STRIDE_E=768 * k // 8, STRIDE_SE=768 * k // gs, STRIDE_W=k // 8, STRIDE_S=k // gs, BN=args.bn,
+                     CH=32 * warps, GS=gs, EVEN_N=True, EVEN_K=k % (1024 * warps) == 0, X_DIV=8, HAS_UP=True, ACT=0,
+                     ASM=True)
+        codes_per_iter = 2 * args.bn * 32 * warps * 32
+    elif args.kernel == "moe_mix":  # the mixed down projection of 8 slots, N 2048 per expert
+        from mlx_native.ops.moe.idot import mix_chunks, moe_idot_mix_kernel as fn
+        ch = mix_chunks(k, 8)
+        warps = 8 * ch // 32
+        const = dict(STRIDE_E=2048 * k // 8, STRIDE_SE=2048 * k // gs, STRIDE_W=k // 8, STRIDE_S=k // gs,
+                     BN=args.bn, CH=ch, SLOTS=8, TOPK=8, GS=gs, EVEN_N=True, ASM=True)
+        codes_per_iter = args.bn * 8 * ch * 32
     else:
         from mlx_native.ops.ggml.q4k_mv import Q4K_MAX_WPS, q4k_mv_kernel as fn
         from mlx_native.ops.quant.affine_mv import AMV_WARPS

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import mlx_native as mn
-from helpers import assert_error_bar, randn
+from helpers import assert_error_bar, randn, spy_plans
 from mlx_native.ops.ggml import formats
 from mlx_native.ops.quant import ref as qref
 from test_ggml import crafted_blocks, gguf_values
@@ -40,6 +40,16 @@ def test_route(device, e, k, scoring, dtype):
     ids, w = mn.moe_route(logits.to(device), k, scoring=scoring)
     assert ids.dtype == torch.int32 and w.dtype == torch.float32 and ids.shape == (7, k)
     want_ids, want_w = route_loop(logits, k, scoring, True)
+    assert torch.equal(ids.cpu().long(), want_ids)
+    assert_error_bar(w.cpu(), want_w, want_w.float())
+
+
+@pytest.mark.parametrize("tokens", [3, 70])
+def test_route_ties_rank_and_rounds(device, tokens):
+    """Tied scores go to the lower expert id, for one program of a few rows and for several programs."""
+    logits = torch.randint(-2, 3, (tokens, 32)).float()  # 5 distinct values over 32 experts: many ties
+    ids, w = mn.moe_route(logits.to(device), 6)
+    want_ids, want_w = route_loop(logits, 6, "softmax", True)
     assert torch.equal(ids.cpu().long(), want_ids)
     assert_error_bar(w.cpu(), want_w, want_w.float())
 
@@ -113,6 +123,91 @@ def test_moe_qmm_fused_gate_up(device, activation, tokens):
     gl = _lowp_rows(xr, ids.flatten(), qref.dequantize(gq, gs_, gb, 32, 4))
     ul = _lowp_rows(xr, ids.flatten(), qref.dequantize(uq, us, ub, 32, 4))
     assert_error_bar(out.cpu(), oracle, (act(gl) * ul).reshape(tokens, topk, n))
+
+
+@pytest.fixture
+def moe_idot_plans(monkeypatch):
+    """The routed integer-dot launches (ops/moe/idot.py) built while the test runs."""
+    from mlx_native.ops.moe import idot
+
+    return spy_plans(monkeypatch, idot.MoeIdotLaunch)
+
+
+def _slot_oracles(x, ids, wq, s, b, gs, topk_weights=None):
+    """(fp64 oracle, same-dtype PyTorch result) of moe_qmm, ``[T, top_k, N]`` or mixed ``[T, N]``."""
+    t, k = ids.shape
+    xr = _rows(x, t, k)
+    oracle = per_expert_loop(xr, ids.flatten(), qref.dequantize(wq, s, b, gs, 4, torch.float64, torch.float64))
+    lowp = _lowp_rows(xr, ids.flatten(), qref.dequantize(wq, s, b, gs, 4))
+    oracle, lowp = oracle.reshape(t, k, -1), lowp.reshape(t, k, -1)
+    if topk_weights is None:
+        return oracle, lowp
+    mix = topk_weights.double()[..., None]
+    return (oracle * mix).sum(1), (lowp.float() * topk_weights[..., None]).sum(1).to(x.dtype)
+
+
+@pytest.mark.parametrize("tokens, topk, n, k, gs, dtype, per_slot", [
+    (1, 8, 24, 768, 64, torch.bfloat16, True),  # Qwen3-MoE's down K: a masked 1-warp step
+    (3, 2, 37, 1024, 32, torch.float16, False),  # ragged row tile, x shared by a token's slots
+    (2, 3, 16, 2048, 128, torch.bfloat16, True),  # one whole 2-warp step
+    (1, 4, 8, 4096 + 512, 64, torch.float16, False),  # two 2-warp steps plus a masked one
+])
+def test_moe_qmm_routed_idot(device, moe_idot_plans, tokens, topk, n, k, gs, dtype, per_slot):
+    """A few routed rows of 4-bit experts take the routed integer-dot mat-vec (ops/moe/idot.py): each slot's
+    rows agree with the fp64 per-expert oracle within the error bar."""
+    e = 10
+    wq, s, b = experts_affine(e, n, k, gs, 4, dtype)
+    x = randn(tokens, topk, k, dtype=dtype) if per_slot else randn(tokens, k, dtype=dtype)
+    ids = torch.stack([torch.randperm(e)[:topk] for _ in range(tokens)]).to(torch.int32)
+    out = mn.moe_qmm(x.to(device), ids.to(device), wq.to(device), s.to(device), b.to(device), group_size=gs)
+    assert len(moe_idot_plans) == 1 and out.shape == (tokens, topk, n) and out.dtype == dtype
+    assert_error_bar(out.cpu(), *_slot_oracles(x, ids, wq, s, b, gs))
+
+
+@pytest.mark.parametrize("activation", ["silu", "gelu_tanh"])
+def test_moe_qmm_routed_idot_gate_up(device, moe_idot_plans, activation):
+    """The gate/up pair of routed experts in one integer-dot launch, the activation in its epilogue."""
+    e, n, k, topk, tokens, gs = 5, 21, 1024, 3, 2, 64
+    gq, gs_, gb = experts_affine(e, n, k, gs, 4)
+    uq, us, ub = experts_affine(e, n, k, gs, 4)
+    x = randn(tokens, k, dtype=torch.bfloat16)
+    ids = torch.randint(0, e, (tokens, topk), dtype=torch.int64)
+    out = mn.moe_qmm(x.to(device), ids.to(device), gq.to(device), gs_.to(device), gb.to(device), group_size=gs,
+                     w_up=uq.to(device), scales_up=us.to(device), biases_up=ub.to(device), activation=activation)
+    assert len(moe_idot_plans) == 1
+    act = F.silu if activation == "silu" else (lambda v: F.gelu(v, approximate="tanh"))
+    g64, gl = _slot_oracles(x, ids, gq, gs_, gb, gs)
+    u64, ul = _slot_oracles(x, ids, uq, us, ub, gs)
+    assert_error_bar(out.cpu(), act(g64) * u64, act(gl.float()) * ul.float())
+
+
+@pytest.mark.parametrize("tokens, topk, n, k", [(1, 8, 20, 768), (3, 4, 16, 512)])
+def test_moe_qmm_mixes_slots(device, moe_idot_plans, tokens, topk, n, k):
+    """``topk_weights`` mixes the down projection's slots in the launch (one program sums a token's slots, x
+    scaled by the routing weights): ``[T, N]`` within the error bar of the fp64 mix, deterministic."""
+    e, gs = 9, 64
+    wq, s, b = experts_affine(e, n, k, gs, 4)
+    h = randn(tokens, topk, k, dtype=torch.bfloat16)
+    ids, w = mn.moe_route(randn(tokens, e), topk)
+    args = (h.to(device), ids.to(device), wq.to(device), s.to(device), b.to(device))
+    out = mn.moe_qmm(*args, topk_weights=w.to(device))
+    assert [p.mixes for p in moe_idot_plans] == [True] and out.shape == (tokens, n)
+    assert_error_bar(out.cpu(), *_slot_oracles(h, ids, wq, s, b, gs, w))
+    assert torch.equal(mn.moe_qmm(*args, topk_weights=w.to(device)).cpu(), out.cpu())
+
+
+def test_moe_qmm_topk_weights_other_paths(device):
+    """Paths that do not mix in the launch (8-bit experts, the reference backend) mix afterwards: the same
+    result as moe_weighted_reduce of the unmixed slots."""
+    e, n, k, topk, tokens = 4, 16, 128, 2, 3
+    wq, s, b = [t.to(device) for t in experts_affine(e, n, k, 64, 8)]
+    h = randn(tokens, topk, k, dtype=torch.bfloat16, device=device)
+    ids, w = mn.moe_route(randn(tokens, e, device=device), topk)
+    want = mn.moe_weighted_reduce(mn.moe_qmm(h, ids, wq, s, b, bits=8), w)
+    assert torch.equal(mn.moe_qmm(h, ids, wq, s, b, bits=8, topk_weights=w), want)
+    with mn.use_backend("reference"):
+        ref_mix = mn.moe_qmm(h, ids, wq, s, b, bits=8, topk_weights=w)
+        assert torch.equal(ref_mix, mn.moe_weighted_reduce(mn.moe_qmm(h, ids, wq, s, b, bits=8), w))
 
 
 @pytest.mark.parametrize("name", ["Q4_0", "Q4_K", "Q8_0", "Q6_K", "Q5_0"])
@@ -201,6 +296,12 @@ class TestBadInput:
         with pytest.raises(mn.InvalidArgumentError, match="activation must be one of silu, gelu_tanh"):
             mn.moe_qmm(torch.randn(2, 64), torch.zeros(2, 2, dtype=torch.int32), wq, s, b, w_up=wq, scales_up=s,
                        biases_up=b, activation="relu")
+        with pytest.raises(mn.InvalidArgumentError, match="moe_qmm: topk_weights mixes the down projection's"):
+            mn.moe_qmm(torch.randn(2, 64), torch.zeros(2, 2, dtype=torch.int32), wq, s, b, w_up=wq, scales_up=s,
+                       biases_up=b, topk_weights=torch.rand(2, 2))
+        with pytest.raises(mn.InvalidArgumentError, match=r"moe_qmm: topk_weights has shape \(2, 3\), expected"):
+            mn.moe_qmm(torch.randn(2, 64), torch.zeros(2, 2, dtype=torch.int32), wq, s, b,
+                       topk_weights=torch.rand(2, 3))
         with pytest.raises(mn.UnsupportedDTypeError, match="moe_qmm: expert_ids has dtype float32"):
             mn.moe_qmm(torch.randn(2, 64), torch.zeros(2, 2), wq, s, b)
         with pytest.raises(mn.FormatError, match="moe_ggml_matmul: raw holds 1 Q8_0 blocks"):
@@ -238,6 +339,44 @@ def test_gpu_qwen_moe_shapes(tokens, e, hidden, inter):
     assert_error_bar(h, h_ref.double(), h_ref.to(torch.bfloat16), factor=2.0, atol=2e-2 * h_ref.abs().max().item())
     assert_error_bar(y, y_ref.double(), y_ref.to(torch.bfloat16), factor=2.0, atol=2e-2 * y_ref.abs().max().item())
     assert torch.isfinite(out).all()
+    mixed = mn.moe_qmm(h, ids, dq, ds, db, topk_weights=w)  # the down projection and the mix in one launch
+    want = (y_ref.double() * w.double()[..., None]).sum(1)
+    assert_error_bar(mixed, want, out, factor=2.0, atol=2e-2 * want.abs().max().item())
+
+
+@pytest.mark.gpu
+def test_gpu_moe_idot_graph_replay_and_bad_ids(moe_idot_plans):
+    """The Qwen3-30B-A3B decode FFN (route, gate/up, down + mix: three launches) replayed from a CUDA graph
+    gives the eager bits every time; an expert id out of range gives NaN rows for that slot only (and NaN
+    for its token once mixed)."""
+    e, hidden, inter, topk = 128, 2048, 768, 8
+    gq, gs_, gb = [t.cuda() for t in experts_affine(e, inter, hidden)]
+    uq, us, ub = [t.cuda() for t in experts_affine(e, inter, hidden)]
+    dq, ds, db = [t.cuda() for t in experts_affine(e, hidden, inter)]
+    x = randn(1, hidden, dtype=torch.bfloat16, device="cuda")
+    logits = randn(1, e, device="cuda")
+
+    def ffn():
+        ids, w = mn.moe_route(logits, topk)
+        h = mn.moe_qmm(x, ids, gq, gs_, gb, w_up=uq, scales_up=us, biases_up=ub)
+        return mn.moe_qmm(h, ids, dq, ds, db, topk_weights=w)
+
+    eager = ffn()
+    assert [p.mixes for p in moe_idot_plans] == [False, True]
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = ffn()
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, eager)
+    ids = torch.tensor([[3, 200, 7, 1, 0, 5, 9, 11]], dtype=torch.int32, device="cuda")
+    h = mn.moe_qmm(x, ids, gq, gs_, gb, w_up=uq, scales_up=us, biases_up=ub)
+    assert torch.isnan(h[0, 1]).all() and torch.isfinite(h[0, [0, 2, 3, 4, 5, 6, 7]]).all()
+    h = h.nan_to_num()
+    ok = mn.moe_qmm(h, ids.clamp(max=e - 1), dq, ds, db, topk_weights=torch.rand(1, topk, device="cuda"))
+    assert torch.isfinite(ok).all()
+    assert torch.isnan(mn.moe_qmm(h, ids, dq, ds, db, topk_weights=torch.rand(1, topk, device="cuda"))).all()
 
 
 @pytest.mark.gpu

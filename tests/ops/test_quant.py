@@ -203,11 +203,13 @@ def test_quantized_matmul_tensor_core_decode(device, monkeypatch, m, n, k, gs, d
 
 @pytest.fixture
 def affine_mv_plans(monkeypatch):
-    """The streamed affine mat-vec plans (quant/affine_mv.py, quant/affine_idot.py) built while the test runs."""
-    from mlx_native.ops.quant import affine_idot, affine_mv
+    """The streamed affine mat-vec plans (quant/affine_mv.py, quant/affine_idot.py, quant/affine_idot_rows.py)
+    built while the test runs."""
+    from mlx_native.ops.quant import affine_idot, affine_idot_rows, affine_mv
     from mlx_native.runtime import plans
 
-    yield spy_plans(monkeypatch, affine_mv.AffineMvLaunch, affine_idot.AffineIdotLaunch)
+    yield spy_plans(monkeypatch, affine_mv.AffineMvLaunch, affine_idot.AffineIdotLaunch,
+                    affine_idot_rows.AffineIdotRowsLaunch)
     plans.clear_all()
 
 
@@ -318,6 +320,92 @@ def test_affine_idot_step_rule():
     assert not affine_idot.supports(4, 64, True, torch.bfloat16, torch.bfloat16, 2, 4096, 10)
 
 
+@pytest.fixture
+def rows_up_to_8(monkeypatch):
+    """Route up to 8 rows to the multi-row integer-dot kernel: it takes up to 15 (4 parts), the default route stops
+    at IDOT_ROWS_MAX, where it still beats the tensor-core kernel on the H100."""
+    from mlx_native.ops.quant import affine_idot_rows
+
+    monkeypatch.setattr(affine_idot_rows, "IDOT_ROWS_MAX", 8)
+
+
+@pytest.mark.usefixtures("rows_up_to_8")
+@pytest.mark.parametrize("m, n, k, gs, dtype, prefetch", [
+    (2, 37, 1024, 64, torch.bfloat16, False),  # one part of 2 rows, ragged last row tile
+    (3, 37, 1024, 32, torch.float16, True),  # parts 2 + 1, one x chunk per group
+    (5, 37, 2048, 128, torch.bfloat16, False),  # parts 4 + 1, one 2-warp step, a group spans 4 x chunks
+    (7, 16, 3072, 64, torch.float16, True),  # parts 4 + 2 + 1, three 1-warp steps
+    (8, 37, 2048, 64, torch.float16, True),  # one part of 8 rows
+])
+def test_affine_idot_rows(device, monkeypatch, affine_mv_plans, m, n, k, gs, dtype, prefetch):
+    """2-8 rows of x against 4-bit MLX weights with a bf16/fp16 result take the multi-row integer-dot mat-vec
+    (ops/quant/affine_idot_rows.py), with and without register prefetch: every row within the error bar of the
+    fp64 oracle and agreeing with MLX."""
+    from mlx_native.ops.quant import affine_idot_rows
+
+    monkeypatch.setattr(affine_idot_rows, "PREFETCH_BELOW_ROWS_PER_SM", 10**6 if prefetch else 0)
+    _check_qmm(device, m, n, k, gs, 4, dtype)
+    (plan,) = affine_mv_plans
+    assert type(plan).__name__ == "AffineIdotRowsLaunch" and plan.launch.constexprs["PREFETCH"] is prefetch
+
+
+def test_affine_idot_rows_strided_x(device, affine_mv_plans):
+    """Rows of x inside a wider tensor (row stride K + 24, not a multiple of 16: no 16-byte vector assumed)."""
+    m, n, k, gs = 3, 24, 1024, 64
+    wq, s, b = qweight(n, k, gs, 4, torch.bfloat16)
+    base = randn(m, k + 24, dtype=torch.bfloat16, device=device)
+    x = base[:, 8:8 + k]
+    out = mn.quantized_matmul(x, wq.to(device), s.to(device), b.to(device), group_size=gs).cpu()
+    (plan,) = affine_mv_plans
+    assert type(plan).__name__ == "AffineIdotRowsLaunch" and plan.ints[2] == k + 24
+    xc = x.cpu()
+    assert_error_bar(out, xc.double() @ dequant64(wq, s, b, gs, 4).T, lowp_qmm(xc, wq, s, b, gs, 4))
+
+
+@pytest.mark.usefixtures("rows_up_to_8")
+def test_affine_idot_rows_keep_inf_and_nan_in_their_row(device, affine_mv_plans):
+    """Inf in one row of x and NaN in another (parts 4 + 1) reach exactly their rows' outputs, through the chunks'
+    float sums; the other rows stay finite."""
+    m, n, k, gs = 5, 16, 1024, 64
+    wq, s, b = qweight(n, k, gs, 4, torch.bfloat16)
+    x = randn(m, k, dtype=torch.bfloat16)
+    x[1, 100] = float("inf")
+    x[4, 700] = float("nan")
+    out = mn.quantized_matmul(x.to(device), wq.to(device), s.to(device), b.to(device), group_size=gs).cpu()
+    oracle = x.double() @ dequant64(wq, s, b, gs, 4).T
+    finite = torch.isfinite(oracle)
+    assert not finite[[1, 4]].any() and finite[[0, 2, 3]].all()
+    assert torch.equal(torch.isfinite(out), finite)
+    assert _plan_names(affine_mv_plans) == ["AffineIdotRowsLaunch"]
+
+
+def test_affine_idot_rows_routing(monkeypatch):
+    """The multi-row integer-dot mat-vec takes 2 to IDOT_ROWS_MAX rows that the one-row one would take: not more
+    rows, not an fp32 result, not rows of no whole 1024-value step, not with MLX_NATIVE_AFFINE_IDOT=0. Its rows
+    run as the powers of two of M's binary digits."""
+    from mlx_native.ops.quant import affine_idot_rows as rows
+    from mlx_native.ops.quant.kernel import QmmPlan
+
+    def kind(m, k, out_dtype=torch.bfloat16):
+        n, gs = 24, 64
+        w = torch.zeros(n, k // 8, dtype=torch.int32)
+        s = torch.ones(n, k // gs, dtype=torch.bfloat16)
+        x = torch.zeros(m, k, dtype=torch.bfloat16)
+        return QmmPlan(x, w, s, s, True, gs, 4, n, k, out_dtype).kind
+
+    top = rows.IDOT_ROWS_MAX
+    assert kind(2, 1024) == kind(top, 3072) == "affine_idot_rows" and kind(1, 1024) == "affine_idot"
+    assert kind(top + 1, 1024) != "affine_idot_rows"
+    assert kind(4, 1024, torch.float32) != "affine_idot_rows"
+    assert kind(4, 768) != "affine_idot_rows"
+    assert not rows.supports_rows(4, 64, True, torch.bfloat16, torch.bfloat16, 3, 768, 10)
+    assert not rows.supports_rows(4, 64, True, torch.float32, torch.float32, 3, 1024, 10)
+    assert not rows.supports_rows(8, 64, True, torch.bfloat16, torch.bfloat16, 3, 1024, 10)
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, affine_idot=False))
+    assert kind(4, 1024) != "affine_idot_rows"
+    assert rows.row_parts(7) == (4, 2, 1) and rows.row_parts(8) == (8,) and rows.row_parts(13) == (8, 4, 1)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("nk", [(4096, 4096), (14336, 4096), (4096, 14336), (32000, 4096), (576, 1536)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -337,6 +425,26 @@ def test_gpu_affine_mv_real_sizes(monkeypatch, affine_mv_plans, nk, dtype, idot)
         assert_error_bar(out, x.double() @ w64.T, lowp_qmm(x, wq, s, b, 64, 4))
     expect = "AffineIdotLaunch" if idot and affine_idot.step_warps(k) else "AffineMvLaunch"
     assert _plan_names(affine_mv_plans) == [expect]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kn", [(4096, 4096), (4096, 14336), (14336, 4096)])
+@pytest.mark.parametrize("m", [2, 4, 8])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_gpu_affine_idot_rows_real_sizes(monkeypatch, affine_mv_plans, kn, m, dtype):
+    """Real sizes (K x N) on the GPU through the multi-row integer-dot kernel (``dp2a``), whatever IDOT_ROWS_MAX
+    the sweeps set."""
+    from mlx_native.ops.quant import affine_idot_rows
+
+    monkeypatch.setattr(affine_idot_rows, "IDOT_ROWS_MAX", max(8, affine_idot_rows.IDOT_ROWS_MAX))
+    k, n = kn
+    wq, s, b = qweight(n, k, 64, 4, dtype, device="cuda")
+    w64 = ref.dequantize(wq, s, b, 64, 4, dtype=torch.float64, compute=torch.float64)
+    for _ in range(3):  # repeated calls: the split counters rearm
+        x = randn(m, k, dtype=dtype, device="cuda")
+        out = mn.quantized_matmul(x, wq, s, b)
+        assert_error_bar(out, x.double() @ w64.T, lowp_qmm(x, wq, s, b, 64, 4), what=f"M{m} K{k} N{n}")
+    assert _plan_names(affine_mv_plans) == ["AffineIdotRowsLaunch"]
 
 
 def test_quantized_matmul_m300(device):
@@ -579,20 +687,21 @@ def test_word_gemv_row_tiles_by_format(device, monkeypatch, request):
 
 @pytest.fixture
 def decode_launches(monkeypatch):
-    """The mat-vec launch plans (quant/mmv.py, quant/gemv.py, quant/affine_mv.py, quant/affine_idot.py) built
-    while the test runs, in build order (plans are cleared around it, so cached ones do not hide a build). K is split
-    as far as the shapes allow, whatever the SM (CPU core) count."""
-    from mlx_native.ops.quant import affine_idot, affine_mv, gemv, mmv
+    """The mat-vec launch plans (quant/mmv.py, quant/gemv.py, quant/affine_mv.py, quant/affine_idot.py,
+    quant/affine_idot_rows.py) built while the test runs, in build order (plans are cleared around it, so cached
+    ones do not hide a build). K is split as far as the shapes allow, whatever the SM (CPU core) count."""
+    from mlx_native.ops.quant import affine_idot, affine_idot_rows, affine_mv, gemv, mmv
     from mlx_native.runtime import env, plans
 
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, gguf_mv=False))  # see test_ggml
     built = spy_plans(monkeypatch, mmv.MmvLaunch, gemv.GemvLaunch, affine_mv.AffineMvLaunch,
-                      affine_idot.AffineIdotLaunch)
+                      affine_idot.AffineIdotLaunch, affine_idot_rows.AffineIdotRowsLaunch)
     monkeypatch.setattr(mmv, "PROGRAMS_PER_SM", 64)
     monkeypatch.setattr(gemv, "PROGRAMS_PER_SM", 64)
     monkeypatch.setattr(gemv, "SPLIT_MIN_K", 0)
     monkeypatch.setattr(affine_mv, "PROGRAMS_PER_SM", 64)
     monkeypatch.setattr(affine_idot, "PROGRAMS_PER_SM", 64)
+    monkeypatch.setattr(affine_idot_rows, "PROGRAMS_PER_SM", 64)
     yield built
     plans.clear_all()
 
@@ -701,11 +810,40 @@ def test_ggml_decode_splitk_merged_in_launch(device, decode_launches, splits_out
         assert torch.equal(a, b_)
 
 
+@pytest.mark.usefixtures("rows_up_to_8")
+@pytest.mark.parametrize("m", [3, 7])
+def test_affine_idot_rows_splitk_merged_in_launch(device, decode_launches, splits_outer, monkeypatch, m):
+    """The multi-row integer-dot kernel split over K (2 splits of 256-word steps, 3 row tiles): each part of the
+    rows (3 = 2 + 1, 7 = 4 + 2 + 1) of each row tile has its own counter, and its last split to arrive sums the
+    part's partials in the launch; counters back at zero after each call, bits equal to the 2-kernel path."""
+    from mlx_native.ops.quant.affine_idot_rows import row_parts
+
+    n, k, gs = 20, 4096, 64
+    wq, s, b = qweight(n, k, gs, 4, torch.bfloat16)
+    w64 = dequant64(wq, s, b, gs, 4)
+    xs = [randn(m, k, dtype=torch.bfloat16) for _ in range(3)]
+    calls = [lambda x=x: mn.quantized_matmul(x.to(device), wq.to(device), s.to(device), b.to(device), group_size=gs)
+             for x in xs]
+    fused = []
+    for x, call in zip(xs, calls):
+        fused.append(call().cpu())
+        assert_error_bar(fused[-1], x.double() @ w64.T, lowp_qmm(x, wq, s, b, gs, 4), what=f"M{m}")
+        (plan,) = decode_launches
+        assert type(plan).__name__ == "AffineIdotRowsLaunch"
+        assert plan.split == 2 and plan.splitk.fused and plan.splitk.reduce is None
+        assert plan.splitk.counters.shape == (plan.launch.grid[0] * len(row_parts(m)),)
+        assert not plan.splitk.counters.any(), plan.splitk.counters
+    for a, b_ in zip(fused, two_kernel_outputs(monkeypatch, decode_launches, calls)):
+        assert torch.equal(a, b_)
+
+
 def test_decode_splitk_empty_split(device, decode_launches, splits_outer, monkeypatch):
     """A split with an empty K range (the split rule never makes one: this forces 3 splits of 8 groups
-    over 16) stores zeros and still counts in, so each tile is merged and its counter rearmed."""
+    over 16) stores zeros and still counts in, so each tile is merged and its counter rearmed (mmv: the
+    multi-row integer-dot kernel, which would take these 2 rows, off)."""
     from mlx_native.ops.quant import mmv
 
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, affine_idot=False))
     monkeypatch.setattr(mmv, "split_rule", lambda *args: (3, 8))
     m, n, k = 2, 72, 1024
     wq, s, b = qweight(n, k, 64, 4, torch.bfloat16)

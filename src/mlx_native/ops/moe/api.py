@@ -146,7 +146,7 @@ def _check_activation(op: str, activation: str) -> None:
 
 # --------------------------------------------------------------------------- moe_qmm
 
-def _validate_qmm(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation):
+def _validate_qmm(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation, mix):
     op = "moe_qmm"
     check_format(op, group_size, bits)
     k_feat = check_packed(op, w, scales, biases, group_size, bits)
@@ -164,45 +164,59 @@ def _validate_qmm(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_s
                 raise InvalidArgumentError(f"{op}: {name} has shape {tuple(a.shape)}, expected {tuple(b.shape)}")
         checks.check_same_device(op, "x", x, w_up=w_up)
         _check_activation(op, activation)
+    if mix is not None:
+        if has_up:
+            raise InvalidArgumentError(f"{op}: topk_weights mixes the down projection's slots; it cannot be given "
+                                       f"with w_up (the gate/up pair)")
+        checks.check_tensor(op, "topk_weights", mix)
+        checks.check_same_device(op, "x", x, topk_weights=mix)
+        if mix.shape != ids.shape:
+            raise InvalidArgumentError(
+                f"{op}: topk_weights has shape {tuple(mix.shape)}, expected {tuple(ids.shape)} (expert_ids' shape)")
     return t, k, w.shape[1]
 
 
-def _moe_qmm_plan(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation):
-    t, k, n = _validate_qmm(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation)
+def _moe_qmm_plan(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation, mix):
+    t, k, n = _validate_qmm(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation, mix)
     from .kernel import MoeQmmPlan
 
     contiguous = all(u.is_contiguous() for u in (w, scales, biases, w_up, scales_up, biases_up) if u is not None)
     return MoeQmmPlan(x, ids, w, scales, biases, w_up is not None, group_size, bits, activation, t, k, n,
-                      contiguous=contiguous)
+                      contiguous=contiguous, mix=mix is not None)
 
 
 _QMM_PLANS = PlanCache(_moe_qmm_plan)
 
 
-def _fake_moe_qmm(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation):
-    t, k, n = _validate_qmm(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation)
-    return x.new_empty((t, k, n))
+def _fake_moe_qmm(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation, mix):
+    t, k, n = _validate_qmm(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation, mix)
+    return x.new_empty((t, n) if mix is not None else (t, k, n))
 
 
 @register_op("moe_qmm", fake=_fake_moe_qmm)
 def _moe_qmm(x: torch.Tensor, ids: torch.Tensor, w: torch.Tensor, scales: torch.Tensor, biases: torch.Tensor,
              w_up: Optional[torch.Tensor], scales_up: Optional[torch.Tensor], biases_up: Optional[torch.Tensor],
-             group_size: int, bits: int, activation: str) -> torch.Tensor:
+             group_size: int, bits: int, activation: str, mix: Optional[torch.Tensor]) -> torch.Tensor:
     key = (tensor_key(x), tensor_key(ids), tensor_key(w), tensor_key(scales), tensor_key(biases), tensor_key(w_up),
-           tensor_key(scales_up), tensor_key(biases_up), group_size, bits, activation)
-    plan = _QMM_PLANS.get(key, x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation)
+           tensor_key(scales_up), tensor_key(biases_up), group_size, bits, activation, tensor_key(mix))
+    plan = _QMM_PLANS.get(key, x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation,
+                          mix)
     checks.check_index_range("moe_qmm", "expert_ids", ids, w.shape[0], "experts")
     if plan.empty:
         return empty(plan.out_shape, dtype=x.dtype, device=x.device)
     if use_triton("moe_qmm", x):
-        return plan(x, ids, w, scales, biases, w_up, scales_up, biases_up)
-    return plan.reference(x, ids, w, scales, biases, w_up, scales_up, biases_up)
+        out = plan(x, ids, w, scales, biases, w_up, scales_up, biases_up, mix)
+    else:
+        out = plan.reference(x, ids, w, scales, biases, w_up, scales_up, biases_up)
+    if mix is not None and out.dim() == 3:  # the slots were not mixed in the launch
+        out = _moe_weighted_reduce(out, mix)
+    return out
 
 
 def moe_qmm(x: torch.Tensor, expert_ids: torch.Tensor, w: torch.Tensor, scales: torch.Tensor, biases: torch.Tensor,
             *, group_size: int = 64, bits: int = 4, w_up: Optional[torch.Tensor] = None,
             scales_up: Optional[torch.Tensor] = None, biases_up: Optional[torch.Tensor] = None,
-            activation: str = "silu") -> torch.Tensor:
+            activation: str = "silu", topk_weights: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Expert-routed quantized matmul on MLX-affine experts stacked as ``[E, N, K*bits/32]``.
 
     ``out[t, j] = x[t] @ W[expert_ids[t, j]].T`` (``x [T, K]``, shared by the slots) or
@@ -219,15 +233,18 @@ def moe_qmm(x: torch.Tensor, expert_ids: torch.Tensor, w: torch.Tensor, scales: 
         group_size, bits: the quantization.
         w_up, scales_up, biases_up: optional up projection for the fused gate/up.
         activation: "silu" or "gelu_tanh" (used with ``w_up``).
+        topk_weights: optional ``[T, top_k]`` routing weights (as :func:`moe_route` returns; not with ``w_up``):
+            the slots are mixed, ``out[t] = sum_j topk_weights[t, j] * x[t, j] @ W[expert_ids[t, j]].T`` in
+            fp32, i.e. the down projection and :func:`moe_weighted_reduce` in one launch.
 
     Returns:
-        ``[T, top_k, N]`` in x's dtype.
+        ``[T, top_k, N]`` in x's dtype (``[T, N]`` with ``topk_weights``).
 
     Raises:
         InvalidArgumentError (shapes, ids out of range on CPU), UnsupportedError, UnsupportedDTypeError.
     """
     return _moe_qmm(x, expert_ids, w, scales, biases, w_up, scales_up, biases_up, int(group_size), int(bits),
-                    activation)
+                    activation, topk_weights)
 
 
 # --------------------------------------------------------------------------- moe_ggml_matmul

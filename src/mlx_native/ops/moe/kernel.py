@@ -17,6 +17,7 @@ from ..ggml.kernel import aligned, weight_spec
 from ..ggml import formats
 from ..quant import affine_idot, qmm
 from ..quant.qmm import ACT_CODES, RoutedLaunch, WeightSpec
+from . import idot as moe_idot
 from . import ref
 
 
@@ -30,6 +31,8 @@ def _route_kernel(
     TOPK: tl.constexpr, SIGMOID: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
     BR: tl.constexpr, BE: tl.constexpr, BKP: tl.constexpr,
 ):
+    """``TOPK`` rounds of (max, lowest id among the maxima) per row. (Ranking every expert at once from an
+    ``[E, E]`` table of who beats whom measured slower on the H100: 4.7 against 2.7 us for top-8 of 128.)"""
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
     row_ok = rows < n_rows
     cols = tl.arange(0, BE)
@@ -150,21 +153,33 @@ def _x2d(x: torch.Tensor) -> torch.Tensor:
 
 
 class MoeQmmPlan:
-    def __init__(self, x, ids, w, scales, biases, has_up, group_size, bits, activation, t, k, n, contiguous=False):
+    def __init__(self, x, ids, w, scales, biases, has_up, group_size, bits, activation, t, k, n, contiguous=False,
+                 mix=False):
         self.has_up, self.group_size, self.bits, self.activation = has_up, group_size, bits, activation
         self.t, self.k, self.n = t, k, n
-        self.out_shape = (t, k, n)
+        self.out_shape = (t, n) if mix else (t, k, n)
         self.empty = t * k * n == 0
+        self.kind = "routed"
         if self.empty:
             return
         kf = x.shape[-1]
-        self.dense_glu = (has_up and contiguous and w.shape[0] == 1 and t * k == 1 and qmm.CONFIG_OVERRIDE is None
-                          and affine_idot.supports(bits, group_size, True, x.dtype, x.dtype, 1, kf, w.numel()))
-        if self.dense_glu:  # one expert and one row: a dense gate/up pair, the integer-dot mat-vec
-            self.launch = affine_idot.AffineIdotLaunch(n, kf, group_size, x.dtype, x.device,
-                                                       act=ACT_CODES[activation])
-            return
         x_div = k if x.dim() == 2 else 1
+        fast = contiguous and qmm.CONFIG_OVERRIDE is None
+        act = ACT_CODES[activation] if has_up else None
+        if fast and has_up and w.shape[0] == 1 and t * k == 1 \
+                and affine_idot.supports(bits, group_size, True, x.dtype, x.dtype, 1, kf, w.numel()):
+            # one expert and one row: a dense gate/up pair, the integer-dot mat-vec
+            self.launch = affine_idot.AffineIdotLaunch(n, kf, group_size, x.dtype, x.device, act=act)
+            self.kind = "dense_glu"
+            return
+        if fast and moe_idot.supports(bits, group_size, x.dtype, kf, t * k, w.numel()):
+            self.launch = moe_idot.MoeIdotLaunch(t, k, n, kf, w.shape[0], group_size, x_div, x.dtype, x.device,
+                                                 act=act, mix=mix)
+            self.kind = "idot_mix" if self.launch.mixes else "idot"
+            if not self.launch.mixes:
+                self.out_shape = (t, k, n)  # the caller mixes the slots (x shared by a token's slots)
+            return
+        self.out_shape = (t, k, n)
         spec = WeightSpec(0, 0, bits, group_size, True)
         x2 = _x2d(x)
         strides = (x2.stride(0), w.stride(0), w.stride(1), scales.stride(0), scales.stride(1))
@@ -180,11 +195,17 @@ class MoeQmmPlan:
             if self.has_up else None
         return _finish(g, u, self.has_up, self.activation, self.t, self.k, x.dtype)
 
-    def __call__(self, x, ids, w, scales, biases, w_up, scales_up, biases_up):
+    def __call__(self, x, ids, w, scales, biases, w_up, scales_up, biases_up, mix=None):
+        """The expert matmul, ``[T, top_k, N]``, or ``[T, N]`` when the launch mixed the slots with ``mix``."""
         words = lambda t: t.view(torch.int32) if t is not None and t.dtype == torch.uint32 else t  # noqa: E731
-        if self.dense_glu:  # ids can only be 0 (one expert)
+        if self.kind == "dense_glu":  # ids can only be 0 (one expert)
             return self.launch(_x2d(x), words(w[0]), scales[0], biases[0], words(w_up[0]), scales_up[0],
                                biases_up[0]).view(self.out_shape)
+        if self.kind.startswith("idot"):
+            mix = mix.reshape(-1) if self.kind == "idot_mix" else None
+            out = self.launch(_x2d(x), ids.reshape(-1), words(w), scales, biases, words(w_up), scales_up, biases_up,
+                              mix=mix)
+            return out.view(self.out_shape)
         out = self.launch(_x2d(x), ids.reshape(-1), words(w), scales, biases, words(w_up), scales_up, biases_up)
         return out.view(self.out_shape)
 

@@ -14,7 +14,7 @@ import triton.language as tl
 from ...kernels.launch import Launch
 from ...runtime.memory import empty
 from ..common import next_pow2
-from . import affine_idot, affine_mv, gemv, mmv, qmm
+from . import affine_idot, affine_idot_rows, affine_mv, gemv, mmv, qmm
 from .qmm import QmmLaunch, select_kind, RoutedLaunch, WeightSpec, choose_config
 from .tiles import affine_tile
 
@@ -102,9 +102,12 @@ class EmbeddingPlan:
 
 
 class QmmPlan:
-    """quantized_matmul: one row of 4-bit weights the streamed mat-vec (``affine_mv.py``), other one-row
-    calls the word-level mat-vec, 2-16 rows the tensor-core decode kernel (``mmv.py``, where it measured
-    faster), many rows chunked dequantize + cuBLAS or the tiled kernel."""
+    """quantized_matmul: 4-bit weights and one row of x the streamed mat-vecs (``affine_idot.py`` for a
+    bf16/fp16 result and rows of whole integer-dot steps, else ``affine_mv.py``), 2 to
+    ``affine_idot_rows.IDOT_ROWS_MAX`` rows that the integer-dot kernel would take its multi-row variant
+    (``affine_idot_rows.py``; x rows may be strided); other one-row calls the word-level mat-vec, other calls
+    of 2-16 rows the tensor-core decode kernel (``mmv.py``, where it measured faster), many rows chunked
+    dequantize + cuBLAS or the tiled kernel."""
 
     def __init__(self, x, w, scales, biases, transpose, group_size, bits, n, k, out_dtype):
         self.out_dtype = out_dtype
@@ -140,6 +143,12 @@ class QmmPlan:
                 and qmm.CONFIG_OVERRIDE is None:
             self.launch = affine_idot.AffineIdotLaunch(n, k, group_size, out_dtype, x.device)
             self.kind = "affine_idot"
+            return
+        if affine_idot_rows.supports_rows(bits, group_size, transpose, x.dtype, out_dtype, m, k, w.numel()) \
+                and (m - 1) * x2.stride(0) + k < 2**31 and qmm.CONFIG_OVERRIDE is None:
+            self.launch = affine_idot_rows.AffineIdotRowsLaunch(m, n, k, group_size, out_dtype, x2.stride(0),
+                                                                x.device)
+            self.kind = "affine_idot_rows"
             return
         if affine_mv.supports(bits, group_size, transpose, x.dtype, m, k, w.numel()) and qmm.CONFIG_OVERRIDE is None:
             self.launch = affine_mv.AffineMvLaunch(n, k, group_size, out_dtype, x.device)

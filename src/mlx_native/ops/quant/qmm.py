@@ -690,6 +690,20 @@ class RoutedLaunch:
 
 PREFILL_CUBLAS_MIN_M = 128  # from this many rows, dense tiles go to cuBLAS (see ChunkedPrefill)
 CHUNK_BYTES = 32 << 20  # dequantized bytes per chunk (L2-sized: the GEMM reads them back from L2)
+# ... unless a chunk that small gives cuBLAS fewer than CHUNK_WAVES 128 x 128 output tiles per SM: the M = 1024,
+# K = 14336 GEMMs on 1152-row chunks ran 72 tiles on 132 SMs (0.46x of one bf16 GEMM, session 8)
+CHUNK_WAVES = 2
+MAX_CHUNK_BYTES = 128 << 20  # the workspace never grows past this
+
+
+def chunk_rows(m: int, n: int, row_bytes: int, sms: int) -> int:
+    """Rows of W per chunk of :class:`ChunkedPrefill`: ``CHUNK_BYTES`` of them, or more when that gives the GEMM
+    of ``m`` rows fewer than ``CHUNK_WAVES`` 128 x 128 tiles per SM (up to ``MAX_CHUNK_BYTES``); the ``n`` rows
+    then split into equal chunks, multiples of 64."""
+    fill = triton.cdiv(CHUNK_WAVES * sms, triton.cdiv(m, 128)) * 128
+    rows = min(n, max(CHUNK_BYTES // max(1, row_bytes), fill), MAX_CHUNK_BYTES // max(1, row_bytes))
+    rows = max(64, rows)
+    return min(n, triton.cdiv(triton.cdiv(n, triton.cdiv(n, rows)), 64) * 64)
 
 
 class ChunkedPrefill:
@@ -709,8 +723,8 @@ class ChunkedPrefill:
                  dequant_rows):
         self.m, self.n, self.k = m, n, k
         self.compute_dtype, self.out_dtype, self.device = compute_dtype, out_dtype, device
-        esize = torch.empty((), dtype=compute_dtype).element_size()
-        self.chunk = max(64, min(n, CHUNK_BYTES // max(1, k * esize) // 64 * 64))
+        self.chunk = chunk_rows(m, n, k * torch.empty((), dtype=compute_dtype).element_size(),
+                                device_info(device).sm_count)
         self.dequant_rows = dequant_rows
 
     def __call__(self, x2: torch.Tensor, w_args: tuple) -> torch.Tensor:
