@@ -22,9 +22,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.idot import chunk_scale
 from ...kernels.math import gated_act
-from ..quant.affine_idot import _chunk_dot, _step, _tiles, thread_words
+from ..quant.affine_idot import _step, _tiles, step_x
 from ..quant.affine_mv import row_tile
 
 
@@ -50,19 +49,7 @@ def _masked_step(acc, w, S, B, x_ptr, x_off, x_ok, x_mul, ASM: tl.constexpr):
     x1 = tl.load(x_ptr + x_off + 8, mask=x_ok, other=0.0).to(tl.float32) * x_mul
     x2 = tl.load(x_ptr + x_off + 16, mask=x_ok, other=0.0).to(tl.float32) * x_mul
     x3 = tl.load(x_ptr + x_off + 24, mask=x_ok, other=0.0).to(tl.float32) * x_mul
-    amax = tl.maximum(tl.maximum(tl.max(tl.abs(x0), axis=1), tl.max(tl.abs(x1), axis=1)),
-                      tl.maximum(tl.max(tl.abs(x2), axis=1), tl.max(tl.abs(x3), axis=1)))
-    xsum = (tl.sum(x0, axis=1) + tl.sum(x1, axis=1)) + (tl.sum(x2, axis=1) + tl.sum(x3, axis=1))
-    inv, scale = chunk_scale(amax)
-    w0, w1, w2, w3 = thread_words(w)
-    zero = tl.zeros(acc.shape, dtype=tl.int32)
-    even, odd16 = _chunk_dot(w0, x0, inv, zero, zero, ASM)
-    even, odd16 = _chunk_dot(w1, x1, inv, even, odd16, ASM)
-    even, odd16 = _chunk_dot(w2, x2, inv, even, odd16, ASM)
-    even, odd16 = _chunk_dot(w3, x3, inv, even, odd16, ASM)
-    dot = (even * 16 + odd16).to(tl.float32)
-    acc = tl.fma(S.to(tl.float32) * (scale * 0.0625)[:, None], dot, acc)
-    return tl.fma(B.to(tl.float32), xsum[:, None], acc)
+    return step_x(acc, w, S, B, x0, x1, x2, x3, ASM)
 
 
 @triton.jit

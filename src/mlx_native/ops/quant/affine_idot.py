@@ -30,17 +30,14 @@ from .qmm import run_split, store_result
 
 
 @triton.jit
-def _x_chunks(x_ptr, x_off):
-    """The four words of each thread's x chunk, ``[CH, 8]`` fp32 each, their int16 pairs, scale and sum."""
-    x0 = tl.load(x_ptr + x_off).to(tl.float32)
-    x1 = tl.load(x_ptr + x_off + 8).to(tl.float32)
-    x2 = tl.load(x_ptr + x_off + 16).to(tl.float32)
-    x3 = tl.load(x_ptr + x_off + 24).to(tl.float32)
-    amax = tl.maximum(tl.maximum(tl.max(tl.abs(x0), axis=1), tl.max(tl.abs(x1), axis=1)),
-                      tl.maximum(tl.max(tl.abs(x2), axis=1), tl.max(tl.abs(x3), axis=1)))
-    xsum = (tl.sum(x0, axis=1) + tl.sum(x1, axis=1)) + (tl.sum(x2, axis=1) + tl.sum(x3, axis=1))
+def x_stats(x0, x1, x2, x3):
+    """``(inv, scale, xsum)`` of the x chunks whose four words are ``x0 .. x3`` (fp32, ``[..., 8]``): the int16
+    quantization scales and the float sums, over the last axis."""
+    amax = tl.maximum(tl.maximum(tl.max(tl.abs(x0), axis=-1), tl.max(tl.abs(x1), axis=-1)),
+                      tl.maximum(tl.max(tl.abs(x2), axis=-1), tl.max(tl.abs(x3), axis=-1)))
+    xsum = (tl.sum(x0, axis=-1) + tl.sum(x1, axis=-1)) + (tl.sum(x2, axis=-1) + tl.sum(x3, axis=-1))
     inv, scale = chunk_scale(amax)
-    return x0, x1, x2, x3, inv, scale, xsum
+    return inv, scale, xsum
 
 
 @triton.jit
@@ -63,10 +60,10 @@ def _chunk_dot(w, x, inv, even, odd16, ASM: tl.constexpr):
 
 
 @triton.jit
-def _step(acc, w, S, B, x_ptr, x_off, ASM: tl.constexpr):
+def step_x(acc, w, S, B, x0, x1, x2, x3, ASM: tl.constexpr):
     """``acc [CH, BN]`` + one loop step: words ``w [4 * CH, BN]``, scales / biases ``[CH, BN]`` of each chunk,
-    x at ``x_ptr + x_off``."""
-    x0, x1, x2, x3, inv, scale, xsum = _x_chunks(x_ptr, x_off)
+    the four x words ``x0 .. x3 [CH, 8]`` (fp32) of each chunk."""
+    inv, scale, xsum = x_stats(x0, x1, x2, x3)
     w0, w1, w2, w3 = thread_words(w)
     zero = tl.zeros(acc.shape, dtype=tl.int32)
     even, odd16 = _chunk_dot(w0, x0, inv, zero, zero, ASM)
@@ -76,6 +73,16 @@ def _step(acc, w, S, B, x_ptr, x_off, ASM: tl.constexpr):
     dot = (even * 16 + odd16).to(tl.float32)  # 16 x the chunk's integer dot
     acc = tl.fma(S.to(tl.float32) * (scale * 0.0625)[:, None], dot, acc)
     return tl.fma(B.to(tl.float32), xsum[:, None], acc)
+
+
+@triton.jit
+def _step(acc, w, S, B, x_ptr, x_off, ASM: tl.constexpr):
+    """:func:`step_x` with x at ``x_ptr + x_off`` (``[CH, 8]``: word 0 of each chunk)."""
+    x0 = tl.load(x_ptr + x_off).to(tl.float32)
+    x1 = tl.load(x_ptr + x_off + 8).to(tl.float32)
+    x2 = tl.load(x_ptr + x_off + 16).to(tl.float32)
+    x3 = tl.load(x_ptr + x_off + 24).to(tl.float32)
+    return step_x(acc, w, S, B, x0, x1, x2, x3, ASM)
 
 
 @triton.jit

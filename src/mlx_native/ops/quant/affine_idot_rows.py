@@ -43,8 +43,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.idot import HIGH_NIBBLES, LOW_NIBBLES, chunk_scale, dp2a, pack_pair, round_int
-from .affine_idot import thread_words
+from ...kernels.idot import HIGH_NIBBLES, LOW_NIBBLES, dp2a, pack_pair, round_int
+from .affine_idot import thread_words, x_stats
 from .affine_mv import row_tile
 from .qmm import store_result
 
@@ -52,15 +52,12 @@ from .qmm import store_result
 @triton.jit
 def _x_chunks(x_ptr, x_off):
     """The four words of each thread's x chunk in ``R`` rows, ``[R, CH, 8]`` fp32 each, with the chunks'
-    quantization scales ``inv, scale`` and sums ``[R, CH]`` (``affine_idot._x_chunks`` with a leading axis)."""
+    quantization scales ``inv, scale`` and sums ``[R, CH]`` (``affine_idot.x_stats``)."""
     x0 = tl.load(x_ptr + x_off).to(tl.float32)
     x1 = tl.load(x_ptr + x_off + 8).to(tl.float32)
     x2 = tl.load(x_ptr + x_off + 16).to(tl.float32)
     x3 = tl.load(x_ptr + x_off + 24).to(tl.float32)
-    amax = tl.maximum(tl.maximum(tl.max(tl.abs(x0), axis=2), tl.max(tl.abs(x1), axis=2)),
-                      tl.maximum(tl.max(tl.abs(x2), axis=2), tl.max(tl.abs(x3), axis=2)))
-    xsum = (tl.sum(x0, axis=2) + tl.sum(x1, axis=2)) + (tl.sum(x2, axis=2) + tl.sum(x3, axis=2))
-    inv, scale = chunk_scale(amax)
+    inv, scale, xsum = x_stats(x0, x1, x2, x3)
     return x0, x1, x2, x3, inv, scale, xsum
 
 
