@@ -183,15 +183,13 @@ def _moe_case(label, e, topk, hidden, inter, tokens):
         return (torch.randn(tokens, hidden, device=common.DEVICE, dtype=DT),
                 torch.randn(tokens, e, device=common.DEVICE, dtype=torch.float32))
 
-    def ours(x, logits):  # route, gate/up, down mixed over the slots: three launches
+    def ours(x, logits):  # the whole step: two launches routing in the kernels at decode sizes
+        return mn.moe_ffn(x, logits, topk, gq, uq, dq)
+
+    def three_launches(x, logits):  # route, gate/up, down mixed over the slots
         ids, w = mn.moe_route(logits, topk)
         h = mn.moe_qmm(x, ids, *gq, w_up=uq[0], scales_up=uq[1], biases_up=uq[2])
         return mn.moe_qmm(h, ids, *dq, topk_weights=w)
-
-    def four_launches(x, logits):  # the down projection's slots mixed by moe_weighted_reduce
-        ids, w = mn.moe_route(logits, topk)
-        h = mn.moe_qmm(x, ids, *gq, w_up=uq[0], scales_up=uq[1], biases_up=uq[2])
-        return mn.moe_weighted_reduce(mn.moe_qmm(h, ids, *dq), w)
 
     def torch_bf16(x, logits):
         p = torch.softmax(logits, -1)
@@ -205,7 +203,7 @@ def _moe_case(label, e, topk, hidden, inter, tokens):
         y = torch.bmm(dd.index_select(0, flat), h).squeeze(-1).reshape(tokens, topk, hidden)
         return (y.float() * w.unsqueeze(-1)).sum(1).to(x.dtype)
 
-    impls = {"mlx-native": Impl(ours), "mlx-native[4 launches]": Impl(four_launches),
+    impls = {"mlx-native": Impl(ours), "mlx-native[3 launches]": Impl(three_launches),
              "torch bf16 (gather experts + bmm)": Impl(torch_bf16, tolerance=5e-2)}
     flops = 2 * tokens * topk * 3 * hidden * inter
     return Case("quant", f"moe_ffn_{label}", f"T{tokens} E{e} top{topk} H{hidden} I{inter}", str(DT), regime, nbytes,

@@ -8,6 +8,7 @@ of its main loop (the largest backward-branch block).
     python scripts/sass_probe.py q4k_mv [--bn 16]  (4 warps, its 128-word steps)
     python scripts/sass_probe.py moe_idot [--bn 4] [--warps 2] [--k 2048]  (routed gate/up pair)
     python scripts/sass_probe.py moe_mix [--bn 4] [--k 768]  (routed down projection mixing 8 slots)
+    ... moe_idot / moe_mix --pdl 1: as moe_ffn launches them (programmatic dependent launch)
 
 It also prints the kernel's shared memory and local (spill) bytes, and the loop's shared-memory accesses.
 
@@ -107,6 +108,7 @@ def main() -> int:
     ap.add_argument("--k", type=int, default=4096)
     ap.add_argument("--dump", help="write the SASS here")
     ap.add_argument("--prefetch", type=int, default=1)
+    ap.add_argument("--pdl", type=int, default=0)
     args = ap.parse_args()
     k, gs = args.k, 64
     warps = args.warps
@@ -129,14 +131,14 @@ def main() -> int:
         from mlx_native.ops.moe.idot import moe_idot_kernel as fn
         const = dict(STRIDE_E=768 * k // 8, STRIDE_SE=768 * k // gs, STRIDE_W=k // 8, STRIDE_S=k // gs, BN=args.bn,
                      CH=32 * warps, GS=gs, EVEN_N=True, EVEN_K=k % (1024 * warps) == 0, X_DIV=8, HAS_UP=True, ACT=0,
-                     ASM=True)
+                     ASM=True, PDL=bool(args.pdl))
         codes_per_iter = 2 * args.bn * 32 * warps * 32
     elif args.kernel == "moe_mix":  # the mixed down projection of 8 slots, N 2048 per expert
         from mlx_native.ops.moe.idot import mix_chunks, moe_idot_mix_kernel as fn
         ch = mix_chunks(k, 8)
         warps = 8 * ch // 32
         const = dict(STRIDE_E=2048 * k // 8, STRIDE_SE=2048 * k // gs, STRIDE_W=k // 8, STRIDE_S=k // gs,
-                     BN=args.bn, CH=ch, SLOTS=8, TOPK=8, GS=gs, EVEN_N=True, ASM=True)
+                     BN=args.bn, CH=ch, SLOTS=8, TOPK=8, GS=gs, EVEN_N=True, ASM=True, PDL=bool(args.pdl))
         codes_per_iter = args.bn * 8 * ch * 32
     else:
         from mlx_native.ops.ggml.q4k_mv import Q4K_MAX_WPS, q4k_mv_kernel as fn

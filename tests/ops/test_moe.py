@@ -275,6 +275,96 @@ def test_full_moe_layer_matches_gather_qmm(device):
     torch.testing.assert_close(out.cpu(), want, rtol=1e-4, atol=1e-4)
 
 
+# --------------------------------------------------------------------------- moe_ffn (the whole step)
+
+
+@pytest.fixture
+def ffn_plans(monkeypatch):
+    """The moe_ffn plans built while the test runs (``fused``: the chained launches)."""
+    from mlx_native.ops.moe import kernel
+
+    return spy_plans(monkeypatch, kernel.MoeFfnPlan)
+
+
+def _act(name):
+    return F.silu if name == "silu" else (lambda v: F.gelu(v, approximate="tanh"))
+
+
+def ffn_oracles(x, logits, topk, gate, up, down, gs, activation="silu", scoring="softmax", renormalize=True,
+                bias=None):
+    """(fp64 oracle, same-dtype PyTorch result) of moe_ffn, ``[T, hidden]``: the routing of ``route_loop``,
+    then per slot the gate/up pair, the activation, h in x's dtype (lowp) or fp64, down, and the mix."""
+    ids, w = route_loop(logits, topk, scoring, renormalize, bias)
+    act = _act(activation)
+    g64, gl = _slot_oracles(x, ids, *gate, gs)
+    u64, ul = _slot_oracles(x, ids, *up, gs)
+    h64, hl = act(g64) * u64, (act(gl.float()) * ul.float()).to(x.dtype)
+    oracle = _slot_oracles(h64, ids, *down, gs, w)[0]
+    lowp = _slot_oracles(hl, ids, *down, gs, w.float())[1]
+    return oracle, lowp
+
+
+@pytest.mark.parametrize("tokens, e, topk, hidden, inter, gs, dtype, activation, scoring, renormalize, biased", [
+    (1, 16, 8, 256, 64, 64, torch.bfloat16, "silu", "softmax", True, False),  # top-8, one token
+    (2, 10, 4, 128, 64, 32, torch.float16, "gelu_tanh", "sigmoid", False, True),  # biased sigmoid choice
+    (2, 60, 6, 64, 32, 32, torch.bfloat16, "silu", "sigmoid", True, False),  # E and top_k not powers of two
+])
+def test_moe_ffn_fused(device, ffn_plans, tokens, e, topk, hidden, inter, gs, dtype, activation, scoring,
+                       renormalize, biased):
+    """The fused step (route, gate/up, down with the mix) against the fp64 oracle of route -> gate/up -> down
+    -> mix, within the error bar of the same math in x's dtype."""
+    gate, up = experts_affine(e, inter, hidden, gs, 4, dtype), experts_affine(e, inter, hidden, gs, 4, dtype)
+    down = experts_affine(e, hidden, inter, gs, 4, dtype)
+    x = randn(tokens, hidden, dtype=dtype)
+    logits = randn(tokens, e, scale=2.0)
+    bias = randn(e, scale=0.3) if biased else None
+    dev = lambda ts: tuple(t.to(device) for t in ts)  # noqa: E731
+    out = mn.moe_ffn(x.to(device), logits.to(device), topk, dev(gate), dev(up), dev(down), group_size=gs,
+                     activation=activation, scoring=scoring, renormalize=renormalize,
+                     selection_bias=bias.to(device) if biased else None)
+    assert [p.fused for p in ffn_plans] == [True] and out.shape == (tokens, hidden) and out.dtype == dtype
+    assert_error_bar(out.cpu(), *ffn_oracles(x, logits, topk, gate, up, down, gs, activation, scoring, renormalize,
+                                             bias))
+
+
+def test_moe_ffn_fused_routes_ties_and_batch_dims(device, ffn_plans):
+    """Tied logits go to the lower expert id; leading dims ``[B, S]`` are tokens."""
+    e, topk, hidden, inter, gs = 12, 3, 64, 32, 32
+    gate, up, down = (experts_affine(e, inter, hidden, gs), experts_affine(e, inter, hidden, gs),
+                      experts_affine(e, hidden, inter, gs))
+    x = randn(2, 2, hidden, dtype=torch.bfloat16)
+    logits = torch.randint(-1, 2, (2, 2, e)).float()  # 3 values over 12 experts: many ties
+    dev = lambda ts: tuple(t.to(device) for t in ts)  # noqa: E731
+    out = mn.moe_ffn(x.to(device), logits.to(device), topk, dev(gate), dev(up), dev(down), group_size=gs)
+    assert [p.fused for p in ffn_plans] == [True] and out.shape == (2, 2, hidden)
+    oracle, lowp = ffn_oracles(x.reshape(4, hidden), logits.reshape(4, e), topk, gate, up, down, gs)
+    assert_error_bar(out.cpu().reshape(4, hidden), oracle, lowp)
+
+
+@pytest.mark.parametrize("bits, dtype", [(4, torch.float32), (8, torch.bfloat16)])
+def test_moe_ffn_other_paths_run_the_three_ops(device, ffn_plans, bits, dtype):
+    """Calls the fused launches do not take (fp32 x, 8-bit experts) run moe_route and the two moe_qmm calls:
+    their result, bit for bit."""
+    e, topk, hidden, inter = 6, 2, 64, 128
+    gate, up, down = [tuple(t.to(device) for t in experts_affine(e, n, k, 64, bits))
+                      for n, k in ((inter, hidden), (inter, hidden), (hidden, inter))]
+    x, logits = randn(3, hidden, dtype=dtype).to(device), randn(3, e).to(device)
+    ids, w = mn.moe_route(logits, topk)
+    h = mn.moe_qmm(x, ids, *gate, bits=bits, w_up=up[0], scales_up=up[1], biases_up=up[2])
+    want = mn.moe_qmm(h, ids, *down, bits=bits, topk_weights=w)
+    out = mn.moe_ffn(x, logits, topk, gate, up, down, bits=bits)
+    assert [p.fused for p in ffn_plans] == [False] and torch.equal(out.cpu(), want.cpu())
+
+
+def test_moe_ffn_reference_backend():
+    e, topk, hidden, inter = 5, 2, 64, 64
+    gate, up, down = experts_affine(e, inter, hidden), experts_affine(e, inter, hidden), experts_affine(e, hidden, inter)
+    x, logits = randn(2, hidden, dtype=torch.bfloat16), randn(2, e)
+    with mn.use_backend("reference"):
+        out = mn.moe_ffn(x, logits, topk, gate, up, down)
+    assert_error_bar(out, *ffn_oracles(x, logits, topk, gate, up, down, 64))
+
+
 # --------------------------------------------------------------------------- bad input
 
 
@@ -307,6 +397,27 @@ class TestBadInput:
         with pytest.raises(mn.FormatError, match="moe_ggml_matmul: raw holds 1 Q8_0 blocks"):
             mn.moe_ggml_matmul(torch.randn(1, 64), torch.zeros(1, 1, dtype=torch.int32),
                                torch.zeros(34, dtype=torch.uint8), "Q8_0", (3, 8, 64))
+
+    def test_moe_ffn_args(self):
+        e, hidden, inter = 4, 64, 32
+        gate, up, down = experts_affine(e, inter, hidden, 32), experts_affine(e, inter, hidden, 32), \
+            experts_affine(e, hidden, inter, 32)
+        x, z = torch.randn(2, hidden), torch.randn(2, e)
+        kw = dict(group_size=32)
+        with pytest.raises(mn.InvalidArgumentError, match=r"moe_ffn: down must be a \(w, scales, biases\) triple"):
+            mn.moe_ffn(x, z, 2, gate, up, down[:2], **kw)
+        with pytest.raises(mn.InvalidArgumentError, match=r"moe_ffn: router_logits has shape \(3, 4\); expected"):
+            mn.moe_ffn(x, torch.randn(3, e), 2, gate, up, down, **kw)
+        with pytest.raises(mn.InvalidArgumentError, match=r"moe_route: top_k must be an int"):
+            mn.moe_ffn(x, z, 5, gate, up, down, **kw)
+        with pytest.raises(mn.InvalidArgumentError, match=r"moe_ffn: gate must be \[experts=5, N"):
+            mn.moe_ffn(x, torch.randn(2, 5), 2, gate, up, down, **kw)
+        with pytest.raises(mn.InvalidArgumentError, match=r"moe_ffn: down holds 64 x 64 matrices; expected 64 x 32"):
+            mn.moe_ffn(x, z, 2, gate, up, experts_affine(e, hidden, 64, 32), **kw)
+        with pytest.raises(mn.InvalidArgumentError, match=r"moe_ffn: up: biases has shape"):
+            mn.moe_ffn(x, z, 2, gate, (up[0], up[1], up[2][..., :1]), down, **kw)
+        with pytest.raises(mn.InvalidArgumentError, match="moe_ffn: activation must be one of"):
+            mn.moe_ffn(x, z, 2, gate, up, down, activation="relu", **kw)
 
     def test_route_args(self):
         with pytest.raises(mn.InvalidArgumentError, match=r"moe_route: top_k must be an int in \[1, min\(n_experts, 64\)\] = \[1, 8\], got 9"):
@@ -394,3 +505,44 @@ def test_gpu_moe_ggml_gemma_like(tokens):
                                   activation="gelu_tanh")
     scale = want.abs().max().item()
     assert (out.float() - want).abs().max().item() <= 2e-2 * scale
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tokens", [1, 8, 300])
+def test_gpu_moe_ffn_qwen3_30b(ffn_plans, monkeypatch, tokens):
+    """Qwen3-30B-A3B's FFN step (128 experts, top-8, hidden 2048, intermediate 768): the chained launches (1 and
+    8 tokens; PDL on and off give the same bits, as does a CUDA graph replay) or the three ops (300 tokens),
+    within the error bar of the reference (fp32 math, h in bf16) against fp32 throughout."""
+    from mlx_native.runtime import env, plans
+
+    e, hidden, inter, topk = 128, 2048, 768, 8
+    gate, up, down = [tuple(t.cuda() for t in experts_affine(e, n, k))
+                      for n, k in ((inter, hidden), (inter, hidden), (hidden, inter))]
+    x = randn(tokens, hidden, dtype=torch.bfloat16, device="cuda")
+    logits = randn(tokens, e, device="cuda", scale=2.0)
+    out = mn.moe_ffn(x, logits, topk, gate, up, down)
+    assert [p.fused for p in ffn_plans] == [tokens * topk <= 64]
+    with mn.use_backend("reference"):
+        lowp = mn.moe_ffn(x, logits, topk, gate, up, down)
+        oracle = mn.moe_ffn(x.float(), logits, topk, gate, up, down)
+    assert_error_bar(out, oracle.double(), lowp, factor=2.0, atol=1e-2 * oracle.abs().max().item())
+    if not ffn_plans[0].fused:
+        return
+    assert ffn_plans[0].glu.launch.pdl == ffn_plans[0].mix.launch.pdl == env.settings.pdl
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        replayed = mn.moe_ffn(x, logits, topk, gate, up, down)
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(replayed, out)
+    monkeypatch.setenv("MLX_NATIVE_PDL", "0" if env.settings.pdl else "1")
+    env.reload_settings()
+    try:
+        plans.clear_all()
+        assert torch.equal(mn.moe_ffn(x, logits, topk, gate, up, down), out)
+        assert ffn_plans[-1].mix.launch.pdl == env.settings.pdl != ffn_plans[0].mix.launch.pdl
+    finally:
+        monkeypatch.delenv("MLX_NATIVE_PDL")
+        env.reload_settings()
+        plans.clear_all()

@@ -43,9 +43,10 @@ _get_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _C_LAUNCHER_HEAD = "iiiKKppOOOOOO"
 
 
-def _c_launcher(compiled: Any) -> Optional[Callable]:
+def _c_launcher(compiled: Any, pdl: bool) -> Optional[Callable]:
     """The per-signature C launch function of ``compiled``, when its layout is the one the fast path
-    writes (:data:`_C_LAUNCHER_HEAD`) and the kernel needs no scratch buffers; otherwise None."""
+    writes (:data:`_C_LAUNCHER_HEAD`), the kernel needs no scratch buffers and it was compiled for a
+    programmatic dependent launch exactly when ``pdl``; otherwise None."""
     try:
         from triton.backends.nvidia import driver as nv_driver
     except ImportError:  # pragma: no cover - no CUDA backend
@@ -55,7 +56,7 @@ def _c_launcher(compiled: Any) -> Optional[Callable]:
         return None
     if getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1):
         return None
-    if getattr(run, "launch_cooperative_grid", True) or getattr(run, "launch_pdl", True):
+    if getattr(run, "launch_cooperative_grid", True) or getattr(run, "launch_pdl", not pdl) != pdl:
         return None
     hooks = _knobs.runtime
     if not all(hasattr(getattr(hooks, h, None), "calls") for h in ("launch_enter_hook", "launch_exit_hook")):
@@ -64,7 +65,7 @@ def _c_launcher(compiled: Any) -> Optional[Callable]:
 
 
 def _fast_caller(c_launch: Callable, compiled: Any, grid: tuple, device_index: int, n_args: int,
-                 tensor_pos: Sequence[int], const_values: tuple, general: Callable) -> Callable:
+                 tensor_pos: Sequence[int], const_values: tuple, general: Callable, pdl: bool) -> Callable:
     """A function of the runtime arguments that launches ``compiled`` through ``c_launch``.
 
     It is generated for one argument list so that the per-call work is straight-line code: one
@@ -80,7 +81,7 @@ def _fast_caller(c_launch: Callable, compiled: Any, grid: tuple, device_index: i
     lines += [
         f"    if ({aligned}) & 15 or hooks.launch_enter_hook.calls or hooks.launch_exit_hook.calls:",
         f"        return general({', '.join(names)})",
-        f"    c_launch(g0, g1, g2, get_stream(dev), function, False, False, None, None, meta, None, None, None,"
+        f"    c_launch(g0, g1, g2, get_stream(dev), function, False, {pdl}, None, None, meta, None, None, None,"
         f" {', '.join(passed + [f'c{j}' for j in range(len(const_values))])})",
     ]
     scope = dict(c_launch=c_launch, g0=grid[0], g1=grid[1], g2=grid[2], get_stream=_get_stream, dev=device_index,
@@ -99,22 +100,28 @@ class Launch:
         constexprs: constexpr arguments by name (they must be the kernel's last
             parameters).
         num_warps, num_stages: compile options.
+        pdl: launch as a programmatic dependent of the previous launch on the stream (Triton's
+            ``launch_pdl``; the kernel must ``gdc_wait()`` before it reads that launch's results).
+            Callers turn it on only where the device has it (sm_90+) and ``MLX_NATIVE_PDL`` allows it.
 
     Call with the runtime (non-constexpr) arguments in signature order; tensors
     must sit at the same positions in every call.
     """
 
     __slots__ = ("kernel", "grid", "constexprs", "options", "const_values", "compiled", "tensor_pos", "device_index",
-                 "fast")
+                 "fast", "pdl")
 
     def __init__(self, kernel: Any, grid: Sequence[int], constexprs: dict[str, Any], num_warps: int,
-                 num_stages: int | None = None):
+                 num_stages: int | None = None, pdl: bool = False):
         self.kernel = kernel
         self.grid = (tuple(grid) + (1, 1))[:3]
         self.constexprs = constexprs
         self.options = {"num_warps": num_warps}
         if num_stages is not None:
             self.options["num_stages"] = num_stages
+        self.pdl = pdl
+        if pdl:
+            self.options["launch_pdl"] = True
         names = getattr(kernel, "arg_names", None) or list(constexprs)
         self.const_values = tuple(constexprs[n] for n in names if n in constexprs)
         self.compiled: dict[tuple, Any] = {}
@@ -146,10 +153,10 @@ class Launch:
             compiled._init_handles()
             self.compiled[key] = compiled
             if all(key):
-                c_launch = _c_launcher(compiled)
+                c_launch = _c_launcher(compiled, self.pdl)
                 if c_launch is not None:
                     self.fast = _fast_caller(c_launch, compiled, self.grid, self.device_index, len(args), pos,
-                                             self.const_values, self.general)
+                                             self.const_values, self.general, self.pdl)
             return
         stream = _get_stream(self.device_index)
         hooks = _knobs.runtime

@@ -51,6 +51,9 @@ class Settings:
         ggml_idot: ``MLX_NATIVE_GGML_IDOT``: those of them on Q4_K rows run the integer-dot variant
             (``ops/ggml/q4k_idot.py``: x quantized to int16 per 32 values, ``dp2a``) where their rows
             split into its steps; 0 keeps them on ``q4k_mv``.
+        pdl: ``MLX_NATIVE_PDL``: kernels written for it (``moe_ffn``'s down projection) launch as
+            programmatic dependents of the launch before them on sm_90+ GPUs (they start while it finishes
+            and wait for its results in the kernel); 0 launches them in plain stream order.
     """
 
     backend: str = "auto"
@@ -62,6 +65,7 @@ class Settings:
     affine_idot: bool = True
     gguf_mv: bool = True
     ggml_idot: bool = True
+    pdl: bool = True
 
 
 def _parse_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -114,6 +118,7 @@ def parse_settings(env: Mapping[str, str] | None = None) -> Settings:
         affine_idot=_parse_bool(env, "MLX_NATIVE_AFFINE_IDOT", True),
         gguf_mv=_parse_bool(env, "MLX_NATIVE_GGUF_MV", True),
         ggml_idot=_parse_bool(env, "MLX_NATIVE_GGML_IDOT", True),
+        pdl=_parse_bool(env, "MLX_NATIVE_PDL", True),
     )
 
 

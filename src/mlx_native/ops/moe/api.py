@@ -1,5 +1,5 @@
 """Mixture-of-experts ops: ``moe_route``, ``moe_qmm`` (MLX affine experts),
-``moe_ggml_matmul`` (GGUF experts), ``moe_weighted_reduce``.
+``moe_ggml_matmul`` (GGUF experts), ``moe_weighted_reduce``, and ``moe_ffn`` (the whole step).
 
 A MoE FFN step with these ops (Qwen3-MoE, Qwen3.5/3.6-A3B, Gemma-style)::
 
@@ -8,6 +8,9 @@ A MoE FFN step with these ops (Qwen3-MoE, Qwen3.5/3.6-A3B, Gemma-style)::
                    w_up=up_q, scales_up=up_s, biases_up=up_b)
     y = mn.moe_qmm(h, ids, down_q, down_s, down_b)                 # [T, 8, H] (x per slot)
     out = mn.moe_weighted_reduce(y, w)                             # [T, H]
+
+or in one call, ``out = mn.moe_ffn(x, router_logits, 8, gate, up, down)`` (at decode sizes the three
+launches overlap by programmatic dependent launch).
 
 Rows are grouped by expert on the GPU (no host sync, static sizes); a few rows
 (decode) run one mat-vec program set per row instead.
@@ -245,6 +248,128 @@ def moe_qmm(x: torch.Tensor, expert_ids: torch.Tensor, w: torch.Tensor, scales: 
     """
     return _moe_qmm(x, expert_ids, w, scales, biases, w_up, scales_up, biases_up, int(group_size), int(bits),
                     activation, topk_weights)
+
+
+# --------------------------------------------------------------------------- moe_ffn
+
+_FFN_PARTS = ("gate", "up", "down")
+
+
+def _validate_ffn(x, logits, top_k, wg, sg, bg, wu, su, bu, wd, sd, bd, group_size, bits, activation, scoring,
+                  renormalize, bias):
+    op = "moe_ffn"
+    checks.check_tensor(op, "x", x, min_ndim=1)
+    checks.check_last_dim_contiguous(op, "x", x)
+    _validate_route(logits, top_k, scoring, renormalize, bias)
+    checks.check_same_device(op, "x", x, router_logits=logits)
+    if logits.shape[:-1] != x.shape[:-1]:
+        raise InvalidArgumentError(f"{op}: router_logits has shape {tuple(logits.shape)}; expected "
+                                   f"[{', '.join(map(str, x.shape[:-1]))}, E] for x {tuple(x.shape)}")
+    check_format(op, group_size, bits)
+    _check_activation(op, activation)
+    e, hidden = logits.shape[-1], x.shape[-1]
+    widths = []
+    for name, (w, s, b) in zip(_FFN_PARTS, ((wg, sg, bg), (wu, su, bu), (wd, sd, bd))):
+        widths.append(check_packed(f"{op}: {name}", w, s, b, group_size, bits))
+        checks.check_same_device(op, "x", x, **{name: w})
+        if w.dim() != 3 or w.shape[0] != e:
+            raise InvalidArgumentError(f"{op}: {name} must be [experts={e}, N, K * bits / 32] (E from router_logits), "
+                                       f"got shape {tuple(w.shape)}")
+    inter = wg.shape[1]
+    want = {"gate": (inter, hidden), "up": (inter, hidden), "down": (hidden, inter)}
+    for name, w, width in zip(_FFN_PARTS, (wg, wu, wd), widths):
+        if (w.shape[1], width) != want[name]:
+            raise InvalidArgumentError(
+                f"{op}: {name} holds {w.shape[1]} x {width} matrices; expected {want[name][0]} x {want[name][1]} "
+                f"(hidden {hidden} from x, intermediate {inter} from gate)")
+    return e, hidden, inter
+
+
+def _moe_ffn_plan(x, logits, top_k, wg, sg, bg, wu, su, bu, wd, sd, bd, group_size, bits, activation, scoring,
+                  renormalize, bias):
+    e, hidden, inter = _validate_ffn(x, logits, top_k, wg, sg, bg, wu, su, bu, wd, sd, bd, group_size, bits,
+                                     activation, scoring, renormalize, bias)
+    from .kernel import MoeFfnPlan
+
+    contiguous = all(u.is_contiguous() for u in (wg, sg, bg, wu, su, bu, wd, sd, bd))
+    return MoeFfnPlan(x, logits, top_k, e, hidden, inter, group_size, bits, activation, scoring, renormalize,
+                      bias, contiguous)
+
+
+_FFN_PLANS = PlanCache(_moe_ffn_plan)
+
+
+def _fake_moe_ffn(x, logits, top_k, wg, sg, bg, wu, su, bu, wd, sd, bd, group_size, bits, activation, scoring,
+                  renormalize, bias):
+    _validate_ffn(x, logits, top_k, wg, sg, bg, wu, su, bu, wd, sd, bd, group_size, bits, activation, scoring,
+                  renormalize, bias)
+    return x.new_empty(x.shape)
+
+
+@register_op("moe_ffn", fake=_fake_moe_ffn)
+def _moe_ffn(x: torch.Tensor, logits: torch.Tensor, top_k: int, wg: torch.Tensor, sg: torch.Tensor,
+             bg: torch.Tensor, wu: torch.Tensor, su: torch.Tensor, bu: torch.Tensor, wd: torch.Tensor,
+             sd: torch.Tensor, bd: torch.Tensor, group_size: int, bits: int, activation: str, scoring: str,
+             renormalize: bool, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    weights = (wg, sg, bg, wu, su, bu, wd, sd, bd)
+    key = (tensor_key(x), tensor_key(logits), top_k, *map(tensor_key, weights), group_size, bits, activation,
+           scoring, renormalize, tensor_key(bias))
+    plan = _FFN_PLANS.get(key, x, logits, top_k, *weights, group_size, bits, activation, scoring, renormalize,
+                          bias)
+    if plan.empty:
+        return empty(x.shape, dtype=x.dtype, device=x.device)
+    x2, z2 = x.reshape(-1, x.shape[-1]), logits.reshape(-1, logits.shape[-1])
+    if plan.fused and use_triton("moe_ffn", x):
+        return plan.run_fused(x2, z2, bias, weights).view(x.shape)
+    ids, w = _moe_route(z2, top_k, scoring, renormalize, bias)
+    h = _moe_qmm(x2, ids, wg, sg, bg, wu, su, bu, group_size, bits, activation, None)
+    return _moe_qmm(h, ids, wd, sd, bd, None, None, None, group_size, bits, activation, w).view(x.shape)
+
+
+def moe_ffn(x: torch.Tensor, router_logits: torch.Tensor, top_k: int, gate: Sequence[torch.Tensor],
+            up: Sequence[torch.Tensor], down: Sequence[torch.Tensor], *, group_size: int = 64, bits: int = 4,
+            activation: str = "silu", scoring: str = "softmax", renormalize: bool = True,
+            selection_bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """A whole MoE FFN step on MLX-affine experts: route, gate/up with the activation, down, mix.
+
+    ``out[t] = sum_j w[t, j] * down_e(act(gate_e(x[t])) * up_e(x[t]))`` over the ``top_k`` experts
+    ``e = ids[t, j]`` that :func:`moe_route` chooses from ``router_logits`` (same ``scoring``,
+    ``renormalize`` and ``selection_bias``), in fp32 with one rounding of ``h`` (x's dtype) between the
+    projections: the result of ``moe_route`` -> ``moe_qmm(w_up=...)`` -> ``moe_qmm(topk_weights=w)``.
+
+    On CUDA, decode-sized calls (up to 64 routed rows, 4-bit experts, bf16/fp16 x) run three launches (route,
+    gate/up, down with the mix) chained by programmatic dependent launch on sm_90+ (``MLX_NATIVE_PDL``): each
+    starts while the one before finishes and waits in the kernel for its result, the down projection after
+    requesting its weights. Other calls run the three ops one after the other.
+
+    Args:
+        x: ``[..., hidden]`` float32/float16/bfloat16 (rows are tokens).
+        router_logits: ``[..., E]``, x's leading shape.
+        top_k: experts per token, ``1 <= top_k <= min(E, 64)``.
+        gate, up: ``(w, scales, biases)`` of the stacked experts, ``[E, inter, hidden * bits / 32]`` /
+            ``[E, inter, hidden / group_size]`` (mlx-lm's SwitchGLU ``gate_proj`` / ``up_proj``).
+        down: ``(w, scales, biases)``, ``[E, hidden, inter * bits / 32]`` / ``[E, hidden, inter / group_size]``.
+        group_size, bits: the quantization of all three.
+        activation: "silu" (SwiGLU) or "gelu_tanh" (GeGLU).
+        scoring, renormalize, selection_bias: the routing, as :func:`moe_route`.
+
+    Returns:
+        ``[..., hidden]`` in x's dtype.
+
+    Raises:
+        InvalidArgumentError, UnsupportedError, UnsupportedDTypeError (before any launch).
+
+    Example:
+        >>> y = mn.moe_ffn(x, x @ router_w.T, 8, (gq, gs, gb), (uq, us, ub), (dq, ds, db))
+    """
+    parts = []
+    for name, part in zip(_FFN_PARTS, (gate, up, down)):
+        if not isinstance(part, (tuple, list)) or len(part) != 3:
+            raise InvalidArgumentError(f"moe_ffn: {name} must be a (w, scales, biases) triple, got {type(part).__name__}"
+                                       + (f" of {len(part)}" if isinstance(part, (tuple, list)) else ""))
+        parts.extend(part)
+    return _moe_ffn(x, router_logits, top_k, *parts, int(group_size), int(bits), activation, scoring,
+                    bool(renormalize), selection_bias)
 
 
 # --------------------------------------------------------------------------- moe_ggml_matmul

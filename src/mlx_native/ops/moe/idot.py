@@ -10,7 +10,9 @@ The down projection can mix the slots in the same launch (:func:`moe_idot_mix_ke
 ``BN`` output rows of a token for all its slots, laid end to end along the chunk axis, with x scaled by the
 slot's routing weight before its quantization, so the one sum over chunks is the mix (no partials, no
 atomics, deterministic). A MoE FFN step is then three launches: ``moe_route``, the gate/up pair, the down
-projection with the mix (was four: the weighted reduce).
+projection with the mix (was four: the weighted reduce). ``moe_ffn`` chains them by programmatic dependent
+launch (``PDL``): the gate/up launch waits in the kernel for the routing, and the down projection requests
+its routing and weights while the gate/up launch finishes, then waits for h.
 
 Rows of any multiple of 32 columns: a loop step is ``128 x warps`` words of a row, the last one masked
 (Qwen3-MoE's down projection has K = 768, half a 2-warp step). Expert ids outside ``[0, E)`` read expert 0
@@ -21,6 +23,8 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ...kernels.math import gated_act
 from ..quant.affine_idot import _step, _tiles, step_x
@@ -64,11 +68,16 @@ def moe_idot_kernel(
     STRIDE_E: tl.constexpr, STRIDE_SE: tl.constexpr,  # words / scales per expert
     STRIDE_W: tl.constexpr, STRIDE_S: tl.constexpr,  # words / scales per row
     BN: tl.constexpr, CH: tl.constexpr, GS: tl.constexpr, EVEN_N: tl.constexpr, EVEN_K: tl.constexpr,
-    X_DIV: tl.constexpr, HAS_UP: tl.constexpr, ACT: tl.constexpr, ASM: tl.constexpr,
+    X_DIV: tl.constexpr, HAS_UP: tl.constexpr, ACT: tl.constexpr, ASM: tl.constexpr, PDL: tl.constexpr,
 ):
-    """Program ``(tile, slot)``: ``BN`` rows of the slot's expert (``BN`` + ``BN`` with HAS_UP)."""
+    """Program ``(tile, slot)``: ``BN`` rows of the slot's expert (``BN`` + ``BN`` with HAS_UP). With PDL
+    (launched as a programmatic dependent of the routing launch) it waits for the routing first, then lets
+    the next launch (the down projection) start."""
     pid_n = tl.program_id(0)
     slot = tl.program_id(1)
+    if PDL:
+        gdc_wait()
+        gdc_launch_dependents()
     e = tl.load(ids_ptr + slot).to(tl.int64)
     e_ok = (e >= 0) & (e < n_experts)
     e = tl.where(e_ok, e, 0)
@@ -110,6 +119,16 @@ def moe_idot_kernel(
 
 
 @triton.jit
+def _mix_tiles(w_ptr, s_ptr, b_ptr, w_off, s_off, slot_ok, w_slot, c, wt, chunks, i, CH: tl.constexpr,
+               STEP: tl.constexpr, CPG: tl.constexpr):
+    """Step ``i``'s words / scales / biases of a mixing program (past the row: 0, no memory traffic)."""
+    c_ok = (slot_ok & (i * CH + c < chunks))[:, None]
+    w_ok = (w_slot & (i * STEP + wt % STEP < chunks * 4))[:, None]
+    return _masked_tiles(w_ptr, s_ptr, b_ptr, w_ptr, s_ptr, b_ptr, w_off + i * STEP, s_off + i * (CH // CPG), w_ok,
+                         c_ok, False)
+
+
+@triton.jit
 def moe_idot_mix_kernel(
     x_ptr,  # [T * TOPK, K] one x row per slot, row stride stride_x
     ids_ptr,  # [T * TOPK] expert ids, int32 or int64
@@ -120,12 +139,16 @@ def moe_idot_mix_kernel(
     N, K, stride_x, n_experts,
     STRIDE_E: tl.constexpr, STRIDE_SE: tl.constexpr, STRIDE_W: tl.constexpr, STRIDE_S: tl.constexpr,
     BN: tl.constexpr, CH: tl.constexpr, SLOTS: tl.constexpr, TOPK: tl.constexpr, GS: tl.constexpr,
-    EVEN_N: tl.constexpr, ASM: tl.constexpr,
+    EVEN_N: tl.constexpr, ASM: tl.constexpr, PDL: tl.constexpr,
 ):
     """Program ``(tile, token)``: ``BN`` output rows summed over the token's ``TOPK`` slots. The slots are
     laid end to end along the chunk axis (``SLOTS * CH`` chunks per step, ``SLOTS`` = TOPK rounded up to a
     power of two): each chunk row gathers its slot's expert, and x is multiplied by the slot's routing weight
-    before its quantization (``(m x) W^T = m (x W^T)``), so one sum over the chunks mixes the slots."""
+    before its quantization (``(m x) W^T = m (x W^T)``), so one sum over the chunks mixes the slots.
+
+    The routing and the first step's weights are requested before x: with PDL (launched as a programmatic
+    dependent of the launch that writes x, itself waiting for the routing before it lets this one start)
+    they stream while that launch finishes, and the program waits for x only after."""
     pid_n = tl.program_id(0)
     token = tl.program_id(1).to(tl.int64)
     CT: tl.constexpr = SLOTS * CH  # chunk rows of a step
@@ -136,12 +159,12 @@ def moe_idot_mix_kernel(
     c = ct % CH
     wt = tl.arange(0, 4 * CT)  # word rows: slot wt // STEP, word wt % STEP
     slot_ok = ct // CH < TOPK
+    w_slot = wt // STEP < TOPK
     e = tl.load(ids_ptr + token * TOPK + ct // CH, mask=slot_ok, other=0).to(tl.int64)
     e_ok = (e >= 0) & (e < n_experts)
     mul = tl.load(mix_ptr + token * TOPK + ct // CH, mask=slot_ok, other=0.0).to(tl.float32)
     mul = tl.where(e_ok, mul, float("nan"))[:, None]  # an expert out of range: NaN rows
     e = tl.where(e_ok, e, 0)
-    w_slot = wt // STEP < TOPK
     ew = tl.load(ids_ptr + token * TOPK + wt // STEP, mask=w_slot, other=0).to(tl.int64)
     ew = tl.where((ew >= 0) & (ew < n_experts), ew, 0)
     # runs of 4 words of one slot and row, 16-byte aligned (STRIDE_E, STEP and STRIDE_W are multiples of 4):
@@ -152,12 +175,14 @@ def moe_idot_mix_kernel(
     x_off = ((token * TOPK + ct // CH) * stride_x + c * 32)[:, None] + tl.arange(0, 8)[None, :]
     acc = tl.zeros([CT, BN], dtype=tl.float32)
     chunks = K // 32
+    w, S, B = _mix_tiles(w_ptr, s_ptr, b_ptr, w_off, s_off, slot_ok, w_slot, c, wt, chunks, 0, CH, STEP, CPG)
+    if PDL:
+        gdc_wait()
     for i in range(tl.cdiv(chunks, CH)):
         c_ok = (slot_ok & (i * CH + c < chunks))[:, None]
-        w_ok = (w_slot & (i * STEP + wt % STEP < chunks * 4))[:, None]
-        w, S, B = _masked_tiles(w_ptr, s_ptr, b_ptr, w_ptr, s_ptr, b_ptr, w_off + i * STEP, s_off + i * (CH // CPG),
-                                w_ok, c_ok, False)
         acc = _masked_step(acc, w, S, B, x_ptr + i * (CH * 32), x_off, c_ok, mul, ASM)
+        w, S, B = _mix_tiles(w_ptr, s_ptr, b_ptr, w_off, s_off, slot_ok, w_slot, c, wt, chunks, i + 1, CH, STEP,
+                             CPG)
     res = tl.sum(acc, axis=0)
     tl.store(out_ptr + token * N + pid_n * BN + tl.arange(0, BN), res.to(out_ptr.dtype.element_ty), mask=row_ok)
 
@@ -199,35 +224,52 @@ def supports(bits: int, group_size: int, x_dtype: torch.dtype, k: int, slots: in
             and x_dtype in (torch.bfloat16, torch.float16) and 1 <= slots <= MAX_SLOTS and words < 2**31)
 
 
+def _strides(n: int, k: int, group_size: int) -> dict:
+    return dict(STRIDE_E=n * k // 8, STRIDE_SE=n * k // group_size, STRIDE_W=k // 8, STRIDE_S=k // group_size)
+
+
+def slot_launch(t: int, top_k: int, n: int, k: int, group_size: int, x_div: int, act: Optional[int], bn: int = 0,
+                pdl: bool = False) -> Launch:
+    """:func:`moe_idot_kernel` over ``t * top_k`` slots (``pdl``: a programmatic dependent of the routing
+    launch)."""
+    bn = bn or (GLU_BN if act is not None else BN)
+    warps = warps_for(k)
+    return Launch(moe_idot_kernel, (triton.cdiv(n, bn), t * top_k), dict(
+        _strides(n, k, group_size), BN=bn, CH=32 * warps, GS=group_size, EVEN_N=n % bn == 0,
+        EVEN_K=k % (1024 * warps) == 0, X_DIV=x_div, HAS_UP=act is not None, ACT=act or 0,
+        ASM=not env.settings.triton_interpret, PDL=pdl), num_warps=warps, num_stages=1, pdl=pdl)
+
+
+def mix_launch(t: int, top_k: int, n: int, k: int, group_size: int, bn: int = 0, pdl: bool = False) -> Launch:
+    """:func:`moe_idot_mix_kernel` over ``t`` tokens (``pdl``: a programmatic dependent of the launch that
+    writes x, which must itself have waited for the routing)."""
+    bn = bn or MIX_BN
+    ch = mix_chunks(k, top_k)
+    slots = triton.next_power_of_2(top_k)
+    return Launch(moe_idot_mix_kernel, (triton.cdiv(n, bn), t), dict(
+        _strides(n, k, group_size), BN=bn, CH=ch, SLOTS=slots, TOPK=top_k, GS=group_size, EVEN_N=n % bn == 0,
+        ASM=not env.settings.triton_interpret, PDL=pdl), num_warps=max(1, slots * ch // 32), num_stages=1, pdl=pdl)
+
+
 class MoeIdotLaunch:
     """The routed integer-dot mat-vecs for ``t`` tokens x ``top_k`` slots of experts stacked ``[E, n, k / 8]``,
     all contiguous: :func:`moe_idot_kernel` (``[t * top_k, n]``; ``x_div``: ``top_k`` when the slots share
     their token's x row, 1 when each has its own; ``act``: the fused gate/up pair, an activation code of
     ``qmm.ACT_CODES``), or with ``mix`` :func:`moe_idot_mix_kernel` (the slots mixed with routing weights,
-    ``[t, n]``; x one row per slot)."""
+    ``[t, n]``; x one row per slot). ``pdl``: a programmatic dependent launch (see the module's docstring: only
+    where the launch before it on the stream is the one the kernel waits for)."""
 
     def __init__(self, t: int, top_k: int, n: int, k: int, n_experts: int, group_size: int, x_div: int,
-                 out_dtype: torch.dtype, device, act: Optional[int] = None, mix: bool = False, bn: int = 0):
+                 out_dtype: torch.dtype, device, act: Optional[int] = None, mix: bool = False, bn: int = 0,
+                 pdl: bool = False):
         self.t, self.top_k, self.n, self.out_dtype, self.device = t, top_k, n, out_dtype, device
         self.mixes = mix and act is None and x_div == 1
         self.ints = (n, k)
         self.n_experts = n_experts
-        strides = dict(STRIDE_E=n * k // 8, STRIDE_SE=n * k // group_size, STRIDE_W=k // 8,
-                       STRIDE_S=k // group_size)
-        asm = not env.settings.triton_interpret
         if self.mixes:
-            bn = bn or MIX_BN
-            ch = mix_chunks(k, top_k)
-            slots = triton.next_power_of_2(top_k)
-            self.launch = Launch(moe_idot_mix_kernel, (triton.cdiv(n, bn), t), dict(
-                strides, BN=bn, CH=ch, SLOTS=slots, TOPK=top_k, GS=group_size, EVEN_N=n % bn == 0, ASM=asm),
-                num_warps=max(1, slots * ch // 32), num_stages=1)
-            return
-        bn = bn or (GLU_BN if act is not None else BN)
-        warps = warps_for(k)
-        self.launch = Launch(moe_idot_kernel, (triton.cdiv(n, bn), t * top_k), dict(
-            strides, BN=bn, CH=32 * warps, GS=group_size, EVEN_N=n % bn == 0, EVEN_K=k % (1024 * warps) == 0,
-            X_DIV=x_div, HAS_UP=act is not None, ACT=act or 0, ASM=asm), num_warps=warps, num_stages=1)
+            self.launch = mix_launch(t, top_k, n, k, group_size, bn, pdl)
+        else:
+            self.launch = slot_launch(t, top_k, n, k, group_size, x_div, act, bn, pdl)
 
     def __call__(self, x, ids, w, s, b, w_up=None, s_up=None, b_up=None, mix=None) -> torch.Tensor:
         """``x [t or t * top_k, k]`` (any row stride), ``ids [t * top_k]``; returns ``[t * top_k, n]``, or

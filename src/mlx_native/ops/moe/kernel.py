@@ -8,9 +8,11 @@ import math
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents
 
 from ...kernels.launch import Launch
-from ...kernels.math import sigmoid
+from ...runtime import env
+from ...runtime.device import device_info
 from ...runtime.memory import empty
 from ..common import next_pow2
 from ..ggml.kernel import aligned, weight_spec
@@ -19,6 +21,7 @@ from ..quant import affine_idot, qmm
 from ..quant.qmm import ACT_CODES, RoutedLaunch, WeightSpec
 from . import idot as moe_idot
 from . import ref
+from .topk import route_rows
 
 
 @triton.jit(do_not_specialize=["n_rows"])
@@ -29,10 +32,13 @@ def _route_kernel(
     w_ptr,  # [T, TOPK] float32 out
     n_rows, n_experts, stride_z,
     TOPK: tl.constexpr, SIGMOID: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
-    BR: tl.constexpr, BE: tl.constexpr, BKP: tl.constexpr,
+    BR: tl.constexpr, BE: tl.constexpr, BKP: tl.constexpr, PDL: tl.constexpr,
 ):
-    """``TOPK`` rounds of (max, lowest id among the maxima) per row. (Ranking every expert at once from an
-    ``[E, E]`` table of who beats whom measured slower on the H100: 4.7 against 2.7 us for top-8 of 128.)"""
+    """``BR`` rows of ``topk.route_rows``; with PDL the next launch (``moe_ffn``'s gate/up, which waits for
+    this one in its kernel) may start at once. (Ranking every expert at once from an ``[E, E]`` table of who
+    beats whom measured slower on the H100: 4.7 against 2.7 us for top-8 of 128.)"""
+    if PDL:
+        gdc_launch_dependents()
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
     row_ok = rows < n_rows
     cols = tl.arange(0, BE)
@@ -40,31 +46,8 @@ def _route_kernel(
     z = tl.load(z_ptr + rows.to(tl.int64)[:, None] * stride_z + cols[None, :], mask=row_ok[:, None] & col_ok[None, :],
                 other=float("-inf")).to(tl.float32)
     z = tl.where(row_ok[:, None], z, 0.0)  # rows past the end: finite garbage, never stored
-    if SIGMOID:
-        p = sigmoid(z)
-    else:
-        mx = tl.max(z, axis=1)
-        ez = tl.exp(z - mx[:, None])
-        p = ez / tl.sum(ez, axis=1)[:, None]
-    p = tl.where(col_ok[None, :], p, 0.0)
-    sel = p
-    if HAS_BIAS:
-        sel = p + tl.load(bias_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
-    sel = tl.where(col_ok[None, :], sel, float("-inf"))
+    got_ids, got_w = route_rows(z, bias_ptr, cols, col_ok, TOPK, BKP, BE, SIGMOID, RENORM, HAS_BIAS)
     slots = tl.arange(0, BKP)
-    got_ids = tl.zeros([BR, BKP], dtype=tl.int32)
-    got_w = tl.zeros([BR, BKP], dtype=tl.float32)
-    for j in tl.static_range(TOPK):
-        best = tl.max(sel, axis=1)
-        # the lowest id among the maxima
-        idx = tl.min(tl.where(sel == best[:, None], cols[None, :], BE), axis=1)
-        hit = cols[None, :] == idx[:, None]
-        wj = tl.sum(tl.where(hit, p, 0.0), axis=1)
-        got_ids = tl.where(slots[None, :] == j, idx[:, None], got_ids)
-        got_w = tl.where(slots[None, :] == j, wj[:, None], got_w)
-        sel = tl.where(hit, float("-inf"), sel)
-    if RENORM:
-        got_w = got_w / tl.sum(got_w, axis=1)[:, None]
     out = rows.to(tl.int64)[:, None] * TOPK + slots[None, :]
     mask = row_ok[:, None] & (slots < TOPK)[None, :]
     tl.store(ids_ptr + out, got_ids, mask=mask)
@@ -72,7 +55,7 @@ def _route_kernel(
 
 
 class RoutePlan:
-    def __init__(self, logits, top_k, scoring, renormalize, bias):
+    def __init__(self, logits, top_k, scoring, renormalize, bias, pdl=False):
         self.top_k = top_k
         self.out_shape = (*logits.shape[:-1], top_k)
         self.empty = logits.numel() == 0
@@ -87,7 +70,7 @@ class RoutePlan:
         self.t, self.e = t, e
         self.launch = Launch(_route_kernel, (triton.cdiv(t, br),), dict(
             TOPK=top_k, SIGMOID=scoring == "sigmoid", RENORM=renormalize, HAS_BIAS=bias is not None, BR=br, BE=be,
-            BKP=next_pow2(top_k)), num_warps=4 if be * br >= 2048 else 1)
+            BKP=next_pow2(top_k), PDL=pdl), num_warps=4 if be * br >= 2048 else 1)
 
     def __call__(self, logits, bias):
         ids = empty(self.out_shape, dtype=torch.int32, device=logits.device)
@@ -147,6 +130,11 @@ def _finish(g, u, has_up, activation, t, k, dtype):
     return out.reshape(t, k, -1).to(dtype)
 
 
+def words(u):
+    """A packed uint32 matrix viewed as the kernels' int32 words (anything else as it is)."""
+    return u.view(torch.int32) if u is not None and u.dtype == torch.uint32 else u
+
+
 def _x2d(x: torch.Tensor) -> torch.Tensor:
     x2 = x.reshape(-1, x.shape[-1])
     return x2 if x2.stride(-1) == 1 else x2.contiguous()
@@ -197,7 +185,6 @@ class MoeQmmPlan:
 
     def __call__(self, x, ids, w, scales, biases, w_up, scales_up, biases_up, mix=None):
         """The expert matmul, ``[T, top_k, N]``, or ``[T, N]`` when the launch mixed the slots with ``mix``."""
-        words = lambda t: t.view(torch.int32) if t is not None and t.dtype == torch.uint32 else t  # noqa: E731
         if self.kind == "dense_glu":  # ids can only be 0 (one expert)
             return self.launch(_x2d(x), words(w[0]), scales[0], biases[0], words(w_up[0]), scales_up[0],
                                biases_up[0]).view(self.out_shape)
@@ -208,6 +195,42 @@ class MoeQmmPlan:
             return out.view(self.out_shape)
         out = self.launch(_x2d(x), ids.reshape(-1), words(w), scales, biases, words(w_up), scales_up, biases_up)
         return out.view(self.out_shape)
+
+
+class MoeFfnPlan:
+    """``moe_ffn``. Decode-sized calls on 4-bit experts with bf16/fp16 x and contiguous weights (``fused``):
+    the route kernel, then the routed gate/up pair and the mixed down projection chained by programmatic
+    dependent launch on sm_90+ (``MLX_NATIVE_PDL``; ``ops/moe/idot.py``). Otherwise ``fused`` is False and
+    the caller runs moe_route and the two moe_qmm calls."""
+
+    def __init__(self, x, logits, top_k, n_experts, hidden, inter, group_size, bits, activation, scoring,
+                 renormalize, bias, contiguous):
+        self.empty = x.numel() == 0
+        self.fused = False
+        if self.empty:
+            return
+        t = x.numel() // hidden
+        n_words = n_experts * inter * hidden * bits // 32
+        if not (contiguous and qmm.CONFIG_OVERRIDE is None
+                and moe_idot.supports(bits, group_size, x.dtype, hidden, t * top_k, n_words)
+                and moe_idot.supports(bits, group_size, x.dtype, inter, t * top_k, n_words)):
+            return
+        pdl = env.settings.pdl and not env.settings.triton_interpret and x.is_cuda \
+            and device_info(x.device).arch >= (9, 0)
+        self.route = RoutePlan(logits.reshape(t, n_experts), top_k, scoring, renormalize, bias, pdl)
+        self.glu = moe_idot.MoeIdotLaunch(t, top_k, inter, hidden, n_experts, group_size, top_k, x.dtype, x.device,
+                                          act=ACT_CODES[activation], pdl=pdl)
+        self.mix = moe_idot.MoeIdotLaunch(t, top_k, hidden, inter, n_experts, group_size, 1, x.dtype, x.device,
+                                          mix=True, pdl=pdl)
+        self.fused = True
+
+    def run_fused(self, x2, logits2, bias, weights):
+        """``x2 [t, hidden]``, ``logits2 [t, E]``, ``weights`` the nine gate/up/down tensors -> ``[t, hidden]``."""
+        wg, sg, bg, wu, su, bu, wd, sd, bd = map(words, weights)
+        ids, w = self.route(logits2, bias)
+        ids = ids.reshape(-1)
+        h = self.glu(x2, ids, wg, sg, bg, wu, su, bu)
+        return self.mix(h, ids, wd, sd, bd, mix=w.reshape(-1))
 
 
 class MoeGgmlPlan:
