@@ -224,33 +224,6 @@ def supports(bits: int, group_size: int, x_dtype: torch.dtype, k: int, slots: in
             and x_dtype in (torch.bfloat16, torch.float16) and 1 <= slots <= MAX_SLOTS and words < 2**31)
 
 
-def _strides(n: int, k: int, group_size: int) -> dict:
-    return dict(STRIDE_E=n * k // 8, STRIDE_SE=n * k // group_size, STRIDE_W=k // 8, STRIDE_S=k // group_size)
-
-
-def slot_launch(t: int, top_k: int, n: int, k: int, group_size: int, x_div: int, act: Optional[int], bn: int = 0,
-                pdl: bool = False) -> Launch:
-    """:func:`moe_idot_kernel` over ``t * top_k`` slots (``pdl``: a programmatic dependent of the routing
-    launch)."""
-    bn = bn or (GLU_BN if act is not None else BN)
-    warps = warps_for(k)
-    return Launch(moe_idot_kernel, (triton.cdiv(n, bn), t * top_k), dict(
-        _strides(n, k, group_size), BN=bn, CH=32 * warps, GS=group_size, EVEN_N=n % bn == 0,
-        EVEN_K=k % (1024 * warps) == 0, X_DIV=x_div, HAS_UP=act is not None, ACT=act or 0,
-        ASM=not env.settings.triton_interpret, PDL=pdl), num_warps=warps, num_stages=1, pdl=pdl)
-
-
-def mix_launch(t: int, top_k: int, n: int, k: int, group_size: int, bn: int = 0, pdl: bool = False) -> Launch:
-    """:func:`moe_idot_mix_kernel` over ``t`` tokens (``pdl``: a programmatic dependent of the launch that
-    writes x, which must itself have waited for the routing)."""
-    bn = bn or MIX_BN
-    ch = mix_chunks(k, top_k)
-    slots = triton.next_power_of_2(top_k)
-    return Launch(moe_idot_mix_kernel, (triton.cdiv(n, bn), t), dict(
-        _strides(n, k, group_size), BN=bn, CH=ch, SLOTS=slots, TOPK=top_k, GS=group_size, EVEN_N=n % bn == 0,
-        ASM=not env.settings.triton_interpret, PDL=pdl), num_warps=max(1, slots * ch // 32), num_stages=1, pdl=pdl)
-
-
 class MoeIdotLaunch:
     """The routed integer-dot mat-vecs for ``t`` tokens x ``top_k`` slots of experts stacked ``[E, n, k / 8]``,
     all contiguous: :func:`moe_idot_kernel` (``[t * top_k, n]``; ``x_div``: ``top_k`` when the slots share
@@ -266,10 +239,23 @@ class MoeIdotLaunch:
         self.mixes = mix and act is None and x_div == 1
         self.ints = (n, k)
         self.n_experts = n_experts
+        strides = dict(STRIDE_E=n * k // 8, STRIDE_SE=n * k // group_size, STRIDE_W=k // 8,
+                       STRIDE_S=k // group_size)
+        asm = not env.settings.triton_interpret
         if self.mixes:
-            self.launch = mix_launch(t, top_k, n, k, group_size, bn, pdl)
-        else:
-            self.launch = slot_launch(t, top_k, n, k, group_size, x_div, act, bn, pdl)
+            bn = bn or MIX_BN
+            ch = mix_chunks(k, top_k)
+            slots = triton.next_power_of_2(top_k)
+            self.launch = Launch(moe_idot_mix_kernel, (triton.cdiv(n, bn), t), dict(
+                strides, BN=bn, CH=ch, SLOTS=slots, TOPK=top_k, GS=group_size, EVEN_N=n % bn == 0, ASM=asm,
+                PDL=pdl), num_warps=max(1, slots * ch // 32), num_stages=1, pdl=pdl)
+            return
+        bn = bn or (GLU_BN if act is not None else BN)
+        warps = warps_for(k)
+        self.launch = Launch(moe_idot_kernel, (triton.cdiv(n, bn), t * top_k), dict(
+            strides, BN=bn, CH=32 * warps, GS=group_size, EVEN_N=n % bn == 0, EVEN_K=k % (1024 * warps) == 0,
+            X_DIV=x_div, HAS_UP=act is not None, ACT=act or 0, ASM=asm, PDL=pdl), num_warps=warps, num_stages=1,
+            pdl=pdl)
 
     def __call__(self, x, ids, w, s, b, w_up=None, s_up=None, b_up=None, mix=None) -> torch.Tensor:
         """``x [t or t * top_k, k]`` (any row stride), ``ids [t * top_k]``; returns ``[t * top_k, n]``, or
