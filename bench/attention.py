@@ -66,10 +66,10 @@ DECODE_SPLIT_VARIANTS = {
     (32, 8192, 256, False): (1,),
     (32, 32768, 256, False): (1,),
 }
-# Every decode row also times the default split count with the splits merged by a second kernel (the path before
-# the merge moved into the decode launch, decode.FUSED_REDUCE = False): the saving of the fused merge, side by
-# side. Rows where the default is one split run the same single kernel in both.
-TWO_KERNEL = "mlx-native[2-kernel reduce]"
+# Every decode row also times the default split count with the other merge (decode.merge_mode: batch 1 merges in a
+# programmatic dependent launch, larger grids in the decode launch), side by side. Rows where the default is one
+# split run the same single kernel in both.
+OTHER_MERGE = {"fused": "mlx-native[fused merge]", "pdl": "mlx-native[pdl merge]"}
 
 
 def _sdpa(backend_name: str):
@@ -178,9 +178,9 @@ def prefill_variant(cfg, causal):
     return Impl(run, tolerance=TOL)
 
 
-def decode_variant(splits=None, fused=True, balance_splits=None, cfg=None):
+def decode_variant(splits=None, merge=None, balance_splits=None, cfg=None):
     """Ours with a forced split count (the default comes from the SM count and the static shapes), or
-    (``fused=False``) with the splits merged by a second launch instead of by the last program of each column,
+    a forced merge (``merge``: "fused", "pdl" or "launch", see ``decode.merge_mode``),
     or another ``decode.BALANCE_SPLITS`` (``balance_splits=0``: batches not balanced), or another
     ``(BLOCK_N, num_warps, num_stages)`` (``cfg``: every head dim and span)."""
     from mlx_native.ops.attention import decode as dec
@@ -191,15 +191,15 @@ def decode_variant(splits=None, fused=True, balance_splits=None, cfg=None):
         key = (q.shape, kc.shape, kc.stride())
         plan = plans.get(key)
         if plan is None:
-            saved = dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE, dec.BALANCE_SPLITS, dec.tile_config
-            dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE = splits, fused
+            saved = dec.SPLITS_OVERRIDE, dec.MERGE_OVERRIDE, dec.BALANCE_SPLITS, dec.tile_config
+            dec.SPLITS_OVERRIDE, dec.MERGE_OVERRIDE = splits, merge
             dec.BALANCE_SPLITS = dec.BALANCE_SPLITS if balance_splits is None else (balance_splits or None)
             if cfg is not None:
-                dec.tile_config = lambda block_d, span, dtype: cfg
+                dec.tile_config = lambda block_d, span, dtype, batch: cfg
             try:
                 plan = plans[key] = dec.DecodePlan(q, kc, vc, lens, window=0, softcap=0.0)
             finally:
-                dec.SPLITS_OVERRIDE, dec.FUSED_REDUCE, dec.BALANCE_SPLITS, dec.tile_config = saved
+                dec.SPLITS_OVERRIDE, dec.MERGE_OVERRIDE, dec.BALANCE_SPLITS, dec.tile_config = saved
         return plan(q, kc, vc, lens, q.shape[-1] ** -0.5, 0.0)
 
     return Impl(run, tolerance=TOL)
@@ -237,7 +237,8 @@ def cases() -> list[Case]:
                 if b * hkv * kv * d * 4 > 20 << 30:  # > 20 GiB of K/V per input set
                     continue
                 c = decode_case(b, hq, hkv, kv, d)
-                c.impls[TWO_KERNEL] = decode_variant(fused=False)
+                other = "fused" if b == 1 else "pdl"
+                c.impls[OTHER_MERGE[other]] = decode_variant(merge=other)
                 for splits in DECODE_SPLIT_VARIANTS.get((b, kv, d, False), ()):
                     c.impls["mlx-native[splits=%d]" % splits] = decode_variant(splits)
                 target = d == 128 and ((b == 8 and kv == 32768) or (b == 1 and kv >= 8192))
@@ -247,7 +248,7 @@ def cases() -> list[Case]:
                     c.impls["mlx-native[cfg 64,4,3]"] = decode_variant(cfg=(64, 4, 3))
                 (first if target else rest).append(c)
     ragged = decode_case(8, 64, 8, 32768, 128, ragged=True)
-    ragged.impls[TWO_KERNEL] = decode_variant(fused=False)
+    ragged.impls[OTHER_MERGE["pdl"]] = decode_variant(merge="pdl")
     for splits in DECODE_SPLIT_VARIANTS[(8, 32768, 128, True)]:
         ragged.impls["mlx-native[splits=%d]" % splits] = decode_variant(splits)
     _balance_variants(ragged)
@@ -400,7 +401,7 @@ def sweep(out_dir: str, budget_s: float = 1e9, kinds: str = "prefill,decode") ->
             for splits in splits_list:
                 if time.time() - t_start > budget_s:
                     break
-                dec.tile_config = lambda block_d, span, dtype, cfg=cfg: cfg
+                dec.tile_config = lambda block_d, span, dtype, batch, cfg=cfg: cfg
                 dec.SPLITS_OVERRIDE = splits
                 clear_all()
                 try:

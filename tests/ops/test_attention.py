@@ -308,16 +308,35 @@ def test_decode_forced_split_counts(device, splits, monkeypatch):
 
 
 def _decode_plan(q, kc, vc, lens, *, fused=True, window=0, splits=4):
-    """A DecodePlan built directly (not through the plan cache), with or without the fused merge; ``splits``
-    forces the split count (capped at one key tile per split) so small shapes split on the GPU too."""
+    """A DecodePlan built directly (not through the plan cache), with the fused merge or the second launch
+    (programmatic dependent where the device has it); ``splits`` forces the split count (capped at one key tile
+    per split) so small shapes split on the GPU too."""
     from mlx_native.ops.attention import decode as dec
 
-    saved = dec.FUSED_REDUCE, dec.SPLITS_OVERRIDE
-    dec.FUSED_REDUCE, dec.SPLITS_OVERRIDE = fused, splits
+    saved = dec.MERGE_OVERRIDE, dec.SPLITS_OVERRIDE
+    dec.MERGE_OVERRIDE, dec.SPLITS_OVERRIDE = "fused" if fused else "pdl", splits
     try:
         return dec.DecodePlan(q, kc, vc, lens, window=window, softcap=0.0)
     finally:
-        dec.FUSED_REDUCE, dec.SPLITS_OVERRIDE = saved
+        dec.MERGE_OVERRIDE, dec.SPLITS_OVERRIDE = saved
+
+
+def test_decode_merge_mode_rule():
+    """One program per SM at most (batch 1): a second launch, PDL where the device has it; larger grids fuse;
+    an override wins, and falls back to a plain launch where its mode is not available."""
+    from mlx_native.ops.attention import decode as dec
+
+    cpu = torch.device("cpu")
+    assert dec.merge_mode(128, 132, cpu) == "launch"  # no PDL off CUDA
+    assert dec.merge_mode(133, 132, cpu) == "fused"
+    saved = dec.MERGE_OVERRIDE
+    try:
+        dec.MERGE_OVERRIDE = "fused"
+        assert dec.merge_mode(1, 132, cpu) == "fused"
+        dec.MERGE_OVERRIDE = "pdl"
+        assert dec.merge_mode(1000, 132, cpu) == "launch"
+    finally:
+        dec.MERGE_OVERRIDE = saved
 
 
 def test_decode_fused_merge_rearms_its_counters(device):
@@ -422,7 +441,7 @@ def _h100_splits(b, hkv, kv, d=128, g=8):
 
     block_d = max(16, 1 << (d - 1).bit_length())
     block_m = min(dec.MAX_BLOCK_M, max(16, 1 << (g - 1).bit_length()))
-    block_n, _, stages = dec.tile_config(block_d, kv, torch.bfloat16)
+    block_n, _, stages = dec.tile_config(block_d, kv, torch.bfloat16, b)
     slots = 132 * dec.occupancy(block_m, block_n, block_d, stages, 2)
     splits = dec.num_splits(b * hkv, kv, block_n, sms=132, slots=slots, batch=b, on_cuda=True)
     return dec.split_layout(kv, splits, block_n)[1]
@@ -957,15 +976,17 @@ def test_gpu_decode_128k_and_ring():
 @pytest.mark.gpu
 @pytest.mark.parametrize("b", [1, 8])
 def test_gpu_decode_fused_merge_sees_every_split(b):
-    """Memory ordering of the fused merge on the GPU: many calls with new lengths each time (fresh, NaN-filled
-    partial buffers), each equal to the two-kernel merge within one bf16 ulp. A merge that read a partial before
-    its split's stores were visible would get NaN or another call's values."""
+    """Memory ordering of both merges on the GPU: many calls with new lengths each time (fresh, NaN-filled
+    partial buffers), the fused merge equal to the second launch (programmatic dependent on the H100) within one
+    bf16 ulp. A merge that read a partial before its split's stores were visible (a fused merge ahead of the
+    arrivals, a dependent launch ahead of its wait) would get NaN or another call's values."""
     hq, hkv, d, cap = 64, 8, 128, 8192
     q = randn(b, hq, 1, d, dtype=torch.bfloat16, device="cuda")
     kc, vc = (randn(b, hkv, cap, d, dtype=torch.bfloat16, device="cuda") for _ in range(2))
     lens = torch.full((b,), cap, dtype=torch.int32, device="cuda")
     fused, two = _decode_plan(q, kc, vc, lens, splits=None), _decode_plan(q, kc, vc, lens, fused=False, splits=None)
     assert fused.splits > 1 and fused.reduce is None and two.counters is None
+    assert two.reduce.pdl == (torch.cuda.get_device_capability() >= (9, 0))
     for _ in range(200):
         lens = torch.randint(1, cap + 1, (b,), dtype=torch.int32, device="cuda")
         out = fused(q, kc, vc, lens, d ** -0.5, 0.0)
@@ -974,8 +995,9 @@ def test_gpu_decode_fused_merge_sees_every_split(b):
 
 
 @pytest.mark.gpu
-def test_gpu_decode_cuda_graph_with_changing_lengths():
-    b, hq, hkv, d, cap = 8, 32, 8, 128, 8192
+@pytest.mark.parametrize("b", [1, 8])  # batch 1 merges in a programmatic dependent launch, batch 8 fused
+def test_gpu_decode_cuda_graph_with_changing_lengths(b):
+    hq, hkv, d, cap = 32, 8, 128, 8192
     cache = mn.KVCache(b, hkv, d, cap, dtype=torch.bfloat16, device="cuda")
     k, v = (randn(b, hkv, 6000, d, dtype=torch.bfloat16, device="cuda") for _ in range(2))
     cache.write(k, v, torch.randint(100, 6000, (b,), dtype=torch.int32, device="cuda"))

@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from ..runtime import env
+from ..runtime.device import device_info
 
 try:  # Triton >= 3.4
     from triton import knobs as _knobs
@@ -89,6 +90,13 @@ def _fast_caller(c_launch: Callable, compiled: Any, grid: tuple, device_index: i
     scope.update({f"c{j}": v for j, v in enumerate(const_values)})
     exec("\n".join(lines), scope)  # noqa: S102 - code built above from argument counts only
     return scope["fast"]
+
+
+def pdl_available(device: torch.device) -> bool:
+    """Programmatic dependent launch can be used on ``device``: a CUDA device of sm_90 or newer, not under
+    Triton's interpreter, and ``MLX_NATIVE_PDL`` allows it."""
+    return (env.settings.pdl and not env.settings.triton_interpret and device.type == "cuda"
+            and device_info(device).arch >= (9, 0))
 
 
 class Launch:

@@ -18,16 +18,19 @@ GQA packing: the ``G = Hq / Hkv`` query heads of one KV head (times the
 ``Lq`` query tokens) are the rows of one ``[BLOCK_M, D]`` tile, so each K/V
 tile is read once for all of them and ``q @ k^T`` is a real matrix product.
 
-Each split writes its normalized partial output and its log2-sum-exp (fp32);
-:func:`_merge_splits` combines them: ``out = sum_s w_s o_s / sum_s w_s`` with
-``w_s = exp2(lse_s - max lse)``. Splits that saw no key write ``lse = -inf`` and zeros.
-The merge runs in the decode launch itself: the splits of one row block count
-their arrivals on an atomic counter, and the last to arrive merges (see
-:class:`DecodePlan`). Decode at batch 1 is launch and latency bound (B1 kv8k
-D128: 22.3 us on the H100), and a separate reduce kernel adds a launch and its
-tail (estimated at about 2 us); ``FUSED_REDUCE = False`` keeps that two-kernel
-path (:func:`_reduce_kernel`, same merge) so the benchmark can time both.
-With one split the decode kernel writes the output directly.
+Each split writes its normalized partial output and its log2-sum-exp (fp32); a merge combines them:
+``out = sum_s w_s o_s / sum_s w_s`` with ``w_s = exp2(lse_s - max lse)``. Splits that saw no key write
+``lse = -inf`` and zeros. With one split the decode kernel writes the output directly. The merge runs one of
+two ways (:func:`merge_mode`):
+
+* **fused** (:func:`_merge_splits`): the splits of one row block count their arrivals on an atomic counter,
+  and the last to arrive merges, in the decode launch (see :class:`DecodePlan`). Where the grid is several
+  waves (batches), the merging programs overlap other programs' streaming, and no second launch is paid.
+* **second launch** (:func:`_reduce_kernel`, one program per output row, all splits of a row per load): where
+  every program has an SM of its own (batch 1) all splits end together, and the fused merge, one program
+  looping over the splits, is the whole tail: B1 Hkv8 kv8k D128 on the H100 took 20.6 us in the fused decode
+  kernel against 15.7 us without the merge + 2.2 us for the reduce launch. On sm_90+ the reduce is a
+  programmatic dependent launch (PDL): its programs are resident before the splits end and wait in the kernel.
 """
 
 from __future__ import annotations
@@ -37,9 +40,10 @@ from typing import Optional
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ...kernels.arrival import arrive_last, can_fuse, counters, rearm
-from ...kernels.launch import Launch
+from ...kernels.launch import Launch, pdl_available
 from ...kernels.math import tanh
 from ...kernels.rotary import rope_operands, rope_rotate
 from ...runtime import env
@@ -53,7 +57,7 @@ LOG2E = 1.4426950408889634
 SMEM_PER_SM = 228 * 1024  # H100 / H200 shared memory per SM
 MIN_SPLIT_KEYS = 128  # fewest cache positions per split (see num_splits), whatever the head dim
 SPLITS_OVERRIDE = None  # benchmarks / sweeps: force a split count
-FUSED_REDUCE = True  # False: merge the splits in a second launch (_reduce_kernel), for benchmark comparisons
+MERGE_OVERRIDE = None  # benchmarks / tests: "fused", "pdl" or "launch" instead of merge_mode's choice
 SHORTEN_SPLITS = True  # False: every sequence takes the plan's split length (benchmark comparisons)
 BALANCE_SPLITS = 4  # batch > 1: mean live splits per sequence (see DecodePlan; None: no balance)
 MAX_SPLITS = 64
@@ -69,6 +73,10 @@ GPU_CONFIGS = {16: (64, 4, 4), 32: (64, 4, 4), 64: (64, 4, 4), 128: (64, 4, 4), 
 # 101.0, a 16-position sequence in a 1k cache 4.4 -> 5.5 us).
 LONG_SPAN = 16384
 GPU_CONFIGS_LONG = {128: (128, 4, 3)}
+# ... and at batch 1 (one program per SM, the merge in a second launch): three stages of 64-key tiles at any span.
+# Session 14, H100, B1 Hkv8 kv 1k / 8k / 32k / 128k: 7.20 -> 6.90, 18.18 -> 17.88, 52.11 -> 50.55, 180.6 -> 179.2 us
+# (two stages: 6.69 at kv 1k but 23.2 at 8k).
+GPU_CONFIGS_BATCH1 = {128: (64, 4, 3)}
 GPU_CONFIGS_F32 = {16: (32, 4, 3), 32: (32, 4, 3), 64: (32, 4, 3), 128: (32, 4, 3), 256: (16, 4, 2),
                    512: (16, 4, 1)}
 INTERPRETER = dict(block_n=16, min_split_keys=16, max_splits=4)
@@ -261,7 +269,10 @@ def _decode_kernel(
     ROPE_TRADITIONAL: tl.constexpr,
     ROPE_FREQS: tl.constexpr,
     BLOCK_L: tl.constexpr,  # next_pow2(Lq), at least 16 (APPEND)
+    PDL: tl.constexpr,  # the reduce launch is a programmatic dependent: let it launch (it waits for this grid)
 ):
+    if PDL:
+        gdc_launch_dependents()
     pid_s = tl.program_id(0)
     pid_bh = tl.program_id(1)
     pid_m = tl.program_id(2)
@@ -376,24 +387,44 @@ def _reduce_kernel(
     plse_ptr,  # [n_splits, R] fp32 partial log2-sum-exp
     o_ptr,  # [R, D] output, q's dtype
     R, n_splits,
-    BLOCK_S: tl.constexpr,
-    BLOCK_R: tl.constexpr,
+    BLOCK_S: tl.constexpr,  # next_pow2(n_splits)
+    CHUNK_S: tl.constexpr,  # splits read per step ([CHUNK_S, BLOCK_D] partials at once)
     BLOCK_D: tl.constexpr,
     HEAD_D: tl.constexpr,
+    PDL: tl.constexpr,  # launched as a programmatic dependent of the decode launch: wait for its partials
 ):
-    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
-    r_ok = rows < R
+    """Program ``r``: output row ``r`` from its ``n_splits`` partials, ``CHUNK_S`` splits per load step."""
+    if PDL:
+        gdc_wait()
+    r = tl.program_id(0).to(tl.int64)
+    s = tl.arange(0, BLOCK_S)
+    lse = tl.load(plse_ptr + s.to(tl.int64) * R + r, mask=s < n_splits, other=float("-inf"))
+    mx = tl.max(lse, axis=0)
+    mx = tl.where(mx == float("-inf"), 0.0, mx)
     offs_d = tl.arange(0, BLOCK_D)
-    out = _merge_splits(po_ptr, plse_ptr, rows.to(tl.int64), r_ok, R, n_splits, BLOCK_S, BLOCK_R, BLOCK_D, HEAD_D)
-    tl.store(o_ptr + rows[:, None].to(tl.int64) * HEAD_D + offs_d[None, :], out.to(o_ptr.dtype.element_ty),
-             mask=r_ok[:, None] & (offs_d < HEAD_D)[None, :])
+    d_ok = offs_d < HEAD_D
+    acc = tl.zeros([BLOCK_D], dtype=tl.float32)
+    tot = 0.0
+    for s0 in range(0, n_splits, CHUNK_S):
+        sc = s0 + tl.arange(0, CHUNK_S)
+        pr = sc.to(tl.int64) * R + r
+        w = tl.math.exp2(tl.load(plse_ptr + pr, mask=sc < n_splits, other=float("-inf")) - mx)
+        o = tl.load(po_ptr + pr[:, None] * HEAD_D + offs_d[None, :], mask=(sc < n_splits)[:, None] & d_ok[None, :],
+                    other=0.0)
+        tot += tl.sum(w, axis=0)
+        acc += tl.sum(w[:, None] * o, axis=0)
+    out = acc / tl.where(tot > 0.0, tot, 1.0)
+    tl.store(o_ptr + r * HEAD_D + offs_d, out.to(o_ptr.dtype.element_ty), mask=d_ok)
 
 
-def tile_config(block_d: int, span: int, dtype: torch.dtype) -> tuple[int, int, int]:
-    """``(BLOCK_N, num_warps, num_stages)`` on CUDA for a padded head dim ``block_d``, a span of ``span`` positions
-    and the inputs' dtype (``GPU_CONFIGS``, ``GPU_CONFIGS_LONG`` from ``LONG_SPAN`` positions, ``GPU_CONFIGS_F32``)."""
+def tile_config(block_d: int, span: int, dtype: torch.dtype, batch: int) -> tuple[int, int, int]:
+    """``(BLOCK_N, num_warps, num_stages)`` on CUDA for a padded head dim ``block_d``, a span of ``span`` positions,
+    the inputs' dtype and the batch size (``GPU_CONFIGS``; ``GPU_CONFIGS_BATCH1`` at batch 1,
+    ``GPU_CONFIGS_LONG`` from ``LONG_SPAN`` positions, ``GPU_CONFIGS_F32``)."""
     if dtype == torch.float32:
         return GPU_CONFIGS_F32[block_d]
+    if batch == 1 and block_d in GPU_CONFIGS_BATCH1:
+        return GPU_CONFIGS_BATCH1[block_d]
     if span >= LONG_SPAN and block_d in GPU_CONFIGS_LONG:
         return GPU_CONFIGS_LONG[block_d]
     return GPU_CONFIGS[block_d]
@@ -444,8 +475,8 @@ def num_splits(base: int, span: int, block_n: int, *, sms: int, slots: int, batc
     8 against 7.2 / 9.6 with 4 / 1. Sequences of a few positions take one live split whatever the count
     (3.3-3.4 us at kv 16), and a 600-position sequence in a 32k cache 8.0 us against 12.6 with the plan's
     split length (the fill count's 2k positions).
-    On the H100 (132 SMs, bf16 D=128: 64-key tiles and two programs per SM, from 16k positions 128-key tiles and
-    one) this gives B1 Hkv8: 8 / 16 / 16 / 16 splits at kv 1k / 8k / 32k / 128k; B8 Hkv8: 2 / 4 / 8 / 8; B32 Hkv8:
+    On the H100 (132 SMs, bf16 D=128: 64-key tiles, at batch > 1 from 16k positions 128-key tiles and one
+    program per SM) this gives B1 Hkv8: 8 / 16 / 16 / 16 splits at kv 1k / 8k / 32k / 128k; B8 Hkv8: 2 / 4 / 8 / 8; B32 Hkv8:
     1 / 4 / 2 / 2. The measured shapes and
     the predictions are tabulated in bench/results/2026-11-22-h100-attention/NOTES.md,
     bench/results/2026-11-22-h100-session5/NOTES.md and bench/results/2026-11-22-h100-session7/NOTES.md.
@@ -464,6 +495,26 @@ def num_splits(base: int, span: int, block_n: int, *, sms: int, slots: int, batc
     return max(1, min(splits, by_len, MAX_SPLITS))
 
 
+def merge_mode(programs: int, sms: int, device: torch.device) -> str:
+    """How the splits are merged: ``"fused"`` (the last split of a row block, in the decode launch), ``"pdl"``
+    (a second launch, programmatic dependent) or ``"launch"`` (a plain second launch).
+
+    ``programs``: the decode grid; ``sms``: the device's SM count. One program per SM at most (batch 1) takes
+    the second launch, PDL where the device has it (:func:`~mlx_native.kernels.launch.pdl_available`); larger
+    grids merge fused. The fused merge needs its counters zeroed outside a CUDA-graph capture
+    (:func:`~mlx_native.kernels.arrival.can_fuse`): a plan first built during a capture merges in a second
+    launch. H100, graph replay (session 14, ``bench/decode_merge_sweep.py``): B1 Hkv8 D128 kv 8k / 32k / 128k
+    21.1 / 54.5 / 184.0 us fused, 18.3 / 52.2 / 180.8 with PDL, 18.5 / 52.0 / 180.3 plain; B8 kv32k 360.6 fused
+    against 364.5 with PDL (ragged lengths 214.3 / 218.5).
+    """
+    mode = MERGE_OVERRIDE or ("pdl" if programs <= sms else "fused")
+    if mode == "fused" and not can_fuse(device):
+        return "launch"
+    if mode == "pdl" and not pdl_available(device):
+        return "launch"
+    return mode
+
+
 def split_layout(span: int, splits: int, block_n: int) -> tuple[int, int]:
     """``(chunk, splits)``: positions per split (a multiple of ``block_n``) and the split count that chunk gives
     (rounding the chunk up can leave fewer splits than asked, e.g. 33 asked over 32k positions -> 32)."""
@@ -472,7 +523,7 @@ def split_layout(span: int, splits: int, block_n: int) -> tuple[int, int]:
 
 
 class DecodePlan:
-    """The decode kernel (and, with ``FUSED_REDUCE = False``, the reduce kernel) prepared for one signature of
+    """The decode kernel (and, when :func:`merge_mode` says so, the reduce kernel) prepared for one signature of
     (q, caches, kv_lens) and options.
 
     Grid ``(splits, B * Hkv, m_blocks)``: axis 0 the split of the visible range, axes 1-2 one "column" per
@@ -490,8 +541,8 @@ class DecodePlan:
     twice the plan's count (room for more splits of the long sequences) never paid (session 6).
 
     With several splits each program writes its
-    fp32 partials (``po [splits, B*Hq*Lq, D]``, ``plse [splits, B*Hq*Lq]``, fresh buffers every call) and the
-    splits are merged in the same launch:
+    fp32 partials (``po [splits, B*Hq*Lq, D]``, ``plse [splits, B*Hq*Lq]``, fresh buffers every call). A
+    fused merge (:func:`merge_mode`) combines them in the same launch:
 
     * The plan owns ``counters``: int32 ``[B * Hkv, m_blocks]``, one per column, zeroed once when the plan is
       built. The splits of a column that hold positions of its sequence (``live``, computed in the kernel
@@ -512,9 +563,9 @@ class DecodePlan:
       (the first call) outside a CUDA-graph capture: the counters are zeroed there; a plan first built
       during a capture merges in a second launch instead (no state kept between calls).
 
-    ``FUSED_REDUCE = False`` (read when the plan is built) keeps the previous two-kernel path: the decode
-    kernel only writes the partials and :func:`_reduce_kernel` merges them in a second launch. With one split
-    the decode kernel writes the output and neither applies.
+    Otherwise :func:`_reduce_kernel` merges them in a second launch; as a programmatic dependent launch the
+    decode programs let it launch at their start (``PDL``) and it waits for the whole decode grid in the
+    kernel. With one split the decode kernel writes the output and no merge runs.
     """
 
     def __init__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_lens: torch.Tensor, *,
@@ -530,7 +581,7 @@ class DecodePlan:
         m_blocks = triton.cdiv(g * lq, block_m)
         span = cap if window <= 0 else min(cap, window + lq - 1)
         if on_cuda:
-            block_n, warps, stages = tile_config(block_d, span, q.dtype)
+            block_n, warps, stages = tile_config(block_d, span, q.dtype, b)
             sm_count = device_info(q.device).sm_count
         else:
             block_n, warps, stages, sm_count = INTERPRETER["block_n"], 4, 1, 1
@@ -553,7 +604,8 @@ class DecodePlan:
         rope_dims, traditional, base, has_freqs = rope or (0, False, 0.0, False)
         self.rope_half = rope_dims // 2
         self.table = inv_freq_table(rope_dims, base, q.device) if rope and not has_freqs else None
-        fuse = multi and FUSED_REDUCE and can_fuse(q.device)
+        mode = merge_mode(self.splits * b * hkv * m_blocks, sm_count, q.device) if multi else None
+        fuse, reduce_pdl = mode == "fused", mode == "pdl"
         block_s = next_pow2(self.splits)
         self.counters = counters((b * hkv, m_blocks), q.device) if fuse else None
         self.launch = Launch(
@@ -562,16 +614,17 @@ class DecodePlan:
                  BALANCE=balance, BLOCK_B=next_pow2(b) if balance else 1, BLOCK_M=block_m, BLOCK_N=block_n,
                  BLOCK_S=block_s, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d,
                  PRECISION="ieee" if q.dtype == torch.float32 else "tf32", APPEND=append, ROPE=rope is not None,
-                 ROPE_TRADITIONAL=traditional, ROPE_FREQS=has_freqs, BLOCK_L=max(16, next_pow2(lq))),
+                 ROPE_TRADITIONAL=traditional, ROPE_FREQS=has_freqs, BLOCK_L=max(16, next_pow2(lq)),
+                 PDL=reduce_pdl),
             num_warps=warps, num_stages=stages,
         )
         self.reduce = None
         if multi and not fuse:
-            block_r = max(1, min(16, 4096 // block_d))
             self.reduce = Launch(
-                _reduce_kernel, (triton.cdiv(self.rows, block_r),),
-                dict(BLOCK_S=block_s, BLOCK_R=block_r, BLOCK_D=block_d, HEAD_D=d),
-                num_warps=4,
+                _reduce_kernel, (self.rows,),
+                dict(BLOCK_S=block_s, CHUNK_S=min(block_s, max(1, 4096 // block_d)), BLOCK_D=block_d, HEAD_D=d,
+                     PDL=reduce_pdl),
+                num_warps=4, pdl=reduce_pdl,
             )
 
     def __call__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_lens: torch.Tensor,

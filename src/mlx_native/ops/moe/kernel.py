@@ -10,10 +10,8 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents
 
-from ...kernels.launch import Launch
+from ...kernels.launch import Launch, pdl_available
 from ...kernels.math import sigmoid
-from ...runtime import env
-from ...runtime.device import device_info
 from ...runtime.memory import empty
 from ..common import next_pow2
 from ..ggml.kernel import aligned, weight_spec
@@ -239,8 +237,7 @@ class MoeFfnPlan:
                 and moe_idot.supports(bits, group_size, x.dtype, hidden, t * top_k, n_words)
                 and moe_idot.supports(bits, group_size, x.dtype, inter, t * top_k, n_words)):
             return
-        pdl = env.settings.pdl and not env.settings.triton_interpret and x.is_cuda \
-            and device_info(x.device).arch >= (9, 0)
+        pdl = pdl_available(x.device)
         self.route = RoutePlan(logits.reshape(t, n_experts), top_k, scoring, renormalize, bias, pdl)
         self.glu = moe_idot.MoeIdotLaunch(t, top_k, inter, hidden, n_experts, group_size, top_k, x.dtype, x.device,
                                           act=ACT_CODES[activation], pdl=pdl)

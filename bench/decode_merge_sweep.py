@@ -1,0 +1,135 @@
+"""How split-KV decode merges its splits, timed on the decode rows of the attention bench (developer tool).
+
+The merge is the fixed tail of a split decode: at batch 1 every split streams its share of the cache in about the
+same time, and then the partials must be combined. Three ways are timed side by side (CUDA-graph replay, input sets
+rotated so the cache does not sit in L2), with SDPA's cuDNN and flash backends on the same data:
+
+* ``fused``: the last split of each (sequence, KV head) to arrive on an atomic counter merges, in the decode launch;
+* ``pdl``: a second launch, one program per output row, launched as a programmatic dependent of the decode launch
+  (it is resident before the splits end and waits in the kernel);
+* ``launch``: the same second launch without PDL.
+
+The default (``decode.merge_mode``'s choice) is timed too, at batch 1 also with other tile configs
+(``(BLOCK_N, num_warps, num_stages)``), and the kernels of B1 kv8k are profiled.
+
+    python bench/decode_merge_sweep.py [--out FILE.json] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import common  # noqa: E402
+from attention import PEERS, _sdpa  # noqa: E402
+from moe_sweep import kernel_times  # noqa: E402
+
+import mlx_native as mn  # noqa: E402
+from mlx_native.ops.attention import decode as dec  # noqa: E402
+from mlx_native.runtime import plans  # noqa: E402
+
+BF16 = torch.bfloat16
+MERGES = ("fused", "pdl", "launch")
+# (batch, Hq, Hkv, kv, D, ragged)
+SHAPES = [(1, 64, 8, 8192, 128, False), (1, 64, 8, 32768, 128, False), (1, 64, 8, 131072, 128, False),
+          (8, 64, 8, 32768, 128, False), (8, 64, 8, 32768, 128, True), (1, 32, 8, 1024, 128, False),
+          (1, 16, 8, 8192, 256, False), (1, 16, 8, 32768, 256, False), (8, 64, 8, 1024, 128, False),
+          (8, 64, 8, 8192, 128, False), (32, 64, 8, 8192, 128, False), (1, 9, 3, 2048, 64, False)]
+CONFIGS = [(64, 4, 4), (64, 4, 3), (128, 4, 3), (64, 4, 2), (64, 8, 3)]
+
+
+def set_variant(merge=None, splits=None, config=None) -> None:
+    """``merge``: None for the default rule (decode.merge_mode), else forced."""
+    dec.MERGE_OVERRIDE = merge
+    dec.SPLITS_OVERRIDE = splits
+    dec.tile_config = (lambda block_d, span, dtype, batch, c=config: c) if config else DEFAULT_TILE_CONFIG
+    plans.clear_all()
+
+
+DEFAULT_TILE_CONFIG = dec.tile_config
+
+
+def make_sets(b, hq, hkv, kv, d, ragged):
+    """Input sets whose caches together exceed L2 (at least 4 sets, at most 256 MB of cache beyond one set)."""
+    per_set = 2 * b * hkv * kv * d * 2
+    n = max(1, min(4, (256 << 20) // per_set))
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    sets = []
+    for _ in range(n):
+        q = torch.randn(b, hq, 1, d, device="cuda", dtype=BF16)
+        kc, vc = (torch.randn(b, hkv, kv, d, device="cuda", dtype=BF16) for _ in range(2))
+        if ragged:
+            lens = torch.randint(1024, kv + 1, (b,), device="cuda", generator=gen, dtype=torch.int32)
+        else:
+            lens = torch.full((b,), kv, dtype=torch.int32, device="cuda")
+        sets.append((q, kc, vc, lens))
+    return sets
+
+
+def ours(q, kc, vc, lens):
+    return mn.flash_attn_decode(q, kc, vc, lens)
+
+
+def peer(name):
+    run = _sdpa(PEERS[name])
+
+    def call(q, kc, vc, lens):
+        return run(q, kc, vc)
+    return call
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "decode_merge_sweep.json"))
+    ap.add_argument("--quick", action="store_true", help="default tiles and split counts only")
+    a = ap.parse_args()
+    rows = []
+
+    def emit(**row):
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
+    for b, hq, hkv, kv, d, ragged in SHAPES:
+        shape = f"B{b} Hq{hq} Hkv{hkv} kv{kv} D{d}" + (" ragged" if ragged else "")
+        sets = make_sets(b, hq, hkv, kv, d, ragged)
+        nbytes = sum(2 * int(n.clamp(max=kv).sum()) * hkv * d * 2 for *_, n in sets) / len(sets)
+        variants = [(None, None, None)] + [(m, None, None) for m in MERGES]
+        if not a.quick and b == 1 and d == 128:
+            variants += [(None, None, c) for c in CONFIGS]
+        for _ in range(common.DECODE_ROUNDS):  # round-robin: each variant keeps its better median
+            for name in ("sdpa cudnn", "sdpa flash"):
+                if ragged:
+                    continue
+                t = common.time_graph(peer(name), sets)
+                emit(shape=shape, impl=name, us=t, tbps=nbytes / t / 1e6 if t else None)
+            for merge, splits, config in variants:
+                set_variant(merge, splits, config)
+                t = common.time_graph(ours, sets)
+                emit(shape=shape, impl="ours", merge=merge or "default", splits=splits, config=config, us=t,
+                     tbps=nbytes / t / 1e6 if t else None)
+        if b == 1 and kv == 8192 and d == 128:
+            for merge in MERGES:
+                set_variant(merge)
+                emit(shape=shape, impl="profile", merge=merge, kernels=kernel_times(ours, sets))
+        del sets
+        torch.cuda.empty_cache()
+    set_variant()
+    with open(a.out, "w") as f:
+        json.dump(dict(environment=common.environment(), rows=rows), f, indent=1)
+    best = {}
+    for r in rows:
+        if r.get("us"):
+            key = (r["shape"], r["impl"], r.get("merge"), r.get("splits"), str(r.get("config")))
+            best[key] = min(best.get(key, float("inf")), r["us"])
+    for key, t in sorted(best.items(), key=lambda kv: (kv[0][0], kv[1])):
+        print(f"{key[0]:34s} {key[1]:10s} {str(key[2]):7s} splits={str(key[3]):5s} cfg={key[4]:14s} {t:8.2f} us")
+
+
+if __name__ == "__main__":
+    main()
