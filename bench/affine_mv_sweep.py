@@ -156,6 +156,21 @@ ROWS_GRID = [(bn, w, pf, 1) for bn in (4, 8, 16) for w in (1, 2) for pf in (0, 1
 ROWS_GRID += [(4, 2, 0, 2), (8, 2, 0, 2), (8, 1, 0, 2)]
 
 
+def time_variant(label, build, sets, ref, scale):
+    """``(us, relative error, split)`` of the launch ``build()`` makes (``(fn, split)``, or None: skipped), or None
+    after printing why it could not be built or run."""
+    try:
+        made = build()
+        if made is None:
+            return None
+        f, split = made
+        err = (f(*sets[0]).float() - ref).abs().max().item() / scale
+        return common.time_graph(f, sets, 20), err, split
+    except Exception as exc:  # noqa: BLE001 - report and go on
+        print(f"  {label}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+        return None
+
+
 def rows_launcher(m, n, k, bn, warps, prefetch, pps):
     """(``f(x, w, s, b)``, split) of the multi-row integer-dot kernel for ``m`` contiguous rows of x in one
     configuration, or None if the shape does not fit it."""
@@ -210,16 +225,10 @@ def rows_sweep(shapes, ms, copy, quick, rows):
             for bn, warps, pf, pps in grid:
                 cfg = dict(kernel="affine_idot_rows", bn=bn, warps=warps, prefetch=pf, pps=pps)
                 label = " ".join(f"{key}={val}" for key, val in cfg.items() if key != "kernel")
-                try:
-                    made = rows_launcher(m, n, k, bn, warps, pf, pps)
-                    if made is None:
-                        continue
-                    f, split = made
-                    err = (f(*sets[0]).float() - ref).abs().max().item() / scale
-                    t = common.time_graph(f, sets, 20)
-                except Exception as exc:  # noqa: BLE001 - report and go on
-                    print(f"  {label}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+                timed = time_variant(label, lambda: rows_launcher(m, n, k, bn, warps, pf, pps), sets, ref, scale)
+                if timed is None:
                     continue
+                t, err, split = timed
                 rows.append(dict(cfg, k=k, n=n, m=m, impl=cfg["kernel"], split=split, us=t, rel_err=err,
                                  weight_bytes=wbytes))
                 if best is None or t < best[0]:
@@ -339,17 +348,10 @@ def main() -> int:
         best = None
         for cfg, make in variants:
             label = " ".join(f"{key}={val}" for key, val in cfg.items() if key != "kernel")
-            try:
-                made = make(n, k)
-                if made is None:
-                    continue
-                f, split = made
-                y = f(*sets[0]).float()
-                err = (y - ref).abs().max().item() / scale
-                t = common.time_graph(f, sets, 20)
-            except Exception as exc:  # noqa: BLE001 - report and go on
-                print(f"  {label}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+            timed = time_variant(label, lambda: make(n, k), sets, ref, scale)
+            if timed is None:
                 continue
+            t, err, split = timed
             rows.append(dict(cfg, k=k, n=n, impl=cfg["kernel"], split=split, us=t, rel_err=err, weight_bytes=wbytes))
             if best is None or t < best[0]:
                 best = (t, label, split)

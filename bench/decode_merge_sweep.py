@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -44,21 +45,22 @@ SHAPES = [(1, 64, 8, 8192, 128, False), (1, 64, 8, 32768, 128, False), (1, 64, 8
 CONFIGS = [(64, 4, 4), (64, 4, 3), (128, 4, 3), (64, 4, 2), (64, 8, 3)]
 
 
-def set_variant(merge=None, splits=None, config=None) -> None:
-    """``merge``: None for the default rule (decode.merge_mode), else forced."""
+DEFAULT_TILE_CONFIG = dec.tile_config
+
+
+def set_variant(merge=None, config=None) -> None:
+    """``merge``: None for the default rule (decode.merge_mode), else forced; ``config``: a forced
+    ``(BLOCK_N, num_warps, num_stages)``, None for decode.tile_config's."""
     dec.MERGE_OVERRIDE = merge
-    dec.SPLITS_OVERRIDE = splits
     dec.tile_config = (lambda block_d, span, dtype, batch, c=config: c) if config else DEFAULT_TILE_CONFIG
     plans.clear_all()
 
 
-DEFAULT_TILE_CONFIG = dec.tile_config
-
-
 def make_sets(b, hq, hkv, kv, d, ragged):
-    """Input sets whose caches together exceed L2 (at least 4 sets, at most 256 MB of cache beyond one set)."""
+    """Input sets rotated as the bench rotates them (``common.L2_ROTATE_BYTES`` of caches per pass, at most
+    ``common.MAX_SETS`` sets), so the caches are read from DRAM."""
     per_set = 2 * b * hkv * kv * d * 2
-    n = max(1, min(4, (256 << 20) // per_set))
+    n = max(1, min(common.MAX_SETS, math.ceil(common.L2_ROTATE_BYTES / per_set)))
     gen = torch.Generator(device="cuda").manual_seed(0)
     sets = []
     for _ in range(n):
@@ -87,7 +89,7 @@ def peer(name):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "decode_merge_sweep.json"))
-    ap.add_argument("--quick", action="store_true", help="default tiles and split counts only")
+    ap.add_argument("--quick", action="store_true", help="default tiles only")
     a = ap.parse_args()
     rows = []
 
@@ -99,19 +101,19 @@ def main() -> None:
         shape = f"B{b} Hq{hq} Hkv{hkv} kv{kv} D{d}" + (" ragged" if ragged else "")
         sets = make_sets(b, hq, hkv, kv, d, ragged)
         nbytes = sum(2 * int(n.clamp(max=kv).sum()) * hkv * d * 2 for *_, n in sets) / len(sets)
-        variants = [(None, None, None)] + [(m, None, None) for m in MERGES]
+        variants = [(None, None)] + [(m, None) for m in MERGES]
         if not a.quick and b == 1 and d == 128:
-            variants += [(None, None, c) for c in CONFIGS]
+            variants += [(None, c) for c in CONFIGS]
         for _ in range(common.DECODE_ROUNDS):  # round-robin: each variant keeps its better median
             for name in ("sdpa cudnn", "sdpa flash"):
                 if ragged:
                     continue
                 t = common.time_graph(peer(name), sets)
                 emit(shape=shape, impl=name, us=t, tbps=nbytes / t / 1e6 if t else None)
-            for merge, splits, config in variants:
-                set_variant(merge, splits, config)
+            for merge, config in variants:
+                set_variant(merge, config)
                 t = common.time_graph(ours, sets)
-                emit(shape=shape, impl="ours", merge=merge or "default", splits=splits, config=config, us=t,
+                emit(shape=shape, impl="ours", merge=merge or "default", config=config, us=t,
                      tbps=nbytes / t / 1e6 if t else None)
         if b == 1 and kv == 8192 and d == 128:
             for merge in MERGES:
@@ -125,10 +127,10 @@ def main() -> None:
     best = {}
     for r in rows:
         if r.get("us"):
-            key = (r["shape"], r["impl"], r.get("merge"), r.get("splits"), str(r.get("config")))
+            key = (r["shape"], r["impl"], r.get("merge"), str(r.get("config")))
             best[key] = min(best.get(key, float("inf")), r["us"])
     for key, t in sorted(best.items(), key=lambda kv: (kv[0][0], kv[1])):
-        print(f"{key[0]:34s} {key[1]:10s} {str(key[2]):7s} splits={str(key[3]):5s} cfg={key[4]:14s} {t:8.2f} us")
+        print(f"{key[0]:34s} {key[1]:10s} {str(key[2]):7s} cfg={key[3]:14s} {t:8.2f} us")
 
 
 if __name__ == "__main__":

@@ -321,7 +321,7 @@ def _decode_plan(q, kc, vc, lens, *, fused=True, window=0, splits=4):
         dec.MERGE_OVERRIDE, dec.SPLITS_OVERRIDE = saved
 
 
-def test_decode_merge_mode_rule():
+def test_decode_merge_mode_rule(monkeypatch):
     """One program per SM at most (batch 1): a second launch, PDL where the device has it; larger grids fuse;
     an override wins, and falls back to a plain launch where its mode is not available."""
     from mlx_native.ops.attention import decode as dec
@@ -329,14 +329,10 @@ def test_decode_merge_mode_rule():
     cpu = torch.device("cpu")
     assert dec.merge_mode(128, 132, cpu) == "launch"  # no PDL off CUDA
     assert dec.merge_mode(133, 132, cpu) == "fused"
-    saved = dec.MERGE_OVERRIDE
-    try:
-        dec.MERGE_OVERRIDE = "fused"
-        assert dec.merge_mode(1, 132, cpu) == "fused"
-        dec.MERGE_OVERRIDE = "pdl"
-        assert dec.merge_mode(1000, 132, cpu) == "launch"
-    finally:
-        dec.MERGE_OVERRIDE = saved
+    monkeypatch.setattr(dec, "MERGE_OVERRIDE", "fused")
+    assert dec.merge_mode(1, 132, cpu) == "fused"
+    monkeypatch.setattr(dec, "MERGE_OVERRIDE", "pdl")
+    assert dec.merge_mode(1000, 132, cpu) == "launch"
 
 
 def test_decode_fused_merge_rearms_its_counters(device):

@@ -51,9 +51,10 @@ class Settings:
         ggml_idot: ``MLX_NATIVE_GGML_IDOT``: those of them on Q4_K rows run the integer-dot variant
             (``ops/ggml/q4k_idot.py``: x quantized to int16 per 32 values, ``dp2a``) where their rows
             split into its steps; 0 keeps them on ``q4k_mv``.
-        pdl: ``MLX_NATIVE_PDL``: launch chains written for it (``moe_ffn``: route, gate/up, down) run as
-            programmatic dependent launches on sm_90+ GPUs (each starts while the one before finishes and
-            waits for its results in the kernel); 0 launches them in plain stream order.
+        pdl: ``MLX_NATIVE_PDL``: launch chains written for it (``moe_ffn``: route, gate/up, down; the batch-1
+            split merge of decode attention) run as programmatic dependent launches on sm_90+ GPUs (each
+            starts while the one before finishes and waits for its results in the kernel); 0 launches them
+            in plain stream order.
     """
 
     backend: str = "auto"

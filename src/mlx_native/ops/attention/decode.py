@@ -74,8 +74,8 @@ GPU_CONFIGS = {16: (64, 4, 4), 32: (64, 4, 4), 64: (64, 4, 4), 128: (64, 4, 4), 
 LONG_SPAN = 16384
 GPU_CONFIGS_LONG = {128: (128, 4, 3)}
 # ... and at batch 1 (one program per SM, the merge in a second launch): three stages of 64-key tiles at any span.
-# Session 14, H100, B1 Hkv8 kv 1k / 8k / 32k / 128k: 7.20 -> 6.90, 18.18 -> 17.88, 52.11 -> 50.55, 180.6 -> 179.2 us
-# (two stages: 6.69 at kv 1k but 23.2 at 8k).
+# Session 14, H100, B1 Hkv8 kv 1k (Hq32) / 8k / 32k / 128k: 8.19 -> 7.99, 18.31 -> 17.96, 52.11 -> 50.55, 180.6 -> 179.2
+# us (4 stages -> 3, and 128-key tiles -> 64 from 32k); two stages lose from 8k (23.4 us).
 GPU_CONFIGS_BATCH1 = {128: (64, 4, 3)}
 GPU_CONFIGS_F32 = {16: (32, 4, 3), 32: (32, 4, 3), 64: (32, 4, 3), 128: (32, 4, 3), 256: (16, 4, 2),
                    512: (16, 4, 1)}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..quant.affine_mv import _nib, _planes, row_tile
+from ..quant.affine_mv import _nib, row_tile, word_planes
 from ..quant.qmm import store_result
 
 SB_WORDS = 36  # 32-bit words per super-block: d|dmin, 3 scale words, 32 words of nibbles
@@ -104,7 +104,7 @@ def q4k_mv_kernel(
         s0 = tl.load(w_ptr + h_off + base + 1)
         s1 = tl.load(w_ptr + h_off + base + 2)
         s2 = tl.load(w_ptr + h_off + base + 3)
-        x0, x1, x2, x3, x4, x5, x6, x7 = _planes(tl.load(x_ptr + 8 * j + x_off).to(tl.float32))
+        x0, x1, x2, x3, x4, x5, x6, x7 = word_planes(tl.load(x_ptr + 8 * j + x_off).to(tl.float32))
         S0, B0, S1, B1 = _chunk_scales(hdr, s0, s1, s2, c[:, None])
         a0, a1 = _word_dots(w, x0, x1, x2, x3, x4, x5, x6, x7, magic)
         xs0 = (x0 + x1) + (x2 + x3)

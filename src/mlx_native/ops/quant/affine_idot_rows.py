@@ -40,13 +40,21 @@ times it against ``mmv.py`` to set ``IDOT_ROWS_MAX`` and the tile.
 
 from __future__ import annotations
 
+from typing import Optional
+
+import torch
 import triton
 import triton.language as tl
 
 from ...kernels.idot import HIGH_NIBBLES, LOW_NIBBLES, dp2a, pack_pair, round_int
+from ...kernels.launch import Launch
+from ...runtime import env
+from ...runtime.device import device_info
+from ...runtime.memory import empty
+from . import affine_idot
 from .affine_idot import thread_words, x_stats
-from .affine_mv import row_tile
-from .qmm import store_result
+from .affine_mv import row_tile, split_count, word_planes
+from .qmm import SplitK, run_split, store_result
 
 
 @triton.jit
@@ -65,16 +73,7 @@ def _x_chunks(x_ptr, x_off):
 def _word_pairs(x, inv, ASM: tl.constexpr):
     """``[R, CH, 8]`` fp32 values of one word per row and chunk -> its four int16 pairs ``(p02, p46, p13, p57)``,
     each ``[R, CH]``, quantized with ``inv [R, CH]`` (``idot.word_pairs`` with a leading axis)."""
-    R: tl.constexpr = x.shape[0]
-    C: tl.constexpr = x.shape[1]
-    q = round_int(x, inv[:, :, None])
-    e, o = tl.split(tl.reshape(q, (R, C, 4, 2)))  # values 0 2 4 6 / 1 3 5 7
-    e0, e1 = tl.split(tl.reshape(e, (R, C, 2, 2)))  # 0 4 / 2 6
-    o0, o1 = tl.split(tl.reshape(o, (R, C, 2, 2)))  # 1 5 / 3 7
-    q0, q4 = tl.split(e0)
-    q2, q6 = tl.split(e1)
-    q1, q5 = tl.split(o0)
-    q3, q7 = tl.split(o1)
+    q0, q1, q2, q3, q4, q5, q6, q7 = word_planes(round_int(x, inv[:, :, None]))
     return pack_pair(q0, q2, ASM), pack_pair(q4, q6, ASM), pack_pair(q1, q3, ASM), pack_pair(q5, q7, ASM)
 
 
@@ -218,23 +217,9 @@ def affine_idot_rows_kernel(
 
 # ----------------------------------------------------------------------------- launch plans
 
-from typing import Optional  # noqa: E402
-
-import torch  # noqa: E402
-
-from ...kernels.launch import Launch  # noqa: E402
-from ...runtime import env  # noqa: E402
-from ...runtime.device import device_info  # noqa: E402
-from ...runtime.memory import empty  # noqa: E402
-from . import affine_idot  # noqa: E402
-from .affine_mv import split_count  # noqa: E402
-from .qmm import SplitK, run_split  # noqa: E402
-
-# Not yet measured (the GPU sweep, bench/affine_mv_sweep.py --rows, decides): up to 8 rows of x, 8-row tiles
-# (x's quantization is shared by the tile's rows, and costs each row of x more than its dp2a), the one-row
-# kernel's warps, K split and prefetch rules (its prefetch rule in output rows: 4 tiles of 4 rows per SM).
-# rows of x taken here (from 2). H100, session 12 run 5 (bench/affine_mv_sweep.py --rows), against mmv.py: M 2 / 3 / 4
-# at 1.34-1.56x / 1.60-2.04x / 1.87-2.21x the one-row time (mmv 2.06-2.73x); M 8 spills, 116-209 us against 42
+# Rows of x taken here: 2 to IDOT_ROWS_MAX, in 8-row weight tiles. H100, session 12 run 5
+# (bench/affine_mv_sweep.py --rows), against mmv.py: M 2 / 3 / 4 at 1.34-1.56x / 1.60-2.04x / 1.87-2.21x the one-row
+# time (mmv 2.06-2.73x); M 8 spills, 116-118 us against mmv's 42, so M 5-16 stay on mmv.
 IDOT_ROWS_MAX = 4
 IDOT_ROWS_BN = 8  # weight rows per program
 PROGRAMS_PER_SM = 1  # split K only below one program per SM

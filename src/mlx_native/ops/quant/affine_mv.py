@@ -29,8 +29,8 @@ from .qmm import store_result
 
 
 @triton.jit
-def _planes(x):
-    """``[WPG, G, 8]`` -> the 8 ``[WPG, G]`` planes (value ``p`` of every word)."""
+def word_planes(x):
+    """``[A, C, 8]`` (the 8 values of each word) -> the 8 ``[A, C]`` planes (value ``p`` of every word)."""
     A: tl.constexpr = x.shape[0]
     C: tl.constexpr = x.shape[1]
     e, o = tl.split(tl.reshape(x, (A, C, 4, 2)))  # values 0 2 4 6 / 1 3 5 7
@@ -119,7 +119,7 @@ def affine_mv_kernel(
             w = tl.load(w_ptr + w_off + j)
             S = tl.load(s_ptr + s_off + j // WPG)
             B = tl.load(b_ptr + s_off + j // WPG)
-        x0, x1, x2, x3, x4, x5, x6, x7 = _planes(tl.load(x_ptr + 8 * j + x_off).to(tl.float32))
+        x0, x1, x2, x3, x4, x5, x6, x7 = word_planes(tl.load(x_ptr + 8 * j + x_off).to(tl.float32))
         xs = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7))
         a = _word_dot(w, x0, x1, x2, x3, x4, x5, x6, x7, magic)
         acc = tl.fma(S.to(tl.float32)[None, :, :], a, acc)
