@@ -294,7 +294,10 @@ def test_decode_forced_split_counts(device, splits, monkeypatch):
     from mlx_native.ops.attention import decode as dec
     from mlx_native.runtime.plans import clear_all
 
+    from mlx_native.ops.attention import stream
+
     monkeypatch.setattr(dec, "SPLITS_OVERRIDE", splits)
+    monkeypatch.setattr(stream, "STREAM_OVERRIDE", False)  # batches take the stream-K kernel by default
     clear_all()
     try:
         q = randn(3, 4, 1, 64, dtype=torch.bfloat16, device=device)
@@ -429,6 +432,104 @@ def test_decode_balances_ragged_batches(device, fused, window, monkeypatch):
             # sequence 4096 / 4 splits; window 2000: visible 2000 / 300 / 100 / 1500, share cdiv(3900, 8) = 488
             # -> 496 / 512 (the long one: 2000 / 4 -> 512); equal lengths: span / 2
             assert seen == expected, seen
+
+
+def _stream_plan(q, kc, vc, lens, *, programs, window=0, softcap=0.0):
+    """A StreamPlan built directly with ``programs`` programs (so small shapes share columns between programs)."""
+    from mlx_native.ops.attention import stream
+
+    saved = stream.PROGRAMS_OVERRIDE
+    stream.PROGRAMS_OVERRIDE = programs
+    try:
+        return stream.StreamPlan(q, kc, vc, lens, window=window, softcap=softcap)
+    finally:
+        stream.PROGRAMS_OVERRIDE = saved
+
+
+@pytest.mark.parametrize("programs", [1, 3, 7, 40, 300])
+@pytest.mark.parametrize("case", ["ragged", "window", "queries", "softcap"])
+def test_decode_stream_k(device, programs, case):
+    """Stream-K: the batch's key tiles in one equal share per program, columns shared by several programs merged
+    by the last to arrive (its counter back at 0). Program counts from one (every column whole in one program)
+    to more programs than tiles (most hold one tile or none); a sequence with no key gives zeros."""
+    b, hq, hkv, cap, d, lq = 5, 8, 2, 200, 64, 1
+    lens, window, softcap = [200, 0, 37, 1, 130], None, None
+    if case == "window":
+        lens, window, cap = [500, 0, 64, 3, 90], 40, 64  # a ring of 64 slots, wrapped more than once
+    elif case == "queries":
+        lq, lens, window = 3, [200, 0, 37, 4, 130], 50
+    elif case == "softcap":
+        hq, hkv, d, softcap = 6, 6, 80, 20.0  # no GQA, head dim not a power of two
+    q = randn(b, hq, lq, d, dtype=torch.bfloat16, device=device)
+    kc, vc = (randn(b, hkv, cap, d, dtype=torch.bfloat16, device=device) for _ in range(2))
+    lens = torch.tensor(lens, dtype=torch.int32, device=device)
+    plan = _stream_plan(q, kc, vc, lens, programs=programs, window=window or 0, softcap=softcap or 0.0)
+    scale = d ** -0.5
+    out = plan(q, kc, vc, lens, scale, softcap or 0.0)
+    assert_error_bar(out, decode_oracle(q, kc, vc, lens, scale, window, softcap),
+                     decode_baseline(q, kc, vc, lens, scale, window, softcap), what=f"{case}, {programs} programs")
+    assert (out[1] == 0).all()
+    assert not plan.counters.any()
+
+
+def test_decode_stream_k_repeated_calls(device):
+    """One plan, new lengths each call (as a CUDA-graph replay sees them): shares move between columns."""
+    b, hq, hkv, cap, d = 3, 4, 1, 300, 64
+    q = randn(b, hq, 2, d, dtype=torch.float16, device=device)
+    kc, vc = (randn(b, hkv, cap, d, dtype=torch.float16, device=device) for _ in range(2))
+    plan = _stream_plan(q, kc, vc, torch.ones(b, dtype=torch.int32, device=device), programs=4)
+    scale = d ** -0.5
+    for n in ([300, 2, 150], [16, 17, 300], [0, 0, 2], [300, 300, 300]):
+        lens = torch.tensor(n, dtype=torch.int32, device=device)
+        out = plan(q, kc, vc, lens, scale, 0.0)
+        assert_error_bar(out, decode_oracle(q, kc, vc, lens, scale), decode_baseline(q, kc, vc, lens, scale),
+                         what=f"lengths {n}")
+        assert not plan.counters.any()
+
+
+def test_decode_stream_k_route(monkeypatch):
+    """Batches of 16-bit queries take the stream-K kernel; batch 1, fp32, appended tokens and plans built inside
+    a CUDA-graph capture (no counters can be zeroed there) take the split decode; the override wins where the
+    kernel applies."""
+    from mlx_native.ops.attention import stream
+
+    cpu = torch.device("cpu")
+    bf16 = torch.empty(2, 8, 1, 64, dtype=torch.bfloat16)
+    assert stream.use_stream(bf16, False, cpu)
+    assert not stream.use_stream(bf16[:1], False, cpu)
+    assert not stream.use_stream(bf16.float(), False, cpu)
+    assert not stream.use_stream(bf16, True, cpu)
+    monkeypatch.setattr(stream, "can_fuse", lambda device: False)
+    assert not stream.use_stream(bf16, False, cpu)
+    monkeypatch.undo()
+    monkeypatch.setattr(stream, "STREAM_OVERRIDE", True)
+    assert stream.use_stream(bf16[:1], False, cpu) and not stream.use_stream(bf16.float(), False, cpu)
+    monkeypatch.setattr(stream, "STREAM_OVERRIDE", False)
+    assert not stream.use_stream(bf16, False, cpu)
+
+
+def test_decode_stream_k_tile_ranges():
+    """The int32 share arithmetic: program p holds tiles [p T // P, (p + 1) T // P) without forming p T, and the
+    owner of a tile is found from an fp32 estimate, for totals past 2^31 / P."""
+    import numpy as np
+
+    def tile_range(p, P, total):  # the kernel's formula, in Python ints
+        share, extra = total // P, total % P
+        lo = p * share + p * extra // P
+        return lo, lo + share + ((p + 1) * extra // P - p * extra // P)
+
+    def owner(t, P, total):
+        p = min(max(int(np.float32(np.float32(t + 1) * np.float32(P) / np.float32(total))), 0), P - 1)
+        lo, hi = tile_range(p, P, total)
+        return p - 1 if lo > t else p + 1 if hi <= t else p
+
+    rng = np.random.default_rng(0)
+    for P in (1, 5, 132, 264, 1056):
+        for total in (1, 3, P - 1 or 1, P, 16384, 2 ** 22 + 7, int(rng.integers(1, 2 ** 24))):
+            for p in {0, P // 2, P - 1}:
+                assert tile_range(p, P, total) == (p * total // P, (p + 1) * total // P)
+            for t in {0, total - 1, *rng.integers(0, total, 50).tolist()}:
+                assert owner(t, P, total) == ((t + 1) * P - 1) // total
 
 
 def _h100_splits(b, hkv, kv, d=128, g=8):
@@ -988,6 +1089,31 @@ def test_gpu_decode_fused_merge_sees_every_split(b):
         out = fused(q, kc, vc, lens, d ** -0.5, 0.0)
         torch.testing.assert_close(out, two(q, kc, vc, lens, d ** -0.5, 0.0), rtol=2 ** -7, atol=1e-6)
     assert not fused.counters.any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d,hq,hkv", [(128, 64, 8), (256, 16, 8), (64, 9, 3)])
+def test_gpu_decode_stream_k_real_sizes(d, hq, hkv):
+    """The default batch route at model sizes: equal lengths (every program's share crosses columns) and ragged
+    ones, against the fp64 oracle; then 100 calls with new lengths against the split decode (fresh NaN-filled
+    partials each call): a merge that read a partial before its program's stores were visible would differ."""
+    from mlx_native.ops.attention import stream
+
+    b, cap = 8, 32768 if d <= 128 else 16384
+    q = randn(b, hq, 1, d, dtype=torch.bfloat16, device="cuda")
+    kc, vc = (randn(b, hkv, cap, d, dtype=torch.bfloat16, device="cuda") for _ in range(2))
+    lens = torch.full((b,), cap, dtype=torch.int32, device="cuda")
+    plan = stream.StreamPlan(q, kc, vc, lens, window=0, softcap=0.0)
+    assert plan.programs >= torch.cuda.get_device_properties(0).multi_processor_count
+    scale = d ** -0.5
+    for n in (lens, torch.tensor([cap, 1, 0, 1000, cap - 1, 77, cap // 2, 5000], dtype=torch.int32, device="cuda")):
+        check_decode(q, kc, vc, n, what=f"stream-K D={d} lengths {n.tolist()}")
+    split = _decode_plan(q, kc, vc, lens, splits=None)
+    for _ in range(100):
+        n = torch.randint(0, cap + 1, (b,), dtype=torch.int32, device="cuda")
+        torch.testing.assert_close(plan(q, kc, vc, n, scale, 0.0), split(q, kc, vc, n, scale, 0.0), rtol=2 ** -7,
+                                   atol=1e-6)
+    assert not plan.counters.any()
 
 
 @pytest.mark.gpu

@@ -24,6 +24,7 @@ from ...runtime.plans import EMPTY, PlanCache, tensor_key
 from ..rope.api import RopeSpec, check_rope_spec
 from . import ref
 from .decode import DecodePlan
+from .stream import StreamPlan, use_stream
 from .prefill import PrefillPlan
 from .write import WritePlan
 
@@ -271,7 +272,8 @@ def _build_decode(q, k_cache, v_cache, kv_lens, scale, window, softcap):
     _validate_decode(q, k_cache, v_cache, kv_lens, scale, window, softcap)
     if q.numel() == 0:
         return EMPTY
-    return DecodePlan(q, k_cache, v_cache, kv_lens, window=window, softcap=softcap)
+    plan = StreamPlan if use_stream(q, False, q.device) else DecodePlan
+    return plan(q, k_cache, v_cache, kv_lens, window=window, softcap=softcap)
 
 
 _DECODE_PLANS = PlanCache(_build_decode)

@@ -1,0 +1,251 @@
+"""Stream-K decode attention for batches: the batch's K/V tiles cut into one equal share per resident program.
+
+The split decode (:mod:`.decode`) gives every (sequence, KV head) column whole splits of equal length, so a batch
+of ``B x Hkv`` columns runs ``columns x splits`` programs. On the H100 (132 SMs) a B8 Hkv8 kv32k batch is 256
+equal programs of one per SM, 1.94 waves run as 2; a ragged batch gets splits sized from the mean, and the long
+sequences' last splits run after the short ones' SMs went idle. Here the work is the list of every column's key
+tiles, laid end to end (sequence by sequence, then KV head, then query-row block), and program ``p`` of ``P``
+(``P`` = SMs x programs per SM, all resident at once) takes tiles ``[p T / P, (p + 1) T / P)`` of the ``T`` in the
+batch, counted from ``kv_lens`` in the kernel (no host sync; a CUDA graph replays with new lengths). A program
+walks its range column by column: a column it holds whole is written as output directly; a column shared with
+other programs gets one fp32 partial per program (normalized output and log2-sum-exp), and the last of them to
+arrive on the column's counter merges (:mod:`mlx_native.kernels.arrival`). Every program has at most two shared
+columns, its first and its last, so the partials take two slots per program: ``2p`` for the first column of
+``p``, ``2p + 1`` for the last when it is not also the first.
+
+Where this runs instead of the split decode is :func:`use_stream`'s rule.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ...kernels.arrival import arrive_last, can_fuse, counters, rearm
+from ...kernels.launch import Launch
+from ...runtime import env
+from ...runtime.device import device_info
+from ...runtime.memory import empty
+from ..common import next_pow2
+from .decode import LOG2E, MAX_BLOCK_M, _decode_tiles, _store_partial, _visible, occupancy, tile_config
+
+STREAM_OVERRIDE = None  # benchmarks / tests: True or False instead of use_stream's rule
+CONFIG_OVERRIDE = None  # benchmarks: a (BLOCK_N, num_warps, num_stages) instead of decode.tile_config's
+PROGRAMS_OVERRIDE = None  # benchmarks / tests: the program count P instead of SMs x occupancy
+INTERPRETER = dict(block_n=16, programs=5)
+
+
+@triton.jit
+def _tile_range(p, P, total):
+    """``[lo, hi)``: the tiles of program ``p`` of ``P`` in a batch of ``total`` tiles, ``lo = p * total // P``
+    in int32 without the product (which can pass 2^31; a 64-bit division is a slow subroutine call)."""
+    share = total // P
+    extra = total - share * P
+    lo = p * share + p * extra // P
+    hi = lo + share + ((p + 1) * extra // P - p * extra // P)
+    return lo, hi
+
+
+@triton.jit
+def _owner(t, P, total):
+    """The program whose range holds tile ``t`` (``t < total``): an fp32 estimate of ``(t + 1) P / total``,
+    corrected by one step either way against :func:`_tile_range`."""
+    p = ((t + 1).to(tl.float32) * P / total).to(tl.int32)
+    p = tl.minimum(tl.maximum(p, 0), P - 1)
+    lo, hi = _tile_range(p, P, total)
+    p = tl.where(lo > t, p - 1, tl.where(hi <= t, p + 1, p))
+    return p
+
+
+@triton.jit
+def _merge_column(po_ptr, plse_ptr, c0, c1, P, total, row_ok, offs_d, d_ok, BLOCK_M: tl.constexpr,
+                  BLOCK_D: tl.constexpr, HEAD_D: tl.constexpr):
+    """``[BLOCK_M, BLOCK_D]`` fp32 output of the column of tiles ``[c0, c1)`` from the partials of every program
+    that holds part of it: ``p_first`` (its slot ``2p`` when the column is its first, else ``2p + 1``) to
+    ``p_last`` (slot ``2p``). Programs with no tile (``total < P``) are skipped. Online: the running max of
+    the log2-sum-exps rescales the sum. Loads bypass L1: other SMs wrote the partials in this launch."""
+    p_first = _owner(c0, P, total)
+    p_last = _owner(c1 - 1, P, total)
+    rows = tl.arange(0, BLOCK_M)
+    mx = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    tot = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    for pq in range(p_first, p_last + 1):
+        q_lo, q_hi = _tile_range(pq, P, total)
+        slot = 2 * pq + ((pq == p_first) & (q_lo != c0)).to(tl.int32)
+        pr = slot.to(tl.int64) * BLOCK_M + rows
+        ok = row_ok & (rows < tl.where(q_lo < q_hi, BLOCK_M, 0))  # (a vector: the interpreter's bool & 0-d is int)
+        lse = tl.load(plse_ptr + pr, mask=ok, other=float("-inf"), cache_modifier=".cg")
+        o = tl.load(po_ptr + pr[:, None] * HEAD_D + offs_d[None, :], mask=ok[:, None] & d_ok[None, :], other=0.0,
+                    cache_modifier=".cg")
+        m_new = tl.maximum(mx, lse)
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.math.exp2(mx - m_use)
+        w = tl.math.exp2(lse - m_use)
+        tot = tot * alpha + w
+        acc = acc * alpha[:, None] + w[:, None] * o
+        mx = m_new
+    return acc / tl.where(tot > 0.0, tot, 1.0)[:, None]
+
+
+@triton.jit
+def _stream_kernel(
+    q_ptr,  # [B, Hq, Lq, D] (strides sq_*)
+    k_ptr,  # [B, Hkv, C, D] cache (strides sk_*)
+    v_ptr,  # [B, Hkv, C, D] cache (strides sv_*)
+    lens_ptr,  # [B] int32/int64: tokens in the cache, current queries included
+    o_ptr,  # [B, Hq, Lq, D] contiguous output
+    po_ptr,  # [2P, BLOCK_M, D] fp32 partial outputs of shared columns
+    plse_ptr,  # [2P, BLOCK_M] fp32 partial log2-sum-exp
+    cnt_ptr,  # [B * Hkv * m_blocks] int32 arrival counters, zero between launches
+    sq_b, sq_h, sq_l,
+    sk_b, sk_h, sk_s,
+    sv_b, sv_h, sv_s,
+    Hq, Lq, C, window,
+    n_seqs,  # B
+    m_blocks,  # query-row blocks per KV head: cdiv(G * Lq, BLOCK_M)
+    qk_scale,  # scale * log2(e)
+    softcap_in,  # scale / softcap
+    softcap_out,  # softcap * log2(e)
+    G: tl.constexpr,  # query heads per KV head
+    WINDOW: tl.constexpr,  # sliding window; the cache may be a ring (slot = pos % C)
+    MULTI_Q: tl.constexpr,  # Lq > 1: causal mask among the queries
+    SOFTCAP: tl.constexpr,
+    BLOCK_B: tl.constexpr,  # next_pow2(B)
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    HEAD_D: tl.constexpr,
+    EVEN_D: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    P = tl.num_programs(0)
+    p = tl.program_id(0)
+    cols = (Hq // G) * m_blocks  # columns per sequence
+    seq = tl.arange(0, BLOCK_B)
+    lens = tl.load(lens_ptr + seq, mask=seq < n_seqs, other=0)
+    n_all, lo_all = _visible(lens, Lq, C, window, WINDOW)
+    # key tiles per column; a sequence with no visible key takes one masked tile (its program writes the zeros)
+    tiles = tl.where(seq < n_seqs, tl.maximum(tl.cdiv(n_all - lo_all, BLOCK_N), 1), 0)
+    work = tiles * cols
+    seq_end = tl.cumsum(work, 0)  # the batch's tiles: sequence b holds [seq_end[b] - work[b], seq_end[b])
+    total = tl.sum(work, 0)
+    t_lo, t_hi = _tile_range(p, P, total)
+
+    rows = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < HEAD_D
+    cur = t_lo
+    while cur < t_hi:
+        b = tl.sum((seq_end <= cur).to(tl.int32), 0)
+        this = seq == b
+        nt = tl.sum(tl.where(this, tiles, 0), 0)
+        c0 = tl.sum(tl.where(this, seq_end - work, 0), 0)  # first tile of sequence b ...
+        col = (cur - c0) // nt
+        c0 += col * nt  # ... then of this column
+        c1 = c0 + nt
+        seg_hi = tl.minimum(t_hi, c1)
+        n = tl.sum(tl.where(this, n_all, 0), 0)
+        lo = tl.sum(tl.where(this, lo_all, 0), 0)
+        hk = col // m_blocks
+        row = (col % m_blocks) * BLOCK_M + rows
+        row_ok = row < G * Lq
+        h = hk * G + row // Lq
+        qi = row % Lq
+        q_off = b.to(tl.int64) * sq_b + h.to(tl.int64) * sq_h + qi.to(tl.int64) * sq_l
+        q = tl.load(q_ptr + q_off[:, None] + offs_d[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+        qpos = n - Lq + qi
+        start = lo + (cur - c0) * BLOCK_N
+        end = tl.minimum(lo + (seg_hi - c0) * BLOCK_N, n)
+        full_end = start + tl.maximum(end - start, 0) // BLOCK_N * BLOCK_N
+        k_base = k_ptr + b.to(tl.int64) * sk_b + hk.to(tl.int64) * sk_h
+        v_base = v_ptr + b.to(tl.int64) * sv_b + hk.to(tl.int64) * sv_h
+        m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+        acc, l_i, m_i = _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, start, full_end, end, qpos, C,
+                                      window, qk_scale, softcap_in, softcap_out, False, WINDOW, MULTI_Q, SOFTCAP,
+                                      BLOCK_N, BLOCK_D, HEAD_D, EVEN_D, PRECISION)
+        acc, l_i, m_i = _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, full_end, end, end, qpos, C,
+                                      window, qk_scale, softcap_in, softcap_out, True, WINDOW, MULTI_Q, SOFTCAP,
+                                      BLOCK_N, BLOCK_D, HEAD_D, EVEN_D, PRECISION)
+        out = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]
+        r = (b.to(tl.int64) * Hq + h) * Lq + qi
+        st_mask = row_ok[:, None] & d_ok[None, :]
+        o_offs = r[:, None] * HEAD_D + offs_d[None, :]
+        if (cur == c0) & (seg_hi == c1):  # the whole column: no partials
+            tl.store(o_ptr + o_offs, out.to(o_ptr.dtype.element_ty), mask=st_mask)
+        else:
+            slot = 2 * p + (cur != t_lo).to(tl.int32)
+            _store_partial(po_ptr, plse_ptr, slot.to(tl.int64) * BLOCK_M + rows, out, m_i, l_i, row_ok, st_mask,
+                           offs_d, HEAD_D)
+            sharing = tl.minimum(_owner(c1 - 1, P, total) - _owner(c0, P, total) + 1, nt)  # programs holding tiles of the column
+            cnt = cnt_ptr + b * cols + col
+            if arrive_last(cnt, sharing):
+                merged = _merge_column(po_ptr, plse_ptr, c0, c1, P, total, row_ok, offs_d, d_ok, BLOCK_M, BLOCK_D,
+                                       HEAD_D)
+                tl.store(o_ptr + o_offs, merged.to(o_ptr.dtype.element_ty), mask=st_mask)
+                rearm(cnt)
+        cur = seg_hi
+
+
+def use_stream(q: torch.Tensor, appended: bool, device: torch.device) -> bool:
+    """Whether ``flash_attn_decode`` runs the stream-K kernel: batches (B > 1) of 16-bit queries, no new tokens
+    appended in the launch, and counters that can be zeroed now (not inside a CUDA-graph capture, see
+    :func:`~mlx_native.kernels.arrival.can_fuse`). ``STREAM_OVERRIDE`` forces it on or off (still only where
+    it applies)."""
+    applies = not appended and q.dtype in (torch.float16, torch.bfloat16) and can_fuse(device)
+    if STREAM_OVERRIDE is not None:
+        return applies and STREAM_OVERRIDE
+    return applies and q.shape[0] > 1
+
+
+class StreamPlan:
+    """The stream-K decode kernel prepared for one signature of (q, caches, kv_lens) and options.
+
+    Grid ``(P,)``: ``P`` = SMs x programs per SM (shared memory of the tile config), every program resident at
+    once. The plan owns the arrival counters (int32 ``[B * Hkv * m_blocks]``, zeroed when the plan is built;
+    each launch leaves them at zero): build it outside a CUDA-graph capture, and do not run one plan on two
+    streams at once. Partials: ``po [2P, BLOCK_M, D]``, ``plse [2P, BLOCK_M]`` fp32, fresh every call.
+    """
+
+    def __init__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_lens: torch.Tensor, *,
+                 window: int, softcap: float):
+        b, hq, lq, d = q.shape
+        hkv, cap = k_cache.shape[1], k_cache.shape[2]
+        g = hq // hkv
+        self.shape, self.dtype, self.device = (b, hq, lq, d), q.dtype, q.device
+        on_cuda = q.is_cuda and not env.settings.triton_interpret
+        block_d = max(16, next_pow2(d))
+        block_m = min(MAX_BLOCK_M, max(16, next_pow2(g * lq)))
+        m_blocks = triton.cdiv(g * lq, block_m)
+        span = cap if window <= 0 else min(cap, window + lq - 1)
+        if on_cuda:
+            block_n, warps, stages = CONFIG_OVERRIDE or tile_config(block_d, span, q.dtype, b)
+            programs = device_info(q.device).sm_count * occupancy(block_m, block_n, block_d, stages,
+                                                                  q.element_size())
+        else:
+            block_n, warps, stages, programs = INTERPRETER["block_n"], 4, 1, INTERPRETER["programs"]
+        self.programs = PROGRAMS_OVERRIDE or programs
+        self.block_m = block_m
+        self.counters = counters((b * hkv * m_blocks,), q.device)
+        self.ints = (*q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], hq, lq, cap, window, b, m_blocks)
+        self.launch = Launch(
+            _stream_kernel, (self.programs,),
+            dict(G=g, WINDOW=window > 0, MULTI_Q=lq > 1, SOFTCAP=softcap > 0, BLOCK_B=next_pow2(b), BLOCK_M=block_m,
+                 BLOCK_N=block_n, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d, PRECISION="tf32"),
+            num_warps=warps, num_stages=stages,
+        )
+
+    def __call__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_lens: torch.Tensor,
+                 scale: float, softcap: float) -> torch.Tensor:
+        """``out [B, Hq, Lq, D]`` in q's dtype, one launch."""
+        out = empty(self.shape, dtype=self.dtype, device=self.device)
+        slots = 2 * self.programs * self.block_m
+        po = empty((slots, self.shape[3]), dtype=torch.float32, device=self.device)
+        plse = empty((slots,), dtype=torch.float32, device=self.device)
+        cap_in = scale / softcap if softcap > 0 else 0.0
+        self.launch(q, k_cache, v_cache, kv_lens, out, po, plse, self.counters, *self.ints, scale * LOG2E, cap_in,
+                    softcap * LOG2E)
+        return out
