@@ -272,7 +272,7 @@ def _build_decode(q, k_cache, v_cache, kv_lens, scale, window, softcap):
     _validate_decode(q, k_cache, v_cache, kv_lens, scale, window, softcap)
     if q.numel() == 0:
         return EMPTY
-    plan = StreamPlan if use_stream(q, False, q.device) else DecodePlan
+    plan = StreamPlan if use_stream(q, k_cache, window) else DecodePlan
     return plan(q, k_cache, v_cache, kv_lens, window=window, softcap=softcap)
 
 

@@ -1,13 +1,16 @@
-"""Stream-K decode attention for batches: the batch's K/V tiles cut into one equal share per resident program.
+"""Stream-K decode attention for batches: the batch's K/V positions cut into one equal share per resident program.
 
 The split decode (:mod:`.decode`) gives every (sequence, KV head) column whole splits of equal length, so a batch
 of ``B x Hkv`` columns runs ``columns x splits`` programs. On the H100 (132 SMs) a B8 Hkv8 kv32k batch is 256
 equal programs of one per SM, 1.94 waves run as 2; a ragged batch gets splits sized from the mean, and the long
-sequences' last splits run after the short ones' SMs went idle. Here the work is the list of every column's key
-tiles, laid end to end (sequence by sequence, then KV head, then query-row block), and program ``p`` of ``P``
-(``P`` = SMs x programs per SM, all resident at once) takes tiles ``[p T / P, (p + 1) T / P)`` of the ``T`` in the
-batch, counted from ``kv_lens`` in the kernel (no host sync; a CUDA graph replays with new lengths). A program
-walks its range column by column: a column it holds whole is written as output directly; a column shared with
+sequences' last splits run after the short ones' SMs went idle. Here the work is the list of every column's
+visible positions in units of ``UNIT`` keys, laid end to end (sequence by sequence, then KV head, then query-row
+block), and program ``p`` of ``P`` (``P`` = SMs x programs per SM, all resident at once) takes units
+``[p T / P, (p + 1) T / P)`` of the ``T`` in the batch, counted from ``kv_lens`` in the kernel (no host sync; a CUDA
+graph replays with new lengths). The unit is finer than the ``BLOCK_N``-key tile a program loads (a share runs whole
+tiles, then one masked tile), so the shares differ by at most ``UNIT`` keys: with whole 128-key tiles as the unit,
+B8 kv8k (4096 tiles on 132 programs) would leave the largest share 3% above the mean. A program walks its range
+column by column: a column it holds whole is written as output directly; a column shared with
 other programs gets one fp32 partial per program (normalized output and log2-sum-exp), and the last of them to
 arrive on the column's counter merges (:mod:`mlx_native.kernels.arrival`). Every program has at most two shared
 columns, its first and its last, so the partials take two slots per program: ``2p`` for the first column of
@@ -31,14 +34,20 @@ from ..common import next_pow2
 from .decode import LOG2E, MAX_BLOCK_M, _decode_tiles, _store_partial, _visible, occupancy, tile_config
 
 STREAM_OVERRIDE = None  # benchmarks / tests: True or False instead of use_stream's rule
-CONFIG_OVERRIDE = None  # benchmarks: a (BLOCK_N, num_warps, num_stages) instead of decode.tile_config's
+CONFIG_OVERRIDE = None  # benchmarks: a (BLOCK_N, num_warps, num_stages) instead of tile_config's
 PROGRAMS_OVERRIDE = None  # benchmarks / tests: the program count P instead of SMs x occupancy
-INTERPRETER = dict(block_n=16, programs=5)
+UNIT = 16  # keys per work unit
+# (BLOCK_N, num_warps, num_stages) by BLOCK_D, 16-bit inputs; others take decode.tile_config's. H100, session 15
+# run 1 (bench/decode_stream_sweep.py): D=128 128-key tiles, one program per SM (B8 kv32k 356.1 us against 358-362
+# with 64-key tiles); D=256 64-key tiles, 3 stages (B8 kv32k 697.8 against 710 with the split decode's (32, 4, 4)).
+GPU_CONFIGS = {128: (128, 4, 3), 256: (64, 4, 3)}
+MIN_CACHE_BYTES = 512 << 20  # use_stream: batches whose K/V caches hold at least this many bytes
+INTERPRETER = dict(block_n=16, unit=4, programs=5)
 
 
 @triton.jit
 def _tile_range(p, P, total):
-    """``[lo, hi)``: the tiles of program ``p`` of ``P`` in a batch of ``total`` tiles, ``lo = p * total // P``
+    """``[lo, hi)``: the units of program ``p`` of ``P`` in a batch of ``total`` units, ``lo = p * total // P``
     in int32 without the product (which can pass 2^31; a 64-bit division is a slow subroutine call)."""
     share = total // P
     extra = total - share * P
@@ -49,7 +58,7 @@ def _tile_range(p, P, total):
 
 @triton.jit
 def _owner(t, P, total):
-    """The program whose range holds tile ``t`` (``t < total``): an fp32 estimate of ``(t + 1) P / total``,
+    """The program whose range holds unit ``t`` (``t < total``): an fp32 estimate of ``(t + 1) P / total``,
     corrected by one step either way against :func:`_tile_range`."""
     p = ((t + 1).to(tl.float32) * P / total).to(tl.int32)
     p = tl.minimum(tl.maximum(p, 0), P - 1)
@@ -61,9 +70,9 @@ def _owner(t, P, total):
 @triton.jit
 def _merge_column(po_ptr, plse_ptr, c0, c1, P, total, row_ok, offs_d, d_ok, BLOCK_M: tl.constexpr,
                   BLOCK_D: tl.constexpr, HEAD_D: tl.constexpr):
-    """``[BLOCK_M, BLOCK_D]`` fp32 output of the column of tiles ``[c0, c1)`` from the partials of every program
+    """``[BLOCK_M, BLOCK_D]`` fp32 output of the column of units ``[c0, c1)`` from the partials of every program
     that holds part of it: ``p_first`` (its slot ``2p`` when the column is its first, else ``2p + 1``) to
-    ``p_last`` (slot ``2p``). Programs with no tile (``total < P``) are skipped. Online: the running max of
+    ``p_last`` (slot ``2p``). Programs with no unit (``total < P``) are skipped. Online: the running max of
     the log2-sum-exps rescales the sum. Loads bypass L1: other SMs wrote the partials in this launch."""
     p_first = _owner(c0, P, total)
     p_last = _owner(c1 - 1, P, total)
@@ -115,6 +124,7 @@ def _stream_kernel(
     BLOCK_B: tl.constexpr,  # next_pow2(B)
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    UNIT: tl.constexpr,  # keys per work unit (divides BLOCK_N): the granularity of the programs' shares
     BLOCK_D: tl.constexpr,
     HEAD_D: tl.constexpr,
     EVEN_D: tl.constexpr,
@@ -126,10 +136,10 @@ def _stream_kernel(
     seq = tl.arange(0, BLOCK_B)
     lens = tl.load(lens_ptr + seq, mask=seq < n_seqs, other=0)
     n_all, lo_all = _visible(lens, Lq, C, window, WINDOW)
-    # key tiles per column; a sequence with no visible key takes one masked tile (its program writes the zeros)
-    tiles = tl.where(seq < n_seqs, tl.maximum(tl.cdiv(n_all - lo_all, BLOCK_N), 1), 0)
-    work = tiles * cols
-    seq_end = tl.cumsum(work, 0)  # the batch's tiles: sequence b holds [seq_end[b] - work[b], seq_end[b])
+    # work units of UNIT keys per column; a sequence with no visible key takes one (its program writes the zeros)
+    units = tl.where(seq < n_seqs, tl.maximum(tl.cdiv(n_all - lo_all, UNIT), 1), 0)
+    work = units * cols
+    seq_end = tl.cumsum(work, 0)  # the batch's units: sequence b holds [seq_end[b] - work[b], seq_end[b])
     total = tl.sum(work, 0)
     t_lo, t_hi = _tile_range(p, P, total)
 
@@ -140,8 +150,8 @@ def _stream_kernel(
     while cur < t_hi:
         b = tl.sum((seq_end <= cur).to(tl.int32), 0)
         this = seq == b
-        nt = tl.sum(tl.where(this, tiles, 0), 0)
-        c0 = tl.sum(tl.where(this, seq_end - work, 0), 0)  # first tile of sequence b ...
+        nt = tl.sum(tl.where(this, units, 0), 0)
+        c0 = tl.sum(tl.where(this, seq_end - work, 0), 0)  # first unit of sequence b ...
         col = (cur - c0) // nt
         c0 += col * nt  # ... then of this column
         c1 = c0 + nt
@@ -156,8 +166,8 @@ def _stream_kernel(
         q_off = b.to(tl.int64) * sq_b + h.to(tl.int64) * sq_h + qi.to(tl.int64) * sq_l
         q = tl.load(q_ptr + q_off[:, None] + offs_d[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
         qpos = n - Lq + qi
-        start = lo + (cur - c0) * BLOCK_N
-        end = tl.minimum(lo + (seg_hi - c0) * BLOCK_N, n)
+        start = lo + (cur - c0) * UNIT  # whole BLOCK_N tiles from here, then one masked tile
+        end = tl.minimum(lo + (seg_hi - c0) * UNIT, n)
         full_end = start + tl.maximum(end - start, 0) // BLOCK_N * BLOCK_N
         k_base = k_ptr + b.to(tl.int64) * sk_b + hk.to(tl.int64) * sk_h
         v_base = v_ptr + b.to(tl.int64) * sv_b + hk.to(tl.int64) * sv_h
@@ -180,7 +190,7 @@ def _stream_kernel(
             slot = 2 * p + (cur != t_lo).to(tl.int32)
             _store_partial(po_ptr, plse_ptr, slot.to(tl.int64) * BLOCK_M + rows, out, m_i, l_i, row_ok, st_mask,
                            offs_d, HEAD_D)
-            sharing = tl.minimum(_owner(c1 - 1, P, total) - _owner(c0, P, total) + 1, nt)  # programs holding tiles of the column
+            sharing = tl.minimum(_owner(c1 - 1, P, total) - _owner(c0, P, total) + 1, nt)  # programs in the column
             cnt = cnt_ptr + b * cols + col
             if arrive_last(cnt, sharing):
                 merged = _merge_column(po_ptr, plse_ptr, c0, c1, P, total, row_ok, offs_d, d_ok, BLOCK_M, BLOCK_D,
@@ -190,22 +200,37 @@ def _stream_kernel(
         cur = seg_hi
 
 
-def use_stream(q: torch.Tensor, appended: bool, device: torch.device) -> bool:
-    """Whether ``flash_attn_decode`` runs the stream-K kernel: batches (B > 1) of 16-bit queries, no new tokens
-    appended in the launch, and counters that can be zeroed now (not inside a CUDA-graph capture, see
-    :func:`~mlx_native.kernels.arrival.can_fuse`). ``STREAM_OVERRIDE`` forces it on or off (still only where
-    it applies)."""
-    applies = not appended and q.dtype in (torch.float16, torch.bfloat16) and can_fuse(device)
+def use_stream(q: torch.Tensor, k_cache: torch.Tensor, window: int) -> bool:
+    """Whether ``flash_attn_decode`` runs the stream-K kernel instead of the split decode.
+
+    It applies to 16-bit queries (calls that append new tokens take the split decode), where the arrival counters
+    can be zeroed now (not inside a CUDA-graph capture, :func:`~mlx_native.kernels.arrival.can_fuse`). It is chosen for
+    batches (B > 1) whose caches hold at least ``MIN_CACHE_BYTES`` of K/V within the span (capacity, or the
+    window): H100 run 1 of session 15 (bench/decode_stream_sweep.py, graph replay, us, stream against split):
+    B8 Hkv8 D128 kv32k 356.1 / 359.0, ragged 1k-32k 206.2 / 215.5, kv128k 1382.8 / 1386.1, B32 kv8k 356.0 / 367.9,
+    D256 B8 kv32k 697.8 / 709.5; under 512 MB the split decode won: B8 kv8k (268 MB) 98.1 / 97.3, B2 kv32k
+    100.6 / 100.0, B8 kv1k 20.8 / 17.8 (each program's partials and merge are a latency chain there).
+    ``STREAM_OVERRIDE`` forces the choice where the kernel applies."""
+    applies = q.dtype in (torch.float16, torch.bfloat16) and can_fuse(q.device)
     if STREAM_OVERRIDE is not None:
         return applies and STREAM_OVERRIDE
-    return applies and q.shape[0] > 1
+    b, hkv, cap, d = k_cache.shape
+    span = cap if window <= 0 else min(cap, window + q.shape[2] - 1)
+    return applies and b > 1 and 2 * b * hkv * span * d * k_cache.element_size() >= MIN_CACHE_BYTES
+
+
+def stream_config(block_d: int, span: int, dtype: torch.dtype, batch: int) -> tuple[int, int, int]:
+    """``(BLOCK_N, num_warps, num_stages)`` on CUDA: ``CONFIG_OVERRIDE``, else ``GPU_CONFIGS``, else the split
+    decode's :func:`~.decode.tile_config`."""
+    return CONFIG_OVERRIDE or GPU_CONFIGS.get(block_d) or tile_config(block_d, span, dtype, batch)
 
 
 class StreamPlan:
     """The stream-K decode kernel prepared for one signature of (q, caches, kv_lens) and options.
 
     Grid ``(P,)``: ``P`` = SMs x programs per SM (shared memory of the tile config), every program resident at
-    once. The plan owns the arrival counters (int32 ``[B * Hkv * m_blocks]``, zeroed when the plan is built;
+    once; shares in units of ``UNIT`` keys (the interpreter: 4-key units of 16-key tiles, so shares start and end
+    inside tiles). The plan owns the arrival counters (int32 ``[B * Hkv * m_blocks]``, zeroed when the plan is built;
     each launch leaves them at zero): build it outside a CUDA-graph capture, and do not run one plan on two
     streams at once. Partials: ``po [2P, BLOCK_M, D]``, ``plse [2P, BLOCK_M]`` fp32, fresh every call.
     """
@@ -222,11 +247,13 @@ class StreamPlan:
         m_blocks = triton.cdiv(g * lq, block_m)
         span = cap if window <= 0 else min(cap, window + lq - 1)
         if on_cuda:
-            block_n, warps, stages = CONFIG_OVERRIDE or tile_config(block_d, span, q.dtype, b)
+            block_n, warps, stages = stream_config(block_d, span, q.dtype, b)
+            unit = UNIT
             programs = device_info(q.device).sm_count * occupancy(block_m, block_n, block_d, stages,
                                                                   q.element_size())
         else:
-            block_n, warps, stages, programs = INTERPRETER["block_n"], 4, 1, INTERPRETER["programs"]
+            block_n, unit, warps, stages, programs = (INTERPRETER["block_n"], INTERPRETER["unit"], 4, 1,
+                                                      INTERPRETER["programs"])
         self.programs = PROGRAMS_OVERRIDE or programs
         self.block_m = block_m
         self.counters = counters((b * hkv * m_blocks,), q.device)
@@ -234,7 +261,7 @@ class StreamPlan:
         self.launch = Launch(
             _stream_kernel, (self.programs,),
             dict(G=g, WINDOW=window > 0, MULTI_Q=lq > 1, SOFTCAP=softcap > 0, BLOCK_B=next_pow2(b), BLOCK_M=block_m,
-                 BLOCK_N=block_n, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d, PRECISION="tf32"),
+                 BLOCK_N=block_n, UNIT=unit, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d, PRECISION="tf32"),
             num_warps=warps, num_stages=stages,
         )
 
