@@ -7,7 +7,7 @@ peers run on the batch padded to its longest sequence (with a key-padding
 mask, which is what correctness requires).
 
     python bench/run_all.py --out DIR --families attention      # rows for results.json / results.md
-    python bench/run_all.py --out DIR --families attention --ops decode   # decode rows only (split rule)
+    python bench/run_all.py --out DIR --families attention --ops decode   # decode rows only
     python bench/attention.py --sweep DIR [--kinds decode]       # launch-config sweep (developer tool)
     python bench/attention.py --run DIR [--budget S] [--reps N] [--ops decode]  # written row by row
     python bench/attention.py --report DIR/results.json          # attention table: TFLOP/s, TB/s, ratios
@@ -34,6 +34,7 @@ import common  # noqa: E402
 from common import Case, Impl  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
+from mlx_native.ops.attention.stream import MIN_CACHE_BYTES as STREAM_MIN_BYTES  # noqa: E402
 
 BF16 = torch.bfloat16
 PREFILL_LENGTHS = [1024, 4096, 8192, 16384]
@@ -42,34 +43,11 @@ DECODE_BATCHES = [1, 8, 32]
 DECODE_LENGTHS = [1024, 8192, 32768, 131072]
 DECODE_HEADS = {128: (64, 8), 256: (16, 8)}  # D -> (Hq, Hkv): Llama-70B-like 8:1, Gemma-2/3-like D=256
 TOL = 3e-2
-# Decode rows that also time forced split counts ("mlx-native[splits=N]", the same kernels; not peers), keyed by
-# (B, kv, D, ragged). On a 132-SM H100/H200 the default (decode.num_splits) picks 16 splits on every target row
-# (B1 kv 8k-128k, B8 kv32k uniform and ragged) and 4 at B32 kv >= 8k; the previous rule (one wave of
-# SMs x occupancy programs) picked 16 / 32 / 33 at B1 kv 8k / 32k / 128k, 4 at B8 and 1 at B32. Target rows carry
-# the previous default and neighbours of the new one; other rows whose count changed carry the previous default.
-DECODE_SPLIT_VARIANTS = {
-    (1, 1024, 128, False): (4, 8),  # short caches: split counts around the MIN_SPLIT_KEYS floor
-    (1, 1024, 256, False): (4, 8),
-    (1, 8192, 128, False): (8, 32),
-    (1, 32768, 128, False): (8, 32),  # 32: previous default
-    (1, 131072, 128, False): (8, 33),  # 33: previous default
-    (8, 32768, 128, False): (4, 8, 32),  # 4: previous default
-    (8, 32768, 128, True): (4, 8, 32),  # ragged 1k-32k; 4: previous default
-    (8, 131072, 128, False): (4,),
-    (32, 8192, 128, False): (1,),
-    (32, 32768, 128, False): (1,),
-    (32, 131072, 128, False): (1,),
-    (1, 32768, 256, False): (32,),
-    (1, 131072, 256, False): (33,),
-    (8, 32768, 256, False): (4,),
-    (8, 131072, 256, False): (4,),
-    (32, 8192, 256, False): (1,),
-    (32, 32768, 256, False): (1,),
-}
-# Every decode row also times the default split count with the other merge (decode.merge_mode: batch 1 merges in a
-# programmatic dependent launch, larger grids in the decode launch), side by side. Rows where the default is one
-# split run the same single kernel in both.
-OTHER_MERGE = {"fused": "mlx-native[fused merge]", "pdl": "mlx-native[pdl merge]"}
+# Every decode row also times our other route side by side (not a peer): batch-1 rows the split decode with the
+# merge fused into the last split (the default merges in a programmatic dependent launch, decode.merge_mode),
+# batches the split decode (decode.DecodePlan) where the default is the stream-K kernel (stream.use_stream), or
+# the stream-K kernel where the default is the split decode.
+OTHER_ROUTE_B1 = "mlx-native[fused merge]"
 
 
 def _sdpa(backend_name: str):
@@ -205,14 +183,35 @@ def decode_variant(splits=None, merge=None, balance_splits=None, cfg=None):
     return Impl(run, tolerance=TOL)
 
 
-def _balance_variants(case: Case) -> None:
-    """A batch's decode without balancing, balanced to 2 / 8 mean splits per sequence, and with the 64-key tiles
-    of short spans (with and without balancing; the default before session 7: no balance)."""
-    case.impls["mlx-native[no balance]"] = decode_variant(balance_splits=0)
-    for mean in (2, 8):
-        case.impls["mlx-native[balance mean %d]" % mean] = decode_variant(balance_splits=mean)
-    case.impls["mlx-native[cfg 64,4,4]"] = decode_variant(cfg=(64, 4, 4))
-    case.impls["mlx-native[cfg 64,4,4, no balance]"] = decode_variant(balance_splits=0, cfg=(64, 4, 4))
+def stream_variant(tma=None):
+    """Ours through the stream-K kernel (``stream.StreamPlan``), ``tma``: with tensor-descriptor loads or not."""
+    from mlx_native.ops.attention import stream
+
+    plans = {}
+
+    def run(q, kc, vc, lens):
+        key = (q.shape, kc.shape, kc.stride())
+        plan = plans.get(key)
+        if plan is None:
+            saved = stream.TMA_OVERRIDE
+            stream.TMA_OVERRIDE = tma
+            try:
+                plan = plans[key] = stream.StreamPlan(q, kc, vc, lens, window=0, softcap=0.0)
+            finally:
+                stream.TMA_OVERRIDE = saved
+        return plan(q, kc, vc, lens, q.shape[-1] ** -0.5, 0.0)
+
+    return Impl(run, tolerance=TOL)
+
+
+def _other_routes(case: Case, b: int, stream_default: bool) -> None:
+    """Our route that the default did not take (see OTHER_ROUTE_B1), named in the row."""
+    if b == 1:
+        case.impls[OTHER_ROUTE_B1] = decode_variant(merge="fused")
+    elif stream_default:
+        case.impls["mlx-native[split-KV]"] = decode_variant()
+    else:
+        case.impls["mlx-native[stream-K]"] = stream_variant()
 
 
 def triton_next_pow2(n: int) -> int:
@@ -237,21 +236,14 @@ def cases() -> list[Case]:
                 if b * hkv * kv * d * 4 > 20 << 30:  # > 20 GiB of K/V per input set
                     continue
                 c = decode_case(b, hq, hkv, kv, d)
-                other = "fused" if b == 1 else "pdl"
-                c.impls[OTHER_MERGE[other]] = decode_variant(merge=other)
-                for splits in DECODE_SPLIT_VARIANTS.get((b, kv, d, False), ()):
-                    c.impls["mlx-native[splits=%d]" % splits] = decode_variant(splits)
+                _other_routes(c, b, b > 1 and 2 * b * hkv * kv * d * 2 >= STREAM_MIN_BYTES)
                 target = d == 128 and ((b == 8 and kv == 32768) or (b == 1 and kv >= 8192))
                 if target and b > 1:
-                    _balance_variants(c)
-                elif target:
-                    c.impls["mlx-native[cfg 64,4,3]"] = decode_variant(cfg=(64, 4, 3))
+                    c.impls["mlx-native[stream-K, tma]"] = stream_variant(tma=True)
                 (first if target else rest).append(c)
     ragged = decode_case(8, 64, 8, 32768, 128, ragged=True)
-    ragged.impls[OTHER_MERGE["pdl"]] = decode_variant(merge="pdl")
-    for splits in DECODE_SPLIT_VARIANTS[(8, 32768, 128, True)]:
-        ragged.impls["mlx-native[splits=%d]" % splits] = decode_variant(splits)
-    _balance_variants(ragged)
+    _other_routes(ragged, 8, True)
+    ragged.impls["mlx-native[stream-K, tma]"] = stream_variant(tma=True)
     first.append(ragged)
     return first + rest
 

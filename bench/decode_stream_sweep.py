@@ -35,7 +35,7 @@ SHAPES = [(8, 64, 8, 32768, 128, False), (8, 64, 8, 32768, 128, True), (8, 64, 8
           (8, 16, 8, 8192, 256, True), (8, 64, 8, 1024, 128, False), (32, 64, 8, 1024, 128, False),
           (8, 9, 3, 2048, 64, False)]
 QUICK = SHAPES[:2]
-CONFIGS = [(128, 4, 3), (128, 4, 4), (128, 8, 3), (128, 8, 4), (64, 4, 3), (64, 4, 4)]  # besides stream_config's
+CONFIGS = [(128, 4, 2), (128, 8, 2), (128, 4, 3), (128, 4, 4), (128, 8, 3), (64, 4, 2), (64, 4, 3)]  # besides stream_config's
 UNITS = [64, 128]  # besides stream.UNIT, with the default config
 
 
@@ -46,10 +46,11 @@ def triton_pow2(n: int) -> int:
 DEFAULT_UNIT = stream.UNIT
 
 
-def set_variant(route=None, config=None, programs=None, unit=None) -> None:
+def set_variant(route=None, config=None, programs=None, unit=None, tma=None) -> None:
     """``route``: None (use_stream's rule), True (stream) or False (split decode); the others force the stream
-    kernel's config, program count and work unit."""
+    kernel's config, program count, work unit and tensor-descriptor loads."""
     stream.STREAM_OVERRIDE, stream.CONFIG_OVERRIDE, stream.PROGRAMS_OVERRIDE = route, config, programs
+    stream.TMA_OVERRIDE = tma
     stream.UNIT = unit or DEFAULT_UNIT
     plans.clear_all()
 
@@ -59,6 +60,7 @@ def main() -> None:
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "decode_stream_sweep.json"))
     ap.add_argument("--quick", action="store_true", help="the two issue-3 target rows only")
     ap.add_argument("--programs", action="store_true", help="also one program per SM where more fit")
+    ap.add_argument("--tma", action="store_true", help="every config also with tensor-descriptor loads")
     a = ap.parse_args()
     sms = device_info(torch.device("cuda")).sm_count
     rows = []
@@ -71,16 +73,18 @@ def main() -> None:
         shape = f"B{b} Hq{hq} Hkv{hkv} kv{kv} D{d}" + (" ragged" if ragged else "")
         sets = make_sets(b, hq, hkv, kv, d, ragged)
         nbytes = sum(2 * int(n.clamp(max=kv).sum()) * hkv * d * 2 for *_, n in sets) / len(sets)
-        variants = [("default", None, None, None, None), ("split", False, None, None, None),
-                    ("stream", True, None, None, None)]
-        variants += [(f"stream unit={u}", True, None, None, u) for u in UNITS]
+        variants = [("default", None, None, None, None, None), ("split", False, None, None, None, None),
+                    ("stream", True, None, None, None, None), ("stream tma", True, None, None, None, True)]
+        variants += [(f"stream unit={u}", True, None, None, u, None) for u in UNITS]
         block_m = min(decode.MAX_BLOCK_M, max(16, triton_pow2(hq // hkv)))
         for config in CONFIGS:
             if d == 256 and config[0] > 64:
                 continue
             occ = decode.occupancy(block_m, config[0], max(16, triton_pow2(d)), config[2], 2)
             for k in sorted({occ, 1} if a.programs else {occ}):
-                variants.append((f"stream cfg={config} P={k}xSM", True, config, k * sms, None))
+                variants.append((f"stream cfg={config} P={k}xSM", True, config, k * sms, None, None))
+                if a.tma:
+                    variants.append((f"stream tma cfg={config} P={k}xSM", True, config, k * sms, None, True))
         for _ in range(common.DECODE_ROUNDS):
             for name in ("sdpa cudnn", "sdpa flash"):
                 if ragged and name == "sdpa cudnn":
@@ -92,8 +96,8 @@ def main() -> None:
                 t = common.time_graph(fn, sets)
                 emit(shape=shape, impl=name + (" padded" if ragged else ""), us=t,
                      tbps=nbytes / t / 1e6 if t else None)
-            for name, route, config, programs, unit in variants:
-                set_variant(route, config, programs, unit)
+            for name, route, config, programs, unit, tma in variants:
+                set_variant(route, config, programs, unit, tma)
                 try:
                     t = common.time_graph(ours, sets)
                 except Exception as e:  # noqa: BLE001 - a config that does not compile is reported, not fatal

@@ -434,20 +434,21 @@ def test_decode_balances_ragged_batches(device, fused, window, monkeypatch):
             assert seen == expected, seen
 
 
-def _stream_plan(q, kc, vc, lens, *, programs, window=0, softcap=0.0):
-    """A StreamPlan built directly with ``programs`` programs (so small shapes share columns between programs)."""
+def _stream_plan(q, kc, vc, lens, *, programs, window=0, softcap=0.0, tma=None):
+    """A StreamPlan built directly with ``programs`` programs (so small shapes share columns between programs),
+    ``tma``: the whole tiles through tensor descriptors (True), or not (False), or by the rule (None)."""
     from mlx_native.ops.attention import stream
 
-    saved = stream.PROGRAMS_OVERRIDE
-    stream.PROGRAMS_OVERRIDE = programs
+    saved = stream.PROGRAMS_OVERRIDE, stream.TMA_OVERRIDE
+    stream.PROGRAMS_OVERRIDE, stream.TMA_OVERRIDE = programs, tma
     try:
         return stream.StreamPlan(q, kc, vc, lens, window=window, softcap=softcap)
     finally:
-        stream.PROGRAMS_OVERRIDE = saved
+        stream.PROGRAMS_OVERRIDE, stream.TMA_OVERRIDE = saved
 
 
 @pytest.mark.parametrize("programs", [1, 3, 7, 40, 300])
-@pytest.mark.parametrize("case", ["ragged", "window", "queries", "softcap"])
+@pytest.mark.parametrize("case", ["ragged", "window", "queries", "softcap", "tma"])
 def test_decode_stream_k(device, programs, case):
     """Stream-K: the batch's key tiles in one equal share per program, columns shared by several programs merged
     by the last to arrive (its counter back at 0). Program counts from one (every column whole in one program)
@@ -463,7 +464,9 @@ def test_decode_stream_k(device, programs, case):
     q = randn(b, hq, lq, d, dtype=torch.bfloat16, device=device)
     kc, vc = (randn(b, hkv, cap, d, dtype=torch.bfloat16, device=device) for _ in range(2))
     lens = torch.tensor(lens, dtype=torch.int32, device=device)
-    plan = _stream_plan(q, kc, vc, lens, programs=programs, window=window or 0, softcap=softcap or 0.0)
+    plan = _stream_plan(q, kc, vc, lens, programs=programs, window=window or 0, softcap=softcap or 0.0,
+                        tma=case == "tma")
+    assert plan.tma == (case == "tma")
     scale = d ** -0.5
     out = plan(q, kc, vc, lens, scale, softcap or 0.0)
     assert_error_bar(out, decode_oracle(q, kc, vc, lens, scale, window, softcap),
@@ -1112,22 +1115,23 @@ def test_gpu_decode_fused_merge_sees_every_split(b):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("tma", [False, True])
 @pytest.mark.parametrize("d,hq,hkv", [(128, 64, 8), (256, 16, 8), (64, 9, 3)])
-def test_gpu_decode_stream_k_real_sizes(d, hq, hkv):
-    """The default batch route at model sizes: equal lengths (every program's share crosses columns) and ragged
-    ones, against the fp64 oracle; then 100 calls with new lengths against the split decode (fresh NaN-filled
-    partials each call): a merge that read a partial before its program's stores were visible would differ."""
-    from mlx_native.ops.attention import stream
-
+def test_gpu_decode_stream_k_real_sizes(d, hq, hkv, tma):
+    """The stream-K kernel at model sizes (whole tiles by pointer loads or tensor descriptors): equal lengths
+    (every program's share crosses columns) and ragged ones, against the fp64 oracle; then 100 calls with new
+    lengths against the split decode (fresh NaN-filled partials each call): a merge that read a partial before
+    its program's stores were visible would differ."""
     b, cap = 8, 32768 if d <= 128 else 16384
     q = randn(b, hq, 1, d, dtype=torch.bfloat16, device="cuda")
     kc, vc = (randn(b, hkv, cap, d, dtype=torch.bfloat16, device="cuda") for _ in range(2))
     lens = torch.full((b,), cap, dtype=torch.int32, device="cuda")
-    plan = stream.StreamPlan(q, kc, vc, lens, window=0, softcap=0.0)
-    assert plan.programs >= torch.cuda.get_device_properties(0).multi_processor_count
+    plan = _stream_plan(q, kc, vc, lens, programs=None, tma=tma)
+    assert plan.programs >= torch.cuda.get_device_properties(0).multi_processor_count and plan.tma == tma
     scale = d ** -0.5
     for n in (lens, torch.tensor([cap, 1, 0, 1000, cap - 1, 77, cap // 2, 5000], dtype=torch.int32, device="cuda")):
-        check_decode(q, kc, vc, n, what=f"stream-K D={d} lengths {n.tolist()}")
+        assert_error_bar(plan(q, kc, vc, n, scale, 0.0), decode_oracle(q, kc, vc, n, scale),
+                         decode_baseline(q, kc, vc, n, scale), what=f"stream-K D={d} lengths {n.tolist()}")
     split = _decode_plan(q, kc, vc, lens, splits=None)
     for _ in range(100):
         n = torch.randint(0, cap + 1, (b,), dtype=torch.int32, device="cuda")

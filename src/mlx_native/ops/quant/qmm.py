@@ -694,6 +694,7 @@ CHUNK_BYTES = 32 << 20  # dequantized bytes per chunk (L2-sized: the GEMM reads 
 # K = 14336 GEMMs on 1152-row chunks ran 72 tiles on 132 SMs (0.46x of one bf16 GEMM, session 8)
 CHUNK_WAVES = 2
 MAX_CHUNK_BYTES = 128 << 20  # the workspace never grows past this
+OVERLAP = True  # CUDA: dequantize chunk i + 1 on a side stream while cuBLAS multiplies chunk i (two workspaces)
 
 
 def chunk_rows(m: int, n: int, row_bytes: int, sms: int) -> int:
@@ -730,12 +731,57 @@ class ChunkedPrefill:
     def __call__(self, x2: torch.Tensor, w_args: tuple) -> torch.Tensor:
         out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)
         xc = x2 if x2.dtype == self.compute_dtype else x2.to(self.compute_dtype)
+        chunks = [(n0, min(self.n, n0 + self.chunk)) for n0 in range(0, self.n, self.chunk)]
+        if OVERLAP and len(chunks) > 1 and out.is_cuda:
+            self._overlapped(xc, w_args, chunks, out)
+            return out
         ws = torch.empty((min(self.chunk, self.n), self.k), dtype=self.compute_dtype, device=self.device)
-        for n0 in range(0, self.n, self.chunk):
-            n1 = min(self.n, n0 + self.chunk)
+        for n0, n1 in chunks:
             self.dequant_rows(w_args, n0, n1, ws)
-            if self.out_dtype == self.compute_dtype:
-                torch.mm(xc, ws[: n1 - n0].T, out=out[:, n0:n1])
-            else:
-                out[:, n0:n1] = torch.mm(xc, ws[: n1 - n0].T)
+            self._gemm(xc, ws[: n1 - n0], out[:, n0:n1])
         return out
+
+    def _gemm(self, xc: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None:
+        """``out = xc @ w.T`` into a column block of the output."""
+        if self.out_dtype == self.compute_dtype:
+            torch.mm(xc, w.T, out=out)
+        else:
+            out.copy_(torch.mm(xc, w.T))
+
+    def _overlapped(self, xc: torch.Tensor, w_args: tuple, chunks: list, out: torch.Tensor) -> None:
+        """The chunks with their dequantization on a side stream (higher priority, so its blocks take the SMs that
+        the GEMM's last wave leaves idle), two workspaces in turn: chunk i + 1 is dequantized while chunk i is
+        multiplied, and a workspace is refilled only after the GEMM that read it. The side stream forks from the
+        current one and joins it before returning (legal inside a CUDA-graph capture); the workspaces are freed
+        on the current stream after the join."""
+        main = torch.cuda.current_stream(self.device)
+        side = _side_stream(self.device)
+        ws = [torch.empty((self.chunk, self.k), dtype=self.compute_dtype, device=self.device) for _ in range(2)]
+        read = [None, None]  # the event after the GEMM that last read each workspace
+        side.wait_stream(main)
+        for i, (n0, n1) in enumerate(chunks):
+            buf = ws[i % 2]
+            with torch.cuda.stream(side):
+                if read[i % 2] is not None:
+                    side.wait_event(read[i % 2])
+                self.dequant_rows(w_args, n0, n1, buf)
+                ready = torch.cuda.Event()
+                ready.record(side)
+            main.wait_event(ready)
+            self._gemm(xc, buf[: n1 - n0], out[:, n0:n1])
+            read[i % 2] = torch.cuda.Event()
+            read[i % 2].record(main)
+        main.wait_stream(side)
+
+
+_SIDE_STREAMS: dict = {}
+
+
+def _side_stream(device) -> "torch.cuda.Stream":
+    """One high-priority stream per device for :meth:`ChunkedPrefill._overlapped`'s dequantization."""
+    index = torch.device(device).index
+    index = torch.cuda.current_device() if index is None else index
+    stream = _SIDE_STREAMS.get(index)
+    if stream is None:
+        stream = _SIDE_STREAMS[index] = torch.cuda.Stream(device=index, priority=-1)
+    return stream
