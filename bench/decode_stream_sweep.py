@@ -36,7 +36,7 @@ SHAPES = [(8, 64, 8, 32768, 128, False), (8, 64, 8, 32768, 128, True), (8, 64, 8
           (8, 9, 3, 2048, 64, False)]
 QUICK = SHAPES[:2]
 CONFIGS = [(128, 4, 2), (128, 8, 2), (128, 4, 3), (128, 4, 4), (128, 8, 3), (64, 4, 2), (64, 4, 3)]  # besides stream_config's
-UNITS = [64, 128]  # besides stream.UNIT, with the default config
+UNITS = [16, 64]  # besides stream.UNIT (the tile), with the default config
 
 
 def triton_pow2(n: int) -> int:
@@ -61,6 +61,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="the two issue-3 target rows only")
     ap.add_argument("--programs", action="store_true", help="also one program per SM where more fit")
     ap.add_argument("--tma", action="store_true", help="every config also with tensor-descriptor loads")
+    ap.add_argument("--counts", default="", help="comma-separated program counts P for the default config")
     a = ap.parse_args()
     sms = device_info(torch.device("cuda")).sm_count
     rows = []
@@ -76,6 +77,7 @@ def main() -> None:
         variants = [("default", None, None, None, None, None), ("split", False, None, None, None, None),
                     ("stream", True, None, None, None, None), ("stream tma", True, None, None, None, True)]
         variants += [(f"stream unit={u}", True, None, None, u, None) for u in UNITS]
+        variants += [(f"stream P={c}", True, None, int(c), None, None) for c in filter(None, a.counts.split(","))]
         block_m = min(decode.MAX_BLOCK_M, max(16, triton_pow2(hq // hkv)))
         for config in CONFIGS:
             if d == 256 and config[0] > 64:

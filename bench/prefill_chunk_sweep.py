@@ -1,9 +1,9 @@
-"""Quantized prefill through chunked dequantization + cuBLAS (``qmm.ChunkedPrefill``): chunk sizes and the
-dequantization overlapped on a side stream, against cuBLAS bf16 on the dequantized weight (developer tool).
+"""Quantized prefill through chunked dequantization + cuBLAS (``qmm.ChunkedPrefill``): chunk sizes against cuBLAS
+bf16 on the dequantized weight (developer tool).
 
 Each row times, eagerly (CUDA events, two input sets rotated), for MLX affine 4-bit g64, Q4_0 and Q4_K:
-cuBLAS ``x @ W.T`` on the bf16 weight, our default, the serial chunks (``OVERLAP`` off), the overlap with
-1-wave or 32 MB chunks, and one chunk of the whole weight where it fits ``MAX_CHUNK_BYTES``.
+cuBLAS ``x @ W.T`` on the bf16 weight, our default (``qmm.CHUNK_BYTES``) and smaller chunks. Session 16 run 2 also
+timed the dequantization of chunk i + 1 on a side stream while chunk i multiplied (lost 0-30%: removed).
 
     python bench/prefill_chunk_sweep.py [--out FILE.json]
 """
@@ -26,15 +26,11 @@ import mlx_native as mn  # noqa: E402
 from mlx_native.ops.quant import qmm  # noqa: E402
 from mlx_native.runtime import plans  # noqa: E402
 
-DEFAULTS = dict(OVERLAP=qmm.OVERLAP, CHUNK_WAVES=qmm.CHUNK_WAVES, CHUNK_BYTES=qmm.CHUNK_BYTES)
+DEFAULTS = dict(CHUNK_BYTES=qmm.CHUNK_BYTES)
 VARIANTS = {  # name -> qmm settings changed from DEFAULTS
     "default": {},
-    "serial": dict(OVERLAP=False),
-    "overlap": dict(OVERLAP=True),
-    "overlap waves=1": dict(OVERLAP=True, CHUNK_WAVES=1),
-    "overlap 16MB waves=1": dict(OVERLAP=True, CHUNK_WAVES=1, CHUNK_BYTES=16 << 20),
-    "overlap waves=4": dict(OVERLAP=True, CHUNK_WAVES=4),
-    "one chunk": dict(CHUNK_BYTES=qmm.MAX_CHUNK_BYTES),
+    "32 MB chunks": dict(CHUNK_BYTES=32 << 20),
+    "64 MB chunks": dict(CHUNK_BYTES=64 << 20),
 }
 
 

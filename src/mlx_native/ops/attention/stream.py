@@ -4,17 +4,18 @@ The split decode (:mod:`.decode`) gives every (sequence, KV head) column whole s
 of ``B x Hkv`` columns runs ``columns x splits`` programs. On the H100 (132 SMs) a B8 Hkv8 kv32k batch is 256
 equal programs of one per SM, 1.94 waves run as 2; a ragged batch gets splits sized from the mean, and the long
 sequences' last splits run after the short ones' SMs went idle. Here the work is the list of every column's
-visible positions in units of ``UNIT`` keys, laid end to end (sequence by sequence, then KV head, then query-row
-block), and program ``p`` of ``P`` (``P`` = SMs x programs per SM, all resident at once) takes units
-``[p T / P, (p + 1) T / P)`` of the ``T`` in the batch, counted from ``kv_lens`` in the kernel (no host sync; a CUDA
-graph replays with new lengths). The unit is finer than the ``BLOCK_N``-key tile a program loads (a share runs whole
-tiles, then one masked tile), so the shares differ by at most ``UNIT`` keys: with whole 128-key tiles as the unit,
-B8 kv8k (4096 tiles on 132 programs) would leave the largest share 3% above the mean. A program walks its range
-column by column: a column it holds whole is written as output directly; a column shared with
-other programs gets one fp32 partial per program (normalized output and log2-sum-exp), and the last of them to
+visible positions in units of ``UNIT`` keys (on the GPU a whole ``BLOCK_N`` tile), laid end to end (sequence by
+sequence, then KV head, then query-row block), and program ``p`` of ``P`` (``P`` = SMs x programs per SM, all
+resident at once) takes units ``[p T / P, (p + 1) T / P)`` of the ``T`` in the batch, counted from ``kv_lens`` in the
+kernel (no host sync; a CUDA graph replays with new lengths). A unit finer than the tile is supported (a share then
+runs whole tiles, then one masked tile; the interpreter tests use 4-key units of 16-key tiles) but measured slower
+on the H100: with 16-key units B8 kv32k took 357.0 / 356.8 / 363.8 us against 355.8 / 356.2 / 362.5 with whole
+tiles in three runs (session 15 run 2, session 16 runs 1-2), the ragged batch 207.9 / 211.3 against 206.0 / 209.5.
+A program walks its range column by column: a column it holds whole is written as output directly; a column shared
+with other programs gets one fp32 partial per program (normalized output and log2-sum-exp), and the last of them to
 arrive on the column's counter merges (:mod:`mlx_native.kernels.arrival`). Every program has at most two shared
-columns, its first and its last, so the partials take two slots per program: ``2p`` for the first column of
-``p``, ``2p + 1`` for the last when it is not also the first.
+columns, its first and its last, so the partials take two slots per program: ``2p`` for the first column of ``p``,
+``2p + 1`` for the last when it is not also the first.
 
 Where this runs instead of the split decode is :func:`use_stream`'s rule.
 """
@@ -38,7 +39,7 @@ STREAM_OVERRIDE = None  # benchmarks / tests: True or False instead of use_strea
 CONFIG_OVERRIDE = None  # benchmarks: a (BLOCK_N, num_warps, num_stages) instead of tile_config's
 PROGRAMS_OVERRIDE = None  # benchmarks / tests: the program count P instead of SMs x occupancy
 TMA_OVERRIDE = None  # benchmarks / tests: True or False instead of tma_applies' rule for the whole tiles' loads
-UNIT = 16  # keys per work unit
+UNIT = None  # keys per work unit on the GPU (divides BLOCK_N); None: the tile
 # (BLOCK_N, num_warps, num_stages) by BLOCK_D, 16-bit inputs; others take decode.tile_config's. H100, session 15
 # run 1 (bench/decode_stream_sweep.py): D=128 128-key tiles, one program per SM (B8 kv32k 356.1 us against 358-362
 # with 64-key tiles); D=256 64-key tiles, 3 stages (B8 kv32k 697.8 against 710 with the split decode's (32, 4, 4)).
@@ -283,7 +284,7 @@ class StreamPlan:
         span = cap if window <= 0 else min(cap, window + lq - 1)
         if on_cuda:
             block_n, warps, stages = stream_config(block_d, span, q.dtype, b)
-            unit = UNIT
+            unit = UNIT or block_n
             programs = device_info(q.device).sm_count * occupancy(block_m, block_n, block_d, stages,
                                                                   q.element_size())
         else:

@@ -689,32 +689,28 @@ class RoutedLaunch:
 # ----------------------------------------------------------------------------- prefill through cuBLAS
 
 PREFILL_CUBLAS_MIN_M = 128  # from this many rows, dense tiles go to cuBLAS (see ChunkedPrefill)
-CHUNK_BYTES = 32 << 20  # dequantized bytes per chunk (L2-sized: the GEMM reads them back from L2)
-# ... unless a chunk that small gives cuBLAS fewer than CHUNK_WAVES 128 x 128 output tiles per SM: the M = 1024,
-# K = 14336 GEMMs on 1152-row chunks ran 72 tiles on 132 SMs (0.46x of one bf16 GEMM, session 8)
-CHUNK_WAVES = 2
-MAX_CHUNK_BYTES = 128 << 20  # the workspace never grows past this
-OVERLAP = True  # CUDA: dequantize chunk i + 1 on a side stream while cuBLAS multiplies chunk i (two workspaces)
+# Dequantized bytes per chunk (the workspace never grows past this). The GEMM is compute-bound and runs best on the
+# widest chunk: H100 session 16 (bench/prefill_chunk_sweep.py), M = 1024 K 4096 x N 14336 0.67-0.69x cuBLAS in four
+# 3584-row chunks (L2-sized 32 MB, widened to 2 waves of 128 x 128 tiles) -> 0.73x in one; M = 4096 0.84-0.88x ->
+# 0.92-0.96x. Dequantizing chunk i + 1 on a side stream while chunk i multiplied lost 0-30% (the GEMM holds every SM).
+CHUNK_BYTES = 128 << 20
 
 
-def chunk_rows(m: int, n: int, row_bytes: int, sms: int) -> int:
-    """Rows of W per chunk of :class:`ChunkedPrefill`: ``CHUNK_BYTES`` of them, or more when that gives the GEMM
-    of ``m`` rows fewer than ``CHUNK_WAVES`` 128 x 128 tiles per SM (up to ``MAX_CHUNK_BYTES``); the ``n`` rows
-    then split into equal chunks, multiples of 64."""
-    fill = triton.cdiv(CHUNK_WAVES * sms, triton.cdiv(m, 128)) * 128
-    rows = min(n, max(CHUNK_BYTES // max(1, row_bytes), fill), MAX_CHUNK_BYTES // max(1, row_bytes))
-    rows = max(64, rows)
+def chunk_rows(n: int, row_bytes: int) -> int:
+    """Rows of W per chunk of :class:`ChunkedPrefill`: the ``n`` rows split into the fewest equal chunks of at most
+    ``CHUNK_BYTES``, multiples of 64 rows."""
+    rows = max(64, CHUNK_BYTES // max(1, row_bytes))
     return min(n, triton.cdiv(triton.cdiv(n, triton.cdiv(n, rows)), 64) * 64)
 
 
 class ChunkedPrefill:
     """``out = x @ W.T`` for many rows: W is dequantized a chunk of output rows at a time into a
-    reusable workspace (``CHUNK_BYTES``, never the whole matrix) and each chunk is one cuBLAS
-    GEMM writing its columns of ``out`` in place.
+    reusable workspace (at most ``CHUNK_BYTES``) and each chunk is one cuBLAS GEMM writing its
+    columns of ``out`` in place.
 
     The fused Triton prefill kernel (dequantized tiles into shared memory, tensor-core dots)
     measured 0.1-0.25x of cuBLAS bf16 on the H100; dequantizing L2-sized chunks and letting
-    cuBLAS run the dots reaches 0.6-0.9x at M >= 1024 (see bench/results).
+    cuBLAS run the dots reaches 0.7-0.96x at M >= 1024 (see bench/results).
 
     Args:
         dequant_rows: ``(w_args, n0, n1, ws)`` writes rows ``n0:n1`` of W into ``ws[: n1 - n0]``.
@@ -724,64 +720,18 @@ class ChunkedPrefill:
                  dequant_rows):
         self.m, self.n, self.k = m, n, k
         self.compute_dtype, self.out_dtype, self.device = compute_dtype, out_dtype, device
-        self.chunk = chunk_rows(m, n, k * torch.empty((), dtype=compute_dtype).element_size(),
-                                device_info(device).sm_count)
+        self.chunk = chunk_rows(n, k * torch.empty((), dtype=compute_dtype).element_size())
         self.dequant_rows = dequant_rows
 
     def __call__(self, x2: torch.Tensor, w_args: tuple) -> torch.Tensor:
         out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)
         xc = x2 if x2.dtype == self.compute_dtype else x2.to(self.compute_dtype)
-        chunks = [(n0, min(self.n, n0 + self.chunk)) for n0 in range(0, self.n, self.chunk)]
-        if OVERLAP and len(chunks) > 1 and out.is_cuda:
-            self._overlapped(xc, w_args, chunks, out)
-            return out
         ws = torch.empty((min(self.chunk, self.n), self.k), dtype=self.compute_dtype, device=self.device)
-        for n0, n1 in chunks:
+        for n0 in range(0, self.n, self.chunk):
+            n1 = min(self.n, n0 + self.chunk)
             self.dequant_rows(w_args, n0, n1, ws)
-            self._gemm(xc, ws[: n1 - n0], out[:, n0:n1])
+            if self.out_dtype == self.compute_dtype:
+                torch.mm(xc, ws[: n1 - n0].T, out=out[:, n0:n1])
+            else:
+                out[:, n0:n1] = torch.mm(xc, ws[: n1 - n0].T)
         return out
-
-    def _gemm(self, xc: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None:
-        """``out = xc @ w.T`` into a column block of the output."""
-        if self.out_dtype == self.compute_dtype:
-            torch.mm(xc, w.T, out=out)
-        else:
-            out.copy_(torch.mm(xc, w.T))
-
-    def _overlapped(self, xc: torch.Tensor, w_args: tuple, chunks: list, out: torch.Tensor) -> None:
-        """The chunks with their dequantization on a side stream (higher priority, so its blocks take the SMs that
-        the GEMM's last wave leaves idle), two workspaces in turn: chunk i + 1 is dequantized while chunk i is
-        multiplied, and a workspace is refilled only after the GEMM that read it. The side stream forks from the
-        current one and joins it before returning (legal inside a CUDA-graph capture); the workspaces are freed
-        on the current stream after the join."""
-        main = torch.cuda.current_stream(self.device)
-        side = _side_stream(self.device)
-        ws = [torch.empty((self.chunk, self.k), dtype=self.compute_dtype, device=self.device) for _ in range(2)]
-        read = [None, None]  # the event after the GEMM that last read each workspace
-        side.wait_stream(main)
-        for i, (n0, n1) in enumerate(chunks):
-            buf = ws[i % 2]
-            with torch.cuda.stream(side):
-                if read[i % 2] is not None:
-                    side.wait_event(read[i % 2])
-                self.dequant_rows(w_args, n0, n1, buf)
-                ready = torch.cuda.Event()
-                ready.record(side)
-            main.wait_event(ready)
-            self._gemm(xc, buf[: n1 - n0], out[:, n0:n1])
-            read[i % 2] = torch.cuda.Event()
-            read[i % 2].record(main)
-        main.wait_stream(side)
-
-
-_SIDE_STREAMS: dict = {}
-
-
-def _side_stream(device) -> "torch.cuda.Stream":
-    """One high-priority stream per device for :meth:`ChunkedPrefill._overlapped`'s dequantization."""
-    index = torch.device(device).index
-    index = torch.cuda.current_device() if index is None else index
-    stream = _SIDE_STREAMS.get(index)
-    if stream is None:
-        stream = _SIDE_STREAMS[index] = torch.cuda.Stream(device=index, priority=-1)
-    return stream
