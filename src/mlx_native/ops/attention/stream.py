@@ -60,6 +60,21 @@ def _tile_range(p, P, total):
 
 
 @triton.jit
+def _active_programs(units, seq_ok, n_cols, P):
+    """How many of the ``P`` programs take work: with every column of equal length (``units``, the columns'
+    work units by sequence, ``seq_ok`` the real sequences), the largest count whose shares start and end on column
+    boundaries: ``k`` programs per column when the ``n_cols`` columns fit ``k`` times, else ``j`` whole columns per
+    program when ``j = cdiv(n_cols, P)`` divides them; ``P`` otherwise (unequal lengths, or no such count). A
+    program then streams one column piece without a pipeline restart between columns: H100 session 16 run 3,
+    B8 Hkv8 kv32k (64 columns) 356.2 us on 132 programs, 351.9 on 128, 355.1 on 64 (cuDNN 352.4)."""
+    u_max = tl.max(tl.where(seq_ok, units, 0), 0)
+    u_min = tl.min(tl.where(seq_ok, units, u_max), 0)
+    j = tl.cdiv(n_cols, P)
+    aligned = tl.where(n_cols <= P, n_cols * (P // tl.maximum(n_cols, 1)), tl.where(n_cols % j == 0, n_cols // j, P))
+    return tl.where(u_min == u_max, aligned, P)
+
+
+@triton.jit
 def _owner(t, P, total):
     """The program whose range holds unit ``t`` (``t < total``): an fp32 estimate of ``(t + 1) P / total``,
     corrected by one step either way against :func:`_tile_range`."""
@@ -151,18 +166,20 @@ def _stream_kernel(
     PRECISION: tl.constexpr,
     TMA: tl.constexpr,  # whole tiles through tensor descriptors (linear cache, one query, EVEN_D, 16-byte rows)
 ):
-    P = tl.num_programs(0)
     p = tl.program_id(0)
     cols = (Hq // G) * m_blocks  # columns per sequence
     seq = tl.arange(0, BLOCK_B)
-    lens = tl.load(lens_ptr + seq, mask=seq < n_seqs, other=0)
+    seq_ok = seq < n_seqs
+    lens = tl.load(lens_ptr + seq, mask=seq_ok, other=0)
     n_all, lo_all = _visible(lens, Lq, C, window, WINDOW)
     # work units of UNIT keys per column; a sequence with no visible key takes one (its program writes the zeros)
-    units = tl.where(seq < n_seqs, tl.maximum(tl.cdiv(n_all - lo_all, UNIT), 1), 0)
+    units = tl.where(seq_ok, tl.maximum(tl.cdiv(n_all - lo_all, UNIT), 1), 0)
     work = units * cols
     seq_end = tl.cumsum(work, 0)  # the batch's units: sequence b holds [seq_end[b] - work[b], seq_end[b])
     total = tl.sum(work, 0)
+    P = _active_programs(units, seq_ok, n_seqs * cols, tl.num_programs(0))  # programs p >= P take nothing
     t_lo, t_hi = _tile_range(p, P, total)
+    t_hi = tl.where(p < P, t_hi, t_lo)
 
     rows = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
