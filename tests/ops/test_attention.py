@@ -534,6 +534,19 @@ def test_decode_stream_k_public_op(device, monkeypatch):
     torch.testing.assert_close(outs[True], outs[False], rtol=2 ** -6, atol=2 ** -8)
 
 
+def test_decode_stream_k_grid():
+    """The grid aligns with the columns when that keeps >= 90% of the resident programs."""
+    from mlx_native.ops.attention.stream import grid_programs
+
+    assert grid_programs(64, 132) == 128  # B8 Hkv8: two programs per column
+    assert grid_programs(256, 132) == 128  # B32 Hkv8: two columns per program
+    assert grid_programs(16, 132) == 128
+    assert grid_programs(67, 132) == 132  # aligned would be 67 programs
+    assert grid_programs(264, 132) == 132
+    assert grid_programs(10, 7) == 7  # 5 programs of two columns: too few
+    assert grid_programs(200, 132) == 132
+
+
 def test_decode_stream_k_tile_ranges():
     """The int32 share arithmetic: program p holds tiles [p T // P, (p + 1) T // P) without forming p T, and the
     owner of a tile is found from an fp32 estimate, for totals past 2^31 / P."""

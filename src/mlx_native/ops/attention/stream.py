@@ -44,6 +44,7 @@ UNIT = None  # keys per work unit on the GPU (divides BLOCK_N); None: the tile
 # run 1 (bench/decode_stream_sweep.py): D=128 128-key tiles, one program per SM (B8 kv32k 356.1 us against 358-362
 # with 64-key tiles); D=256 64-key tiles, 3 stages (B8 kv32k 697.8 against 710 with the split decode's (32, 4, 4)).
 GPU_CONFIGS = {128: (128, 4, 3), 256: (64, 4, 3)}
+ALIGNED_GRID_MIN = 0.9  # grid_programs: the aligned count when it keeps at least this fraction of the programs
 MIN_CACHE_BYTES = 512 << 20  # use_stream: batches whose K/V caches hold at least this many bytes
 INTERPRETER = dict(block_n=16, unit=4, programs=5)
 
@@ -261,6 +262,21 @@ def use_stream(q: torch.Tensor, k_cache: torch.Tensor, window: int) -> bool:
     return applies and b > 1 and 2 * b * hkv * span * d * k_cache.element_size() >= MIN_CACHE_BYTES
 
 
+def grid_programs(n_cols: int, resident: int) -> int:
+    """The grid of the stream-K kernel for ``n_cols`` columns (sequences x KV heads x query-row blocks) and
+    ``resident`` programs that fit on the GPU at once: the count whose shares of equal-length columns start and end
+    on column boundaries (``k`` programs per column, or ``j`` columns per program, as the kernel's
+    ``_active_programs``) when it keeps at least ``ALIGNED_GRID_MIN`` of them, else ``resident``. H100 session 16
+    runs 3 and 5, B8 Hkv8 kv32k (64 columns, 132 resident): 128 programs 351.9 / 352.3 us, 132 with the kernel
+    idling 4 of them 355.1, 132 unaligned 356.2 (cuDNN 352.4 / 352.6); ragged 1k-32k 209.4 on 128 against 206.0."""
+    if n_cols <= resident:
+        aligned = n_cols * (resident // n_cols)
+    else:
+        j = triton.cdiv(n_cols, resident)
+        aligned = n_cols // j if n_cols % j == 0 else resident
+    return aligned if aligned >= ALIGNED_GRID_MIN * resident else resident
+
+
 def tma_applies(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, window: int) -> bool:
     """Whether the whole tiles can come through tensor descriptors: a linear cache (no window), one query per
     sequence, a power-of-two head dim, 16-byte aligned cache rows and bases; ``TMA_OVERRIDE`` decides where
@@ -302,8 +318,9 @@ class StreamPlan:
         if on_cuda:
             block_n, warps, stages = stream_config(block_d, span, q.dtype, b)
             unit = UNIT or block_n
-            programs = device_info(q.device).sm_count * occupancy(block_m, block_n, block_d, stages,
+            resident = device_info(q.device).sm_count * occupancy(block_m, block_n, block_d, stages,
                                                                   q.element_size())
+            programs = grid_programs(b * hkv * m_blocks, resident)
         else:
             block_n, unit, warps, stages, programs = (INTERPRETER["block_n"], INTERPRETER["unit"], 4, 1,
                                                       INTERPRETER["programs"])
