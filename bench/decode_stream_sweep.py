@@ -33,7 +33,8 @@ SHAPES = [(8, 64, 8, 32768, 128, False), (8, 64, 8, 32768, 128, True), (8, 64, 8
           (8, 64, 8, 131072, 128, False), (32, 64, 8, 8192, 128, False), (32, 64, 8, 32768, 128, True),
           (2, 64, 8, 32768, 128, False), (4, 32, 8, 8192, 128, True), (8, 16, 8, 32768, 256, False),
           (8, 16, 8, 8192, 256, True), (8, 64, 8, 1024, 128, False), (32, 64, 8, 1024, 128, False),
-          (8, 9, 3, 2048, 64, False)]
+          (8, 9, 3, 2048, 64, False), (16, 64, 8, 4096, 128, False), (4, 64, 8, 16384, 128, True),
+          (4, 64, 8, 8192, 128, False)]
 QUICK = SHAPES[:2]
 CONFIGS = [(128, 4, 2), (128, 8, 2), (128, 4, 3), (128, 4, 4), (128, 8, 3), (64, 4, 2), (64, 4, 3)]  # besides stream_config's
 UNITS = [16, 64]  # besides stream.UNIT (the tile), with the default config
@@ -61,6 +62,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="the two issue-3 target rows only")
     ap.add_argument("--programs", action="store_true", help="also one program per SM where more fit")
     ap.add_argument("--tma", action="store_true", help="every config also with tensor-descriptor loads")
+    ap.add_argument("--routes", action="store_true", help="the default route, the split decode and stream-K only")
     ap.add_argument("--counts", default="", help="comma-separated program counts P for the default config")
     a = ap.parse_args()
     sms = device_info(torch.device("cuda")).sm_count
@@ -76,10 +78,12 @@ def main() -> None:
         nbytes = sum(2 * int(n.clamp(max=kv).sum()) * hkv * d * 2 for *_, n in sets) / len(sets)
         variants = [("default", None, None, None, None, None), ("split", False, None, None, None, None),
                     ("stream", True, None, None, None, None), ("stream tma", True, None, None, None, True)]
-        variants += [(f"stream unit={u}", True, None, None, u, None) for u in UNITS]
+        if a.routes:
+            variants = variants[:3]
+        variants += [(f"stream unit={u}", True, None, None, u, None) for u in UNITS if not a.routes]
         variants += [(f"stream P={c}", True, None, int(c), None, None) for c in filter(None, a.counts.split(","))]
         block_m = min(decode.MAX_BLOCK_M, max(16, triton_pow2(hq // hkv)))
-        for config in CONFIGS:
+        for config in [] if a.routes else CONFIGS:
             if d == 256 and config[0] > 64:
                 continue
             occ = decode.occupancy(block_m, config[0], max(16, triton_pow2(d)), config[2], 2)

@@ -501,12 +501,13 @@ def test_decode_stream_k_route(monkeypatch):
 
     q = torch.empty(8, 64, 1, 128, dtype=torch.bfloat16)
     cache = torch.empty(8, 8, 32768, 128, dtype=torch.bfloat16, device="meta")  # 1 GiB of K + V
-    assert stream.use_stream(q, cache, 0)
-    assert not stream.use_stream(q, cache[:, :, :8192], 0)  # 256 MiB
-    assert not stream.use_stream(q, cache, 8192)  # the window bounds the span
+    assert stream.use_stream(q, cache, 0) and stream.use_stream(q, cache[:, :, :8192], 0)  # 1 GiB, 256 MiB
+    assert not stream.use_stream(q, cache[:, :, :8191], 0)
+    assert not stream.use_stream(q, cache, 4096)  # the window bounds the span
     assert not stream.use_stream(q[:1], cache[:1], 0) and not stream.use_stream(q.float(), cache.float(), 0)
+    monkeypatch.setattr(stream, "MIN_CACHE_BYTES", 2 << 30)
+    assert not stream.use_stream(q, cache, 0)
     monkeypatch.setattr(stream, "MIN_CACHE_BYTES", 256 << 20)
-    assert stream.use_stream(q, cache[:, :, :8192], 0)
     monkeypatch.setattr(stream, "can_fuse", lambda device: False)
     assert not stream.use_stream(q, cache, 0)
     monkeypatch.undo()
@@ -1143,7 +1144,7 @@ def test_gpu_decode_stream_k_real_sizes(d, hq, hkv, tma):
     kc, vc = (randn(b, hkv, cap, d, dtype=torch.bfloat16, device="cuda") for _ in range(2))
     lens = torch.full((b,), cap, dtype=torch.int32, device="cuda")
     plan = _stream_plan(q, kc, vc, lens, programs=None, tma=tma)
-    assert plan.programs >= torch.cuda.get_device_properties(0).multi_processor_count and plan.tma == tma
+    assert plan.programs >= 0.9 * torch.cuda.get_device_properties(0).multi_processor_count and plan.tma == tma
     scale = d ** -0.5
     for n in (lens, torch.tensor([cap, 1, 0, 1000, cap - 1, 77, cap // 2, 5000], dtype=torch.int32, device="cuda")):
         assert_error_bar(plan(q, kc, vc, n, scale, 0.0), decode_oracle(q, kc, vc, n, scale),

@@ -45,7 +45,7 @@ UNIT = None  # keys per work unit on the GPU (divides BLOCK_N); None: the tile
 # with 64-key tiles); D=256 64-key tiles, 3 stages (B8 kv32k 697.8 against 710 with the split decode's (32, 4, 4)).
 GPU_CONFIGS = {128: (128, 4, 3), 256: (64, 4, 3)}
 ALIGNED_GRID_MIN = 0.9  # grid_programs: the aligned count when it keeps at least this fraction of the programs
-MIN_CACHE_BYTES = 512 << 20  # use_stream: batches whose K/V caches hold at least this many bytes
+MIN_CACHE_BYTES = 256 << 20  # use_stream: batches whose K/V caches hold at least this many bytes
 INTERPRETER = dict(block_n=16, unit=4, programs=5)
 
 
@@ -249,10 +249,12 @@ def use_stream(q: torch.Tensor, k_cache: torch.Tensor, window: int) -> bool:
     It applies to 16-bit queries (calls that append new tokens take the split decode), where the arrival counters
     can be zeroed now (not inside a CUDA-graph capture, :func:`~mlx_native.kernels.arrival.can_fuse`). It is chosen for
     batches (B > 1) whose caches hold at least ``MIN_CACHE_BYTES`` of K/V within the span (capacity, or the
-    window): H100 run 1 of session 15 (bench/decode_stream_sweep.py, graph replay, us, stream against split):
-    B8 Hkv8 D128 kv32k 356.1 / 359.0, ragged 1k-32k 206.2 / 215.5, kv128k 1382.8 / 1386.1, B32 kv8k 356.0 / 367.9,
-    D256 B8 kv32k 697.8 / 709.5; under 512 MB the split decode won: B8 kv8k (268 MB) 98.1 / 97.3, B2 kv32k
-    100.6 / 100.0, B8 kv1k 20.8 / 17.8 (each program's partials and merge are a latency chain there).
+    window): H100 session 16 run 8 (bench/decode_stream_sweep.py --routes, graph replay, us, stream against split,
+    D128 Hkv8 unless named): B8 kv32k 351.5 / 359.3 (cuDNN 351.9), ragged 1k-32k 208.6 / 215.9, kv128k 1375.8 /
+    1386.7, B32 kv8k 352.4 / 367.8, B32 ragged 693.5 / 722.4, D256 B8 kv32k 696.1 / 709.1; at 256 MB B8 kv8k 94.4 /
+    98.0, B16 kv4k 92.6 / 96.8, B2 kv32k 96.6 / 97.5, B4 ragged kv16k 50.7 / 56.5; under 256 MB the split decode won:
+    B4 kv8k 52.1 / 52.8, B32 kv1k 50.9 / 52.3, B8 kv1k 17.9 / 18.8 (each program's partials and merge are a latency
+    chain there).
     ``STREAM_OVERRIDE`` forces the choice where the kernel applies."""
     applies = q.dtype in (torch.float16, torch.bfloat16) and can_fuse(q.device)
     if STREAM_OVERRIDE is not None:
