@@ -254,3 +254,14 @@ def run_case(case: Case, modes: Sequence[str], reps: int = 20) -> dict[str, Any]
 def save_json(path: str, payload: Any) -> None:
     with open(path, "w") as f:
         json.dump(payload, f, indent=1, default=str)
+
+
+def save_sweep(path: str, rows: list[dict], key: Callable[[dict], tuple]) -> dict[tuple, float]:
+    """Write a sweep's rows (with the environment) to ``path``; return the smallest ``us`` per ``key(row)`` of the
+    timed rows (a sweep times each variant in several rounds)."""
+    save_json(path, dict(environment=environment(), rows=rows))
+    best: dict[tuple, float] = {}
+    for r in rows:
+        if r.get("us"):
+            best[key(r)] = min(best.get(key(r), float("inf")), r["us"])
+    return best

@@ -122,13 +122,7 @@ def main() -> None:
         del sets
         torch.cuda.empty_cache()
     set_variant()
-    with open(a.out, "w") as f:
-        json.dump(dict(environment=common.environment(), rows=rows), f, indent=1)
-    best = {}
-    for r in rows:
-        if r.get("us"):
-            key = (r["shape"], r["impl"], r.get("merge"), str(r.get("config")))
-            best[key] = min(best.get(key, float("inf")), r["us"])
+    best = common.save_sweep(a.out, rows, lambda r: (r["shape"], r["impl"], r.get("merge"), str(r.get("config"))))
     for key, t in sorted(best.items(), key=lambda kv: (kv[0][0], kv[1])):
         print(f"{key[0]:34s} {key[1]:10s} {str(key[2]):7s} cfg={key[3]:14s} {t:8.2f} us")
 

@@ -113,12 +113,7 @@ def main() -> None:
         del sets
         torch.cuda.empty_cache()
     set_variant()
-    with open(a.out, "w") as f:
-        json.dump(dict(environment=common.environment(), rows=rows), f, indent=1)
-    best = {}
-    for r in rows:
-        if r.get("us"):
-            best[(r["shape"], r["impl"])] = min(best.get((r["shape"], r["impl"]), float("inf")), r["us"])
+    best = common.save_sweep(a.out, rows, lambda r: (r["shape"], r["impl"]))
     for shape in dict.fromkeys(s for s, _ in best):
         got = {impl: t for (s, impl), t in best.items() if s == shape}
         peers = [t for impl, t in got.items() if impl.startswith("sdpa")]

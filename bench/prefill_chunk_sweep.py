@@ -11,7 +11,6 @@ timed the dequantization of chunk i + 1 on a side stream while chunk i multiplie
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -72,8 +71,7 @@ def main() -> None:
             set_variant()
             del sets
             torch.cuda.empty_cache()
-    with open(a.out, "w") as f:
-        json.dump(dict(environment=common.environment(), rows=rows), f, indent=1)
+    common.save_sweep(a.out, rows, lambda r: (r["m"], r["k"], r["n"], r["fmt"], r["impl"]))
 
 
 if __name__ == "__main__":

@@ -522,6 +522,18 @@ def split_layout(span: int, splits: int, block_n: int) -> tuple[int, int]:
     return chunk, triton.cdiv(span, chunk)
 
 
+def decode_geometry(q: torch.Tensor, k_cache: torch.Tensor, window: int) -> tuple[int, ...]:
+    """``(B, Hq, Lq, D, Hkv, C, G, BLOCK_D, BLOCK_M, m_blocks, span)`` of a decode call: ``G`` query heads per KV
+    head, the ``G x Lq`` query rows of a KV head in ``m_blocks`` blocks of ``BLOCK_M``, ``span`` the cache positions
+    one query can see (the capacity ``C``, or the window)."""
+    b, hq, lq, d = q.shape
+    hkv, cap = k_cache.shape[1], k_cache.shape[2]
+    g = hq // hkv
+    block_m = min(MAX_BLOCK_M, max(16, next_pow2(g * lq)))
+    span = cap if window <= 0 else min(cap, window + lq - 1)
+    return b, hq, lq, d, hkv, cap, g, max(16, next_pow2(d)), block_m, triton.cdiv(g * lq, block_m), span
+
+
 class DecodePlan:
     """The decode kernel (and, when :func:`merge_mode` says so, the reduce kernel) prepared for one signature of
     (q, caches, kv_lens) and options.
@@ -571,15 +583,9 @@ class DecodePlan:
     def __init__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_lens: torch.Tensor, *,
                  window: int, softcap: float, k_new: Optional[torch.Tensor] = None,
                  v_new: Optional[torch.Tensor] = None, rope: Optional[tuple[int, bool, float, bool]] = None):
-        b, hq, lq, d = q.shape
-        hkv, cap = k_cache.shape[1], k_cache.shape[2]
-        g = hq // hkv
+        b, hq, lq, d, hkv, cap, g, block_d, block_m, m_blocks, span = decode_geometry(q, k_cache, window)
         self.shape, self.dtype, self.device = (b, hq, lq, d), q.dtype, q.device
         on_cuda = q.is_cuda and not env.settings.triton_interpret
-        block_d = max(16, next_pow2(d))
-        block_m = min(MAX_BLOCK_M, max(16, next_pow2(g * lq)))
-        m_blocks = triton.cdiv(g * lq, block_m)
-        span = cap if window <= 0 else min(cap, window + lq - 1)
         if on_cuda:
             block_n, warps, stages = tile_config(block_d, span, q.dtype, b)
             sm_count = device_info(q.device).sm_count

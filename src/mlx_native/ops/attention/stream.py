@@ -32,8 +32,8 @@ from ...runtime import env
 from ...runtime.device import device_info
 from ...runtime.memory import empty
 from ..common import next_pow2
-from .decode import (LOG2E, MAX_BLOCK_M, _decode_tiles, _scores, _softmax_step, _store_partial, _visible, occupancy,
-                     tile_config)
+from .decode import (LOG2E, _decode_tiles, _scores, _softmax_step, _store_partial, _visible, decode_geometry,
+                     occupancy, tile_config)
 
 STREAM_OVERRIDE = None  # benchmarks / tests: True or False instead of use_stream's rule
 CONFIG_OVERRIDE = None  # benchmarks: a (BLOCK_N, num_warps, num_stages) instead of tile_config's
@@ -308,15 +308,9 @@ class StreamPlan:
 
     def __init__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_lens: torch.Tensor, *,
                  window: int, softcap: float):
-        b, hq, lq, d = q.shape
-        hkv, cap = k_cache.shape[1], k_cache.shape[2]
-        g = hq // hkv
+        b, hq, lq, d, hkv, cap, g, block_d, block_m, m_blocks, span = decode_geometry(q, k_cache, window)
         self.shape, self.dtype, self.device = (b, hq, lq, d), q.dtype, q.device
         on_cuda = q.is_cuda and not env.settings.triton_interpret
-        block_d = max(16, next_pow2(d))
-        block_m = min(MAX_BLOCK_M, max(16, next_pow2(g * lq)))
-        m_blocks = triton.cdiv(g * lq, block_m)
-        span = cap if window <= 0 else min(cap, window + lq - 1)
         if on_cuda:
             block_n, warps, stages = stream_config(block_d, span, q.dtype, b)
             unit = UNIT or block_n
