@@ -183,8 +183,8 @@ def decode_variant(splits=None, merge=None, balance_splits=None, cfg=None):
     return Impl(run, tolerance=TOL)
 
 
-def stream_variant(tma=None):
-    """Ours through the stream-K kernel (``stream.StreamPlan``), ``tma``: with tensor-descriptor loads or not."""
+def stream_variant():
+    """Ours through the stream-K kernel (``stream.StreamPlan``)."""
     from mlx_native.ops.attention import stream
 
     plans = {}
@@ -193,12 +193,7 @@ def stream_variant(tma=None):
         key = (q.shape, kc.shape, kc.stride())
         plan = plans.get(key)
         if plan is None:
-            saved = stream.TMA_OVERRIDE
-            stream.TMA_OVERRIDE = tma
-            try:
-                plan = plans[key] = stream.StreamPlan(q, kc, vc, lens, window=0, softcap=0.0)
-            finally:
-                stream.TMA_OVERRIDE = saved
+            plan = plans[key] = stream.StreamPlan(q, kc, vc, lens, window=0, softcap=0.0)
         return plan(q, kc, vc, lens, q.shape[-1] ** -0.5, 0.0)
 
     return Impl(run, tolerance=TOL)
@@ -238,12 +233,9 @@ def cases() -> list[Case]:
                 c = decode_case(b, hq, hkv, kv, d)
                 _other_routes(c, b, b > 1 and 2 * b * hkv * kv * d * 2 >= STREAM_MIN_BYTES)
                 target = d == 128 and ((b == 8 and kv == 32768) or (b == 1 and kv >= 8192))
-                if target and b > 1:
-                    c.impls["mlx-native[stream-K, tma]"] = stream_variant(tma=True)
                 (first if target else rest).append(c)
     ragged = decode_case(8, 64, 8, 32768, 128, ragged=True)
     _other_routes(ragged, 8, True)
-    ragged.impls["mlx-native[stream-K, tma]"] = stream_variant(tma=True)
     first.append(ragged)
     return first + rest
 

@@ -3,11 +3,12 @@
 Each row times, in CUDA-graph replay with input sets rotated out of L2 (two round-robin rounds, the better median
 kept): SDPA's cuDNN and flash backends (uniform lengths only; ragged rows: flash on the batch padded to the longest,
 which attends to the padding and is a lower bound for any padded SDPA), the split decode (``split``), the default
-route (``default``), and the stream-K kernel with other tile configs ``(BLOCK_N, num_warps, num_stages)`` and program
-counts (``P`` = SMs x k). It prints, per row, the best of each and the rule it checks: the stream kernel should be
-at least as fast as the split decode wherever ``stream.use_stream`` sends a batch to it.
+route (``default``), and the stream-K kernel with other tile configs ``(BLOCK_N, num_warps, num_stages)``, work units
+and program counts (``P`` = SMs x k, or ``--counts``). It prints, per row, the best of each and the rule it checks:
+the stream kernel should be at least as fast as the split decode wherever ``stream.use_stream`` sends a batch to it.
+Session 16 also timed the whole tiles through tensor descriptors (TMA): 0.5-1% slower, removed.
 
-    python bench/decode_stream_sweep.py [--out FILE.json] [--quick]
+    python bench/decode_stream_sweep.py [--out FILE.json] [--quick] [--routes] [--programs] [--counts 128,132]
 """
 
 from __future__ import annotations
@@ -47,11 +48,10 @@ def triton_pow2(n: int) -> int:
 DEFAULT_UNIT = stream.UNIT
 
 
-def set_variant(route=None, config=None, programs=None, unit=None, tma=None) -> None:
+def set_variant(route=None, config=None, programs=None, unit=None) -> None:
     """``route``: None (use_stream's rule), True (stream) or False (split decode); the others force the stream
-    kernel's config, program count, work unit and tensor-descriptor loads."""
+    kernel's config, program count and work unit."""
     stream.STREAM_OVERRIDE, stream.CONFIG_OVERRIDE, stream.PROGRAMS_OVERRIDE = route, config, programs
-    stream.TMA_OVERRIDE = tma
     stream.UNIT = unit or DEFAULT_UNIT
     plans.clear_all()
 
@@ -61,7 +61,6 @@ def main() -> None:
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "decode_stream_sweep.json"))
     ap.add_argument("--quick", action="store_true", help="the two issue-3 target rows only")
     ap.add_argument("--programs", action="store_true", help="also one program per SM where more fit")
-    ap.add_argument("--tma", action="store_true", help="every config also with tensor-descriptor loads")
     ap.add_argument("--routes", action="store_true", help="the default route, the split decode and stream-K only")
     ap.add_argument("--counts", default="", help="comma-separated program counts P for the default config")
     a = ap.parse_args()
@@ -76,21 +75,17 @@ def main() -> None:
         shape = f"B{b} Hq{hq} Hkv{hkv} kv{kv} D{d}" + (" ragged" if ragged else "")
         sets = make_sets(b, hq, hkv, kv, d, ragged)
         nbytes = sum(2 * int(n.clamp(max=kv).sum()) * hkv * d * 2 for *_, n in sets) / len(sets)
-        variants = [("default", None, None, None, None, None), ("split", False, None, None, None, None),
-                    ("stream", True, None, None, None, None), ("stream tma", True, None, None, None, True)]
-        if a.routes:
-            variants = variants[:3]
-        variants += [(f"stream unit={u}", True, None, None, u, None) for u in UNITS if not a.routes]
-        variants += [(f"stream P={c}", True, None, int(c), None, None) for c in filter(None, a.counts.split(","))]
+        variants = [("default", None, None, None, None), ("split", False, None, None, None),
+                    ("stream", True, None, None, None)]
+        variants += [(f"stream unit={u}", True, None, None, u) for u in UNITS if not a.routes]
+        variants += [(f"stream P={c}", True, None, int(c), None) for c in filter(None, a.counts.split(","))]
         block_m = min(decode.MAX_BLOCK_M, max(16, triton_pow2(hq // hkv)))
         for config in [] if a.routes else CONFIGS:
             if d == 256 and config[0] > 64:
                 continue
             occ = decode.occupancy(block_m, config[0], max(16, triton_pow2(d)), config[2], 2)
             for k in sorted({occ, 1} if a.programs else {occ}):
-                variants.append((f"stream cfg={config} P={k}xSM", True, config, k * sms, None, None))
-                if a.tma:
-                    variants.append((f"stream tma cfg={config} P={k}xSM", True, config, k * sms, None, True))
+                variants.append((f"stream cfg={config} P={k}xSM", True, config, k * sms, None))
         for _ in range(common.DECODE_ROUNDS):
             for name in ("sdpa cudnn", "sdpa flash"):
                 if ragged and name == "sdpa cudnn":
@@ -102,8 +97,8 @@ def main() -> None:
                 t = common.time_graph(fn, sets)
                 emit(shape=shape, impl=name + (" padded" if ragged else ""), us=t,
                      tbps=nbytes / t / 1e6 if t else None)
-            for name, route, config, programs, unit, tma in variants:
-                set_variant(route, config, programs, unit, tma)
+            for name, route, config, programs, unit in variants:
+                set_variant(route, config, programs, unit)
                 try:
                     t = common.time_graph(ours, sets)
                 except Exception as e:  # noqa: BLE001 - a config that does not compile is reported, not fatal

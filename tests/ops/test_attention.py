@@ -434,21 +434,20 @@ def test_decode_balances_ragged_batches(device, fused, window, monkeypatch):
             assert seen == expected, seen
 
 
-def _stream_plan(q, kc, vc, lens, *, programs, window=0, softcap=0.0, tma=None):
-    """A StreamPlan built directly with ``programs`` programs (so small shapes share columns between programs),
-    ``tma``: the whole tiles through tensor descriptors (True), or not (False), or by the rule (None)."""
+def _stream_plan(q, kc, vc, lens, *, programs, window=0, softcap=0.0):
+    """A StreamPlan built directly with ``programs`` programs (so small shapes share columns between programs)."""
     from mlx_native.ops.attention import stream
 
-    saved = stream.PROGRAMS_OVERRIDE, stream.TMA_OVERRIDE
-    stream.PROGRAMS_OVERRIDE, stream.TMA_OVERRIDE = programs, tma
+    saved = stream.PROGRAMS_OVERRIDE
+    stream.PROGRAMS_OVERRIDE = programs
     try:
         return stream.StreamPlan(q, kc, vc, lens, window=window, softcap=softcap)
     finally:
-        stream.PROGRAMS_OVERRIDE, stream.TMA_OVERRIDE = saved
+        stream.PROGRAMS_OVERRIDE = saved
 
 
 @pytest.mark.parametrize("programs", [1, 3, 7, 40, 300])
-@pytest.mark.parametrize("case", ["ragged", "uniform", "window", "queries", "softcap", "tma"])
+@pytest.mark.parametrize("case", ["ragged", "uniform", "window", "queries", "softcap"])
 def test_decode_stream_k(device, programs, case):
     """Stream-K: the batch's key tiles in one equal share per program, columns shared by several programs merged
     by the last to arrive (its counter back at 0). Program counts from one (every column whole in one program)
@@ -467,9 +466,7 @@ def test_decode_stream_k(device, programs, case):
     q = randn(b, hq, lq, d, dtype=torch.bfloat16, device=device)
     kc, vc = (randn(b, hkv, cap, d, dtype=torch.bfloat16, device=device) for _ in range(2))
     lens = torch.tensor(lens, dtype=torch.int32, device=device)
-    plan = _stream_plan(q, kc, vc, lens, programs=programs, window=window or 0, softcap=softcap or 0.0,
-                        tma=case == "tma")
-    assert plan.tma == (case == "tma")
+    plan = _stream_plan(q, kc, vc, lens, programs=programs, window=window or 0, softcap=softcap or 0.0)
     scale = d ** -0.5
     out = plan(q, kc, vc, lens, scale, softcap or 0.0)
     assert_error_bar(out, decode_oracle(q, kc, vc, lens, scale, window, softcap),
@@ -1132,10 +1129,9 @@ def test_gpu_decode_fused_merge_sees_every_split(b):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("tma", [False, True])
 @pytest.mark.parametrize("d,hq,hkv", [(128, 64, 8), (256, 16, 8), (64, 9, 3)])
-def test_gpu_decode_stream_k_real_sizes(d, hq, hkv, tma):
-    """The stream-K kernel at model sizes (whole tiles by pointer loads or tensor descriptors): equal lengths
+def test_gpu_decode_stream_k_real_sizes(d, hq, hkv):
+    """The stream-K kernel at model sizes: equal lengths
     (every program's share crosses columns) and ragged ones, against the fp64 oracle; then 100 calls with new
     lengths against the split decode (fresh NaN-filled partials each call): a merge that read a partial before
     its program's stores were visible would differ."""
@@ -1143,8 +1139,8 @@ def test_gpu_decode_stream_k_real_sizes(d, hq, hkv, tma):
     q = randn(b, hq, 1, d, dtype=torch.bfloat16, device="cuda")
     kc, vc = (randn(b, hkv, cap, d, dtype=torch.bfloat16, device="cuda") for _ in range(2))
     lens = torch.full((b,), cap, dtype=torch.int32, device="cuda")
-    plan = _stream_plan(q, kc, vc, lens, programs=None, tma=tma)
-    assert plan.programs >= 0.9 * torch.cuda.get_device_properties(0).multi_processor_count and plan.tma == tma
+    plan = _stream_plan(q, kc, vc, lens, programs=None)
+    assert plan.programs >= 0.9 * torch.cuda.get_device_properties(0).multi_processor_count
     scale = d ** -0.5
     for n in (lens, torch.tensor([cap, 1, 0, 1000, cap - 1, 77, cap // 2, 5000], dtype=torch.int32, device="cuda")):
         assert_error_bar(plan(q, kc, vc, n, scale, 0.0), decode_oracle(q, kc, vc, n, scale),

@@ -28,7 +28,6 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Sequence
 
 import torch
-import triton
 
 from ..runtime import env
 from ..runtime.device import device_info
@@ -91,20 +90,6 @@ def _fast_caller(c_launch: Callable, compiled: Any, grid: tuple, device_index: i
     scope.update({f"c{j}": v for j, v in enumerate(const_values)})
     exec("\n".join(lines), scope)  # noqa: S102 - code built above from argument counts only
     return scope["fast"]
-
-
-def _torch_scratch(size: int, alignment: int, stream: Optional[int]) -> torch.Tensor:
-    return torch.empty(size, dtype=torch.int8, device="cuda")
-
-
-def ensure_scratch_allocator() -> None:
-    """Kernels that build tensor descriptors on the device take a global scratch buffer per launch, which Triton
-    asks its allocator for: install one on torch's caching allocator (safe inside CUDA-graph capture) unless the
-    application installed its own."""
-    from triton.runtime import _allocation
-
-    if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
-        triton.set_allocator(_torch_scratch)
 
 
 def pdl_available(device: torch.device) -> bool:

@@ -27,18 +27,16 @@ import triton
 import triton.language as tl
 
 from ...kernels.arrival import arrive_last, can_fuse, counters, rearm
-from ...kernels.launch import Launch, ensure_scratch_allocator
+from ...kernels.launch import Launch
 from ...runtime import env
 from ...runtime.device import device_info
 from ...runtime.memory import empty
 from ..common import next_pow2
-from .decode import (LOG2E, _decode_tiles, _scores, _softmax_step, _store_partial, _visible, decode_geometry,
-                     occupancy, tile_config)
+from .decode import LOG2E, _decode_tiles, _store_partial, _visible, decode_geometry, occupancy, tile_config
 
 STREAM_OVERRIDE = None  # benchmarks / tests: True or False instead of use_stream's rule
 CONFIG_OVERRIDE = None  # benchmarks: a (BLOCK_N, num_warps, num_stages) instead of tile_config's
 PROGRAMS_OVERRIDE = None  # benchmarks / tests: the program count P instead of SMs x occupancy
-TMA_OVERRIDE = None  # benchmarks / tests: True or False instead of tma_applies' rule for the whole tiles' loads
 UNIT = None  # keys per work unit on the GPU (divides BLOCK_N); None: the tile
 # (BLOCK_N, num_warps, num_stages) by BLOCK_D, 16-bit inputs; others take decode.tile_config's. H100, session 15
 # run 1 (bench/decode_stream_sweep.py): D=128 128-key tiles, one program per SM (B8 kv32k 356.1 us against 358-362
@@ -118,23 +116,6 @@ def _merge_column(po_ptr, plse_ptr, c0, c1, P, total, row_ok, offs_d, d_ok, BLOC
 
 
 @triton.jit
-def _whole_tiles_tma(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, lo, hi, C, qk_scale, softcap_in, softcap_out,
-                     SOFTCAP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):
-    """:func:`~.decode._decode_tiles` over whole tiles ``[lo, hi)`` of a linear cache with one query row per head
-    (no mask), the K / V tiles fetched by the tensor copy engine (a descriptor over the column's ``[C, D]`` rows)."""
-    k_desc = tl.make_tensor_descriptor(k_base, shape=[C, BLOCK_D], strides=[sk_s, 1], block_shape=[BLOCK_N, BLOCK_D])
-    v_desc = tl.make_tensor_descriptor(v_base, shape=[C, BLOCK_D], strides=[sv_s, 1], block_shape=[BLOCK_N, BLOCK_D])
-    for start_n in range(lo, hi, BLOCK_N):
-        k = k_desc.load([start_n, 0])
-        s = _scores(q, k, qk_scale, softcap_in, softcap_out, SOFTCAP, PRECISION)
-        p, alpha, l_i, m_new = _softmax_step(s, m_i, l_i)
-        v = v_desc.load([start_n, 0])
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
-        m_i = m_new
-    return acc, l_i, m_i
-
-
-@triton.jit
 def _stream_kernel(
     q_ptr,  # [B, Hq, Lq, D] (strides sq_*)
     k_ptr,  # [B, Hkv, C, D] cache (strides sk_*)
@@ -165,7 +146,6 @@ def _stream_kernel(
     HEAD_D: tl.constexpr,
     EVEN_D: tl.constexpr,
     PRECISION: tl.constexpr,
-    TMA: tl.constexpr,  # whole tiles through tensor descriptors (linear cache, one query, EVEN_D, 16-byte rows)
 ):
     p = tl.program_id(0)
     cols = (Hq // G) * m_blocks  # columns per sequence
@@ -213,13 +193,9 @@ def _stream_kernel(
         m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
         acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-        if TMA:
-            acc, l_i, m_i = _whole_tiles_tma(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, start, full_end, C,
-                                             qk_scale, softcap_in, softcap_out, SOFTCAP, BLOCK_N, BLOCK_D, PRECISION)
-        else:
-            acc, l_i, m_i = _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, start, full_end, end, qpos,
-                                          C, window, qk_scale, softcap_in, softcap_out, False, WINDOW, MULTI_Q,
-                                          SOFTCAP, BLOCK_N, BLOCK_D, HEAD_D, EVEN_D, PRECISION)
+        acc, l_i, m_i = _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, start, full_end, end, qpos, C,
+                                      window, qk_scale, softcap_in, softcap_out, False, WINDOW, MULTI_Q, SOFTCAP,
+                                      BLOCK_N, BLOCK_D, HEAD_D, EVEN_D, PRECISION)
         acc, l_i, m_i = _decode_tiles(acc, l_i, m_i, q, k_base, v_base, sk_s, sv_s, full_end, end, end, qpos, C,
                                       window, qk_scale, softcap_in, softcap_out, True, WINDOW, MULTI_Q, SOFTCAP,
                                       BLOCK_N, BLOCK_D, HEAD_D, EVEN_D, PRECISION)
@@ -279,17 +255,6 @@ def grid_programs(n_cols: int, resident: int) -> int:
     return aligned if aligned >= ALIGNED_GRID_MIN * resident else resident
 
 
-def tma_applies(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, window: int) -> bool:
-    """Whether the whole tiles can come through tensor descriptors: a linear cache (no window), one query per
-    sequence, a power-of-two head dim, 16-byte aligned cache rows and bases; ``TMA_OVERRIDE`` decides where
-    it applies (default off: see ``GPU_CONFIGS``'s note)."""
-    d = q.shape[-1]
-    esize = k_cache.element_size()
-    ok = (window <= 0 and q.shape[2] == 1 and d == next_pow2(d) and d * esize >= 16
-          and all(c.stride(2) * esize % 16 == 0 and c.data_ptr() % 16 == 0 for c in (k_cache, v_cache)))
-    return ok and bool(TMA_OVERRIDE)
-
-
 def stream_config(block_d: int, span: int, dtype: torch.dtype, batch: int) -> tuple[int, int, int]:
     """``(BLOCK_N, num_warps, num_stages)`` on CUDA: ``CONFIG_OVERRIDE``, else ``GPU_CONFIGS``, else the split
     decode's :func:`~.decode.tile_config`."""
@@ -324,14 +289,10 @@ class StreamPlan:
         self.block_m = block_m
         self.counters = counters((b * hkv * m_blocks,), q.device)
         self.ints = (*q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], hq, lq, cap, window, b, m_blocks)
-        self.tma = tma = tma_applies(q, k_cache, v_cache, window)
-        if tma:
-            ensure_scratch_allocator()
         self.launch = Launch(
             _stream_kernel, (self.programs,),
             dict(G=g, WINDOW=window > 0, MULTI_Q=lq > 1, SOFTCAP=softcap > 0, BLOCK_B=next_pow2(b), BLOCK_M=block_m,
-                 BLOCK_N=block_n, UNIT=unit, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d, PRECISION="tf32",
-                 TMA=tma),
+                 BLOCK_N=block_n, UNIT=unit, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d, PRECISION="tf32"),
             num_warps=warps, num_stages=stages,
         )
 
