@@ -36,7 +36,7 @@ from .decode import LOG2E, _decode_tiles, _store_partial, _visible, decode_geome
 
 STREAM_OVERRIDE = None  # benchmarks / tests: True or False instead of use_stream's rule
 CONFIG_OVERRIDE = None  # benchmarks: a (BLOCK_N, num_warps, num_stages) instead of tile_config's
-PROGRAMS_OVERRIDE = None  # benchmarks / tests: the program count P instead of SMs x occupancy
+PROGRAMS_OVERRIDE = None  # benchmarks / tests: the program count P instead of grid_programs''
 UNIT = None  # keys per work unit on the GPU (divides BLOCK_N); None: the tile
 # (BLOCK_N, num_warps, num_stages) by BLOCK_D, 16-bit inputs; others take decode.tile_config's. H100, session 15
 # run 1 (bench/decode_stream_sweep.py): D=128 128-key tiles, one program per SM (B8 kv32k 356.1 us against 358-362
@@ -264,9 +264,9 @@ def stream_config(block_d: int, span: int, dtype: torch.dtype, batch: int) -> tu
 class StreamPlan:
     """The stream-K decode kernel prepared for one signature of (q, caches, kv_lens) and options.
 
-    Grid ``(P,)``: ``P`` = SMs x programs per SM (shared memory of the tile config), every program resident at
-    once; shares in units of ``UNIT`` keys (the interpreter: 4-key units of 16-key tiles, so shares start and end
-    inside tiles). The plan owns the arrival counters (int32 ``[B * Hkv * m_blocks]``, zeroed when the plan is built;
+    Grid ``(P,)``: ``P`` from :func:`grid_programs` (at most SMs x programs per SM by the tile config's shared
+    memory, every program resident at once); shares in units of ``UNIT`` keys (the whole tile on the GPU; the
+    interpreter: 4-key units of 16-key tiles, so shares start and end inside tiles). The plan owns the arrival counters (int32 ``[B * Hkv * m_blocks]``, zeroed when the plan is built;
     each launch leaves them at zero): build it outside a CUDA-graph capture, and do not run one plan on two
     streams at once. Partials: ``po [2P, BLOCK_M, D]``, ``plse [2P, BLOCK_M]`` fp32, fresh every call.
     """
