@@ -36,7 +36,7 @@ from .decode import LOG2E, _decode_tiles, _store_partial, _visible, decode_geome
 
 STREAM_OVERRIDE = None  # benchmarks / tests: True or False instead of use_stream's rule
 CONFIG_OVERRIDE = None  # benchmarks: a (BLOCK_N, num_warps, num_stages) instead of tile_config's
-PROGRAMS_OVERRIDE = None  # benchmarks / tests: the program count P instead of grid_programs''
+PROGRAMS_OVERRIDE = None  # benchmarks / tests: the program count P instead of grid_programs' choice
 UNIT = None  # keys per work unit on the GPU (divides BLOCK_N); None: the tile
 # (BLOCK_N, num_warps, num_stages) by BLOCK_D, 16-bit inputs; others take decode.tile_config's. H100, session 15
 # run 1 (bench/decode_stream_sweep.py): D=128 128-key tiles, one program per SM (B8 kv32k 356.1 us against 358-362
