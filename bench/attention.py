@@ -34,7 +34,7 @@ import common  # noqa: E402
 from common import Case, Impl  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
-from mlx_native.ops.attention.stream import MIN_CACHE_BYTES as STREAM_MIN_BYTES  # noqa: E402
+from mlx_native.ops.attention.stream import large_batch  # noqa: E402
 
 BF16 = torch.bfloat16
 PREFILL_LENGTHS = [1024, 4096, 8192, 16384]
@@ -156,11 +156,9 @@ def prefill_variant(cfg, causal):
     return Impl(run, tolerance=TOL)
 
 
-def decode_variant(splits=None, merge=None, balance_splits=None, cfg=None):
-    """Ours with a forced split count (the default comes from the SM count and the static shapes), or
-    a forced merge (``merge``: "fused", "pdl" or "launch", see ``decode.merge_mode``),
-    or another ``decode.BALANCE_SPLITS`` (``balance_splits=0``: batches not balanced), or another
-    ``(BLOCK_N, num_warps, num_stages)`` (``cfg``: every head dim and span)."""
+def decode_variant(merge=None):
+    """Ours through the split decode (``decode.DecodePlan``), with a forced merge (``merge``: "fused", "pdl" or
+    "launch", see ``decode.merge_mode``) or the default one."""
     from mlx_native.ops.attention import decode as dec
 
     plans = {}
@@ -169,15 +167,12 @@ def decode_variant(splits=None, merge=None, balance_splits=None, cfg=None):
         key = (q.shape, kc.shape, kc.stride())
         plan = plans.get(key)
         if plan is None:
-            saved = dec.SPLITS_OVERRIDE, dec.MERGE_OVERRIDE, dec.BALANCE_SPLITS, dec.tile_config
-            dec.SPLITS_OVERRIDE, dec.MERGE_OVERRIDE = splits, merge
-            dec.BALANCE_SPLITS = dec.BALANCE_SPLITS if balance_splits is None else (balance_splits or None)
-            if cfg is not None:
-                dec.tile_config = lambda block_d, span, dtype, batch: cfg
+            saved = dec.MERGE_OVERRIDE
+            dec.MERGE_OVERRIDE = merge
             try:
                 plan = plans[key] = dec.DecodePlan(q, kc, vc, lens, window=0, softcap=0.0)
             finally:
-                dec.SPLITS_OVERRIDE, dec.MERGE_OVERRIDE, dec.BALANCE_SPLITS, dec.tile_config = saved
+                dec.MERGE_OVERRIDE = saved
         return plan(q, kc, vc, lens, q.shape[-1] ** -0.5, 0.0)
 
     return Impl(run, tolerance=TOL)
@@ -231,7 +226,7 @@ def cases() -> list[Case]:
                 if b * hkv * kv * d * 4 > 20 << 30:  # > 20 GiB of K/V per input set
                     continue
                 c = decode_case(b, hq, hkv, kv, d)
-                _other_routes(c, b, b > 1 and 2 * b * hkv * kv * d * 2 >= STREAM_MIN_BYTES)
+                _other_routes(c, b, large_batch(b, 2 * b * hkv * kv * d * 2))
                 target = d == 128 and ((b == 8 and kv == 32768) or (b == 1 and kv >= 8192))
                 (first if target else rest).append(c)
     ragged = decode_case(8, 64, 8, 32768, 128, ragged=True)

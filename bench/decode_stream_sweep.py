@@ -37,7 +37,8 @@ SHAPES = [(8, 64, 8, 32768, 128, False), (8, 64, 8, 32768, 128, True), (8, 64, 8
           (8, 9, 3, 2048, 64, False), (16, 64, 8, 4096, 128, False), (4, 64, 8, 16384, 128, True),
           (4, 64, 8, 8192, 128, False)]
 QUICK = SHAPES[:2]
-CONFIGS = [(128, 4, 2), (128, 8, 2), (128, 4, 3), (128, 4, 4), (128, 8, 3), (64, 4, 2), (64, 4, 3)]  # besides stream_config's
+# besides stream_config's
+CONFIGS = [(128, 4, 2), (128, 8, 2), (128, 4, 3), (128, 4, 4), (128, 8, 3), (64, 4, 2), (64, 4, 3)]
 UNITS = [16, 64]  # besides stream.UNIT (the tile), with the default config
 
 

@@ -452,7 +452,8 @@ def test_decode_stream_k(device, programs, case):
     """Stream-K: the batch's key tiles in one equal share per program, columns shared by several programs merged
     by the last to arrive (its counter back at 0). Program counts from one (every column whole in one program)
     to more programs than tiles (most hold one tile or none); a sequence with no key gives zeros. Equal lengths
-    (10 columns) run on the programs whose shares align with the columns: 1, 3, 5, 40 and 300 of 1, 3, 7, 40, 300."""
+    (10 columns): shares that cross columns (3, 7, 300 programs) and shares aligned with them (1: all columns in
+    one program; 40: four programs per column, the grid_programs case)."""
     b, hq, hkv, cap, d, lq = 5, 8, 2, 200, 64, 1
     lens, window, softcap = [200, 0, 37, 1, 130], None, None
     if case == "uniform":
@@ -1131,9 +1132,9 @@ def test_gpu_decode_fused_merge_sees_every_split(b):
 @pytest.mark.gpu
 @pytest.mark.parametrize("d,hq,hkv", [(128, 64, 8), (256, 16, 8), (64, 9, 3)])
 def test_gpu_decode_stream_k_real_sizes(d, hq, hkv):
-    """The stream-K kernel at model sizes: equal lengths
-    (every program's share crosses columns) and ragged ones, against the fp64 oracle; then 100 calls with new
-    lengths against the split decode (fresh NaN-filled partials each call): a merge that read a partial before
+    """The stream-K kernel at model sizes on its default grid: equal lengths (shares aligned with the columns where
+    grid_programs aligns them, crossing them otherwise) and ragged ones, against the fp64 oracle; then 100 calls with
+    new lengths against the split decode (fresh NaN-filled partials each call): a merge that read a partial before
     its program's stores were visible would differ."""
     b, cap = 8, 32768 if d <= 128 else 16384
     q = randn(b, hq, 1, d, dtype=torch.bfloat16, device="cuda")

@@ -5,13 +5,13 @@ of ``B x Hkv`` columns runs ``columns x splits`` programs. On the H100 (132 SMs)
 equal programs of one per SM, 1.94 waves run as 2; a ragged batch gets splits sized from the mean, and the long
 sequences' last splits run after the short ones' SMs went idle. Here the work is the list of every column's
 visible positions in units of ``UNIT`` keys (on the GPU a whole ``BLOCK_N`` tile), laid end to end (sequence by
-sequence, then KV head, then query-row block), and program ``p`` of ``P`` (``P`` = SMs x programs per SM, all
-resident at once) takes units ``[p T / P, (p + 1) T / P)`` of the ``T`` in the batch, counted from ``kv_lens`` in the
-kernel (no host sync; a CUDA graph replays with new lengths). A unit finer than the tile is supported (a share then
-runs whole tiles, then one masked tile; the interpreter tests use 4-key units of 16-key tiles) but measured slower
-on the H100: with 16-key units B8 kv32k took 357.0 / 356.8 / 363.8 us against 355.8 / 356.2 / 362.5 with whole
-tiles in three runs (session 15 run 2, session 16 runs 1-2), the ragged batch 207.9 / 211.3 against 206.0 / 209.5.
-A program walks its range column by column: a column it holds whole is written as output directly; a column shared
+sequence, then KV head, then query-row block), and program ``p`` of ``P`` (:func:`grid_programs`: at most SMs x
+programs per SM, all resident at once) takes units ``[p T / P, (p + 1) T / P)`` of the ``T`` in the batch, counted
+from ``kv_lens`` in the kernel (no host sync; a CUDA graph replays with new lengths). A unit finer than the tile
+is supported (a share then runs whole tiles, then one masked tile; the interpreter tests use 4-key units of 16-key
+tiles) but measured slower on the H100: with 16-key units B8 kv32k took 357.0 / 356.8 / 363.8 us against 355.8 /
+356.2 / 362.5 with whole tiles in three runs (session 15 run 2, session 16 runs 1-2), the ragged batch 207.9 / 211.3
+against 206.0 / 209.5. A program walks its range column by column: a column it holds whole is written as output directly; a column shared
 with other programs gets one fp32 partial per program (normalized output and log2-sum-exp), and the last of them to
 arrive on the column's counter merges (:mod:`mlx_native.kernels.arrival`). Every program has at most two shared
 columns, its first and its last, so the partials take two slots per program: ``2p`` for the first column of ``p``,
@@ -56,21 +56,6 @@ def _tile_range(p, P, total):
     lo = p * share + p * extra // P
     hi = lo + share + ((p + 1) * extra // P - p * extra // P)
     return lo, hi
-
-
-@triton.jit
-def _active_programs(units, seq_ok, n_cols, P):
-    """How many of the ``P`` programs take work: with every column of equal length (``units``, the columns'
-    work units by sequence, ``seq_ok`` the real sequences), the largest count whose shares start and end on column
-    boundaries: ``k`` programs per column when the ``n_cols`` columns fit ``k`` times, else ``j`` whole columns per
-    program when ``j = cdiv(n_cols, P)`` divides them; ``P`` otherwise (unequal lengths, or no such count). A
-    program then streams one column piece without a pipeline restart between columns: H100 session 16 run 3,
-    B8 Hkv8 kv32k (64 columns) 356.2 us on 132 programs, 351.9 on 128, 355.1 on 64 (cuDNN 352.4)."""
-    u_max = tl.max(tl.where(seq_ok, units, 0), 0)
-    u_min = tl.min(tl.where(seq_ok, units, u_max), 0)
-    j = tl.cdiv(n_cols, P)
-    aligned = tl.where(n_cols <= P, n_cols * (P // tl.maximum(n_cols, 1)), tl.where(n_cols % j == 0, n_cols // j, P))
-    return tl.where(u_min == u_max, aligned, P)
 
 
 @triton.jit
@@ -150,17 +135,15 @@ def _stream_kernel(
     p = tl.program_id(0)
     cols = (Hq // G) * m_blocks  # columns per sequence
     seq = tl.arange(0, BLOCK_B)
-    seq_ok = seq < n_seqs
-    lens = tl.load(lens_ptr + seq, mask=seq_ok, other=0)
+    lens = tl.load(lens_ptr + seq, mask=seq < n_seqs, other=0)
     n_all, lo_all = _visible(lens, Lq, C, window, WINDOW)
     # work units of UNIT keys per column; a sequence with no visible key takes one (its program writes the zeros)
-    units = tl.where(seq_ok, tl.maximum(tl.cdiv(n_all - lo_all, UNIT), 1), 0)
+    units = tl.where(seq < n_seqs, tl.maximum(tl.cdiv(n_all - lo_all, UNIT), 1), 0)
     work = units * cols
     seq_end = tl.cumsum(work, 0)  # the batch's units: sequence b holds [seq_end[b] - work[b], seq_end[b])
     total = tl.sum(work, 0)
-    P = _active_programs(units, seq_ok, n_seqs * cols, tl.num_programs(0))  # programs p >= P take nothing
+    P = tl.num_programs(0)
     t_lo, t_hi = _tile_range(p, P, total)
-    t_hi = tl.where(p < P, t_hi, t_lo)
 
     rows = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
@@ -237,16 +220,23 @@ def use_stream(q: torch.Tensor, k_cache: torch.Tensor, window: int) -> bool:
         return applies and STREAM_OVERRIDE
     b, hkv, cap, d = k_cache.shape
     span = cap if window <= 0 else min(cap, window + q.shape[2] - 1)
-    return applies and b > 1 and 2 * b * hkv * span * d * k_cache.element_size() >= MIN_CACHE_BYTES
+    return applies and large_batch(b, 2 * b * hkv * span * d * k_cache.element_size())
+
+
+def large_batch(b: int, kv_bytes: int) -> bool:
+    """:func:`use_stream`'s size rule: a batch (``b > 1``) whose span holds ``kv_bytes >= MIN_CACHE_BYTES`` of K + V."""
+    return b > 1 and kv_bytes >= MIN_CACHE_BYTES
 
 
 def grid_programs(n_cols: int, resident: int) -> int:
     """The grid of the stream-K kernel for ``n_cols`` columns (sequences x KV heads x query-row blocks) and
     ``resident`` programs that fit on the GPU at once: the count whose shares of equal-length columns start and end
-    on column boundaries (``k`` programs per column, or ``j`` columns per program, as the kernel's
-    ``_active_programs``) when it keeps at least ``ALIGNED_GRID_MIN`` of them, else ``resident``. H100 session 16
-    runs 3 and 5, B8 Hkv8 kv32k (64 columns, 132 resident): 128 programs 351.9 / 352.3 us, 132 with the kernel
-    idling 4 of them 355.1, 132 unaligned 356.2 (cuDNN 352.4 / 352.6); ragged 1k-32k 209.4 on 128 against 206.0."""
+    on column boundaries (``k`` programs per column when the columns fit ``k`` times, else ``j = cdiv(n_cols,
+    resident)`` whole columns per program when ``j`` divides them) when it keeps at least ``ALIGNED_GRID_MIN`` of
+    them, else ``resident``. A program whose share crosses a column restarts its load pipeline there (drain,
+    prologue, a DRAM latency without loads in flight) and adds a merge. H100 session 16 runs 3 and 5, B8 Hkv8 kv32k
+    (64 columns, 132 resident): 128 programs 351.9 / 352.3 us, 132 356.2, 64 (whole columns) 355.1 (cuDNN 352.4 /
+    352.6); the ragged 1k-32k batch, where no count aligns, 209.4 on 128 against 206.0 on 132."""
     if n_cols <= resident:
         aligned = n_cols * (resident // n_cols)
     else:
@@ -266,9 +256,10 @@ class StreamPlan:
 
     Grid ``(P,)``: ``P`` from :func:`grid_programs` (at most SMs x programs per SM by the tile config's shared
     memory, every program resident at once); shares in units of ``UNIT`` keys (the whole tile on the GPU; the
-    interpreter: 4-key units of 16-key tiles, so shares start and end inside tiles). The plan owns the arrival counters (int32 ``[B * Hkv * m_blocks]``, zeroed when the plan is built;
-    each launch leaves them at zero): build it outside a CUDA-graph capture, and do not run one plan on two
-    streams at once. Partials: ``po [2P, BLOCK_M, D]``, ``plse [2P, BLOCK_M]`` fp32, fresh every call.
+    interpreter: 4-key units of 16-key tiles, so shares start and end inside tiles). The plan owns the arrival
+    counters (int32 ``[B * Hkv * m_blocks]``, zeroed when the plan is built; each launch leaves them at zero): build
+    it outside a CUDA-graph capture, and do not run one plan on two streams at once. Partials: ``po [2P, BLOCK_M,
+    D]``, ``plse [2P, BLOCK_M]`` fp32, fresh every call.
     """
 
     def __init__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_lens: torch.Tensor, *,

@@ -709,8 +709,8 @@ class ChunkedPrefill:
     columns of ``out`` in place.
 
     The fused Triton prefill kernel (dequantized tiles into shared memory, tensor-core dots)
-    measured 0.1-0.25x of cuBLAS bf16 on the H100; dequantizing L2-sized chunks and letting
-    cuBLAS run the dots reaches 0.7-0.96x at M >= 1024 (see bench/results).
+    measured 0.1-0.25x of cuBLAS bf16 on the H100; dequantizing chunks of up to 128 MB and letting
+    cuBLAS run the dots reaches 0.71-0.95x at M >= 1024 (see bench/results).
 
     Args:
         dequant_rows: ``(w_args, n0, n1, ws)`` writes rows ``n0:n1`` of W into ``ws[: n1 - n0]``.
