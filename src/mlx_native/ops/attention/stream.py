@@ -11,8 +11,8 @@ from ``kv_lens`` in the kernel (no host sync; a CUDA graph replays with new leng
 is supported (a share then runs whole tiles, then one masked tile; the interpreter tests use 4-key units of 16-key
 tiles) but measured slower on the H100: with 16-key units B8 kv32k took 357.0 / 356.8 / 363.8 us against 355.8 /
 356.2 / 362.5 with whole tiles in three runs (session 15 run 2, session 16 runs 1-2), the ragged batch 207.9 / 211.3
-against 206.0 / 209.5. A program walks its range column by column: a column it holds whole is written as output directly; a column shared
-with other programs gets one fp32 partial per program (normalized output and log2-sum-exp), and the last of them to
+against 206.0 / 209.5. A program walks its range column by column: a column it holds whole is written as output
+directly; a column shared with other programs gets one fp32 partial per program (normalized output and log2-sum-exp), and the last of them to
 arrive on the column's counter merges (:mod:`mlx_native.kernels.arrival`). Every program has at most two shared
 columns, its first and its last, so the partials take two slots per program: ``2p`` for the first column of ``p``,
 ``2p + 1`` for the last when it is not also the first.
