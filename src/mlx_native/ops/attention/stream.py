@@ -1,19 +1,19 @@
 """Stream-K decode attention for batches: the batch's K/V positions cut into one equal share per resident program.
 
 The split decode (:mod:`.decode`) gives every (sequence, KV head) column whole splits of equal length, so a batch of
-``B x Hkv`` columns runs ``columns x splits`` programs. On the H100 (132 SMs) a B8 Hkv8 kv32k batch is 256 equal programs of
-one per SM, 1.94 waves run as 2; a ragged batch gets splits sized from the mean, and the long sequences' last splits run
-after the short ones' SMs went idle. Here the work is the list of every column's visible positions in units of ``UNIT``
-keys (on the GPU a whole ``BLOCK_N`` tile), laid end to end (sequence by sequence, then KV head, then query-row block),
-and program ``p`` of ``P`` (:func:`grid_programs`: at most SMs x programs per SM, all resident at once) takes units
-``[p T / P, (p + 1) T / P)`` of the ``T`` in the batch, counted from ``kv_lens`` in the kernel (no host sync; a CUDA graph
-replays with new lengths). A unit finer than the tile is supported (a share then runs whole tiles, then one masked tile;
-the interpreter tests use 4-key units of 16-key tiles) but measured slower on the H100: with 16-key units B8 kv32k took
-357.0 / 356.8 / 363.8 us against 355.8 / 356.2 / 362.5 with whole tiles in three runs (session 15 run 2, session 16 runs
-1-2), the ragged batch 207.9 / 211.3 against 206.0 / 209.5. A program walks its range column by column: a column it
-holds whole is written as output directly; a column shared with other programs gets one fp32 partial per program
-(normalized output and log2-sum-exp), and the last of them to arrive on the column's counter merges
-(:mod:`mlx_native.kernels.arrival`). Every program has at most two shared columns, its first and its last, so the
+``B x Hkv`` columns runs ``columns x splits`` programs. On the H100 (132 SMs) a B8 Hkv8 kv32k batch is 256 equal
+programs of one per SM, 1.94 waves run as 2; a ragged batch gets splits sized from the mean, and the long sequences'
+last splits run after the short ones' SMs went idle. Here the work is the list of every column's visible positions in
+units of ``UNIT`` keys (on the GPU a whole ``BLOCK_N`` tile), laid end to end (sequence by sequence, then KV head, then
+query-row block), and program ``p`` of ``P`` (:func:`grid_programs`: at most SMs x programs per SM, all resident at
+once) takes units ``[p T / P, (p + 1) T / P)`` of the ``T`` in the batch, counted from ``kv_lens`` in the kernel (no
+host sync; a CUDA graph replays with new lengths). A unit finer than the tile is supported (a share then runs whole
+tiles, then one masked tile; the interpreter tests use 4-key units of 16-key tiles) but measured slower on the H100:
+with 16-key units B8 kv32k took 357.0 / 356.8 / 363.8 us against 355.8 / 356.2 / 362.5 with whole tiles in three runs
+(session 15 run 2, session 16 runs 1-2), the ragged batch 207.9 / 211.3 against 206.0 / 209.5. A program walks its range
+column by column: a column it holds whole is written as output directly; a column shared with other programs gets one
+fp32 partial per program (normalized output and log2-sum-exp), and the last of them to arrive on the column's counter
+merges (:mod:`mlx_native.kernels.arrival`). Every program has at most two shared columns, its first and its last, so the
 partials take two slots per program: ``2p`` for the first column of ``p``, ``2p + 1`` for the last when it is not also
 the first.
 
