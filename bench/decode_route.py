@@ -4,7 +4,7 @@ real models (SmolLM2-135M: hidden 576; Llama-3-8B: hidden 4096), M = 1 and 16, C
 
     python bench/decode_route.py [--out FILE.json]
 
-The routing rule in ``mmv.prefer_mmv`` comes from these rows.
+The routing rule in ``mmv.prefer`` comes from these rows.
 """
 
 from __future__ import annotations

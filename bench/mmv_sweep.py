@@ -1,11 +1,16 @@
 """Sweep of the tensor-core decode kernel (ops/quant/mmv.py) against the word-level mat-vec and cuBLAS.
 
-    python bench/mmv_sweep.py [--out FILE.json]
+    python bench/mmv_sweep.py [--out FILE.json] [--quick]
+    python bench/mmv_sweep.py --prescale [--formats affine,Q4_0,Q4_K] [--out FILE.json]
 
-For MLX affine 4-bit g64 weights, K x N in the issue's shapes, M in {1, 2, 8, 16}: times every
+Default: MLX affine 4-bit g64 weights, K x N in the issue's shapes, M in {1, 2, 8, 16}: times every
 (tile, pipeline stages, programs per SM) variant in CUDA-graph replay, the previous default path
 (MLX_NATIVE_MMV off: the word-level kernel at M=1, the general tensor-core kernel for 2-16), and the
 bf16 cuBLAS matmul on the dequantized weight. Checks each variant's output against the previous path.
+
+``--prescale``: the kernel forced on (``MLX_NATIVE_MMV=on``) for M in {1, 2, 4, 8, 16}, group scales applied
+after the dot of raw codes or to the tile before it (``PRESCALE_MIN_ROWS``), by tile and stages; the default
+route of the same call and cuBLAS in the same run; outputs checked against the default route.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ DT = torch.bfloat16
 SHAPES = [(4096, 4096), (4096, 14336), (14336, 4096)]
 VARIANTS = [dict(MMV_BN=bn, MMV_STAGES=st, MMV_STAGES_ROWS=st, PROGRAMS_PER_SM=pp)
             for bn, st, pp in itertools.product((64, 128), (2, 3, 4), (1, 2, 4))]
+PRESCALE_VARIANTS = [dict(PRESCALE_MIN_ROWS=pre, MMV_BN=bn, MMV_STAGES=st, MMV_STAGES_ROWS=st)
+                     for pre, bn, st in itertools.product((1, 17), (64, 128), (2, 3))]
 
 
 def _weights(n, k, count):
@@ -47,12 +54,72 @@ def _time(fn, sets):
     return t if t is not None else common.time_eager(fn, sets, 20)
 
 
+def _prescale_sweep(formats: list[str], copy_bw: float) -> list[dict]:
+    """The ``--prescale`` rows (see the module docstring)."""
+    from quant import affine_bytes, affine_weight, gguf_raw  # noqa: E402
+
+    from mlx_native.ops.ggml import formats as ggml_formats
+
+    rows = []
+    defaults = {name: getattr(mmv, name) for name in PRESCALE_VARIANTS[0]}
+    for fmt, (k, n), m in itertools.product(formats, SHAPES, (1, 2, 4, 8, 16)):
+        if fmt == "affine":
+            wbytes = affine_bytes(n, k)
+            fn = lambda x, wq, s, b: mn.quantized_matmul(x, wq, s, b)  # noqa: E731
+            make = lambda: affine_weight(n, k)  # noqa: E731
+        else:
+            wbytes = n * ggml_formats.row_bytes(ggml_formats.BY_NAME[fmt], k)
+            fn = lambda x, raw, fmt=fmt, n=n, k=k: mn.ggml_matmul(x, raw, fmt, (n, k))  # noqa: E731
+            make = lambda fmt=fmt, n=n, k=k: (gguf_raw(fmt, n, k),)  # noqa: E731
+        sets = [(torch.randn(m, k, device="cuda", dtype=DT), *make()) for _ in range(max(2, min(8, math.ceil(
+            256e6 / wbytes))))]
+
+        def measure(label, **extra):
+            plans.clear_all()
+            t = _time(fn, sets)
+            out = fn(*sets[0])
+            row = dict(fmt=fmt, k=k, n=n, m=m, label=label, us=t, frac_copy=wbytes / (t * 1e-6) / copy_bw, **extra)
+            rows.append(row)
+            print(f"{fmt:6s} K{k:<6d} N{n:<6d} M{m:<3d} {label:58s} {t:8.2f} us {100 * row['frac_copy']:5.1f}% copy",
+                  flush=True)
+            return out
+
+        env.settings = dataclasses.replace(env.settings, mmv="auto")
+        want = measure("default route")
+        env.settings = dataclasses.replace(env.settings, mmv="on")
+        for var in PRESCALE_VARIANTS:
+            for name, value in var.items():
+                setattr(mmv, name, value)
+            try:
+                got = measure("mmv " + " ".join(f"{a}={b}" for a, b in var.items()), **var)
+            except Exception as exc:  # noqa: BLE001
+                print(f"{fmt} K{k} N{n} M{m} {var}: {exc!r}"[:400], flush=True)
+                continue
+            err = (got.float() - want.float()).abs().max().item() / max(want.float().abs().max().item(), 1e-6)
+            rows[-1]["rel_err_vs_default"] = err
+            if err > 2e-2:
+                print(f"  MISMATCH rel err {err:.3e}", flush=True)
+        for name, value in defaults.items():
+            setattr(mmv, name, value)
+        env.settings = dataclasses.replace(env.settings, mmv="auto")
+        torch.cuda.empty_cache()
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true", help="only the default variant")
+    ap.add_argument("--prescale", action="store_true", help="the prescaled-tile sweep (module docstring)")
+    ap.add_argument("--formats", default="affine,Q4_0,Q4_K", help="--prescale: affine and/or GGUF type names")
     args = ap.parse_args()
     copy_bw = common.copy_bandwidth()
+    if args.prescale:
+        print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s", flush=True)
+        rows = _prescale_sweep(args.formats.split(","), copy_bw)
+        if args.out:
+            json.dump(dict(copy_bandwidth_Bps=copy_bw, rows=rows), open(args.out, "w"), indent=1)
+        return 0
     print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s", flush=True)
     rows = []
     defaults = {name: getattr(mmv, name) for name in VARIANTS[0]}

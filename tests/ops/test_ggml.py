@@ -167,15 +167,19 @@ def test_matmul_types_without_fused_kernel(device, name, request):
     _check_matmul(device, name, 3, 16, 256, torch.bfloat16, rng_for(request))
 
 
-@pytest.fixture
-def mmv_launches(monkeypatch):
+@pytest.fixture(params=[False, True], ids=["scale-after-dot", "prescaled"])
+def mmv_launches(monkeypatch, request):
     """The tensor-core decode plans (quant/mmv.py, ``MmvLaunch``) built while the test runs (plans are
-    cleared around it, so cached ones do not hide a build)."""
+    cleared around it, so cached ones do not hide a build), with either treatment of the group scales (dots of
+    raw codes scaled after the dot, or tiles dequantized before it: ``mmv.PRESCALE_MIN_ROWS``)."""
     from mlx_native.ops.quant import mmv
     from mlx_native.runtime import env, plans
 
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, gguf_mv=False))  # Q4_K rows too
-    yield spy_plans(monkeypatch, mmv.MmvLaunch)
+    monkeypatch.setattr(mmv, "PRESCALE_MIN_ROWS", 1 if request.param else mmv.MAX_ROWS + 1)
+    built = spy_plans(monkeypatch, mmv.MmvLaunch)
+    yield built
+    assert all(p.launch.constexprs["PRESCALE"] is request.param for p in built)
     plans.clear_all()
 
 

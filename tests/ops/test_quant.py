@@ -190,15 +190,19 @@ def test_quantized_matmul_batched_x_and_mixed_dtypes(device):
     (16, 72, 192, 32, torch.float16),  # 16 rows, 64-feature tile
     (5, 130, 384, 128, torch.bfloat16),  # 3 groups: one group per step
 ])
-def test_quantized_matmul_tensor_core_decode(device, monkeypatch, m, n, k, gs, dtype):
+@pytest.mark.parametrize("prescale", [False, True], ids=["scale-after-dot", "prescaled"])
+def test_quantized_matmul_tensor_core_decode(device, monkeypatch, m, n, k, gs, dtype, prescale):
     """1-16 rows of 4-bit weights take the tensor-core decode kernel (ops/quant/mmv.py); one row only
-    with the streamed mat-vec off (MLX_NATIVE_AFFINE_MV=0)."""
+    with the streamed mat-vec off (MLX_NATIVE_AFFINE_MV=0); group scales applied after the dot of raw codes
+    or to the tile before it (``mmv.PRESCALE_MIN_ROWS``)."""
     from mlx_native.ops.quant import mmv
 
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, affine_mv=False))
+    monkeypatch.setattr(mmv, "PRESCALE_MIN_ROWS", 1 if prescale else mmv.MAX_ROWS + 1)
     built = spy_plans(monkeypatch, mmv.MmvLaunch)
     _check_qmm(device, m, n, k, gs, 4, dtype)
     assert len(built) == 1, "the tensor-core decode kernel was not used"
+    assert built[0].launch.constexprs["PRESCALE"] is prescale
 
 
 @pytest.fixture
@@ -901,23 +905,27 @@ def test_splitk_plan_built_in_capture_uses_two_launches(monkeypatch):
     assert not qmm.SplitK(2, 1, 40, False, 0, torch.device("cpu")).fused  # qmm's own split: always two launches
 
 
-@pytest.mark.parametrize("mode, m, n, k, gguf, expected", [
-    ("auto", 1, 4096, 4096, False, True),  # measured 1.10x the word-level kernel (H100, g64)
-    ("auto", 1, 49152, 576, False, True),  # SmolLM2-shaped head: 1.06x
-    ("auto", 1, 576, 576, False, False),  # 6.3 against 3.3 us: launch and prologue bound
-    ("auto", 1, 1024, 4096, False, False),  # 0.77x
-    ("auto", 16, 1024, 4096, False, True),  # 1.53x the general kernel
-    ("auto", 16, 576, 1536, False, False),  # K <= 1536: 0.82-0.94x
-    ("auto", 1, 14336, 4096, True, False),  # GGUF blocks: the word-level kernel wins
-    ("on", 1, 576, 576, True, True),
-    ("off", 16, 14336, 4096, False, False),
+@pytest.mark.parametrize("mode, m, n, k, fmt, expected", [
+    ("auto", 1, 4096, 4096, "affine", True),  # measured 1.10x the word-level kernel (H100, g64)
+    ("auto", 1, 49152, 576, "affine", True),  # SmolLM2-shaped head: 1.06x
+    ("auto", 1, 576, 576, "affine", False),  # 6.3 against 3.3 us: launch and prologue bound
+    ("auto", 1, 1024, 4096, "affine", False),  # 0.77x
+    ("auto", 16, 1024, 4096, "affine", True),  # 1.53x the general kernel
+    ("auto", 16, 576, 1536, "affine", False),  # K <= 1536: 0.82-0.94x
+    ("auto", 1, 14336, 4096, "Q4_0", False),  # GGUF Q4_0 / Q4_1 blocks: the word-level kernel wins
+    ("auto", 8, 14336, 4096, "Q4_1", False),
+    ("auto", 1, 14336, 4096, "Q4_K", False),  # one row: the streamed Q4_K kernels
+    ("auto", 2, 14336, 4096, "Q4_K", True),  # prescaled tiles: 65-79 against 72-83 us
+    ("on", 1, 576, 576, "Q4_0", True),
+    ("off", 16, 14336, 4096, "affine", False),
 ])
-def test_mmv_routing(monkeypatch, mode, m, n, k, gguf, expected):
-    """``mmv.prefer``: MLX_NATIVE_MMV=on/off decide; auto follows the H100 decode_route measurements."""
-    from mlx_native.ops.quant import mmv
+def test_mmv_routing(monkeypatch, mode, m, n, k, fmt, expected):
+    """``mmv.prefer``: MLX_NATIVE_MMV=on/off decide; auto follows the H100 decode_route / mmv_sweep measurements."""
+    from mlx_native.ops.ggml import formats
+    from mlx_native.ops.quant import gemv, mmv
 
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv=mode))
-    assert mmv.prefer(m, n, k, gguf) is expected
+    assert mmv.prefer(m, n, k, gemv.AFFINE.value if fmt == "affine" else formats.BY_NAME[fmt].id) is expected
 
 
 def test_mmv_auto_routes_plans(device, monkeypatch):

@@ -36,7 +36,7 @@ class Settings:
             general qmm kernel for them.
         mmv: ``MLX_NATIVE_MMV``: which decode matmuls (1-16 bf16/fp16 rows of x) run the
             tensor-core decode kernel (``ops/quant/mmv.py``): "auto" (default) where it
-            measured faster (``mmv.prefer``: MLX affine 4-bit on large matrices), "on"
+            measured faster (``mmv.prefer``: MLX affine 4-bit on large matrices, GGUF Q4_K at 2-16 rows), "on"
             wherever it applies (MLX affine 4-bit, GGUF Q4_0/Q4_1/Q4_K), "off" nowhere; one-row
             calls that a streamed kernel takes (``affine_mv``, ``gguf_mv``) go there first.
         affine_mv: ``MLX_NATIVE_AFFINE_MV``: one-row matmuls of MLX affine 4-bit weights run the

@@ -148,8 +148,8 @@ class MatmulPlan:
     """ggml_matmul: float types with x's dtype go to torch.matmul on a view of the bytes (no copy); one
     bf16/fp16 row of x against Q4_K (and Q4_0 / Q4_1 matrices large enough) the streamed mat-vecs
     (:func:`takes_streamed`; Q4_K rows of whole integer-dot steps ``q4k_idot``, other Q4_K rows ``q4k_mv``);
-    with ``MLX_NATIVE_MMV=on``, the other Q4_0 / Q4_1 / Q4_K calls with 1-16 bf16/fp16 rows the tensor-core
-    decode kernel (``quant/mmv.py``; ``auto`` never sends GGUF blocks there, see ``mmv.prefer``); everything
+    the tensor-core decode kernel (``quant/mmv.py``) Q4_K calls with 2-16 bf16/fp16 rows, and with
+    ``MLX_NATIVE_MMV=on`` the other Q4_0 / Q4_1 / Q4_K calls with 1-16 rows (see ``mmv.prefer``); everything
     else runs the fused kernels on the blocks."""
 
     def __init__(self, x, raw, t, n, k):
@@ -194,7 +194,7 @@ class MatmulPlan:
             self.kind = "streamed"
             return
         if kind in ("gemv", "decode") and mmv.supports_gguf(t.id, x.dtype, m, k, n * rb) \
-                and mmv.prefer(m, n, k, gguf=True) and qmm.CONFIG_OVERRIDE is None:
+                and mmv.prefer(m, n, k, t.id) and qmm.CONFIG_OVERRIDE is None:
             self.launch = mmv.MmvLaunch(m, n, k, mmv.GGUF_GROUP, x.dtype, x.dtype, (strides[0], rb, 0), x.device,
                                         fmt=t.id)
             self.kind = "mmv"

@@ -155,7 +155,7 @@ class QmmPlan:
             self.kind = "affine_mv"
             return
         if kind in ("gemv", "decode") and mmv.supports(bits, group_size, transpose, x.dtype, out_dtype, m) \
-                and mmv.prefer(m, n, k, gguf=False) and w.numel() < 2**31 and qmm.CONFIG_OVERRIDE is None:
+                and mmv.prefer(m, n, k) and w.numel() < 2**31 and qmm.CONFIG_OVERRIDE is None:
             self.launch = mmv.MmvLaunch(m, n, k, group_size, x.dtype, out_dtype,
                                         (x2.stride(0), w.stride(0), scales.stride(0)), x.device)
             self.kind = "mmv"

@@ -191,30 +191,61 @@ def _x_group(xp, m, M):
 
 
 @triton.jit
-def _group_step(xp, w_ptr, s_ptr, rows, m, g, M, stride_wn, stride_sn, acc, FMT: tl.constexpr,
-                BN: tl.constexpr, GS: tl.constexpr, X_F16: tl.constexpr, J: tl.constexpr):
-    """``acc [BN, MP] += S * dot(OFF + q, x)`` of group ``g + J`` of a loop step (MLX, Q4_0, Q4_1);
-    ``g`` is even when the step has two groups, ``xp``: :func:`_x_ptrs` of group ``g``."""
-    w, S = _group_words(w_ptr, s_ptr, rows, g + J, stride_wn, stride_sn, FMT, GS, J == 1)
-    xg = _x_group(xp + J * GS, m, M)
-    return acc + S[:, None] * tl.dot(_tile(_magic_pairs(w, 4 * tl.arange(0, 4), X_F16), BN, GS), xg)
+def _dequantized(t, S, B, X_F16: tl.constexpr):
+    """``[BN, GS]`` tile of ``OFF + q`` (16-bit floats) -> ``S q + B`` in x's dtype (``S, B``: ``[BN]`` fp32;
+    ``q`` is exact after the subtraction, the FMA rounds once, as a dequantized bf16/fp16 weight)."""
+    OFF: tl.constexpr = 1024.0 if X_F16 else 128.0
+    return tl.fma(t.to(tl.float32) - OFF, S[:, None], B[:, None]).to(tl.float16 if X_F16 else tl.bfloat16)
 
 
 @triton.jit
-def _q4k_step(xp, w_ptr, rows, m, g, M, stride_wn, acc, BN: tl.constexpr, X_F16: tl.constexpr):
+def _group_bias(w_ptr, b_ptr, rows, g, S, stride_wn, stride_sn, FMT: tl.constexpr):
+    """``B [BN]`` fp32 of group ``g`` (not Q4_K; ``S``: its scales)."""
+    if FMT == AFFINE:
+        return tl.load(b_ptr + rows * stride_sn + g).to(tl.float32)
+    elif FMT == Q4_1:
+        return _f16(w_ptr, rows * stride_wn + g * 20 + 2, None)
+    else:
+        return -8.0 * S
+
+
+@triton.jit
+def _group_step(xp, w_ptr, s_ptr, b_ptr, rows, m, g, M, stride_wn, stride_sn, acc, FMT: tl.constexpr,
+                BN: tl.constexpr, GS: tl.constexpr, X_F16: tl.constexpr, J: tl.constexpr, PRESCALE: tl.constexpr):
+    """``acc [BN, MP] += S * dot(OFF + q, x)`` of group ``g + J`` of a loop step (MLX, Q4_0, Q4_1);
+    ``g`` is even when the step has two groups, ``xp``: :func:`_x_ptrs` of group ``g``. ``PRESCALE``:
+    ``acc += dot(S q + B, x)`` instead (the tile dequantized in registers, the dot accumulates)."""
+    w, S = _group_words(w_ptr, s_ptr, rows, g + J, stride_wn, stride_sn, FMT, GS, J == 1)
+    xg = _x_group(xp + J * GS, m, M)
+    t = _tile(_magic_pairs(w, 4 * tl.arange(0, 4), X_F16), BN, GS)
+    if PRESCALE:
+        B = _group_bias(w_ptr, b_ptr, rows, g + J, S, stride_wn, stride_sn, FMT)
+        return tl.dot(_dequantized(t, S, B, X_F16), xg, acc)
+    return acc + S[:, None] * tl.dot(t, xg)
+
+
+@triton.jit
+def _q4k_step(xp, w_ptr, rows, m, g, M, stride_wn, acc, BN: tl.constexpr, X_F16: tl.constexpr,
+              PRESCALE: tl.constexpr):
     """``acc [BN, MP] += sum_j S_j * dot(OFF + q_j, x_j)`` over the 8 sub-blocks of the Q4_K
     super-block starting at group ``g`` (``xp``: :func:`_x_ptrs` of ``g``): per 32-byte chunk
-    ``c``, the even shifts of its 8 words are sub-block ``2 c``, the odd ones ``2 c + 1``."""
+    ``c``, the even shifts of its 8 words are sub-block ``2 c``, the odd ones ``2 c + 1``.
+    ``PRESCALE``: ``acc += dot(S_j q_j + B_j, x_j)`` (see :func:`_group_step`)."""
     base = (rows * stride_wn + (g // 8) * 144)[:, None]  # [BN, 1]
-    d, _, s1, s2, s3 = _q4k_header(w_ptr, base, None)
+    d, dmin, s1, s2, s3 = _q4k_header(w_ptr, base, None)
     wj = tl.arange(0, 8)
     for c in tl.static_range(4):
         w = _i32(w_ptr, base + 16 + 32 * c + 4 * wj[None, :], None)
         for p in tl.static_range(2):
-            sc, _ = _k_scale_min(s1, s2, s3, 2 * c + p)
+            sc, mn = _k_scale_min(s1, s2, s3, 2 * c + p)
             xg = _x_group(xp + 32 * (2 * c + p), m, M)
             a = _tile(_magic_pairs(w, 4 * p + 8 * tl.arange(0, 2), X_F16), BN, 32)
-            acc += d * sc.to(tl.float32) * tl.dot(a, xg)
+            if PRESCALE:
+                S = tl.reshape(d * sc.to(tl.float32), (BN,))
+                B = tl.reshape(-dmin * mn.to(tl.float32), (BN,))
+                acc = tl.dot(_dequantized(a, S, B, X_F16), xg, acc)
+            else:
+                acc += d * sc.to(tl.float32) * tl.dot(a, xg)
     return acc
 
 
@@ -286,6 +317,7 @@ def mmv_kernel(
     M, N, K, stride_xm, stride_wn, stride_sn, groups_per_split,
     FMT: tl.constexpr, BN: tl.constexpr, GS: tl.constexpr, MP: tl.constexpr, GPS: tl.constexpr,
     X_F16: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ONE_ROW: tl.constexpr,
+    PRESCALE: tl.constexpr = False,
 ):
     """``FMT``: ``gemv.AFFINE`` or the GGUF type id (Q4_0, Q4_1, Q4_K); ``stride_wn``: in words
     (MLX) or bytes (GGUF). ``GPS``: groups per loop step (1 or 2; Q4_K: 8, a super-block).
@@ -304,19 +336,24 @@ def mmv_kernel(
     for g in range(g_lo, g_hi, GPS):
         xp = _x_ptrs(x_ptr, m, kcol, g, stride_xm, GS)
         if FMT == Q4_K:
-            acc = _q4k_step(xp, w_ptr, rows, m, g, M, stride_wn, acc, BN, X_F16)
+            acc = _q4k_step(xp, w_ptr, rows, m, g, M, stride_wn, acc, BN, X_F16, PRESCALE)
         else:
-            acc = _group_step(xp, w_ptr, s_ptr, rows, m, g, M, stride_wn, stride_sn, acc, FMT, BN, GS, X_F16, 0)
+            acc = _group_step(xp, w_ptr, s_ptr, b_ptr, rows, m, g, M, stride_wn, stride_sn, acc, FMT, BN, GS, X_F16,
+                              0, PRESCALE)
             if GPS == 2:
-                acc = _group_step(xp, w_ptr, s_ptr, rows, m, g, M, stride_wn, stride_sn, acc, FMT, BN, GS, X_F16, 1)
-    acc = _offset_terms(x_ptr, w_ptr, s_ptr, b_ptr, rows, m, g_lo, g_hi, M, stride_xm, stride_wn, stride_sn, acc,
-                        FMT, GS, X_F16, ONE_ROW)
+                acc = _group_step(xp, w_ptr, s_ptr, b_ptr, rows, m, g, M, stride_wn, stride_sn, acc, FMT, BN, GS,
+                                  X_F16, 1, PRESCALE)
+    if not PRESCALE:
+        acc = _offset_terms(x_ptr, w_ptr, s_ptr, b_ptr, rows, m, g_lo, g_hi, M, stride_xm, stride_wn, stride_sn,
+                            acc, FMT, GS, X_F16, ONE_ROW)
     mask = row_ok[:, None] & (m < M)[None, :]
     out_off = m[None, :].to(tl.int64) * N + (pid_n * BN + tl.arange(0, BN))[:, None]
     store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, acc, acc, out_off, mask, M * N, SPLIT_K, FUSE, False, 0)
 
 
 # ----------------------------------------------------------------------------- launch plans
+
+from typing import Optional  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -326,14 +363,18 @@ from ...runtime.device import device_info  # noqa: E402
 from ...runtime.memory import empty  # noqa: E402
 from .qmm import SplitK, run_split  # noqa: E402
 
-# From the H100 sweep (bench/mmv_sweep.py, bench/results/2026-11-22-h100-quant-mmv/): 64-feature tiles,
-# about 2 programs per SM, 3 pipeline stages for one row of x and 2 for more (M = 16: 44 vs 56 us).
+# From the H100 sweeps (bench/mmv_sweep.py, bench/results/2026-11-22-h100-quant-mmv/): 64-feature tiles,
+# about 2 programs per SM, 3 pipeline stages for one row of x. From 2 rows the tiles are dequantized before the
+# dot, with 3 stages (bench/mmv_sweep.py --prescale, bench/results/2026-11-25-h100-session17/run1): MLX g64
+# 4096 x 14336 at M = 8 / 16: 43.2 / 45.9 -> 40.6 / 43.8 us, 14336 x 4096: 42.1 / 45.4 -> 35.4 / 38.2, 4096 x 4096:
+# 16.5 / 17.8 -> 13.9 / 15.0; GGUF Q4_K at M = 2-16 65-79 us against 72-88 for the raw-code dots.
 MMV_BN = 64  # output features per program
 MMV_WARPS = 4
 MMV_STAGES = 3  # one row of x
-MMV_STAGES_ROWS = 2  # 2-16 rows
+MMV_STAGES_ROWS = 3  # 2-16 rows
 PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
 MAX_ROWS = 16
+PRESCALE_MIN_ROWS = 2  # rows of x from which the tiles are dequantized before the dot
 GGUF_FORMATS = (Q4_0.value, Q4_1.value, Q4_K.value)  # GGUF type ids
 GGUF_GROUP = 32  # values per GGUF block / Q4_K sub-block
 Q4_K_GPS = 8  # Q4_K: a loop step is one 256-value super-block
@@ -364,15 +405,19 @@ PREFER_MIN_WEIGHTS = 1 << 24  # one row of x: N x K from which this kernel beats
 PREFER_MIN_K = 2048  # 2-16 rows: K from which it beats the general kernel
 
 
-def prefer(m: int, n: int, k: int, gguf: bool) -> bool:
-    """Whether a call that :func:`supports` / :func:`supports_gguf` takes should run here.
+def prefer(m: int, n: int, k: int, fmt: int = AFFINE.value) -> bool:
+    """Whether a call that :func:`supports` / :func:`supports_gguf` takes should run here (``fmt``: ``gemv.AFFINE``
+    or the GGUF type id).
 
     ``MLX_NATIVE_MMV=on`` / ``off`` decide outright; ``auto`` (default) follows the H100 measurements
-    of ``bench/decode_route.py`` (bench/results/2026-11-22-h100-session3/):
+    of ``bench/decode_route.py`` (bench/results/2026-11-22-h100-session3/) and ``bench/mmv_sweep.py --prescale``
+    (bench/results/2026-11-25-h100-session17/run1):
 
-    * GGUF blocks: never. Scales and codes interleave in 18/20/144-byte blocks, so the loads are 4-byte
-      ones, and the word-level kernel measured faster on every Llama-3-8B shape (0.50-0.77x at one row,
-      0.54-0.98x at 16: Q4_0 4096 x 14336 took 104 us here against 54 us).
+    * GGUF Q4_0 / Q4_1 blocks: never. Scales and codes interleave in 18/20-byte blocks, so the loads are 4-byte
+      ones, and the word-level kernel measured faster on every Llama-3-8B shape (Q4_0 4096 x 14336 at 2-16 rows:
+      94-110 us here against 58-61 there).
+    * GGUF Q4_K, 2-16 rows: always (prescaled tiles 65-79 us against the general kernel's 72-83 on the 8B shapes,
+      23-24 against 26-27 on 4096 x 4096); one row has its streamed kernels.
     * MLX affine, one row: from ``N * K >= 2**24`` (4096 x 4096 1.10x, 4096 x 14336 1.25x, 14336 x 4096
       1.51x, 576 x 49152 1.06x at g64); smaller matrices are launch and prologue bound here (576 x 576:
       6.3 against 3.3 us; 4096 x 1024: 0.77x).
@@ -382,7 +427,9 @@ def prefer(m: int, n: int, k: int, gguf: bool) -> bool:
     mode = env.settings.mmv
     if mode != "auto":
         return mode == "on"
-    if gguf:
+    if fmt == Q4_K.value:
+        return m >= 2
+    if fmt != AFFINE.value:
         return False
     return n * k >= PREFER_MIN_WEIGHTS if m == 1 else k >= PREFER_MIN_K
 
@@ -416,8 +463,10 @@ class MmvLaunch:
     """
 
     def __init__(self, m: int, n: int, k: int, group_size: int, x_dtype: torch.dtype, out_dtype: torch.dtype,
-                 strides: tuple, device, fmt: int = AFFINE.value):
+                 strides: tuple, device, fmt: int = AFFINE.value, prescale: Optional[bool] = None):
         bn = MMV_BN
+        if prescale is None:
+            prescale = m >= PRESCALE_MIN_ROWS
         groups = k // group_size
         if fmt == Q4_K.value:  # at least 2 super-blocks per split: the 512 values of 4 MLX g64 steps (not swept)
             gps, min_steps = Q4_K_GPS, 2
@@ -431,7 +480,7 @@ class MmvLaunch:
         self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
         self.launch = Launch(mmv_kernel, (tiles, self.split), dict(
             FMT=fmt, BN=bn, GS=group_size, MP=16, GPS=gps, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
-            FUSE=self.splitk is not None and self.splitk.fused, ONE_ROW=m == 1),
+            FUSE=self.splitk is not None and self.splitk.fused, ONE_ROW=m == 1, PRESCALE=prescale),
             num_warps=MMV_WARPS, num_stages=MMV_STAGES if m == 1 else MMV_STAGES_ROWS)
 
     def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
