@@ -70,9 +70,9 @@ def _dequant_tile_kernel(
 
 def takes_streamed(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, device) -> bool:
     """Whether ``ggml_matmul`` of ``m`` rows of x against an ``(n, k)`` matrix of this type runs a streamed
-    one-row kernel (``q4k_mv`` or its integer-dot variant ``q4k_idot``: Q4_K; ``q4_mv``: Q4_0 / Q4_1 matrices
+    one-row kernel (``q4k_mv`` or its integer-dot variant ``q4k_idot``: Q4_K; ``q4k_mv``: Q5_K; ``q4_mv``: Q4_0 / Q4_1 matrices
     large enough)."""
-    if qmm.CONFIG_OVERRIDE is not None or type_id not in (q4k_mv.Q4K_ID, *q4_mv.Q4_IDS):
+    if qmm.CONFIG_OVERRIDE is not None or type_id not in (q4k_mv.Q4K_ID, q4k_mv.Q5K_ID, *q4_mv.Q4_IDS):
         return False
     raw_bytes = n * formats.row_bytes(formats.BY_ID[type_id], k)
     return (q4k_mv.supports(type_id, x_dtype, m, k, raw_bytes)
@@ -185,7 +185,9 @@ class MatmulPlan:
             self.kind = "prefill (chunked dequantize + cuBLAS)"
             return
         if takes_streamed(t.id, x.dtype, m, n, k, x.device):
-            if q4k_idot.supports(t.id, x.dtype, x.dtype, m, k, n * rb):
+            if t.id == q4k_mv.Q5K_ID:
+                self.launch = q4k_mv.Q5kMvLaunch(n, k, x.dtype, x.device)
+            elif t.id == q4k_mv.Q4K_ID and q4k_idot.supports(t.id, x.dtype, x.dtype, m, k, n * rb):
                 self.launch = q4k_idot.Q4kIdotLaunch(n, k, x.dtype, x.device)
             elif t.id == q4k_mv.Q4K_ID:
                 self.launch = q4k_mv.Q4kMvLaunch(n, k, x.dtype, x.device)

@@ -1,4 +1,4 @@
-"""Decode mat-vec for GGUF Q4_K weights and one row of x, streamed like ``quant/affine_mv.py``.
+"""Decode mat-vec for GGUF Q4_K and Q5_K weights and one row of x, streamed like ``quant/affine_mv.py``.
 
 A Q4_K super-block (144 bytes) holds 256 values: ``d, dmin`` (fp16), twelve bytes of 6-bit sub-block
 scales and mins, and 128 bytes of nibbles in four 64-value chunks. Word ``w`` (32 bits) of chunk ``c``
@@ -13,6 +13,18 @@ the words of a chunk on adjacent lanes; x comes as ``[8, G, 8]`` (the 4 + 4 valu
 ``S = d * sc``, ``B = dmin * m`` of the word's two sub-blocks, decoded from the super-block's header
 words once per chunk, row and step. The next step's words are loaded before the current one is decoded
 (register prefetch); a K split is summed in the same launch (``qmm.store_result``).
+
+Q5_K (``Q5K``, 176-byte super-blocks: 44 words) is Q4_K with a fifth bit per value: after the header's 4 words,
+8 words ``qh`` (bytes 16-47), then the 32 nibble words. Byte ``l`` of ``qh`` holds in bit ``j`` the fifth bit
+of value ``32 j + l``, so fifth-bit word ``w`` serves nibble word ``w`` of every chunk: bits ``2 c`` and
+``2 c + 1`` of its bytes belong to the low and high nibbles of chunk ``c``. It is loaded per nibble word
+(same tile and offsets; the 4 chunks of a super-block read the same 32 bytes, L1 hits) and prefetched with
+it. Per word and row, the chunk's bits go to bits 6 and 7 of each byte (``qh << (6 - 2 c)``, one shift), and
+two words hold the 5-bit codes in bytes: ``lo`` (``w << 2``: low nibble at bits 2-5, the bit at 6) and ``hi``
+(``w >> 1``: high nibble at bits 3-6, the bit at 7), two LOP3 each; the decode masks 5 bits instead of 4
+(``_q5``). That is 9 integer ops per word above Q4_K's 1 (about 4.1 instructions per code for decode and dot
+against 3.1); the whole loop of a 16-row, 128-word step compiles (offline sm_90 SASS, Triton 3.9) to 916
+instructions per thread, 7.2 per code (Q4_K: 787, 6.2), about 10.4 per weight byte (Q4_K: 10.9).
 """
 
 from __future__ import annotations
@@ -25,6 +37,7 @@ from ..quant.qmm import store_result
 
 SB_WORDS = 36  # 32-bit words per super-block: d|dmin, 3 scale words, 32 words of nibbles
 QS_WORDS = 32  # nibble words per super-block
+Q5K_SB_WORDS = 44  # Q5_K: d|dmin, 3 scale words, 8 words of fifth bits, 32 words of nibbles
 
 
 @triton.jit
@@ -66,19 +79,51 @@ def _word_dots(w, x0, x1, x2, x3, x4, x5, x6, x7, magic):
     return a0, a1
 
 
+@triton.jit
+def _q5(w, S: tl.constexpr, magic):
+    """fp32 ``q`` of the 5-bit field at bits ``[S, S + 5)`` of ``w`` (``S <= 18``), exactly (``_nib`` with a
+    wider mask)."""
+    f = ((w & (31 << S)) | magic).to(tl.float32, bitcast=True)
+    return tl.fma(f, 1.0 / (1 << S), -8388608.0 / (1 << S))
+
+
+@triton.jit
+def _word_dots5(w, t, x0, x1, x2, x3, x4, x5, x6, x7, magic):
+    """``_word_dots`` of a Q5_K word ``w`` whose fifth bits ``t`` are aligned to bit 6 (low nibble's) and bit 7
+    (high nibble's) of each byte. The 5-bit codes: bits ``[8 b + 2, 8 b + 7)`` of ``lo`` (``w << 2``, bits 6-7
+    of each byte from ``t``) and bits ``[8 b + 3, 8 b + 8)`` of ``hi`` (``w >> 1``, bit 7 from ``t``); the
+    bits around each field are left over and masked by the decode."""
+    lo = ((w << 2) & 0x3F3F3F3F) | (t & -0x3F3F3F40)  # -0x3F3F3F40: 0xC0C0C0C0 as an int32
+    hi = ((w >> 1) & 0x7F7F7F7F) | (t & -0x7F7F7F80)  # 0x80808080
+    lo3 = lo >> 16
+    hi2 = hi >> 16
+    a0 = _q5(lo, 2, magic) * x0[:, :, None]
+    a0 = tl.fma(_q5(lo, 10, magic), x1[:, :, None], a0)
+    a0 = tl.fma(_q5(lo, 18, magic), x2[:, :, None], a0)
+    a0 = tl.fma(_q5(lo3, 10, magic), x3[:, :, None], a0)
+    a1 = _q5(hi, 3, magic) * x4[:, :, None]
+    a1 = tl.fma(_q5(hi, 11, magic), x5[:, :, None], a1)
+    a1 = tl.fma(_q5(hi2, 3, magic), x6[:, :, None], a1)
+    a1 = tl.fma(_q5(hi2, 11, magic), x7[:, :, None], a1)
+    return a0, a1
+
+
 @triton.jit(do_not_specialize=["words_per_split", "magic"])
 def q4k_mv_kernel(
     x_ptr,  # [K] activations, bf16 or fp16
-    w_ptr,  # [N, K / 256 * 36] int32 words of the raw Q4_K rows
+    w_ptr,  # [N, K / 256 * 36] int32 words of the raw Q4_K rows ([N, K / 256 * 44]: Q5_K)
     out_ptr,  # [N] output (written unless SPLIT_K without FUSE)
     part_ptr,  # [split, N] fp32 partials (SPLIT_K)
     cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters (FUSE)
     N, words_per_split, magic,
     STRIDE_W: tl.constexpr, N_QS: tl.constexpr, BN: tl.constexpr, WPS: tl.constexpr, EVEN_N: tl.constexpr,
-    SPLIT_K: tl.constexpr, FUSE: tl.constexpr,
+    SPLIT_K: tl.constexpr, FUSE: tl.constexpr, Q5K: tl.constexpr = False,
 ):
     """Words are counted in nibble words (32 per super-block): ``N_QS = K / 8``; ``WPS`` and
-    ``words_per_split`` are multiples of 32 (whole super-blocks) and ``words_per_split`` of ``WPS``."""
+    ``words_per_split`` are multiples of 32 (whole super-blocks) and ``words_per_split`` of ``WPS``. ``Q5K``:
+    Q5_K super-blocks (44 words: the header's 4, 8 fifth-bit words, then the nibble words)."""
+    SBW: tl.constexpr = 44 if Q5K else 36  # words per super-block
+    QS0: tl.constexpr = 12 if Q5K else 4  # its first nibble word
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     G: tl.constexpr = WPS // 8  # chunks per step
@@ -87,26 +132,36 @@ def q4k_mv_kernel(
     gi = tl.arange(0, G)
     c = gi % 4
     # offsets at super-block 0 of the step: [8, G, BN] nibble words, [G, BN] header words of each chunk's block
-    h_off = ((gi // 4) * 36)[:, None] + rows[None, :] * STRIDE_W
-    w_off = (4 + c * 8)[None, :, None] + wi[:, None, None] + h_off[None, :, :]
+    h_off = ((gi // 4) * SBW)[:, None] + rows[None, :] * STRIDE_W
+    w_off = (QS0 + c * 8)[None, :, None] + wi[:, None, None] + h_off[None, :, :]
+    if Q5K:  # fifth-bit word of each nibble word (word w of every chunk: values 4 w .. 4 w + 3 of the chunk)
+        q_off = (4 + wi)[:, None, None] + h_off[None, :, :]
+        q_sh = (6 - 2 * c)[None, :, None]  # chunk c's fifth bits (bits 2 c, 2 c + 1 of each byte) to bits 6, 7
     p = tl.arange(0, 8)
     x_off = (gi * 64)[None, :, None] + (wi * 4)[:, None, None] + ((p // 4) * 32 + p % 4)[None, None, :]
     j_lo = pid_k * words_per_split
     j_hi = tl.minimum(N_QS, j_lo + words_per_split)
     acc = tl.zeros([8, G, BN], dtype=tl.float32)
-    base = (j_lo // 32) * 36
+    base = (j_lo // 32) * SBW
     w = tl.load(w_ptr + w_off + base)
+    if Q5K:
+        qh = tl.load(w_ptr + q_off + base)
     for j in range(j_lo, j_hi, WPS):
-        base = (j // 32) * 36
+        base = (j // 32) * SBW
         jn = tl.minimum(j + WPS, j_hi - WPS)
-        w_n = tl.load(w_ptr + w_off + (jn // 32) * 36)
+        w_n = tl.load(w_ptr + w_off + (jn // 32) * SBW)
+        if Q5K:
+            qh_n = tl.load(w_ptr + q_off + (jn // 32) * SBW)
         hdr = tl.load(w_ptr + h_off + base)
         s0 = tl.load(w_ptr + h_off + base + 1)
         s1 = tl.load(w_ptr + h_off + base + 2)
         s2 = tl.load(w_ptr + h_off + base + 3)
         x0, x1, x2, x3, x4, x5, x6, x7 = word_planes(tl.load(x_ptr + 8 * j + x_off).to(tl.float32))
         S0, B0, S1, B1 = _chunk_scales(hdr, s0, s1, s2, c[:, None])
-        a0, a1 = _word_dots(w, x0, x1, x2, x3, x4, x5, x6, x7, magic)
+        if Q5K:
+            a0, a1 = _word_dots5(w, qh << q_sh, x0, x1, x2, x3, x4, x5, x6, x7, magic)
+        else:
+            a0, a1 = _word_dots(w, x0, x1, x2, x3, x4, x5, x6, x7, magic)
         xs0 = (x0 + x1) + (x2 + x3)
         xs1 = (x4 + x5) + (x6 + x7)
         acc = tl.fma(S0[None, :, :], a0, acc)
@@ -114,6 +169,8 @@ def q4k_mv_kernel(
         acc = tl.fma(-B0[None, :, :], xs0[:, :, None], acc)
         acc = tl.fma(-B1[None, :, :], xs1[:, :, None], acc)
         w = w_n
+        if Q5K:
+            qh = qh_n
     res = tl.sum(tl.sum(acc, axis=0), axis=0)
     store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
                  row_ok, N, SPLIT_K, FUSE, False, 0)
@@ -131,20 +188,26 @@ from ..quant.affine_mv import StreamedMvLaunch  # noqa: E402
 # tiles beat 8-row ones on every Llama-3-8B shape (4096 x 28672: 37.5 against 44.0 us; the word-level kernel
 # 96.1), and a K split only lost (14336 x 4096: 21.2 us unsplit, 25.0 at 2 programs per SM).
 Q4K_ID = 12
+Q5K_ID = 13
 Q4K_MAX_WPS = 128  # nibble words per row and loop step (4 super-blocks)
 Q4K_BN = 16  # rows per program
 PROGRAMS_PER_SM = 1  # split K until about this many programs per SM
+# Q5_K: Q4_K's tiling, not swept on a GPU yet (offline sm_90 SASS, Triton 3.9: 16-row tiles use 255 registers
+# without spills, 8-row ones 168)
+Q5K_MAX_WPS = 128
+Q5K_BN = 16
+Q5K_PROGRAMS_PER_SM = 1
 
 
 def supports(ggml_type: int, x_dtype: torch.dtype, m: int, k: int, raw_bytes: int) -> bool:
-    """One row of bf16/fp16 x against Q4_K rows (``MLX_NATIVE_GGUF_MV=0`` turns it off)."""
-    return (env.settings.gguf_mv and ggml_type == Q4K_ID and m == 1 and x_dtype in (torch.bfloat16, torch.float16)
-            and k % 256 == 0 and raw_bytes < 2**31)
+    """One row of bf16/fp16 x against Q4_K or Q5_K rows (``MLX_NATIVE_GGUF_MV=0`` turns it off)."""
+    return (env.settings.gguf_mv and ggml_type in (Q4K_ID, Q5K_ID) and m == 1
+            and x_dtype in (torch.bfloat16, torch.float16) and k % 256 == 0 and raw_bytes < 2**31)
 
 
-def step_words(k: int) -> int:
-    """Nibble words per loop step: the most whole super-blocks up to Q4K_MAX_WPS that divide the row."""
-    wps = Q4K_MAX_WPS
+def step_words(k: int, max_wps: int = Q4K_MAX_WPS) -> int:
+    """Nibble words per loop step: the most whole super-blocks up to ``max_wps`` that divide the row."""
+    wps = max_wps
     while (k // 8) % wps:
         wps //= 2
     return wps
@@ -158,8 +221,22 @@ class Q4kMvLaunch(StreamedMvLaunch):
         wps = step_words(k)
         super().__init__(q4k_mv_kernel, n, triton.cdiv(n, Q4K_BN), k // 8 // wps, wps,
                          PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
-                             STRIDE_W=k // 256 * SB_WORDS, N_QS=k // 8, BN=Q4K_BN, WPS=wps, EVEN_N=n % Q4K_BN == 0),
-                         out_dtype, device)
+                             STRIDE_W=k // 256 * SB_WORDS, N_QS=k // 8, BN=Q4K_BN, WPS=wps, EVEN_N=n % Q4K_BN == 0,
+                             Q5K=False), out_dtype, device)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(x, raw.view(torch.int32))
+
+
+class Q5kMvLaunch(StreamedMvLaunch):
+    """:func:`q4k_mv_kernel` with ``Q5K`` for ``(x [1, k], raw [n * k / 256 * 176] uint8)``; the raw rows are read
+    as int32 words (176-byte blocks keep them 4-byte aligned, 16-byte aligned where the buffer is)."""
+
+    def __init__(self, n: int, k: int, out_dtype: torch.dtype, device):
+        wps = step_words(k, Q5K_MAX_WPS)
+        super().__init__(q4k_mv_kernel, n, triton.cdiv(n, Q5K_BN), k // 8 // wps, wps,
+                         Q5K_PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
+                             STRIDE_W=k // 256 * Q5K_SB_WORDS, N_QS=k // 8, BN=Q5K_BN, WPS=wps,
+                             EVEN_N=n % Q5K_BN == 0, Q5K=True), out_dtype, device)
+
+    __call__ = Q4kMvLaunch.__call__
