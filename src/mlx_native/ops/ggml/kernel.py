@@ -14,7 +14,7 @@ from ...runtime.memory import empty
 from ..common import next_pow2
 from ..quant import gemv, mmv, qmm
 from ..quant.qmm import QmmLaunch, select_kind, WeightSpec, choose_config
-from . import formats, q4_mv, q4k_idot, q4k_mv
+from . import formats, q4_mv, q4k_idot, q4k_mv, q8_mv
 from .tiles import STRUCTURED, ggml_elem, ggml_tile, planes_of
 
 _FLOAT_DTYPES = {formats.F32.id: torch.float32, formats.F16.id: torch.float16, formats.BF16.id: torch.bfloat16}
@@ -72,11 +72,13 @@ def takes_streamed(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, d
     """Whether ``ggml_matmul`` of ``m`` rows of x against an ``(n, k)`` matrix of this type runs a streamed
     one-row kernel (``q4k_mv`` or its integer-dot variant ``q4k_idot``: Q4_K; ``q4k_mv``: Q5_K; ``q4_mv``: Q4_0 / Q4_1 matrices
     large enough)."""
-    if qmm.CONFIG_OVERRIDE is not None or type_id not in (q4k_mv.Q4K_ID, q4k_mv.Q5K_ID, *q4_mv.Q4_IDS):
+    if qmm.CONFIG_OVERRIDE is not None or type_id not in (q4k_mv.Q4K_ID, q4k_mv.Q5K_ID, q8_mv.Q8_ID, *q4_mv.Q4_IDS):
         return False
     raw_bytes = n * formats.row_bytes(formats.BY_ID[type_id], k)
+    sms = device_info(device).sm_count
     return (q4k_mv.supports(type_id, x_dtype, m, k, raw_bytes)
-            or q4_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, device_info(device).sm_count))
+            or q4_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms)
+            or q8_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms))
 
 
 def aligned(raw: torch.Tensor) -> torch.Tensor:
@@ -185,7 +187,9 @@ class MatmulPlan:
             self.kind = "prefill (chunked dequantize + cuBLAS)"
             return
         if takes_streamed(t.id, x.dtype, m, n, k, x.device):
-            if t.id == q4k_mv.Q5K_ID:
+            if t.id == q8_mv.Q8_ID:
+                self.launch = q8_mv.Q8MvLaunch(n, k, x.dtype, x.device)
+            elif t.id == q4k_mv.Q5K_ID:
                 self.launch = q4k_mv.Q5kMvLaunch(n, k, x.dtype, x.device)
             elif t.id == q4k_mv.Q4K_ID and q4k_idot.supports(t.id, x.dtype, x.dtype, m, k, n * rb):
                 self.launch = q4k_idot.Q4kIdotLaunch(n, k, x.dtype, x.device)

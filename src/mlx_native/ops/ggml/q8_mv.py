@@ -1,0 +1,212 @@
+"""Decode mat-vec for GGUF Q8_0 weights and one row of x, streamed like ``ggml/q4_mv.py``.
+
+A block holds 32 values in 34 bytes: ``d`` (fp16) and 32 int8 codes, value ``= d * q``. Blocks are only 2-byte
+aligned, but a pair of them is 68 bytes = 17 32-bit words, so rows of an even number of blocks (``K % 64 ==
+0``) keep every pair 4-byte aligned. Words of a pair (A, B): word 0 = ``d_A`` | codes A0 A1 (high half), words
+1-7 = codes ``A 4w-2 .. A 4w+1``, word 8 = codes A30 A31 | ``d_B`` (high half), words 9-16 = codes ``B 4(w-9)
+.. B 4(w-9)+3``. The kernel streams code words 1-16 (8 per block), the A word that holds A30 A31 taking A0 A1
+from word 0's high half in place of ``d_B`` (one bit select): every code word holds 4 codes of one block.
+
+Tiles are ``[L lanes, G pairs, BN rows]``: ``L = 16 / WPL`` lanes per pair, the first half on block A, the
+second on B, lane ``m`` of a block taking its code words ``m`` (and ``m + L / 2`` for ``WPL = 2``) and its
+block's scale word (word 0 for A, word 8 for B: one load per lane, pair and row, ``d`` from its low / high
+half). Triton 3.6's coalescing orders a load's axes by contiguity, ties in axis order: the code words
+(contiguous along the lanes) and the scale words and x (``[L, G, 1]``, contiguous nowhere) all get the
+order lanes, pairs, rows, hence one layout (lanes on the words and the pairs, warps on the pairs, the rows in
+registers): nothing is converted in the loop, and each thread loads its x once for its rows. (Triton 3.9
+breaks the ties in reverse axis order: there ``[BN, G, L]`` is the layout-stable shape, and this one
+converts the scale words and x through shared memory each step.)
+
+Per code word and row: 4 byte decodes (one LOP3 ``(w & 0xFF << s) ^ (0x80 << s | 2**23)``, the fp32 ``2**23 +
+(q + 128) 2**s`` -- bytes 2-3 after a shift or a byte extract -- and one FMA giving ``q`` exactly) and 4 FMAs
+into ``a = sum q x``; per lane, pair and row one scale-word load, a shift and a cvt for ``d`` and ``acc += d
+a``. Compiled for sm_90 by Triton 3.6 (ptxas 12.8, the default tiles) the loop body is 354 SASS per thread and
+64 codes (~5.5 a code, x words, register moves and loop included; 95 registers), 342 without the fence (64
+registers); ``WPL = 1`` takes 404 (168 registers). 2-byte units (16 per block, two loads per 4 codes) came to
+5.9 a code: the compiler packs the 16-bit values in pairs (a PRMT in and one out). The next step's words are
+loaded before the current one is decoded (register prefetch); ``FENCE`` puts a CTA barrier after those loads,
+without which ptxas sinks them to the end of the loop body, next to the register moves that consume them, so
+that each warp waits for its own loads; a K split is summed in the same launch (``qmm.store_result``).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ..quant.affine_mv import row_tile
+from ..quant.qmm import store_result
+
+PAIR_WORDS: tl.constexpr = tl.constexpr(17)  # 32-bit words per pair of blocks
+
+
+@triton.jit
+def _q8(w, S: tl.constexpr, c):
+    """fp32 ``q`` of the int8 at bits ``[S, S + 8)`` of ``w`` (``S`` 0 or 8), exactly: ``c = 0x80 << S | 2**23``
+    (fp32 bits, a runtime value: mask, sign flip and or are one LOP3) makes the fp32 ``2**23 + (q + 128) 2**S``."""
+    f = ((w & (0xFF << S)) ^ c).to(tl.float32, bitcast=True)
+    return tl.fma(f, 1.0 / (1 << S), -(8388608.0 / (1 << S) + 128.0))
+
+
+@triton.jit
+def _x_pair(v, X_BF16: tl.constexpr):
+    """fp32 ``(lo, hi)`` of the two bf16 / fp16 values in the int32 word ``v``."""
+    if X_BF16:
+        lo = (v << 16).to(tl.float32, bitcast=True)
+        hi = (v & -65536).to(tl.float32, bitcast=True)
+    else:
+        lo = v.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+        hi = (v >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+    return lo, hi
+
+
+@triton.jit
+def _word_dot(w, xp, x_lo, x_hi, a, c_lo, c_hi, X_BF16: tl.constexpr):
+    """``a + sum_b q_b x_b`` over the 4 int8 codes of the code words ``w`` [L, G, BN]; x of bytes 0-1 / 2-3 are
+    the words at ``xp + x_lo`` / ``xp + x_hi`` ([L, G, 1])."""
+    x0, x1 = _x_pair(tl.load(xp + x_lo), X_BF16)
+    x2, x3 = _x_pair(tl.load(xp + x_hi), X_BF16)
+    hi = w >> 16
+    a = tl.fma(_q8(w, 0, c_lo), x0, a)
+    a = tl.fma(_q8(w, 8, c_hi), x1, a)
+    a = tl.fma(_q8(hi, 0, c_lo), x2, a)
+    return tl.fma(_q8(hi, 8, c_hi), x3, a)
+
+
+@triton.jit(do_not_specialize=["units_per_split", "c_lo", "c_hi"])
+def q8_mv_kernel(
+    x_ptr,  # [K] activations, bf16 or fp16
+    w_ptr,  # [N * K / 64 * 17] int32 words of the raw rows
+    out_ptr,  # [N] output (written unless SPLIT_K without FUSE)
+    part_ptr,  # [split, N] fp32 partials (SPLIT_K)
+    cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters (FUSE)
+    N, units_per_split, c_lo, c_hi,
+    STRIDE_W: tl.constexpr, N_UNITS: tl.constexpr, BN: tl.constexpr, UPS: tl.constexpr, WPL: tl.constexpr,
+    FENCE: tl.constexpr, EVEN_N: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr,
+):
+    """Offsets are in 32-bit words: ``STRIDE_W`` per row, 17 per pair of blocks. Units are code words (4 codes):
+    ``N_UNITS = K / 4``; ``UPS`` (units per step) and ``units_per_split`` are multiples of 16 (whole pairs) and
+    ``units_per_split`` of ``UPS``. ``WPL``: code words per lane and pair (1 or 2)."""
+    X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
+    pid_n = tl.program_id(0)
+    G: tl.constexpr = UPS // 16  # pairs per step
+    L: tl.constexpr = 16 // WPL  # lanes per pair: the first half on block A, the second on block B
+    H: tl.constexpr = L // 2
+    rows, row_ok = row_tile(N, BN, EVEN_N)
+    if EVEN_N:  # int64 row offsets from the tile's first row: constants, folded into the loads' addresses
+        w_ptr += (pid_n * BN).to(tl.int64) * STRIDE_W
+        r_off = tl.arange(0, BN).to(tl.int64) * STRIDE_W
+    else:
+        r_off = rows.to(tl.int64) * STRIDE_W
+    li = tl.arange(0, L)
+    b = li // H  # 0: block A, 1: block B
+    m = li % H
+    # [L, G, BN] word offsets at the step's first pair: the lane's first code word (word 1 + 8 b + m; the
+    # second: + H) and its block's scale word (A: word 0 = d_A | A0 A1, B: word 8 = A30 A31 | d_B)
+    p_off = (tl.arange(0, G).to(tl.int64) * PAIR_WORDS)[None, :, None] + r_off[None, None, :]
+    c_off = p_off + (1 + 8 * b + m)[:, None, None]
+    s_off = p_off + (8 * b)[:, None, None]
+    d_sh = (16 * b)[:, None, None]
+    # the A lane holding word 8 (A30 A31 | d_B) takes A0 A1 from its scale word's high half
+    splice = tl.where((b == 0) & (m == H - 1), -65536, 0)[:, None, None]
+    # [L, G, 1] x words (pairs of values) of bytes 0-1 / 2-3 of code word m (+ H) of the block: A's codes start
+    # at its byte 2, so its code word v holds codes 4 v + 2 .. 4 v + 5 (mod 32: the spliced word)
+    xg = (tl.arange(0, G) * 32)[None, :, None]
+    x0_off = (16 * b + (2 * m + 1 - b) % 16)[:, None, None] + xg
+    x2_off = (16 * b + (2 * m + 2 - b) % 16)[:, None, None] + xg
+    x4_off = (16 * b + (2 * (m + H) + 1 - b) % 16)[:, None, None] + xg
+    x6_off = (16 * b + (2 * (m + H) + 2 - b) % 16)[:, None, None] + xg
+    xw_ptr = x_ptr.to(tl.pointer_type(tl.int32))
+    j_lo = tl.program_id(1) * units_per_split
+    j_hi = tl.minimum(N_UNITS, j_lo + units_per_split)
+    acc = tl.zeros([L, G, BN], dtype=tl.float32)
+    base = (j_lo // 16) * PAIR_WORDS
+    w0 = tl.load(w_ptr + c_off + base)
+    if WPL == 2:
+        w1 = tl.load(w_ptr + c_off + (base + H))
+    sw = tl.load(w_ptr + s_off + base)
+    for j in range(j_lo, j_hi, UPS):
+        nxt = (tl.minimum(j + UPS, j_hi - UPS) // 16) * PAIR_WORDS
+        w0_n = tl.load(w_ptr + c_off + nxt)
+        if WPL == 2:
+            w1_n = tl.load(w_ptr + c_off + (nxt + H))
+        sw_n = tl.load(w_ptr + s_off + nxt)
+        if FENCE:  # keeps the loads above at the top of the loop body (ptxas moves no load across a barrier)
+            tl.debug_barrier()
+        xp = xw_ptr + 2 * j
+        if WPL == 2:
+            a = _word_dot(w0, xp, x0_off, x2_off, 0.0, c_lo, c_hi, X_BF16)
+            a = _word_dot(w1 ^ ((w1 ^ sw) & splice), xp, x4_off, x6_off, a, c_lo, c_hi, X_BF16)
+        else:
+            a = _word_dot(w0 ^ ((w0 ^ sw) & splice), xp, x0_off, x2_off, 0.0, c_lo, c_hi, X_BF16)
+        acc = tl.fma((sw >> d_sh).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32), a, acc)
+        w0 = w0_n
+        if WPL == 2:
+            w1 = w1_n
+        sw = sw_n
+    res = tl.sum(tl.sum(acc, axis=0), axis=0)
+    store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
+                 row_ok, N, SPLIT_K, FUSE, False, 0)
+
+
+# ----------------------------------------------------------------------------- launch plans
+
+import torch  # noqa: E402
+
+from ...runtime import env  # noqa: E402
+from ...runtime.device import device_info  # noqa: E402
+from ..quant.affine_mv import StreamedMvLaunch  # noqa: E402
+
+# First guesses, to be swept on the H100 (bench/gguf_mv_sweep.py knobs: Q8_BN, PROGRAMS_PER_SM). Q8_0 streams
+# 1.06 bytes a value (Q4_0: 0.56) for fewer instructions a byte, so a step carries more bytes than q4_mv's:
+# 16 pairs (1024 values, 1088 bytes a row) fill the 4 warps with the pairs (8 lanes x 4 pairs a warp) and
+# leave the 8 rows in registers (95 registers with the fence, 5 programs per SM; 8.7 KB a program step
+# in flight). Llama-3-8B's 4096-row matrices give 512 tiles, ~4 per SM (no split); smaller ones split K up to
+# 2 programs per SM. Unlike Q4_0 / Q4_1, Q8_0 has no competitive fallback (the word-level kernel ran 104.7 us
+# on K 4096 x N 14336, ~5x the bytes' floor), so small matrices are taken too (MIN_TILES_PER_SM = 0).
+Q8_ID = 8
+Q8_MAX_UPS = 256  # code words (4 codes) per row and loop step: 16 pairs of blocks
+Q8_MIN_UPS = 64  # rows that take no step of at least 4 pairs (8 blocks) stay on the word-level kernel
+Q8_BN = 8  # rows per program
+Q8_WPL = 2  # code words per lane and pair (1: 16 lanes a pair, each load instruction 64 contiguous bytes)
+Q8_FENCE = True  # a CTA barrier after the prefetch loads (see the module docstring)
+Q8_WARPS = 4
+PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
+MIN_TILES_PER_SM = 0  # fewer row tiles than this per SM: left to the word-level kernel
+C_LO = 0x4B000080  # fp32 bits of 2**23 with the sign of a byte at bits 0-7 flipped ...
+C_HI = 0x4B008000  # ... at bits 8-15
+
+
+def step_units(k: int) -> int:
+    """Code words (4 values) per loop step: the most whole pairs of blocks, up to Q8_MAX_UPS words, that divide
+    the row (0 if that is fewer than Q8_MIN_UPS)."""
+    ups = Q8_MAX_UPS
+    while ups >= Q8_MIN_UPS:
+        if k % 4 == 0 and (k // 4) % ups == 0:
+            return ups
+        ups //= 2
+    return 0
+
+
+def supports(ggml_type: int, x_dtype: torch.dtype, m: int, n: int, k: int, raw_bytes: int, sms: int) -> bool:
+    """One row of bf16/fp16 x against Q8_0 rows long enough for whole steps of 4-16 pairs of blocks (so every
+    pair is 4-byte aligned) and numerous enough for ``MIN_TILES_PER_SM`` row tiles per SM.
+    ``MLX_NATIVE_GGUF_MV=0`` turns it off."""
+    return (env.settings.gguf_mv and ggml_type == Q8_ID and m == 1 and x_dtype in (torch.bfloat16, torch.float16)
+            and step_units(k) > 0 and triton.cdiv(n, Q8_BN) >= MIN_TILES_PER_SM * sms and raw_bytes < 2**31)
+
+
+class Q8MvLaunch(StreamedMvLaunch):
+    """:func:`q8_mv_kernel` for ``(x [1, k], raw [n * k / 32 * 34] uint8, 16-byte aligned)``; the raw rows are
+    read as int32 words (``k % 64 == 0``: whole pairs of blocks)."""
+
+    def __init__(self, n: int, k: int, out_dtype: torch.dtype, device):
+        ups = step_units(k)
+        super().__init__(q8_mv_kernel, n, triton.cdiv(n, Q8_BN), k // 4 // ups, ups,
+                         PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
+                             STRIDE_W=k // 64 * 17, N_UNITS=k // 4, BN=Q8_BN, UPS=ups, WPL=Q8_WPL,
+                             FENCE=Q8_FENCE, EVEN_N=n % Q8_BN == 0), out_dtype, device, tail_ints=(C_LO, C_HI),
+                         num_warps=Q8_WARPS)
+
+    def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
+        return self.run(x, raw.view(torch.int32))

@@ -1,0 +1,175 @@
+"""The streamed one-row mat-vec for GGUF Q8_0 weights (``ops/ggml/q8_mv.py``), called through its launch plan
+``Q8MvLaunch`` directly (the routing of ``ggml_matmul`` is the lead's): ``gguf.quants`` dequantizes the oracle
+weight, the fp64 product of x with it is the oracle, ``x @ w.to(dtype).T`` the error bar's baseline."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import assert_error_bar, randn
+from test_ggml import EXTREME, crafted_blocks, gguf_values, raw_tensor, rng_for, valid_blocks
+
+BLOCK_BYTES = 34
+
+
+def _q8_mv():
+    from mlx_native.ops.ggml import q8_mv
+
+    return q8_mv
+
+
+def _weight(raw: np.ndarray, n: int, k: int) -> torch.Tensor:
+    with np.errstate(invalid="ignore", over="ignore"):
+        return torch.from_numpy(gguf_values(raw, "Q8_0", (n, k)))
+
+
+def _check(device, plan, raw: np.ndarray, w: torch.Tensor, x: torch.Tensor, what: str) -> torch.Tensor:
+    """One call of ``plan``, within the error bar of the fp64 oracle; returns the output."""
+    out = plan(x.to(device), raw_tensor(raw, device)).cpu()
+    assert out.shape == (1, w.shape[0]) and out.dtype == x.dtype
+    assert_error_bar(out, x.double() @ w.double().T, x @ w.to(x.dtype).T, what=what)
+    return out
+
+
+@pytest.fixture
+def split_everything(monkeypatch):
+    """Ask for many programs per SM: K is split as far as the row's steps allow."""
+    monkeypatch.setattr(_q8_mv(), "PROGRAMS_PER_SM", 64)
+
+
+@pytest.mark.parametrize("n, k", [
+    (8, 256),  # one step of 4 pairs
+    (19, 1024),  # one step of 16 pairs, rows not a multiple of the tile
+    (37, 2048),  # two steps of 16 pairs, ragged
+    (16, 1536),  # three steps of 8 pairs
+    (5, 3072),  # three steps of 16 pairs, fewer rows than a tile
+])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_q8_mv_error_bar(device, split_everything, n, k, dtype, request):
+    """Within the error bar of the fp64 oracle on gguf-quantized weights, K split as far as the steps allow and
+    merged in the launch (every counter rearmed: a second call with new x on the same plan is right too)."""
+    from test_quant import assert_merged_in_launch
+
+    q8_mv = _q8_mv()
+    raw = valid_blocks("Q8_0", n, k, rng_for(request))
+    w = _weight(raw, n, k)
+    plan = q8_mv.Q8MvLaunch(n, k, dtype, torch.device(device))
+    steps = k // 4 // q8_mv.step_units(k)
+    assert plan.split == steps
+    assert plan.launch.constexprs["EVEN_N"] == (n % q8_mv.Q8_BN == 0)
+    for call in range(2):
+        _check(device, plan, raw, w, randn(1, k, dtype=dtype), f"{n}x{k} {dtype} call {call}")
+        if steps > 1:
+            assert_merged_in_launch(plan)
+
+
+@pytest.mark.parametrize("knobs", [
+    dict(Q8_WPL=1),  # 16 lanes a pair, one code word each
+    dict(Q8_FENCE=False),
+    dict(Q8_BN=16, Q8_MAX_UPS=64),  # 16-row tiles, steps of 4 pairs
+    dict(Q8_BN=4, Q8_MAX_UPS=128),
+])
+def test_q8_mv_tile_knobs(device, monkeypatch, knobs, request):
+    """The module constants the H100 sweep varies (code words per lane, the fence, rows per tile, step size)
+    all give results within the error bar, unsplit and split (ragged rows, several steps)."""
+    q8_mv = _q8_mv()
+    for name, value in knobs.items():
+        monkeypatch.setattr(q8_mv, name, value)
+    rng = rng_for(request)
+    n, k, dtype = 21, 2048, torch.bfloat16
+    raw = valid_blocks("Q8_0", n, k, rng)
+    w = _weight(raw, n, k)
+    for pps in (0, 64):  # no split / as far as the steps allow
+        monkeypatch.setattr(q8_mv, "PROGRAMS_PER_SM", pps)
+        plan = q8_mv.Q8MvLaunch(n, k, dtype, torch.device(device))
+        c = plan.launch.constexprs
+        assert (c["WPL"], c["FENCE"], c["BN"], c["UPS"]) == (q8_mv.Q8_WPL, q8_mv.Q8_FENCE, q8_mv.Q8_BN,
+                                                              q8_mv.Q8_MAX_UPS)
+        assert (plan.split > 1) == (pps == 64)
+        _check(device, plan, raw, w, randn(1, k, dtype=dtype), f"{knobs} pps {pps} split {plan.split}")
+
+
+def test_q8_mv_codes_and_lanes(device, request):
+    """Every code position and sign reaches its own x: one row per (block, code) with a single code of -128, 127
+    or -1 at that position (the others 0) against x = 1, 2, ... (exactly representable): each output is exact
+    (the A-block lane whose word holds codes 30-31 takes codes 0-1 from the scale word, B blocks are aligned)."""
+    q8_mv = _q8_mv()
+    k = 256  # 8 blocks: 4 pairs, one step
+    rows = []
+    for blk in range(k // 32):
+        for pos in range(32):
+            raw = np.zeros((k // 32, BLOCK_BYTES), dtype=np.uint8)
+            raw[:, :2] = np.array([0.5], dtype=np.float16).view(np.uint8)
+            raw[blk, 2 + pos] = np.array([(-128, 127, -1)[(blk + pos) % 3]], dtype=np.int8).view(np.uint8)[0]
+            rows.append(raw.reshape(-1))
+    raw = np.concatenate(rows)
+    n = len(rows)
+    w = _weight(raw, n, k)
+    x = torch.arange(1, k + 1, dtype=torch.float32).to(torch.bfloat16).view(1, k)  # 1..256: exact in bf16
+    plan = q8_mv.Q8MvLaunch(n, k, torch.bfloat16, torch.device(device))
+    out = plan(x.to(device), raw_tensor(raw, device)).cpu()
+    expected = (x.double() @ w.double().T).to(torch.bfloat16)
+    assert torch.equal(out, expected), (out - expected).abs().argmax()
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf * 0 in the interpreter's numpy
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_q8_mv_extreme_scales(device, split_everything, dtype, request):
+    """Block scales of +-65504, subnormals, +-0, +-inf and NaN (gguf_values' fp32 products): the outputs are
+    non-finite exactly where the fp64 oracle's are, and the finite ones are within the error bar of fp32 math
+    rounded to the output dtype (x scaled by 2**-16 so that the finite rows fit fp16)."""
+    from test_quant import assert_merged_in_launch
+
+    q8_mv = _q8_mv()
+    rng = rng_for(request)
+    n, k = 24, 2048  # two steps: K split in two
+    raw = crafted_blocks("Q8_0", n * k // 32, rng, extreme=True).reshape(n, k // 32, BLOCK_BYTES)
+    finite = EXTREME[np.isfinite(EXTREME)]
+    raw[: n // 2, :, :2] = rng.choice(finite, (n // 2, k // 32)).astype(np.float16).view(np.uint8).reshape(
+        n // 2, k // 32, 2)  # the first half of the rows: finite scales only
+    raw = raw.reshape(-1)
+    w = _weight(raw, n, k)
+    x = (randn(1, k) * 2.0**-16).to(dtype)
+    plan = q8_mv.Q8MvLaunch(n, k, dtype, torch.device(device))
+    out = plan(x.to(device), raw_tensor(raw, device)).cpu()
+    oracle = x.double() @ w.double().T
+    ok = torch.isfinite(oracle)
+    assert ok[0, : n // 2].all() and not ok[0, n // 2:].all()  # both kinds of rows are there
+    assert torch.equal(torch.isfinite(out), ok)
+    assert_error_bar(out, oracle, (x.float() @ w.T).to(dtype), what=f"extreme scales {dtype}")
+    assert_merged_in_launch(plan)
+
+
+def test_q8_mv_step_rule():
+    """Steps are the most whole pairs of blocks, up to 16, that divide the row, at least 4."""
+    q8_mv = _q8_mv()
+    assert [q8_mv.step_units(k) for k in (4096, 14336, 3072, 1536, 2560, 256, 768)] == [256, 256, 256, 128, 128,
+                                                                                         64, 64]
+    assert [q8_mv.step_units(k) for k in (576, 2880, 192, 64, 32, 100)] == [0] * 6  # 18 / 90 / 6 / 2 / 1 blocks
+
+
+def test_q8_mv_supports(monkeypatch):
+    """One row of bf16/fp16 x against Q8_0 rows of whole steps, raw under 2 GiB, ``settings.gguf_mv`` on; the
+    row-tile threshold (``MIN_TILES_PER_SM``, 0: every matrix) when set."""
+    from mlx_native.runtime import env
+
+    q8_mv = _q8_mv()
+    sms = 132
+    bf = torch.bfloat16
+
+    def ok(ggml_type=8, x_dtype=bf, m=1, n=4096, k=4096, raw_bytes=None):
+        raw_bytes = n * k // 32 * BLOCK_BYTES if raw_bytes is None else raw_bytes
+        return q8_mv.supports(ggml_type, x_dtype, m, n, k, raw_bytes, sms)
+
+    assert ok() and ok(x_dtype=torch.float16) and ok(n=1024) and ok(n=1, k=256) and ok(n=128256, k=4096)
+    assert not ok(ggml_type=2) and not ok(ggml_type=12) and not ok(ggml_type=3)  # other types
+    assert not ok(m=2) and not ok(x_dtype=torch.float32)
+    assert not ok(k=576) and not ok(k=2880)  # no whole step
+    assert not ok(raw_bytes=2**31) and ok(raw_bytes=2**31 - 1)
+    monkeypatch.setattr(q8_mv, "MIN_TILES_PER_SM", 1)
+    assert ok(n=q8_mv.Q8_BN * sms) and not ok(n=q8_mv.Q8_BN * (sms - 1))
+    monkeypatch.setattr(q8_mv, "MIN_TILES_PER_SM", 0)
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, gguf_mv=False))
+    assert not ok()
