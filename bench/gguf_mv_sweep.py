@@ -1,8 +1,13 @@
-"""The streamed GGUF mat-vecs (ops/ggml/q4k_mv.py for Q4_K, ops/ggml/q4_mv.py for Q4_0 / Q4_1) against the
-word-level kernel they replace (``MLX_NATIVE_GGUF_MV=0``) on Llama-3-8B's shapes, one row of bf16 x, CUDA-graph
-replay, weights rotating through >= 120 MB; plus each kernel's row tile and K-split target.
+"""The streamed GGUF mat-vecs (ops/ggml/q4k_mv.py for Q4_K / Q5_K, q4_mv.py for Q4_0 / Q4_1, q8_mv.py for Q8_0,
+q6k_mv.py for Q6_K) against the word-level kernel they replace (``MLX_NATIVE_GGUF_MV=0``) on Llama-3-8B's shapes,
+one row of bf16 x, CUDA-graph replay, weights rotating through >= 120 MB; plus each kernel's launch knobs (the
+module constants of :data:`GRIDS`, every combination).
 
-    python bench/gguf_mv_sweep.py [--out FILE.json] [--types Q4_K,Q4_0,Q4_1]
+    python bench/gguf_mv_sweep.py [--out FILE.json] [--types Q4_K,Q4_0,Q4_1,Q5_K,Q8_0,Q6_K] [--shapes 4096x14336,...]
+                                  [--rows 1,2,3,4]
+
+``--rows``: rows of x; from 2 the multi-row variants (``q4k_idot_rows.py`` for Q4_K, ``q4_mv.py``'s ``MR``) and
+their knobs (:data:`ROW_GRIDS`), against the route with the streamed kernels off (``MLX_NATIVE_GGUF_MV=0``).
 """
 
 from __future__ import annotations
@@ -21,31 +26,44 @@ import common  # noqa: E402
 from quant import gguf_raw  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
-from mlx_native.ops.ggml import formats, q4_mv, q4k_mv  # noqa: E402
+from mlx_native.ops.ggml import formats, q4_mv, q4k_idot_rows, q4k_mv, q6k_mv, q8_mv  # noqa: E402
 from mlx_native.runtime import env, plans  # noqa: E402
 
 DT = torch.bfloat16
-SHAPES = [(4096, 4096), (4096, 6144), (4096, 14336), (4096, 28672), (14336, 4096), (4096, 128256)]
-GRID = list(itertools.product((8, 16), (1, 2)))  # (rows per program, programs per SM)
-KNOBS = {"Q4_K": (q4k_mv, "Q4K_BN"), "Q4_0": (q4_mv, "Q4_BN"), "Q4_1": (q4_mv, "Q4_BN")}  # rows of < 8192 columns
+SHAPES = [(4096, 4096), (4096, 1024), (4096, 14336), (14336, 4096), (4096, 128256)]  # (K, N)
+_Q4 = (q4_mv, dict(Q4_BN=(8, 16), PROGRAMS_PER_SM=(1, 2)))  # rows of < 8192 columns
+GRIDS = {  # type -> (module, {constant: values})
+    "Q4_K": (q4k_mv, dict(Q4K_BN=(8, 16), PROGRAMS_PER_SM=(1, 2))),
+    "Q4_0": _Q4, "Q4_1": _Q4,
+    "Q5_K": (q4k_mv, dict(Q5K_BN=(8, 16), Q5K_PROGRAMS_PER_SM=(1, 2))),
+    "Q8_0": (q8_mv, dict(Q8_BN=(8, 16), PROGRAMS_PER_SM=(1, 2), Q8_FENCE=(True, False), Q8_WPL=(1, 2))),
+    "Q6_K": (q6k_mv, dict(Q6K_RT=(2, 4), Q6K_UPT=(2, 4), PROGRAMS_PER_SM=(1, 2))),
+}
+ROW_GRIDS = {  # type -> (module, {constant: values}) of the multi-row variants
+    "Q4_K": (q4k_idot_rows, dict(IDOT_ROWS_BN=(4, 8), PROGRAMS_PER_SM=(1, 2))),
+    "Q4_0": (q4_mv, dict()), "Q4_1": (q4_mv, dict()),
+}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--types", default="Q4_K,Q4_0,Q4_1")
+    ap.add_argument("--shapes", default="", help="KxN,KxN,... (default: SHAPES)")
+    ap.add_argument("--rows", default="1", help="rows of x, comma-separated")
     args = ap.parse_args()
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     copy = common.copy_bandwidth()
     print(f"copy bandwidth {copy / 1e12:.3f} TB/s", flush=True)
     rows = []
-    for name in args.types.split(","):
-        mod, bn_name = KNOBS[name]
-        default = (getattr(mod, bn_name), mod.PROGRAMS_PER_SM)
-        for k, n in SHAPES:
+    for name, m in itertools.product(args.types.split(","), [int(v) for v in args.rows.split(",")]):
+        mod, grid = GRIDS[name] if m == 1 else ROW_GRIDS[name]
+        default = {c: getattr(mod, c) for c in grid}
+        for k, n in shapes:
             nbytes = n * formats.row_bytes(formats.BY_NAME[name], k)
             raws = [gguf_raw(name, n, k) for _ in range(max(2, min(16, 120_000_000 // nbytes)))]
-            sets = [(torch.randn(1, k, device="cuda", dtype=DT), r) for r in raws]
-            ref = mn.ggml_dequantize(raws[0], name, (n, k)).double() @ sets[0][0][0].double()
+            sets = [(torch.randn(m, k, device="cuda", dtype=DT), r) for r in raws]
+            ref = sets[0][0].double() @ mn.ggml_dequantize(raws[0], name, (n, k)).double().T
             scale = ref.abs().max().item()
 
             def call(x, raw, name=name, n=n, k=k):
@@ -53,24 +71,30 @@ def main() -> int:
 
             def timed(label, sets, **extra):
                 plans.clear_all()
-                err = (call(*sets[0]).double()[0] - ref).abs().max().item() / scale
+                err = (call(*sets[0]).double() - ref).abs().max().item() / scale
                 t = common.time_graph(call, sets, 20)
-                rows.append(dict(type=name, k=k, n=n, variant=label, us=t, rel_err=err, weight_bytes=nbytes, **extra))
-                print(f"{name} K{k:6d} N{n:7d} {label:34s} {t:8.2f} us {nbytes / t * 1e6 / copy * 100:5.1f}% copy "
+                rows.append(dict(type=name, k=k, n=n, m=m, variant=label, us=t, rel_err=err, weight_bytes=nbytes,
+                                 **extra))
+                print(f"{name} M{m} K{k:6d} N{n:7d} {label:56s} {t:8.2f} us {nbytes / t * 1e6 / copy * 100:5.1f}% copy "
                       f"err {err:.1e}", flush=True)
                 return t
 
             env.settings = dataclasses.replace(env.settings, gguf_mv=False)
-            t_old = timed("word-level (MLX_NATIVE_GGUF_MV=0)", sets)
+            t_old = timed("streamed kernels off (MLX_NATIVE_GGUF_MV=0)", sets)
             env.settings = dataclasses.replace(env.settings, gguf_mv=True)
-            for bn, pps in GRID:
-                setattr(mod, bn_name, bn)
-                mod.PROGRAMS_PER_SM = pps
-                tag = " (default)" if (bn, pps) == default else ""
-                t = timed(f"streamed BN{bn} pps{pps}{tag}", sets, bn=bn, programs_per_sm=pps)
-                print(f"    x{t_old / t:.2f} the word-level kernel", flush=True)
-            setattr(mod, bn_name, default[0])
-            mod.PROGRAMS_PER_SM = default[1]
+            for values in itertools.product(*grid.values()):
+                knobs = dict(zip(grid, values))
+                for c, v in knobs.items():
+                    setattr(mod, c, v)
+                tag = " (default)" if knobs == default else ""
+                try:
+                    t = timed("streamed " + " ".join(f"{c}={v}" for c, v in knobs.items()) + tag, sets, **knobs)
+                except Exception as exc:  # noqa: BLE001
+                    print(f"{name} K{k} N{n} {knobs}: {exc!r}"[:300], flush=True)
+                    continue
+                print(f"    x{t_old / t:.2f} the route without the streamed kernels", flush=True)
+            for c, v in default.items():
+                setattr(mod, c, v)
             del sets, raws
             torch.cuda.empty_cache()
     plans.clear_all()

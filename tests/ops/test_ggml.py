@@ -575,3 +575,32 @@ def test_matmul_decode_swapped_tiles(device, name, request):
 def test_matmul_gemv_whole_steps(device, name, request):
     """One row, N a multiple of the row tile and K of the step: the mask-free mat-vec path."""
     _check_matmul(device, name, 1, 32, 1024, torch.bfloat16, rng_for(request))
+
+
+@pytest.mark.parametrize("name, m, k, expected", [
+    ("Q8_0", 1, 512, "Q8MvLaunch"),
+    ("Q6_K", 1, 512, "Q6kMvLaunch"),
+    ("Q5_K", 1, 512, "Q5kMvLaunch"),
+    ("Q4_K", 1, 2048, "Q4kIdotLaunch"),
+    ("Q4_K", 3, 2048, "Q4kIdotRowsLaunch"),
+    ("Q4_K", 5, 2048, "MmvLaunch"),  # more rows than the streamed variants take: the prescaled tensor-core kernel
+    ("Q4_0", 2, 512, "Q4MvLaunch"),
+    ("Q4_1", 4, 512, "Q4MvLaunch"),
+])
+def test_matmul_routes_to_streamed_kernels(device, monkeypatch, name, m, k, expected, request):
+    """``ggml_matmul``'s decode routing under the default settings: one row of Q8_0 / Q6_K / Q5_K / Q4_K and 2-4
+    rows of Q4_K / Q4_0 / Q4_1 take the streamed kernels (and the result is right), more rows of Q4_K the
+    tensor-core decode kernel."""
+    from mlx_native.ops.ggml import q4_mv, q4k_idot, q4k_idot_rows, q4k_mv, q6k_mv, q8_mv
+    from mlx_native.ops.quant import gemv, mmv
+    from mlx_native.runtime import plans
+
+    monkeypatch.setattr(q4_mv, "MIN_TILES_PER_SM", 0)  # small matrices too, whatever the SM count
+    built = spy_plans(monkeypatch, q4_mv.Q4MvLaunch, q4k_idot.Q4kIdotLaunch, q4k_idot_rows.Q4kIdotRowsLaunch,
+                      q4k_mv.Q5kMvLaunch, q6k_mv.Q6kMvLaunch, q8_mv.Q8MvLaunch, mmv.MmvLaunch, gemv.GemvLaunch)
+    request.addfinalizer(plans.clear_all)
+    plans.clear_all()
+    _check_matmul(device, name, m, 24, k, torch.bfloat16, rng_for(request))
+    assert [type(p).__name__ for p in built] == [expected]
+    if expected == "Q4MvLaunch":
+        assert built[0].launch.constexprs["MR"] == m

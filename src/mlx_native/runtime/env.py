@@ -45,9 +45,10 @@ class Settings:
         affine_idot: ``MLX_NATIVE_AFFINE_IDOT``: those of them with a bf16/fp16 result run the
             integer-dot variant (``ops/quant/affine_idot.py``: x quantized to int16 per 32 values,
             ``dp2a``) where their rows split into its steps; 0 keeps them on ``affine_mv``.
-        gguf_mv: ``MLX_NATIVE_GGUF_MV``: one-row matmuls of GGUF Q4_K, and of Q4_0 / Q4_1 matrices
-            large enough, run the streamed mat-vec kernels (``ops/ggml/q4k_mv.py``,
-            ``ops/ggml/q4_mv.py``); 0 sends them to the word-level kernel.
+        gguf_mv: ``MLX_NATIVE_GGUF_MV``: one-row matmuls of GGUF Q4_K, Q5_K, Q6_K, Q8_0, and of Q4_0 / Q4_1
+            matrices large enough, and 2-4 rows of Q4_K / Q4_0 / Q4_1 run the streamed mat-vec kernels
+            (``ops/ggml/q4k_mv.py``, ``q4k_idot_rows.py``, ``q6k_mv.py``, ``q8_mv.py``, ``q4_mv.py``); 0 sends them
+            to the word-level or tensor-core kernels.
         ggml_idot: ``MLX_NATIVE_GGML_IDOT``: those of them on Q4_K rows run the integer-dot variant
             (``ops/ggml/q4k_idot.py``: x quantized to int16 per 32 values, ``dp2a``) where their rows
             split into its steps; 0 keeps them on ``q4k_mv``.

@@ -14,7 +14,7 @@ from ...runtime.memory import empty
 from ..common import next_pow2
 from ..quant import gemv, mmv, qmm
 from ..quant.qmm import QmmLaunch, select_kind, WeightSpec, choose_config
-from . import formats, q4_mv, q4k_idot, q4k_mv, q8_mv
+from . import formats, q4_mv, q4k_idot, q4k_idot_rows, q4k_mv, q6k_mv, q8_mv
 from .tiles import STRUCTURED, ggml_elem, ggml_tile, planes_of
 
 _FLOAT_DTYPES = {formats.F32.id: torch.float32, formats.F16.id: torch.float16, formats.BF16.id: torch.bfloat16}
@@ -68,17 +68,22 @@ def _dequant_tile_kernel(
         tl.store(base + (kx + RUN)[None, :], p1.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & ((kx + RUN) < K)[None, :])
 
 
+# types with a streamed one-row mat-vec
+STREAMED_TYPES = (q4k_mv.Q4K_ID, q4k_mv.Q5K_ID, q6k_mv.Q6K_ID, q8_mv.Q8_ID, *q4_mv.Q4_IDS)
+
+
 def takes_streamed(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, device) -> bool:
     """Whether ``ggml_matmul`` of ``m`` rows of x against an ``(n, k)`` matrix of this type runs a streamed
-    one-row kernel (``q4k_mv`` or its integer-dot variant ``q4k_idot``: Q4_K; ``q4k_mv``: Q5_K; ``q4_mv``: Q4_0 / Q4_1 matrices
-    large enough)."""
-    if qmm.CONFIG_OVERRIDE is not None or type_id not in (q4k_mv.Q4K_ID, q4k_mv.Q5K_ID, q8_mv.Q8_ID, *q4_mv.Q4_IDS):
+    one-row kernel: ``q4k_mv`` or its integer-dot variant ``q4k_idot`` (Q4_K), ``q4k_mv`` (Q5_K), ``q6k_mv``
+    (Q6_K), ``q8_mv`` (Q8_0), ``q4_mv`` (Q4_0 / Q4_1 matrices large enough)."""
+    if qmm.CONFIG_OVERRIDE is not None or type_id not in STREAMED_TYPES:
         return False
     raw_bytes = n * formats.row_bytes(formats.BY_ID[type_id], k)
     sms = device_info(device).sm_count
     return (q4k_mv.supports(type_id, x_dtype, m, k, raw_bytes)
             or q4_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms)
-            or q8_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms))
+            or q8_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms)
+            or q6k_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms))
 
 
 def aligned(raw: torch.Tensor) -> torch.Tensor:
@@ -148,11 +153,13 @@ def weight_spec(t) -> WeightSpec:
 
 class MatmulPlan:
     """ggml_matmul: float types with x's dtype go to torch.matmul on a view of the bytes (no copy); one
-    bf16/fp16 row of x against Q4_K (and Q4_0 / Q4_1 matrices large enough) the streamed mat-vecs
-    (:func:`takes_streamed`; Q4_K rows of whole integer-dot steps ``q4k_idot``, other Q4_K rows ``q4k_mv``);
-    the tensor-core decode kernel (``quant/mmv.py``) Q4_K calls with 2-16 bf16/fp16 rows, and with
-    ``MLX_NATIVE_MMV=on`` the other Q4_0 / Q4_1 / Q4_K calls with 1-16 rows (see ``mmv.prefer``); everything
-    else runs the fused kernels on the blocks."""
+    bf16/fp16 row of x against Q4_K, Q5_K, Q6_K, Q8_0 (and Q4_0 / Q4_1 matrices large enough) the streamed
+    mat-vecs (:func:`takes_streamed`; Q4_K rows of whole integer-dot steps ``q4k_idot``, other Q4_K rows
+    ``q4k_mv``); 2-4 rows their multi-row variants (such Q4_K rows ``q4k_idot_rows``, Q4_0 / Q4_1 ``q4_mv``
+    with ``MR`` rows); the tensor-core decode kernel
+    (``quant/mmv.py``) other Q4_K calls with 2-16 bf16/fp16 rows, and with ``MLX_NATIVE_MMV=on`` the other
+    Q4_0 / Q4_1 / Q4_K calls with 1-16 rows (see ``mmv.prefer``); everything else runs the fused kernels on the
+    blocks."""
 
     def __init__(self, x, raw, t, n, k):
         self.t, self.n, self.k = t, n, k
@@ -189,9 +196,11 @@ class MatmulPlan:
         if takes_streamed(t.id, x.dtype, m, n, k, x.device):
             if t.id == q8_mv.Q8_ID:
                 self.launch = q8_mv.Q8MvLaunch(n, k, x.dtype, x.device)
+            elif t.id == q6k_mv.Q6K_ID:
+                self.launch = q6k_mv.Q6kMvLaunch(n, k, x.dtype, x.device)
             elif t.id == q4k_mv.Q5K_ID:
                 self.launch = q4k_mv.Q5kMvLaunch(n, k, x.dtype, x.device)
-            elif t.id == q4k_mv.Q4K_ID and q4k_idot.supports(t.id, x.dtype, x.dtype, m, k, n * rb):
+            elif q4k_idot.supports(t.id, x.dtype, x.dtype, m, k, n * rb):
                 self.launch = q4k_idot.Q4kIdotLaunch(n, k, x.dtype, x.device)
             elif t.id == q4k_mv.Q4K_ID:
                 self.launch = q4k_mv.Q4kMvLaunch(n, k, x.dtype, x.device)
@@ -199,6 +208,15 @@ class MatmulPlan:
                 self.launch = q4_mv.Q4MvLaunch(t.id, n, k, x.dtype, x.device)
             self.kind = "streamed"
             return
+        if m > 1 and qmm.CONFIG_OVERRIDE is None:  # a few rows: the streamed kernels' multi-row variants
+            if q4k_idot_rows.supports_rows(t.id, x.dtype, x.dtype, m, k, n * rb):
+                self.launch = q4k_idot_rows.Q4kIdotRowsLaunch(m, n, k, x.dtype, strides[0], x.device)
+                self.kind = "streamed"
+                return
+            if q4_mv.supports(t.id, x.dtype, m, n, k, n * rb, device_info(x.device).sm_count, q4_mv.ROWS_MAX):
+                self.launch = q4_mv.Q4MvLaunch(t.id, n, k, x.dtype, x.device, m=m, x_row_stride=strides[0])
+                self.kind = "streamed"
+                return
         if kind in ("gemv", "decode") and mmv.supports_gguf(t.id, x.dtype, m, k, n * rb) \
                 and mmv.prefer(m, n, k, t.id) and qmm.CONFIG_OVERRIDE is None:
             self.launch = mmv.MmvLaunch(m, n, k, mmv.GGUF_GROUP, x.dtype, x.dtype, (strides[0], rb, 0), x.device,

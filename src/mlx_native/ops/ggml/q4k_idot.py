@@ -231,8 +231,8 @@ def step_warps(k: int) -> int:
 def supports(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int, k: int, raw_bytes: int) -> bool:
     """What ``q4k_mv`` takes (one row of bf16/fp16 x, Q4_K rows) with a bf16/fp16 result (x's quantization is
     within their error bar, not fp32's) and rows of whole steps; ``MLX_NATIVE_GGML_IDOT=0`` turns it off."""
-    return (env.settings.ggml_idot and out_dtype != torch.float32 and step_warps(k) > 0
-            and q4k_mv.supports(ggml_type, x_dtype, m, k, raw_bytes))
+    return (env.settings.ggml_idot and ggml_type == q4k_mv.Q4K_ID and out_dtype != torch.float32
+            and step_warps(k) > 0 and q4k_mv.supports(ggml_type, x_dtype, m, k, raw_bytes))
 
 
 class Q4kIdotLaunch(StreamedMvLaunch):

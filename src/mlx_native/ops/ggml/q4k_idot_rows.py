@@ -1,0 +1,333 @@
+"""Decode mat-vec for GGUF Q4_K weights and a few rows of x (2-4), by integer dot products.
+
+``out[m, n] = sum_j d sc_j sum_{k in j} q[n, k] x[m, k] - dmin m_j sum_{k in j} x[m, k]`` over the 32-value
+sub-blocks ``j`` of each 256-value super-block (layout in ``q4k_mv.py``), for ``x [M, K]`` (bf16/fp16, unit column
+stride, any row stride), the raw Q4_K rows read as int32 words ``[N, K / 256 * 36]``, ``out [M, N]`` (x's dtype).
+The integer-dot mat-vec of ``q4k_idot.py`` (one row) for the decode of a few tokens at once, as
+``quant/affine_idot_rows.py`` is for MLX affine weights: each program streams its weight tiles once and does the
+integer dot of every loop step against all ``M`` rows of x (the tensor-core kernel ``quant/mmv.py`` that took these
+calls before costs about four times the one-row time).
+
+Tiles as in ``q4k_idot.py``: two ``[4 * CH, BN]`` word tiles (words 0-3 and 4-7 of a 64-value chunk) plus the
+``[4 * CH, BN]`` super-block headers; each thread owns one chunk (two 16-byte loads, two whole sub-blocks) of each
+of the program's ``BN`` weight rows and the header of its super-block, the ``CH`` chunks of a loop step (``CH / 4``
+super-blocks) on consecutive lanes. Shared by the ``M`` rows of x, per chunk and weight row: the header decode
+(``q4k_idot._scales``, ``d sc`` and ``-dmin m`` of the two sub-blocks) and the code bytes of each word
+(``w & 0x0F0F0F0F``: four values of sub-block ``2 c``, ``w & 0xF0F0F0F0``: 16 x four values of ``2 c + 1``). Each
+row of x: the thread quantizes its 64 values of the row (two chunks of 32, int16 with a power-of-two scale,
+``kernels/idot.py``; pairs of consecutive values) and reuses them for the ``BN`` weight rows: 4 ``dp2a`` per word
+into two int32 sums, then four FMAs per chunk in fp32 (the chunks' float sums carry Inf / NaN of x, which the
+integers cannot).
+
+Rows of x: as in ``affine_idot_rows.py``, the ``M`` rows run as up to four parts of ``R0 > R1 > R2 > R3`` rows,
+the binary digits of ``M`` (3 = 2 + 1), each with an accumulator ``[R, CH, BN]`` (rows of x and of the weights in
+registers, chunks on the lanes): tensor shapes stay powers of two and no padded row of x is loaded or computed.
+x's loads are 16-byte vectors when the row stride is a multiple of 16 (Triton's specialization of the
+stride; x contiguous: K, a multiple of 256). A K split stores fp32 partials ``[split, M, N]``; the last split to
+arrive on a (row tile, part) counter sums that part's partials in the same launch (``qmm.store_result``). Rows of
+whole loop steps only (``q4k_idot.step_warps``).
+
+Cost (offline sm_90 SASS of the loop, local Triton 3.9, ``compile_sass`` of ``scripts/sass_probe.py``; 2 warps, K
+4096, no prefetch, bf16 or fp16 x alike; the one-row kernel: 2.6 per code with 4-row tiles, 2.0 with 8):
+
+    ========  =======================  =======================
+    rows       8-row tiles              4-row tiles
+    ========  =======================  =======================
+    M = 2     3.20 per code, 217 reg    4.41, 168 reg
+    M = 3     4.56, 255 reg, 57 spill   6.26, 225 reg
+    M = 4     5.83, 255 reg, 80 spill   8.20, 244 reg
+    ========  =======================  =======================
+
+("spill": local loads and stores per loop step and thread; register prefetch adds 10-40 registers: 35 spills at
+M = 2 with 8-row tiles, none with 4-row tiles up to M = 4; parts 2 + 2 for M = 4 spill more than one part of 4).
+Each row of x adds its 4 ``dp2a`` per word (0.5 per code), its chunk epilogue (about 0.1) and the quantization of
+its 64 values per thread (about 280 instructions: bf16/fp16 -> fp32, abs-max, float sum, rounding FMA, ``prmt``
+pairs), shared by the tile's weight rows: 4.4 / BN per code; the header decode and the code bytes (about 0.9 per
+code with 8-row tiles) are paid once for all rows. At the H100's bandwidth a code has about 6 instructions of issue
+time, so this should stay near memory-bound at M = 2 and cost more from M = 3-4.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import triton
+import triton.language as tl
+
+from ...kernels.idot import HIGH_NIBBLES, LOW_NIBBLES, chunk_scale, dp2a, pack_pair, round_int
+from ...kernels.launch import Launch
+from ...runtime import env
+from ...runtime.device import device_info
+from ...runtime.memory import empty
+from ..quant.affine_idot import thread_words
+from ..quant.affine_idot_rows import _store_part, row_parts
+from ..quant.affine_mv import MAGIC, row_tile, split_count
+from ..quant.qmm import SplitK, run_split
+from . import q4k_idot
+from .q4k_idot import _scales
+from .q4k_mv import Q4K_ID, SB_WORDS
+
+SBW = tl.constexpr(SB_WORDS)  # 32-bit words per super-block
+
+
+@triton.jit
+def _x_pairs(x_ptr, x_off):
+    """``(even, odd)``, ``[R, CH, 4]`` fp32 each: values ``2 j`` and ``2 j + 1`` of the 8 x values at
+    ``x_ptr + x_off`` (``[R, CH, 8]``, one 16-byte load per thread and row; ``q4k_idot._x_pairs`` with a leading
+    axis)."""
+    v = tl.load(x_ptr + x_off)
+    R: tl.constexpr = v.shape[0]
+    C: tl.constexpr = v.shape[1]
+    if x_ptr.dtype.element_ty == tl.bfloat16:  # bf16 -> fp32 is a shift of the bits
+        e, o = tl.split(tl.reshape(v.to(tl.uint16, bitcast=True).to(tl.int32), (R, C, 4, 2)))
+        return (e << 16).to(tl.float32, bitcast=True), (o << 16).to(tl.float32, bitcast=True)
+    else:
+        return tl.split(tl.reshape(v.to(tl.float32), (R, C, 4, 2)))
+
+
+@triton.jit
+def _x_chunk(x_ptr, x_off, ASM: tl.constexpr):
+    """The 32 x values of each thread's sub-block in ``R`` rows, at ``x_ptr + x_off + [0, 32)`` (``x_off
+    [R, CH, 8]``), as int16 pairs of consecutive values, ``[R, CH, 4]`` per 8 values (``p_u``: values
+    ``8 u .. 8 u + 7``), with their scale and float sum ``[R, CH]`` (``q4k_idot._x_chunk`` with a leading axis)."""
+    e0, o0 = _x_pairs(x_ptr, x_off)
+    e1, o1 = _x_pairs(x_ptr, x_off + 8)
+    e2, o2 = _x_pairs(x_ptr, x_off + 16)
+    e3, o3 = _x_pairs(x_ptr, x_off + 24)
+    amax = tl.maximum(tl.maximum(tl.maximum(tl.max(tl.abs(e0), axis=2), tl.max(tl.abs(o0), axis=2)),
+                                 tl.maximum(tl.max(tl.abs(e1), axis=2), tl.max(tl.abs(o1), axis=2))),
+                      tl.maximum(tl.maximum(tl.max(tl.abs(e2), axis=2), tl.max(tl.abs(o2), axis=2)),
+                                 tl.maximum(tl.max(tl.abs(e3), axis=2), tl.max(tl.abs(o3), axis=2))))
+    xsum = (((tl.sum(e0, axis=2) + tl.sum(o0, axis=2)) + (tl.sum(e1, axis=2) + tl.sum(o1, axis=2)))
+            + ((tl.sum(e2, axis=2) + tl.sum(o2, axis=2)) + (tl.sum(e3, axis=2) + tl.sum(o3, axis=2))))
+    inv, scale = chunk_scale(amax)
+    inv = inv[:, :, None]
+    p0 = pack_pair(round_int(e0, inv), round_int(o0, inv), ASM)
+    p1 = pack_pair(round_int(e1, inv), round_int(o1, inv), ASM)
+    p2 = pack_pair(round_int(e2, inv), round_int(o2, inv), ASM)
+    p3 = pack_pair(round_int(e3, inv), round_int(o3, inv), ASM)
+    return p0, p1, p2, p3, scale, xsum
+
+
+@triton.jit
+def _cols(p):
+    """``[R, C, 4]`` -> its 4 columns, ``[R, C, 1]`` each (broadcast over a tile's weight rows)."""
+    R: tl.constexpr = p.shape[0]
+    C: tl.constexpr = p.shape[1]
+    a, b = tl.split(tl.reshape(p, (R, C, 2, 2)))  # columns 0 2 / 1 3
+    p0, p2 = tl.split(a)
+    p1, p3 = tl.split(b)
+    return p0[:, :, None], p1[:, :, None], p2[:, :, None], p3[:, :, None]
+
+
+@triton.jit
+def _word_dot(w, p0, p1, acc, MASK: tl.constexpr, ASM: tl.constexpr):
+    """``acc [R, CH, BN]`` (int32) plus the integer dot of the code bytes ``w & MASK`` of word ``w [CH, BN]`` (bytes
+    0-1 / 2-3) with the x pairs ``p0 / p1 [R, CH, 1]`` of every row of x (``kernels/idot.py``; the code bytes
+    are extracted once for the ``R`` rows, the ``dp2a`` operands broadcast to ``[R, CH, BN]``)."""
+    shape: tl.constexpr = acc.shape
+    wm = tl.broadcast_to((w & MASK)[None, :, :], shape)
+    acc = dp2a(tl.broadcast_to(p0, shape), wm, acc, False, ASM)
+    return dp2a(tl.broadcast_to(p1, shape), wm, acc, True, ASM)
+
+
+@triton.jit
+def _half_dot(w0, w1, w2, w3, w4, w5, w6, w7, p0, p1, p2, p3, zero, MASK: tl.constexpr, ASM: tl.constexpr):
+    """``zero [R, CH, BN]`` (int32) + the integer dots of one sub-block of each thread's chunk, the code bytes
+    ``w & MASK`` of its 8 nibble words ``w0 .. w7 [CH, BN]`` (low nibbles: sub-block ``2 c``; high, 16 x the codes:
+    ``2 c + 1``), with the sub-block's x pairs ``p_u [R, CH, 4]`` (values ``8 u .. 8 u + 7``, consecutive pairs:
+    word ``2 u`` takes columns 0-1, word ``2 u + 1`` columns 2-3)."""
+    a0, a1, a2, a3 = _cols(p0)
+    acc = _word_dot(w0, a0, a1, zero, MASK, ASM)
+    acc = _word_dot(w1, a2, a3, acc, MASK, ASM)
+    a0, a1, a2, a3 = _cols(p1)
+    acc = _word_dot(w2, a0, a1, acc, MASK, ASM)
+    acc = _word_dot(w3, a2, a3, acc, MASK, ASM)
+    a0, a1, a2, a3 = _cols(p2)
+    acc = _word_dot(w4, a0, a1, acc, MASK, ASM)
+    acc = _word_dot(w5, a2, a3, acc, MASK, ASM)
+    a0, a1, a2, a3 = _cols(p3)
+    acc = _word_dot(w6, a0, a1, acc, MASK, ASM)
+    return _word_dot(w7, a2, a3, acc, MASK, ASM)
+
+
+@triton.jit
+def _part_step(acc, w0, w1, w2, w3, w4, w5, w6, w7, S0, nB0, S1, nB1, x_ptr, x_off, stride_x, ROW0: tl.constexpr,
+               ASM: tl.constexpr):
+    """``acc [R, CH, BN]`` + one loop step of the x rows ``ROW0 .. ROW0 + R - 1`` (at ``x_ptr + row * stride_x +
+    x_off``, ``x_off [CH, 8]``: value 0 of each thread's chunk) against the nibble words ``w0 .. w7 [CH, BN]`` of
+    each thread's chunk, with the sub-blocks' ``d sc`` / ``-dmin m`` ``S0 nB0 S1 nB1 [CH, BN]``. One sub-block
+    after the other (quantize x, dot, fold into ``acc``), so that one int32 sum per row pair is live at a time."""
+    R: tl.constexpr = acc.shape[0]
+    xo = (tl.arange(0, R) + ROW0)[:, None, None] * stride_x + x_off[None, :, :]
+    zero = tl.zeros(acc.shape, dtype=tl.int32)
+    p0, p1, p2, p3, scale, xsum = _x_chunk(x_ptr, xo, ASM)  # values 0-31: sub-block 2 c
+    dot = _half_dot(w0, w1, w2, w3, w4, w5, w6, w7, p0, p1, p2, p3, zero, LOW_NIBBLES, ASM)
+    acc = tl.fma(S0[None, :, :] * scale[:, :, None], dot.to(tl.float32), acc)
+    acc = tl.fma(nB0[None, :, :], xsum[:, :, None], acc)
+    p0, p1, p2, p3, scale, xsum = _x_chunk(x_ptr + 32, xo, ASM)  # values 32-63: sub-block 2 c + 1
+    dot = _half_dot(w0, w1, w2, w3, w4, w5, w6, w7, p0, p1, p2, p3, zero, HIGH_NIBBLES, ASM)
+    acc = tl.fma(S1[None, :, :] * (scale * 0.0625)[:, :, None], dot.to(tl.float32), acc)
+    return tl.fma(nB1[None, :, :], xsum[:, :, None], acc)
+
+
+@triton.jit
+def _step(acc0, acc1, acc2, acc3, wa, wb, h, sa, sh, keep, magic, x_ptr, x_off, stride_x, R1: tl.constexpr,
+          R2: tl.constexpr, R3: tl.constexpr, ASM: tl.constexpr):
+    """The accumulators of the four parts + one loop step: words 0-3 / 4-7 of each thread's chunk ``wa wb
+    [4 * CH, BN]``, headers ``h [4 * CH, BN]`` of their super-blocks (``sa sh keep``: see ``q4k_idot._scales``), x
+    at ``x_ptr + row * stride_x + x_off``; the parts of 0 rows stay as they are."""
+    R0: tl.constexpr = acc0.shape[0]
+    S0, nB0, S1, nB1 = _scales(h, sa, sh, keep, magic)
+    w0, w1, w2, w3 = thread_words(wa)
+    w4, w5, w6, w7 = thread_words(wb)
+    acc0 = _part_step(acc0, w0, w1, w2, w3, w4, w5, w6, w7, S0, nB0, S1, nB1, x_ptr, x_off, stride_x, 0, ASM)
+    if R1 > 0:
+        acc1 = _part_step(acc1, w0, w1, w2, w3, w4, w5, w6, w7, S0, nB0, S1, nB1, x_ptr, x_off, stride_x, R0, ASM)
+    if R2 > 0:
+        acc2 = _part_step(acc2, w0, w1, w2, w3, w4, w5, w6, w7, S0, nB0, S1, nB1, x_ptr, x_off, stride_x, R0 + R1,
+                          ASM)
+    if R3 > 0:
+        acc3 = _part_step(acc3, w0, w1, w2, w3, w4, w5, w6, w7, S0, nB0, S1, nB1, x_ptr, x_off, stride_x,
+                          R0 + R1 + R2, ASM)
+    return acc0, acc1, acc2, acc3
+
+
+@triton.jit(do_not_specialize=["steps_per_split", "magic"])
+def q4k_idot_rows_kernel(
+    x_ptr,  # [M, K] activations, bf16 or fp16, row stride stride_x
+    w_ptr,  # [N, K / 256 * 36] int32 words of the raw Q4_K rows
+    out_ptr,  # [M, N] output (written unless SPLIT_K without FUSE)
+    part_ptr,  # [split, M, N] fp32 partials (SPLIT_K)
+    cnt_ptr,  # [cdiv(N, BN) * parts] int32 arrival counters, one per row tile and part (FUSE)
+    N, stride_x, steps_per_split, magic,
+    STRIDE_W: tl.constexpr, BN: tl.constexpr, CH: tl.constexpr, EVEN_N: tl.constexpr, PREFETCH: tl.constexpr,
+    SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ASM: tl.constexpr,
+    R0: tl.constexpr, R1: tl.constexpr = 0, R2: tl.constexpr = 0, R3: tl.constexpr = 0,
+):
+    """Steps of ``CH`` chunks (``CH / 4`` super-blocks, ``64 * CH`` values of each row of x); ``K / 256`` is a whole
+    number of steps and of ``steps_per_split``. The rows of x are ``R0 > R1 > R2 > R3`` (powers of two, or 0: no
+    such part), ``M = R0 + R1 + R2 + R3``."""
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    STEP_W: tl.constexpr = CH // 4 * SBW  # words of a row per loop step
+    M: tl.constexpr = R0 + R1 + R2 + R3
+    PARTS: tl.constexpr = (R0 > 0) + (R1 > 0) + (R2 > 0) + (R3 > 0)
+    rows, row_ok = row_tile(N, BN, EVEN_N)
+    # as q4k_idot_kernel: per-thread header decode constants of its chunk, [4 * CH, BN] tiles of 16-byte runs
+    c = tl.arange(0, CH) % 4  # each thread's chunk in its super-block
+    sa = tl.where(c < 2, 0, 2)
+    sh = (c & 1) * 16
+    keep = tl.where(c < 2, -1, -0x0F0F0F10)  # 0xF0F0F0F0 as an int32
+    i = tl.arange(0, 4 * CH)
+    h_off = ((i // 16) * SBW + i % 4)[:, None] + rows[None, :] * STRIDE_W
+    w_off = h_off + (4 + ((i // 4) % 4) * 8)[:, None]
+    x_off = tl.arange(0, CH)[:, None] * 64 + tl.arange(0, 8)[None, :]  # [CH, 8]: value 0 of each chunk
+    i_lo = pid_k * steps_per_split
+    i_hi = i_lo + steps_per_split
+    acc0 = tl.zeros([R0, CH, BN], dtype=tl.float32)
+    # the parts of 0 rows carry a placeholder that no step changes
+    acc1 = tl.zeros([R1 if R1 > 0 else 1, CH, BN], dtype=tl.float32)
+    acc2 = tl.zeros([R2 if R2 > 0 else 1, CH, BN], dtype=tl.float32)
+    acc3 = tl.zeros([R3 if R3 > 0 else 1, CH, BN], dtype=tl.float32)
+    wa = tl.load(w_ptr + w_off + i_lo * STEP_W)
+    wb = tl.load(w_ptr + w_off + i_lo * STEP_W + 4)
+    h = tl.load(w_ptr + h_off + i_lo * STEP_W)
+    if PREFETCH:
+        for s in range(i_lo, i_hi):
+            nxt = tl.minimum(s + 1, i_hi - 1)  # the last step reloads itself
+            wa_n = tl.load(w_ptr + w_off + nxt * STEP_W)
+            wb_n = tl.load(w_ptr + w_off + nxt * STEP_W + 4)
+            h_n = tl.load(w_ptr + h_off + nxt * STEP_W)
+            acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, wa, wb, h, sa, sh, keep, magic,
+                                           x_ptr + s * (CH * 64), x_off, stride_x, R1, R2, R3, ASM)
+            wa = wa_n
+            wb = wb_n
+            h = h_n
+    else:
+        acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, wa, wb, h, sa, sh, keep, magic,
+                                       x_ptr + i_lo * (CH * 64), x_off, stride_x, R1, R2, R3, ASM)
+        for s in range(i_lo + 1, i_hi):
+            acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, tl.load(w_ptr + w_off + s * STEP_W),
+                                           tl.load(w_ptr + w_off + s * STEP_W + 4), tl.load(w_ptr + h_off + s * STEP_W),
+                                           sa, sh, keep, magic, x_ptr + s * (CH * 64), x_off, stride_x, R1, R2, R3,
+                                           ASM)
+    cols = pid_n * BN + tl.arange(0, BN).to(tl.int64)
+    cnt = cnt_ptr + pid_n * PARTS
+    _store_part(out_ptr, part_ptr, cnt, acc0, cols, row_ok, N, 0, M, SPLIT_K, FUSE)
+    if R1 > 0:
+        _store_part(out_ptr, part_ptr, cnt + 1, acc1, cols, row_ok, N, R0, M, SPLIT_K, FUSE)
+    if R2 > 0:
+        _store_part(out_ptr, part_ptr, cnt + 2, acc2, cols, row_ok, N, R0 + R1, M, SPLIT_K, FUSE)
+    if R3 > 0:
+        _store_part(out_ptr, part_ptr, cnt + 3, acc3, cols, row_ok, N, R0 + R1 + R2, M, SPLIT_K, FUSE)
+
+
+# ----------------------------------------------------------------------------- launch plans
+
+# First guesses, to be swept on the GPU (rows of x against mmv.py and the one-row q4k_idot): 2-4 rows of x (the
+# affine multi-row kernel's range, IDOT_ROWS_MAX there); 8-row weight tiles (x's quantization, 4 / BN instructions
+# per code and row of x, is the largest per-row cost: 4-row tiles double it); the one-row kernel's warps (2 where
+# K allows); a K split only below one program per SM; register prefetch as the affine multi-row kernel (only with
+# few output rows per SM: its double tiles cost registers next to M rows of accumulators). Offline SASS: 8-row tiles
+# spill at M = 3-4 (module docstring), 4-row tiles do not but take 1.4x the instructions: the sweep should try both.
+IDOT_ROWS_MAX = 4
+IDOT_ROWS_BN = 8  # weight rows per program
+PROGRAMS_PER_SM = 1  # split K only below one program per SM
+PREFETCH_BELOW_ROWS_PER_SM = 16  # register prefetch with fewer output rows than this per SM
+
+
+def step_warps(k: int) -> int:
+    """Warps per program for rows of ``k`` columns: the one-row kernel's (``q4k_idot.step_warps``, 8 super-blocks
+    of a row per warp and step; 0: no whole step)."""
+    return q4k_idot.step_warps(k)
+
+
+def supports_rows(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int, k: int,
+                  raw_bytes: int) -> bool:
+    """``2 <= m <= IDOT_ROWS_MAX`` rows of bf16/fp16 x against Q4_K rows that one row would send to the integer-dot
+    mat-vec (:func:`q4k_idot.supports`: a bf16/fp16 result, rows of whole steps, ``raw_bytes < 2**31``;
+    ``MLX_NATIVE_GGML_IDOT=0`` and ``MLX_NATIVE_GGUF_MV=0`` turn it off). Rows of x must also satisfy
+    ``(m - 1) * row_stride + k < 2**31`` (int32 offsets; :class:`Q4kIdotRowsLaunch` refuses others)."""
+    return (ggml_type == Q4K_ID and 2 <= m <= IDOT_ROWS_MAX
+            and q4k_idot.supports(ggml_type, x_dtype, out_dtype, 1, k, raw_bytes))
+
+
+class Q4kIdotRowsLaunch:
+    """:func:`q4k_idot_rows_kernel` for ``(x [m, k] with row stride x_row_stride and unit column stride,
+    raw [n * k / 256 * 144] uint8)``, the raw rows read as int32 words; calls return ``[m, n]`` of ``out_dtype``.
+
+    ``tiles`` programs of ``bn`` rows each run ``k / (2048 warps)`` loop steps, split over K (the smallest divisor
+    of the steps giving about ``programs_per_sm`` programs per SM) and summed in the same launch (``qmm.SplitK``
+    with a counter per row tile and part: the plan owns them, so it must not run on two streams at once). ``bn``,
+    ``warps``, ``programs_per_sm``, ``prefetch``: the sweep's knobs (0 / None: the module's rules)."""
+
+    def __init__(self, m: int, n: int, k: int, out_dtype: torch.dtype, x_row_stride: int, device, bn: int = 0,
+                 warps: int = 0, programs_per_sm: int = 0, prefetch: Optional[bool] = None):
+        if (m - 1) * x_row_stride + k >= 2**31:
+            raise ValueError(f"q4k_idot_rows: x rows of stride {x_row_stride} past int32 offsets")
+        bn = bn or IDOT_ROWS_BN
+        warps = warps or step_warps(k)
+        programs_per_sm = programs_per_sm or PROGRAMS_PER_SM
+        parts = row_parts(m)
+        sms = device_info(device).sm_count
+        tiles = triton.cdiv(n, bn)
+        steps = k // 256 // (8 * warps)
+        if prefetch is None:
+            prefetch = n < PREFETCH_BELOW_ROWS_PER_SM * sms
+        split = split_count(steps, tiles, programs_per_sm * sms)
+        self.m, self.n, self.out_dtype, self.device, self.split = m, n, out_dtype, device, split
+        self.ints = (n, x_row_stride, steps // split, MAGIC)
+        self.splitk = SplitK(split, m, n, False, 0, device, tiles=tiles * len(parts)) if split > 1 else None
+        constexprs = dict(STRIDE_W=k // 256 * SB_WORDS, BN=bn, CH=32 * warps, EVEN_N=n % bn == 0, PREFETCH=prefetch,
+                          SPLIT_K=split > 1, FUSE=self.splitk is not None and self.splitk.fused,
+                          ASM=not env.settings.triton_interpret,
+                          **{f"R{i}": parts[i] if i < len(parts) else 0 for i in range(4)})  # all: Launch passes
+        # every constexpr to the compiled kernel, defaults included
+        self.launch = Launch(q4k_idot_rows_kernel, (tiles, split), constexprs, num_warps=warps, num_stages=1)
+
+    def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
+        out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)
+        return run_split(self.launch, self.splitk, (x, raw.view(torch.int32)), out, self.ints)
+

@@ -1,0 +1,291 @@
+"""Decode mat-vec for GGUF Q6_K weights and one row of x, streamed like ``ggml/q4_mv.py``.
+
+A Q6_K super-block (210 bytes, only 2-byte aligned: read as 105 16-bit halves) holds 256 values in two halves
+of 128: ``ql`` (halves 0-63: low nibbles), ``qh`` (halves 64-95: high 2-bit pairs), 16 int8 scales (bytes
+192-207) and fp16 ``d`` (half 104); value ``= d * sc * (q - 32)`` with the 6-bit ``q`` and the int8 scale of
+its 16 values. Unit ``u`` (0-15) of half ``h`` is the pair of positions ``l = 2u, 2u + 1``, read as three
+halves: ``A`` = ql half ``32 h + u`` (low nibbles of values ``l`` / ``l + 1`` in bits 0-3 / 8-11, of ``l + 64`` /
+``l + 65`` in bits 4-7 / 12-15), ``B`` = ql half ``32 h + 16 + u`` (the same for ``l + 32`` / ``l + 96``) and
+``C`` = qh half ``64 + 16 h + u`` (bits ``2 r`` / ``8 + 2 r``: the high pairs of ``l + 32 r`` / ``l + 1 + 32 r``):
+3 loads for 8 codes, which belong to the four 16-value scale groups ``8 h + 2 r + u // 8`` (``r`` = 0-3, the
+32-value rows of the half).
+
+Tiles are ``[BN rows, G slots, T threads]``: a slot is a half super-block (``G = 2 SBS`` per step), its 16
+units spread over ``T = 16 / UPT`` adjacent lanes, thread ``t`` taking units ``UPT t .. UPT t + UPT - 1``, which
+share their four scales. With the rows first in the tile's shape Triton's coalescing puts the lanes on the
+threads of the slots and then the slots, the remaining lanes and the warps on the rows, ``RT`` rows of each
+thread in registers; every load (codes, scales, ``d``, x as ``[1, G, T]``) gets that layout, so nothing is
+converted in the loop.
+
+Decoding, per unit and row: two shifts (``C << 4``, ``C << 2``) and four bit selects (one LOP3 each: the
+mask ``0x0F0F0F0F`` is a runtime value) build ``W0 = A & 0x0F0F | C << 4 & ~0x0F0F`` (codes ``l``, ``l + 1``
+at bits 0 / 8), ``W2`` (the other bits: ``l + 64``, ``l + 65`` at bits 4 / 12) and ``W1`` / ``W3`` (``B`` with
+``C << 2``: ``l + 32``, ``l + 33`` / ``l + 96``, ``l + 97``); each code is then one LOP3 ``(W & 63 << s) |
+2**23`` (the fp32 ``2**23 + q 2**s``), one FMA (FADD at ``s = 0``) giving ``q - 32`` exactly (the offset is
+folded into its constant, no x sums needed) and one FMA into its group's sum ``g_r``. Per thread, slot and
+row: 4 int8 scale loads (I2FP), ``t = sum_r sc_r g_r`` and ``acc += d t`` (``d``: one 16-bit load, HADD2):
+19 instructions for the ``8 UPT`` codes; x comes as int32 words (pairs of bf16/fp16 values, 4 a unit, one
+shift or mask each), shared by the thread's rows. Offline sm_90 SASS (Triton 3.6 and 3.9, UPT 4, RT 4, bf16
+x): 5.2 instructions and 0.66 loads a code in the loop, 168 registers.
+
+The loop runs two steps an iteration: the next step's operands are loaded before the current one is decoded
+(register prefetch) into registers the step before has released, so no copies follow each step (one step an
+iteration left ~35 MOVs a step); the second step is skipped past the split's end, and the last loads of a
+split reload its last step. ``ASM``: the 16- and 8-bit loads are PTX loads into 32-bit registers (with
+``tl.load`` LLVM carries the prefetched values packed in pairs and quads through the loop, 0.5 PRMT a code to
+unpack them). A K split is summed in the same launch (``qmm.store_result``).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ..quant.affine_mv import row_tile
+from ..quant.qmm import store_result
+
+
+@triton.jit
+def _code(w, S: tl.constexpr, magic):
+    """fp32 ``q - 32`` of the 6-bit code at bits ``[S, S + 6)`` of ``w``, exactly (``magic``: 0x4B000000 as a
+    runtime value, so that mask and or are one LOP3 with a register operand)."""
+    f = ((w & (63 << S)) | magic).to(tl.float32, bitcast=True)
+    return tl.fma(f, 1.0 / (1 << S), -(8388608.0 / (1 << S) + 32.0))
+
+
+@triton.jit
+def _x_pair(v, X_BF16: tl.constexpr):
+    """fp32 ``(lo, hi)`` of the two bf16 / fp16 values in the int32 word ``v``."""
+    if X_BF16:
+        lo = (v << 16).to(tl.float32, bitcast=True)
+        hi = (v & -65536).to(tl.float32, bitcast=True)
+    else:
+        lo = v.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+        hi = (v >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+    return lo, hi
+
+
+@triton.jit
+def _sel(m, x, y):
+    """Bits of ``x`` where ``m`` is set, of ``y`` elsewhere (one LOP3: ``m`` is a runtime value, so the masked
+    merge is not rewritten into two masks)."""
+    return y ^ ((x ^ y) & m)
+
+
+@triton.jit
+def _unit(a, b, c, xw_ptr, x_off, g0, g1, g2, g3, magic, nib, X_BF16: tl.constexpr):
+    """Add one unit's codes times x to the group sums ``g0 .. g3`` (32-value rows 0-3 of its half): ``a, b,
+    c`` its ql / ql + 32 / qh halves (int32, zero-extended), ``x_off`` the int32 word of its x pair in row
+    0, ``nib = 0x0F0F0F0F``."""
+    t4 = c << 4
+    u2 = c << 2
+    w0 = _sel(nib, a, t4)  # codes l (bits 0-5), l + 1 (bits 8-13)
+    w2 = _sel(nib, t4, a)  # codes l + 64 (bits 4-9), l + 65 (bits 12-17)
+    w1 = _sel(nib, b, u2)  # codes l + 32, l + 33
+    w3 = _sel(nib, u2, b)  # codes l + 96, l + 97
+    x0, x1 = _x_pair(tl.load(xw_ptr + x_off), X_BF16)
+    g0 = tl.fma(_code(w0, 0, magic), x0, g0)
+    g0 = tl.fma(_code(w0, 8, magic), x1, g0)
+    x0, x1 = _x_pair(tl.load(xw_ptr + x_off + 16), X_BF16)
+    g1 = tl.fma(_code(w1, 0, magic), x0, g1)
+    g1 = tl.fma(_code(w1, 8, magic), x1, g1)
+    x0, x1 = _x_pair(tl.load(xw_ptr + x_off + 32), X_BF16)
+    g2 = tl.fma(_code(w2, 4, magic), x0, g2)
+    g2 = tl.fma(_code(w2, 12, magic), x1, g2)
+    x0, x1 = _x_pair(tl.load(xw_ptr + x_off + 48), X_BF16)
+    g3 = tl.fma(_code(w3, 4, magic), x0, g3)
+    g3 = tl.fma(_code(w3, 12, magic), x1, g3)
+    return g0, g1, g2, g3
+
+
+@triton.jit
+def _ld(p, ASM: tl.constexpr):
+    """int32 of the uint16 / int8 at ``p`` (zero- / sign-extended). ``ASM``: one PTX load into a 32-bit
+    register (LLVM would otherwise carry the prefetched 16- and 8-bit values packed in pairs and quads
+    through the loop, unpacking each with a PRMT), else ``tl.load``."""
+    if ASM:
+        if p.dtype.element_ty == tl.uint16:
+            return tl.inline_asm_elementwise("ld.global.u16 $0, [$1];", "=r,l", [p], dtype=tl.int32, is_pure=True,
+                                             pack=1)
+        else:
+            return tl.inline_asm_elementwise("ld.global.s8 $0, [$1];", "=r,l", [p], dtype=tl.int32, is_pure=True,
+                                             pack=1)
+    else:
+        return tl.load(p).to(tl.int32)
+
+
+@triton.jit
+def _load(w_ptr, w8_ptr, a_off, c_off, s_off, d_off, hb, UPT: tl.constexpr, ASM: tl.constexpr):
+    """The raw operands of a step at super-block half offset ``hb``: ``A, B, C`` of the thread's units 0-3
+    (those past ``UPT`` repeat unit 0), the four scale bytes of its group set and ``d`` (int32 each)."""
+    a0 = _ld(w_ptr + a_off + hb, ASM)
+    b0 = _ld(w_ptr + a_off + hb + 16, ASM)
+    c0 = _ld(w_ptr + c_off + hb, ASM)
+    a1, b1, c1, a2, b2, c2, a3, b3, c3 = a0, b0, c0, a0, b0, c0, a0, b0, c0
+    if UPT >= 2:
+        a1 = _ld(w_ptr + a_off + hb + 1, ASM)
+        b1 = _ld(w_ptr + a_off + hb + 17, ASM)
+        c1 = _ld(w_ptr + c_off + hb + 1, ASM)
+    if UPT == 4:
+        a2 = _ld(w_ptr + a_off + hb + 2, ASM)
+        b2 = _ld(w_ptr + a_off + hb + 18, ASM)
+        c2 = _ld(w_ptr + c_off + hb + 2, ASM)
+        a3 = _ld(w_ptr + a_off + hb + 3, ASM)
+        b3 = _ld(w_ptr + a_off + hb + 19, ASM)
+        c3 = _ld(w_ptr + c_off + hb + 3, ASM)
+    sp = w8_ptr + s_off + 2 * hb
+    sc0 = _ld(sp, ASM)
+    sc1 = _ld(sp + 2, ASM)
+    sc2 = _ld(sp + 4, ASM)
+    sc3 = _ld(sp + 6, ASM)
+    d = _ld(w_ptr + d_off + hb, ASM)
+    return a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, sc0, sc1, sc2, sc3, d
+
+
+@triton.jit
+def _step(acc, a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, sc0, sc1, sc2, sc3, d, xw_ptr, xo, magic, nib,
+          UPT: tl.constexpr, X_BF16: tl.constexpr):
+    """``acc + d * sum_r sc_r * g_r`` for one step's operands (``_load``), ``g_r`` the sums of the thread's
+    units' codes times x in the 32-value rows ``r`` of its half (``xo``: x word of its unit 0, row 0)."""
+    z = tl.zeros(acc.shape, dtype=tl.float32)
+    g0, g1, g2, g3 = _unit(a0, b0, c0, xw_ptr, xo, z, z, z, z, magic, nib, X_BF16)
+    if UPT >= 2:
+        g0, g1, g2, g3 = _unit(a1, b1, c1, xw_ptr, xo + 1, g0, g1, g2, g3, magic, nib, X_BF16)
+    if UPT == 4:
+        g0, g1, g2, g3 = _unit(a2, b2, c2, xw_ptr, xo + 2, g0, g1, g2, g3, magic, nib, X_BF16)
+        g0, g1, g2, g3 = _unit(a3, b3, c3, xw_ptr, xo + 3, g0, g1, g2, g3, magic, nib, X_BF16)
+    t = sc0.to(tl.float32) * g0
+    t = tl.fma(sc1.to(tl.float32), g1, t)
+    t = tl.fma(sc2.to(tl.float32), g2, t)
+    t = tl.fma(sc3.to(tl.float32), g3, t)
+    return tl.fma(d.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32), t, acc)
+
+
+@triton.jit(do_not_specialize=["blocks_per_split", "magic", "nib"])
+def q6k_mv_kernel(
+    x_ptr,  # [K] activations, bf16 or fp16 (read as int32 words of two values)
+    w_ptr,  # [N * K / 256 * 105] int16 halves of the raw rows
+    out_ptr,  # [N] output (written unless SPLIT_K without FUSE)
+    part_ptr,  # [split, N] fp32 partials (SPLIT_K)
+    cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters (FUSE)
+    N, blocks_per_split, magic, nib,
+    N_SB: tl.constexpr, BN: tl.constexpr, SBS: tl.constexpr, UPT: tl.constexpr, EVEN_N: tl.constexpr,
+    SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ASM: tl.constexpr,
+):
+    """Offsets are in 16-bit halves (105 per super-block, ``N_SB`` super-blocks per row) and x words; ``SBS``
+    super-blocks per loop step (``G = 2 SBS`` slots), ``UPT`` units per thread and slot (1, 2 or 4);
+    ``blocks_per_split`` is a multiple of ``SBS``. The loop runs two steps an iteration (the second one
+    skipped past the split's end), so that each step's operands are loaded into registers the step before
+    them has released (no copies between a prefetch and its use); ``ASM``: PTX loads (see ``_ld``)."""
+    X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
+    STRIDE_H: tl.constexpr = N_SB * 105
+    pid_n = tl.program_id(0)
+    G: tl.constexpr = 2 * SBS
+    T: tl.constexpr = 16 // UPT
+    rows, row_ok = row_tile(N, BN, EVEN_N)
+    gi = tl.arange(0, G)
+    ti = tl.arange(0, T)
+    if EVEN_N:  # int64 row offsets from the tile's first row: constants, folded into the loads' addresses
+        w_ptr += (pid_n * BN).to(tl.int64) * STRIDE_H
+        r_off = tl.arange(0, BN).to(tl.int64) * STRIDE_H
+    else:  # int32: every offset is below raw_bytes < 2**31 (supports)
+        r_off = rows * STRIDE_H
+    h = gi % 2
+    # [BN, G, T] half offsets at the step's first super-block, for unit UPT t of slot g: its A and C, d, and
+    # (bytes, int8 pointer) the scale of row 0 of its group set
+    slot = ((gi // 2) * 105)[None, :, None] + r_off[:, None, None]
+    u0 = (UPT * ti)[None, None, :]
+    a_off = slot + (32 * h)[None, :, None] + u0
+    c_off = slot + (64 + 16 * h)[None, :, None] + u0
+    d_off = slot + 104 + 0 * u0
+    s_off = 2 * slot + (192 + 8 * h)[None, :, None] + u0 // 8
+    x_off = (gi * 64)[None, :, None] + u0  # [1, G, T]: x word (2 values) of unit UPT t, row 0, slot g
+    w8_ptr = w_ptr.to(tl.pointer_type(tl.int8))
+    w_ptr = w_ptr.to(tl.pointer_type(tl.uint16))  # zero-extended halves
+    xw_ptr = x_ptr.to(tl.pointer_type(tl.int32))
+    j_lo = tl.program_id(1) * blocks_per_split
+    j_hi = tl.minimum(N_SB, j_lo + blocks_per_split)
+    last = j_hi - SBS
+    acc = tl.zeros([BN, G, T], dtype=tl.float32)
+    a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, s0, s1, s2, s3, d = _load(
+        w_ptr, w8_ptr, a_off, c_off, s_off, d_off, j_lo * 105, UPT, ASM)
+    for j in range(j_lo, j_hi, 2 * SBS):
+        e0, f0, g0, e1, f1, g1, e2, f2, g2, e3, f3, g3, t0, t1, t2, t3, dd = _load(
+            w_ptr, w8_ptr, a_off, c_off, s_off, d_off, tl.minimum(j + SBS, last) * 105, UPT, ASM)
+        acc = _step(acc, a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, s0, s1, s2, s3, d, xw_ptr,
+                    x_off + 128 * j, magic, nib, UPT, X_BF16)
+        a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, s0, s1, s2, s3, d = _load(
+            w_ptr, w8_ptr, a_off, c_off, s_off, d_off, tl.minimum(j + 2 * SBS, last) * 105, UPT, ASM)
+        if j + SBS < j_hi:
+            acc = _step(acc, e0, f0, g0, e1, f1, g1, e2, f2, g2, e3, f3, g3, t0, t1, t2, t3, dd, xw_ptr,
+                        x_off + 128 * (j + SBS), magic, nib, UPT, X_BF16)
+    res = tl.sum(tl.sum(acc, axis=2), axis=1)
+    store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
+                 row_ok, N, SPLIT_K, FUSE, False, 0)
+
+
+# ----------------------------------------------------------------------------- launch plans
+
+import torch  # noqa: E402
+
+from ...runtime import env  # noqa: E402
+from ...runtime.device import device_info  # noqa: E402
+from ..quant.affine_mv import MAGIC, StreamedMvLaunch  # noqa: E402
+
+# First guesses, to be swept on the GPU (bench/gguf_mv_sweep.py style): nothing here was timed. The offline
+# sm_90 SASS (scripts/sass_probe.py's compile with Triton 3.6, K = 4096, steps of 4 super-blocks, bf16 x: loop
+# instructions a code, registers) ranked the tiles: UPT 4 with 2 / 4 / 8 rows a thread 5.74 / 5.23 / 5.05
+# (96 / 168 / 255 registers), UPT 2 with 4 / 8 rows 5.88 / 5.70, UPT 1 with 4 / 8 rows 7.04 / 6.55 (the
+# scale and d work of a slot and row is shared by 8 UPT codes, the x words by the rows). UPT 4 reads each
+# 32-byte run of a slot with 4 lanes 8 bytes apart, its 4 units in 4 load instructions on the same sectors
+# (through L1); UPT 1 gives each load instruction 32 contiguous bytes a slot: which costs more on the H100
+# is the sweep's question, as is the K split target (2 programs per SM, as affine_mv).
+Q6K_ID = 14
+Q6K_UPT = 4  # units (pairs of positions) per thread and half super-block: 1, 2 or 4
+Q6K_MAX_SBS = 4  # super-blocks per row and loop step: the most up to this that divide the row
+Q6K_RT = 4  # rows per thread: the tile takes RT x (threads left after the slots' lanes) rows
+Q6K_WARPS = 4
+PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
+NIB = 0x0F0F0F0F  # the bit-select mask of the code words (a runtime argument: see _sel)
+
+
+def step_blocks(k: int) -> int:
+    """Super-blocks per loop step for rows of ``k`` columns: the most, up to Q6K_MAX_SBS, that divide the row
+    (1 always does)."""
+    sbs = Q6K_MAX_SBS
+    while (k // 256) % sbs:
+        sbs //= 2
+    return sbs
+
+
+def tile_rows(sbs: int, upt: int = None, warps: int = None, rt: int = None) -> int:
+    """Rows per program for steps of ``sbs`` super-blocks: each of its ``2 sbs`` slots takes ``16 / UPT``
+    lanes, the remaining lanes and warps take rows, ``RT`` rows each."""
+    upt, warps, rt = upt or Q6K_UPT, warps or Q6K_WARPS, rt or Q6K_RT
+    return rt * max(1, 32 * warps // (16 // upt * 2 * sbs))
+
+
+def supports(ggml_type: int, x_dtype: torch.dtype, m: int, n: int, k: int, raw_bytes: int, sms: int) -> bool:
+    """One row of bf16/fp16 x against Q6_K rows (``MLX_NATIVE_GGUF_MV=0`` turns it off). ``n`` and ``sms``
+    are taken as by ``q4_mv.supports``: no size rule yet (the sweep may add one)."""
+    return (env.settings.gguf_mv and ggml_type == Q6K_ID and m == 1 and x_dtype in (torch.bfloat16, torch.float16)
+            and n > 0 and k > 0 and k % 256 == 0 and raw_bytes < 2**31)
+
+
+class Q6kMvLaunch(StreamedMvLaunch):
+    """:func:`q6k_mv_kernel` for ``(x [1, k] bf16/fp16, raw [n * k / 256 * 210] uint8)``; the raw rows are read
+    as 16-bit halves (their scales as bytes), x as int32 words of two values."""
+
+    def __init__(self, n: int, k: int, out_dtype: torch.dtype, device):
+        sbs = step_blocks(k)
+        bn = tile_rows(sbs)
+        super().__init__(q6k_mv_kernel, n, triton.cdiv(n, bn), k // 256 // sbs, sbs,
+                         PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
+                             N_SB=k // 256, BN=bn, SBS=sbs, UPT=Q6K_UPT, EVEN_N=n % bn == 0,
+                             ASM=not env.settings.triton_interpret), out_dtype, device, tail_ints=(MAGIC, NIB),
+                         num_warps=Q6K_WARPS)
+
+    def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
+        if x.data_ptr() % 4:  # x is read as int32 words: a view at an odd 2-byte offset is copied
+            x = x.clone()
+        return self.run(x, raw.view(torch.int16))
