@@ -13,6 +13,7 @@ import torch
 import test_quant
 from helpers import assert_error_bar, randn
 from mlx_native.ops.ggml import formats
+from mlx_native.runtime.device import device_info
 from test_ggml import EXTREME, gguf_values, raw_tensor, rng_for, valid_blocks
 
 splits_outer = test_quant.splits_outer  # the fixture: a K split's programs run split-major under the interpreter
@@ -75,7 +76,8 @@ def test_q4k_rows_error_bar(device, m, n, k, dtype, prefetch, request):
     out, oracle, baseline, _, plan = _run(device, raw, m, n, k, dtype, prefetch=prefetch)
     assert_error_bar(out, oracle, baseline, what=f"Q4_K {m}x{n}x{k} {dtype}")
     c = plan.launch.constexprs
-    assert c["BN"] == rows.IDOT_ROWS_BN and c["CH"] == 32 * rows.step_warps(k) and c["PREFETCH"] is prefetch
+    sms = device_info(torch.device(device)).sm_count
+    assert c["BN"] == rows.tile_rows(n, sms) and c["CH"] == 32 * rows.step_warps(k) and c["PREFETCH"] is prefetch
     assert c["EVEN_N"] == (n % c["BN"] == 0)
     parts = [c[f"R{i}"] for i in range(4)]
     assert parts == list(rows.row_parts(m)) + [0] * (4 - len(rows.row_parts(m)))
@@ -238,3 +240,13 @@ def test_q4k_rows_supports(monkeypatch):
     assert supports(q4k, bf16, bf16, 2, 4096, big)
     with pytest.raises(ValueError, match="int32"):
         rows.Q4kIdotRowsLaunch(3, 16, 4096, bf16, 2**30, torch.device("cpu"))
+
+
+def test_tile_rows_rule():
+    """8-row weight tiles where they give at least BIG_TILES_PER_SM per SM (K 4096 x N 14336 on 132 SMs), else
+    4-row tiles (14336 x 4096: 512 tiles of 8 rows, under 8 per SM)."""
+    rows = _rows()
+    assert rows.tile_rows(14336, 132) == rows.IDOT_ROWS_BN == 8
+    assert rows.tile_rows(4096, 132) == rows.IDOT_ROWS_SMALL_BN == 4
+    assert rows.tile_rows(8 * rows.BIG_TILES_PER_SM * 132, 132) == 8
+    assert rows.tile_rows(8 * rows.BIG_TILES_PER_SM * 132 - 8, 132) == 4

@@ -266,16 +266,25 @@ def q4k_idot_rows_kernel(
 
 # ----------------------------------------------------------------------------- launch plans
 
-# First guesses, to be swept on the GPU (rows of x against mmv.py and the one-row q4k_idot): 2-4 rows of x (the
-# affine multi-row kernel's range, IDOT_ROWS_MAX there); 8-row weight tiles (x's quantization, 4 / BN instructions
-# per code and row of x, is the largest per-row cost: 4-row tiles double it); the one-row kernel's warps (2 where
-# K allows); a K split only below one program per SM; register prefetch as the affine multi-row kernel (only with
-# few output rows per SM: its double tiles cost registers next to M rows of accumulators). Offline SASS: 8-row tiles
-# spill at M = 3-4 (module docstring), 4-row tiles do not but take 1.4x the instructions: the sweep should try both.
+# From the H100 sweep (bench/gguf_mv_sweep.py --types Q4_K --rows 2,3,4, bench/results/2026-11-25-h100-session17/
+# run2): 8-row weight tiles where they give at least BIG_TILES_PER_SM tiles per SM (K 4096 x N 14336: M = 2 / 3 / 4
+# 24.6 / 35.6 / 39.0 us against 31.1 / 40.9 / 48.8 with 4 rows; x's quantization, 4 / BN instructions per code and
+# row of x, is the largest per-row cost), else 4-row tiles (14336 x 4096, 512 tiles of 8 rows: M = 2 / 3 29.3 /
+# 36.7 us against 33.4 / 43.4); the tensor-core kernel took 65-76 us. The one-row kernel's warps (2 where K
+# allows); a K split only below one program per SM (1 or 2 per SM: within 0.2%); register prefetch as the affine
+# multi-row kernel (only with few output rows per SM: its double tiles cost registers next to M rows of
+# accumulators).
 IDOT_ROWS_MAX = 4
-IDOT_ROWS_BN = 8  # weight rows per program
+IDOT_ROWS_BN = 8  # weight rows per program ...
+IDOT_ROWS_SMALL_BN = 4  # ... with fewer than BIG_TILES_PER_SM of them per SM
+BIG_TILES_PER_SM = 8
 PROGRAMS_PER_SM = 1  # split K only below one program per SM
 PREFETCH_BELOW_ROWS_PER_SM = 16  # register prefetch with fewer output rows than this per SM
+
+
+def tile_rows(n: int, sms: int) -> int:
+    """Weight rows per program for ``n`` output rows on ``sms`` SMs (see the sweep above)."""
+    return IDOT_ROWS_BN if triton.cdiv(n, IDOT_ROWS_BN) >= BIG_TILES_PER_SM * sms else IDOT_ROWS_SMALL_BN
 
 
 def step_warps(k: int) -> int:
@@ -307,11 +316,11 @@ class Q4kIdotRowsLaunch:
                  warps: int = 0, programs_per_sm: int = 0, prefetch: Optional[bool] = None):
         if (m - 1) * x_row_stride + k >= 2**31:
             raise ValueError(f"q4k_idot_rows: x rows of stride {x_row_stride} past int32 offsets")
-        bn = bn or IDOT_ROWS_BN
+        sms = device_info(device).sm_count
+        bn = bn or tile_rows(n, sms)
         warps = warps or step_warps(k)
         programs_per_sm = programs_per_sm or PROGRAMS_PER_SM
         parts = row_parts(m)
-        sms = device_info(device).sm_count
         tiles = triton.cdiv(n, bn)
         steps = k // 256 // (8 * warps)
         if prefetch is None:

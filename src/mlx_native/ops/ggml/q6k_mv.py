@@ -232,16 +232,13 @@ from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from ..quant.affine_mv import MAGIC, StreamedMvLaunch  # noqa: E402
 
-# First guesses, to be swept on the GPU (bench/gguf_mv_sweep.py style): nothing here was timed. The offline
-# sm_90 SASS (scripts/sass_probe.py's compile with Triton 3.6, K = 4096, steps of 4 super-blocks, bf16 x: loop
-# instructions a code, registers) ranked the tiles: UPT 4 with 2 / 4 / 8 rows a thread 5.74 / 5.23 / 5.05
-# (96 / 168 / 255 registers), UPT 2 with 4 / 8 rows 5.88 / 5.70, UPT 1 with 4 / 8 rows 7.04 / 6.55 (the
-# scale and d work of a slot and row is shared by 8 UPT codes, the x words by the rows). UPT 4 reads each
-# 32-byte run of a slot with 4 lanes 8 bytes apart, its 4 units in 4 load instructions on the same sectors
-# (through L1); UPT 1 gives each load instruction 32 contiguous bytes a slot: which costs more on the H100
-# is the sweep's question, as is the K split target (2 programs per SM, as affine_mv).
+# From the H100 sweep (bench/gguf_mv_sweep.py --types Q6_K, bench/results/2026-11-25-h100-session17/run2): UPT 2
+# with 4 rows a thread (K 4096 x N 14336 25.5 us, 63% of copy; 14336 x 4096 24.3 us, 66%), against 29.1 / 31.4
+# with UPT 4 (each load instruction on a quarter of the sectors it touches) and 25.8 / 31.3 with 2 rows; the
+# word-level kernel took 408 / 370 us. The K split target hardly matters (1 or 2 programs per SM within 1%).
+# Offline sm_90 SASS (Triton 3.6, K = 4096): UPT 2 with 4 rows a thread 5.88 loop instructions a code.
 Q6K_ID = 14
-Q6K_UPT = 4  # units (pairs of positions) per thread and half super-block: 1, 2 or 4
+Q6K_UPT = 2  # units (pairs of positions) per thread and half super-block: 1, 2 or 4
 Q6K_MAX_SBS = 4  # super-blocks per row and loop step: the most up to this that divide the row
 Q6K_RT = 4  # rows per thread: the tile takes RT x (threads left after the slots' lanes) rows
 Q6K_WARPS = 4
