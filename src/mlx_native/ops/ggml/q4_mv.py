@@ -88,6 +88,16 @@ def _row_step(acc, v0, v4, v8, v12, d, m, xp, Q4_1: tl.constexpr, PRESCALE: tl.c
     return acc
 
 
+@triton.jit
+def _step_tiles(w_ptr, w_off, s_off, base, Q4_1: tl.constexpr):
+    """A loop step's units ``[8, G, BN]`` and block scales ``d`` (Q4_1: and ``m``; else ``d`` again) ``[G, BN]``,
+    fp32, at ``base`` halves past the offsets."""
+    w = tl.load(w_ptr + w_off + base)
+    d = _f16(w_ptr + s_off + base)
+    m = _f16(w_ptr + s_off + base + 1) if Q4_1 else d
+    return w, d, m
+
+
 @triton.jit(do_not_specialize=["units_per_split", "magic", "zero"])
 def q4_mv_kernel(
     x_ptr,  # [MR, K] activations, bf16 or fp16, unit column stride, row stride stride_x
@@ -121,17 +131,11 @@ def q4_mv_kernel(
     if MR > 1 and Q4_1:
         w_off = w_off + zero  # see the docstring
     base = (j_lo // 8) * TH
-    w = tl.load(w_ptr + w_off + base)
-    d = _f16(w_ptr + s_off + base)
-    if Q4_1:
-        m = _f16(w_ptr + s_off + base + 1)
+    w, d, m = _step_tiles(w_ptr, w_off, s_off, base, Q4_1)
     if MR == 1:  # one row of x: the decode mat-vec
         for j in range(j_lo, j_hi, UPS):
             nxt = (tl.minimum(j + UPS, j_hi - UPS) // 8) * TH
-            w_n = tl.load(w_ptr + w_off + nxt)
-            d_n = _f16(w_ptr + s_off + nxt)
-            if Q4_1:
-                m_n = _f16(w_ptr + s_off + nxt + 1)
+            w_n, d_n, m_n = _step_tiles(w_ptr, w_off, s_off, nxt, Q4_1)
             xv = tl.load(x_ptr + 4 * j + x_off).to(tl.float32)  # [8, G, 4]: values 2u, 2u + 1, 2u + 16, 2u + 17
             lo, hi = tl.split(tl.reshape(xv, (8, G, 2, 2)))  # 2u, 2u + 1 / 2u + 16, 2u + 17
             x0, x1 = tl.split(lo)
@@ -161,10 +165,7 @@ def q4_mv_kernel(
         acc3 = tl.zeros([8, G, BN], dtype=tl.float32)
         for j in range(j_lo, j_hi, UPS):
             nxt = (tl.minimum(j + UPS, j_hi - UPS) // 8) * TH
-            w_n = tl.load(w_ptr + w_off + nxt)
-            d_n = _f16(w_ptr + s_off + nxt)
-            if Q4_1:
-                m_n = _f16(w_ptr + s_off + nxt + 1)
+            w_n, d_n, m_n = _step_tiles(w_ptr, w_off, s_off, nxt, Q4_1)
             u = w.to(tl.int32) & 0xFFFF
             v0 = _q(u, 0, magic, OFF)
             v4 = _q(u, 4, magic, OFF)

@@ -146,6 +146,24 @@ def _step(acc, wa, wb, h, sa, sh, keep, magic, x_ptr, x_off, ASM: tl.constexpr):
     return tl.fma(nB1, sum_h[:, None], acc)
 
 
+@triton.jit
+def tile_offsets(rows, STRIDE_W: tl.constexpr, CH: tl.constexpr):
+    """Per-thread constants of :func:`_scales` (``sa, sh, keep`` ``[CH]``) and the offsets of a loop step's tiles
+    for weight rows ``rows [BN]``: ``h_off, w_off [4 * CH, BN]`` (words of the headers / of words 0-3 of each chunk)
+    and ``x_off [CH, 8]`` (value 0 of each chunk)."""
+    c = tl.arange(0, CH) % 4  # each thread's chunk in its super-block
+    sa = tl.where(c < 2, 0, 2)
+    sh = (c & 1) * 16
+    keep = tl.where(c < 2, -1, -0x0F0F0F10)  # 0xF0F0F0F0 as an int32
+    # [4 * CH, BN]: element i is word i % 4 of chunk t = i // 4, i.e. of chunk t % 4 of super-block t // 4; each
+    # thread's 4 words are one 16-byte load (runs of 4 words at multiples of 4), rows last (in registers)
+    i = tl.arange(0, 4 * CH)
+    h_off = ((i // 16) * SBW + i % 4)[:, None] + rows[None, :] * STRIDE_W
+    w_off = h_off + (4 + ((i // 4) % 4) * 8)[:, None]
+    x_off = tl.arange(0, CH)[:, None] * 64 + tl.arange(0, 8)[None, :]  # [CH, 8]: value 0 of each chunk
+    return sa, sh, keep, h_off, w_off, x_off
+
+
 @triton.jit(do_not_specialize=["steps_per_split", "magic"])
 def q4k_idot_kernel(
     x_ptr,  # [K] activations, bf16 or fp16
@@ -163,16 +181,7 @@ def q4k_idot_kernel(
     pid_k = tl.program_id(1)
     STEP_W: tl.constexpr = CH // 4 * SBW  # words of a row per loop step
     rows, row_ok = row_tile(N, BN, EVEN_N)
-    c = tl.arange(0, CH) % 4  # each thread's chunk in its super-block
-    sa = tl.where(c < 2, 0, 2)
-    sh = (c & 1) * 16
-    keep = tl.where(c < 2, -1, -0x0F0F0F10)  # 0xF0F0F0F0 as an int32
-    # [4 * CH, BN]: element i is word i % 4 of chunk t = i // 4, i.e. of chunk t % 4 of super-block t // 4; each
-    # thread's 4 words are one 16-byte load (runs of 4 words at multiples of 4), rows last (in registers)
-    i = tl.arange(0, 4 * CH)
-    h_off = ((i // 16) * SBW + i % 4)[:, None] + rows[None, :] * STRIDE_W
-    w_off = h_off + (4 + ((i // 4) % 4) * 8)[:, None]
-    x_off = tl.arange(0, CH)[:, None] * 64 + tl.arange(0, 8)[None, :]  # [CH, 8]: value 0 of each chunk
+    sa, sh, keep, h_off, w_off, x_off = tile_offsets(rows, STRIDE_W, CH)
     i_lo = pid_k * steps_per_split
     i_hi = i_lo + steps_per_split
     acc = tl.zeros([CH, BN], dtype=tl.float32)

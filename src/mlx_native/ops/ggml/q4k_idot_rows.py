@@ -61,11 +61,11 @@ from ...runtime import env
 from ...runtime.device import device_info
 from ...runtime.memory import empty
 from ..quant.affine_idot import thread_words
-from ..quant.affine_idot_rows import _store_part, row_parts
+from ..quant.affine_idot_rows import row_parts, store_parts
 from ..quant.affine_mv import MAGIC, row_tile, split_count
 from ..quant.qmm import SplitK, run_split
 from . import q4k_idot
-from .q4k_idot import _scales
+from .q4k_idot import _scales, tile_offsets
 from .q4k_mv import Q4K_ID, SB_WORDS
 
 SBW = tl.constexpr(SB_WORDS)  # 32-bit words per super-block
@@ -212,18 +212,9 @@ def q4k_idot_rows_kernel(
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     STEP_W: tl.constexpr = CH // 4 * SBW  # words of a row per loop step
-    M: tl.constexpr = R0 + R1 + R2 + R3
     PARTS: tl.constexpr = (R0 > 0) + (R1 > 0) + (R2 > 0) + (R3 > 0)
     rows, row_ok = row_tile(N, BN, EVEN_N)
-    # as q4k_idot_kernel: per-thread header decode constants of its chunk, [4 * CH, BN] tiles of 16-byte runs
-    c = tl.arange(0, CH) % 4  # each thread's chunk in its super-block
-    sa = tl.where(c < 2, 0, 2)
-    sh = (c & 1) * 16
-    keep = tl.where(c < 2, -1, -0x0F0F0F10)  # 0xF0F0F0F0 as an int32
-    i = tl.arange(0, 4 * CH)
-    h_off = ((i // 16) * SBW + i % 4)[:, None] + rows[None, :] * STRIDE_W
-    w_off = h_off + (4 + ((i // 4) % 4) * 8)[:, None]
-    x_off = tl.arange(0, CH)[:, None] * 64 + tl.arange(0, 8)[None, :]  # [CH, 8]: value 0 of each chunk
+    sa, sh, keep, h_off, w_off, x_off = tile_offsets(rows, STRIDE_W, CH)  # as q4k_idot_kernel's
     i_lo = pid_k * steps_per_split
     i_hi = i_lo + steps_per_split
     acc0 = tl.zeros([R0, CH, BN], dtype=tl.float32)
@@ -253,15 +244,8 @@ def q4k_idot_rows_kernel(
                                            tl.load(w_ptr + w_off + s * STEP_W + 4), tl.load(w_ptr + h_off + s * STEP_W),
                                            sa, sh, keep, magic, x_ptr + s * (CH * 64), x_off, stride_x, R1, R2, R3,
                                            ASM)
-    cols = pid_n * BN + tl.arange(0, BN).to(tl.int64)
-    cnt = cnt_ptr + pid_n * PARTS
-    _store_part(out_ptr, part_ptr, cnt, acc0, cols, row_ok, N, 0, M, SPLIT_K, FUSE)
-    if R1 > 0:
-        _store_part(out_ptr, part_ptr, cnt + 1, acc1, cols, row_ok, N, R0, M, SPLIT_K, FUSE)
-    if R2 > 0:
-        _store_part(out_ptr, part_ptr, cnt + 2, acc2, cols, row_ok, N, R0 + R1, M, SPLIT_K, FUSE)
-    if R3 > 0:
-        _store_part(out_ptr, part_ptr, cnt + 3, acc3, cols, row_ok, N, R0 + R1 + R2, M, SPLIT_K, FUSE)
+    store_parts(out_ptr, part_ptr, cnt_ptr + pid_n * PARTS, acc0, acc1, acc2, acc3, pid_n, row_ok, N, R1, R2, R3,
+                SPLIT_K, FUSE)
 
 
 # ----------------------------------------------------------------------------- launch plans

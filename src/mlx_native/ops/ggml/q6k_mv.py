@@ -43,6 +43,7 @@ import triton.language as tl
 
 from ..quant.affine_mv import row_tile
 from ..quant.qmm import store_result
+from .q8_mv import _x_pair
 
 
 @triton.jit
@@ -51,18 +52,6 @@ def _code(w, S: tl.constexpr, magic):
     runtime value, so that mask and or are one LOP3 with a register operand)."""
     f = ((w & (63 << S)) | magic).to(tl.float32, bitcast=True)
     return tl.fma(f, 1.0 / (1 << S), -(8388608.0 / (1 << S) + 32.0))
-
-
-@triton.jit
-def _x_pair(v, X_BF16: tl.constexpr):
-    """fp32 ``(lo, hi)`` of the two bf16 / fp16 values in the int32 word ``v``."""
-    if X_BF16:
-        lo = (v << 16).to(tl.float32, bitcast=True)
-        hi = (v & -65536).to(tl.float32, bitcast=True)
-    else:
-        lo = v.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
-        hi = (v >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
-    return lo, hi
 
 
 @triton.jit

@@ -152,6 +152,24 @@ def _store_part(out_ptr, part_ptr, cnt_ptr, acc, cols, col_ok, N, ROW0: tl.const
     store_result(out_ptr, part_ptr, part_ptr, cnt_ptr, res, res, offs, mask, M * N, SPLIT_K, FUSE, False, 0)
 
 
+@triton.jit
+def store_parts(out_ptr, part_ptr, cnt, acc0, acc1, acc2, acc3, pid_n, row_ok, N, R1: tl.constexpr,
+                R2: tl.constexpr, R3: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr):
+    """Every part's rows of the result (:func:`_store_part`): ``acc0 .. acc3 [R_i, CH, BN]`` of row tile ``pid_n``
+    (``row_ok [BN]``), the parts' counters from ``cnt``; parts of 0 rows (``R_i == 0``) store nothing."""
+    BN: tl.constexpr = acc0.shape[2]
+    R0: tl.constexpr = acc0.shape[0]
+    M: tl.constexpr = R0 + R1 + R2 + R3
+    cols = pid_n * BN + tl.arange(0, BN).to(tl.int64)
+    _store_part(out_ptr, part_ptr, cnt, acc0, cols, row_ok, N, 0, M, SPLIT_K, FUSE)
+    if R1 > 0:
+        _store_part(out_ptr, part_ptr, cnt + 1, acc1, cols, row_ok, N, R0, M, SPLIT_K, FUSE)
+    if R2 > 0:
+        _store_part(out_ptr, part_ptr, cnt + 2, acc2, cols, row_ok, N, R0 + R1, M, SPLIT_K, FUSE)
+    if R3 > 0:
+        _store_part(out_ptr, part_ptr, cnt + 3, acc3, cols, row_ok, N, R0 + R1 + R2, M, SPLIT_K, FUSE)
+
+
 @triton.jit(do_not_specialize=["steps_per_split"])
 def affine_idot_rows_kernel(
     x_ptr,  # [M, K] activations, bf16 or fp16, row stride stride_x
@@ -172,7 +190,6 @@ def affine_idot_rows_kernel(
     STEP: tl.constexpr = 4 * CH  # words of a row per loop step
     CPG: tl.constexpr = GS // 32  # x chunks per scale group
     SSTEP: tl.constexpr = STEP * 8 // GS  # scale groups of a row per loop step
-    M: tl.constexpr = R0 + R1 + R2 + R3
     PARTS: tl.constexpr = (R0 > 0) + (R1 > 0) + (R2 > 0) + (R3 > 0)
     rows, row_ok = row_tile(N, BN, EVEN_N)
     c = tl.arange(0, CH)
@@ -204,15 +221,8 @@ def affine_idot_rows_kernel(
             w, S, B = _tiles(w_ptr, s_ptr, b_ptr, w_off + i * STEP, s_off + i * SSTEP)
             acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, w, S, B, x_ptr + i * (STEP * 8), c_off, stride_x,
                                            R1, R2, R3, ASM)
-    cols = pid_n * BN + tl.arange(0, BN).to(tl.int64)
-    cnt = cnt_ptr + pid_n * PARTS
-    _store_part(out_ptr, part_ptr, cnt, acc0, cols, row_ok, N, 0, M, SPLIT_K, FUSE)
-    if R1 > 0:
-        _store_part(out_ptr, part_ptr, cnt + 1, acc1, cols, row_ok, N, R0, M, SPLIT_K, FUSE)
-    if R2 > 0:
-        _store_part(out_ptr, part_ptr, cnt + 2, acc2, cols, row_ok, N, R0 + R1, M, SPLIT_K, FUSE)
-    if R3 > 0:
-        _store_part(out_ptr, part_ptr, cnt + 3, acc3, cols, row_ok, N, R0 + R1 + R2, M, SPLIT_K, FUSE)
+    store_parts(out_ptr, part_ptr, cnt_ptr + pid_n * PARTS, acc0, acc1, acc2, acc3, pid_n, row_ok, N, R1, R2, R3,
+                SPLIT_K, FUSE)
 
 
 # ----------------------------------------------------------------------------- launch plans
