@@ -44,7 +44,7 @@ GGUF_M16_SHAPES = [s for s in SHAPES if s not in SMALL_M_SHAPES]  # GGUF decode 
 PREFILL = [(1024, 4096, 4096), (1024, 4096, 14336), (1024, 14336, 4096), (4096, 4096, 14336), (256, 4096, 14336)]  # M, K, N
 GGUF_MAIN = ["Q4_0", "Q4_K"]
 GGUF_OTHER = ["Q4_1", "Q8_0", "Q5_K", "Q6_K"]
-OTHER_SHAPE = (4096, 14336)
+OTHER_SHAPES = [(4096, 14336), (14336, 4096)]
 MOE = [  # (name, experts, top_k, hidden, intermediate, tokens)
     ("qwen3-30b-a3b", 128, 8, 2048, 768, 1),
     ("qwen3.6-35b-a3b", 256, 8, 2048, 512, 1),
@@ -225,9 +225,10 @@ def cases() -> list[Case]:
     for k, n in GGUF_M16_SHAPES:
         for name in GGUF_MAIN:
             out.append(_gguf_case("decode", name, 16, k, n))
-    k, n = OTHER_SHAPE
-    for name in GGUF_OTHER:
-        out.append(_gguf_case("decode", name, 1, k, n))
+    for k, n in OTHER_SHAPES:
+        for name in GGUF_OTHER:
+            out.append(_gguf_case("decode", name, 1, k, n))
+    k, n = OTHER_SHAPES[0]
     for bits, gs in ((8, 64), (3, 64), (4, 32), (4, 128)):
         out.append(_affine_case("decode", 1, k, n, gs, bits))
     for m, k, n in PREFILL:
