@@ -584,6 +584,8 @@ def test_matmul_gemv_whole_steps(device, name, request):
     ("Q4_K", 1, 2048, "Q4kIdotLaunch"),
     ("Q4_K", 3, 2048, "Q4kIdotRowsLaunch"),
     ("Q4_K", 5, 2048, "MmvLaunch"),  # more rows than the streamed variants take: the prescaled tensor-core kernel
+    ("Q4_0", 1, 512, "Q4IdotLaunch"),
+    ("Q4_1", 1, 1024, "Q4IdotLaunch"),
     ("Q4_0", 2, 512, "Q4MvLaunch"),
     ("Q4_1", 4, 512, "Q4MvLaunch"),
 ])
@@ -591,12 +593,13 @@ def test_matmul_routes_to_streamed_kernels(device, monkeypatch, name, m, k, expe
     """``ggml_matmul``'s decode routing under the default settings: one row of Q8_0 / Q6_K / Q5_K / Q4_K and 2-4
     rows of Q4_K / Q4_0 / Q4_1 take the streamed kernels (and the result is right), more rows of Q4_K the
     tensor-core decode kernel."""
-    from mlx_native.ops.ggml import q4_mv, q4k_idot, q4k_idot_rows, q4k_mv, q6k_mv, q8_mv
+    from mlx_native.ops.ggml import q4_idot, q4_mv, q4k_idot, q4k_idot_rows, q4k_mv, q6k_mv, q8_mv
     from mlx_native.ops.quant import gemv, mmv
     from mlx_native.runtime import plans
 
     monkeypatch.setattr(q4_mv, "MIN_TILES_PER_SM", 0)  # small matrices too, whatever the SM count
-    built = spy_plans(monkeypatch, q4_mv.Q4MvLaunch, q4k_idot.Q4kIdotLaunch, q4k_idot_rows.Q4kIdotRowsLaunch,
+    built = spy_plans(monkeypatch, q4_mv.Q4MvLaunch, q4_idot.Q4IdotLaunch, q4k_idot.Q4kIdotLaunch,
+                      q4k_idot_rows.Q4kIdotRowsLaunch,
                       q4k_mv.Q5kMvLaunch, q6k_mv.Q6kMvLaunch, q8_mv.Q8MvLaunch, mmv.MmvLaunch, gemv.GemvLaunch)
     request.addfinalizer(plans.clear_all)
     plans.clear_all()
@@ -604,3 +607,22 @@ def test_matmul_routes_to_streamed_kernels(device, monkeypatch, name, m, k, expe
     assert [type(p).__name__ for p in built] == [expected]
     if expected == "Q4MvLaunch":
         assert built[0].launch.constexprs["MR"] == m
+
+
+@pytest.mark.parametrize("name, k", [("Q8_0", 512), ("Q6_K", 512), ("Q4_0", 512), ("Q4_1", 1024)])
+def test_matmul_streamed_x_at_odd_element(device, monkeypatch, name, k, request):
+    """The streamed kernels that read x as int32 words (pairs of values: q8_mv, q6k_mv, q4_idot) take an x view that
+    starts at an odd element (copied first: a misaligned word load faults on the GPU)."""
+    from mlx_native.ops.ggml import q4_mv
+    from mlx_native.runtime import plans
+
+    monkeypatch.setattr(q4_mv, "MIN_TILES_PER_SM", 0)
+    request.addfinalizer(plans.clear_all)
+    raw = valid_blocks(name, 24, k, rng_for(request))
+    w = torch.from_numpy(gguf_values(raw, name, (24, k)))
+    wide = randn(1, k + 1, dtype=torch.bfloat16)
+    x = wide.to(device)[:, 1:]
+    assert x.data_ptr() % 4 == 2
+    out = mn.ggml_matmul(x, raw_tensor(raw, device), name, (24, k))
+    xc = wide[:, 1:]
+    assert_error_bar(out.cpu(), xc.double() @ w.double().T, xc @ w.to(torch.bfloat16).T, what=f"{name} odd x")

@@ -49,9 +49,9 @@ class Settings:
             matrices large enough, and 2-4 rows of Q4_K / Q4_0 / Q4_1 run the streamed mat-vec kernels
             (``ops/ggml/q4k_mv.py``, ``q4k_idot_rows.py``, ``q6k_mv.py``, ``q8_mv.py``, ``q4_mv.py``); 0 sends them
             to the word-level or tensor-core kernels.
-        ggml_idot: ``MLX_NATIVE_GGML_IDOT``: those of them on Q4_K rows run the integer-dot variant
-            (``ops/ggml/q4k_idot.py``: x quantized to int16 per 32 values, ``dp2a``) where their rows
-            split into its steps; 0 keeps them on ``q4k_mv``.
+        ggml_idot: ``MLX_NATIVE_GGML_IDOT``: those of them on Q4_K, Q4_0 and Q4_1 rows run the integer-dot
+            variants (``ops/ggml/q4k_idot.py``, ``q4k_idot_rows.py``, ``q4_idot.py``: x quantized to int16, ``dp2a``)
+            where their rows split into its steps; 0 keeps them on ``q4k_mv`` / ``q4_mv``.
         pdl: ``MLX_NATIVE_PDL``: launch chains written for it (``moe_ffn``: route, gate/up, down; the batch-1
             split merge of decode attention) run as programmatic dependent launches on sm_90+ GPUs (each
             starts while the one before finishes and waits for its results in the kernel); 0 launches them

@@ -14,7 +14,7 @@ from ...runtime.memory import empty
 from ..common import next_pow2
 from ..quant import gemv, mmv, qmm
 from ..quant.qmm import QmmLaunch, select_kind, WeightSpec, choose_config
-from . import formats, q4_mv, q4k_idot, q4k_idot_rows, q4k_mv, q6k_mv, q8_mv
+from . import formats, q4_idot, q4_mv, q4k_idot, q4k_idot_rows, q4k_mv, q6k_mv, q8_mv
 from .tiles import STRUCTURED, ggml_elem, ggml_tile, planes_of
 
 _FLOAT_DTYPES = {formats.F32.id: torch.float32, formats.F16.id: torch.float16, formats.BF16.id: torch.bfloat16}
@@ -204,6 +204,8 @@ class MatmulPlan:
                 self.launch = q4k_idot.Q4kIdotLaunch(n, k, x.dtype, x.device)
             elif t.id == q4k_mv.Q4K_ID:
                 self.launch = q4k_mv.Q4kMvLaunch(n, k, x.dtype, x.device)
+            elif q4_idot.supports(t.id, x.dtype, x.dtype, m, n, k, n * rb, device_info(x.device).sm_count):
+                self.launch = q4_idot.Q4IdotLaunch(t.id, n, k, x.dtype, x.device)
             else:
                 self.launch = q4_mv.Q4MvLaunch(t.id, n, k, x.dtype, x.device)
             self.kind = "streamed"

@@ -43,7 +43,7 @@ import triton.language as tl
 
 from ..quant.affine_mv import row_tile
 from ..quant.qmm import store_result
-from .q8_mv import _x_pair
+from .q8_mv import _x_pair, word_aligned
 
 
 @triton.jit
@@ -272,6 +272,4 @@ class Q6kMvLaunch(StreamedMvLaunch):
                          num_warps=Q6K_WARPS)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
-        if x.data_ptr() % 4:  # x is read as int32 words: a view at an odd 2-byte offset is copied
-            x = x.clone()
-        return self.run(x, raw.view(torch.int16))
+        return self.run(word_aligned(x), raw.view(torch.int16))

@@ -196,6 +196,12 @@ def supports(ggml_type: int, x_dtype: torch.dtype, m: int, n: int, k: int, raw_b
             and step_units(k) > 0 and triton.cdiv(n, Q8_BN) >= MIN_TILES_PER_SM * sms and raw_bytes < 2**31)
 
 
+def word_aligned(x: torch.Tensor) -> torch.Tensor:
+    """x for kernels that read it as int32 words (pairs of 16-bit values): a view at an odd element is copied (a
+    misaligned word load faults on the GPU)."""
+    return x.clone() if x.data_ptr() % 4 else x
+
+
 class Q8MvLaunch(StreamedMvLaunch):
     """:func:`q8_mv_kernel` for ``(x [1, k], raw [n * k / 32 * 34] uint8, 16-byte aligned)``; the raw rows are
     read as int32 words (``k % 64 == 0``: whole pairs of blocks)."""
@@ -209,4 +215,4 @@ class Q8MvLaunch(StreamedMvLaunch):
                          num_warps=Q8_WARPS)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
-        return self.run(x, raw.view(torch.int32))
+        return self.run(word_aligned(x), raw.view(torch.int32))
