@@ -6,7 +6,8 @@ module constants of :data:`GRIDS`, every combination).
     python bench/gguf_mv_sweep.py [--out FILE.json] [--types Q4_K,Q4_0,Q4_1,Q5_K,Q8_0,Q6_K] [--shapes 4096x14336,...]
                                   [--rows 1,2,3,4]
 
-``--rows``: rows of x; from 2 the multi-row variants (``q4k_idot_rows.py`` for Q4_K, ``q4_mv.py``'s ``MR``) and
+Q4_0 / Q4_1 one-row knobs are the integer-dot kernel's (``q4_idot.py``); ``MLX_NATIVE_GGML_IDOT=0`` times the
+fp32 streamed kernel it replaced. ``--rows``: rows of x; from 2 the multi-row variants (``q4k_idot_rows.py`` for Q4_K, ``q4_mv.py``'s ``MR``) and
 their knobs (:data:`ROW_GRIDS`), against the route with the streamed kernels off (``MLX_NATIVE_GGUF_MV=0``).
 """
 
@@ -26,12 +27,12 @@ import common  # noqa: E402
 from quant import gguf_raw  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
-from mlx_native.ops.ggml import formats, q4_mv, q4k_idot_rows, q4k_mv, q6k_mv, q8_mv  # noqa: E402
+from mlx_native.ops.ggml import formats, q4_idot, q4_mv, q4k_idot_rows, q4k_mv, q6k_mv, q8_mv  # noqa: E402
 from mlx_native.runtime import env, plans  # noqa: E402
 
 DT = torch.bfloat16
 SHAPES = [(4096, 4096), (4096, 1024), (4096, 14336), (14336, 4096), (4096, 128256)]  # (K, N)
-_Q4 = (q4_mv, dict(Q4_BN=(8, 16), PROGRAMS_PER_SM=(1, 2)))  # rows of < 8192 columns
+_Q4 = (q4_idot, dict(Q4I_BN=(8, 16), Q4I_WPL=(2, 4), Q4I_MAX_WARPS=(2, 4), FEW_TILES_PER_SM=(0, 8)))
 GRIDS = {  # type -> (module, {constant: values})
     "Q4_K": (q4k_mv, dict(Q4K_BN=(8, 16), PROGRAMS_PER_SM=(1, 2))),
     "Q4_0": _Q4, "Q4_1": _Q4,
@@ -81,7 +82,10 @@ def main() -> int:
 
             env.settings = dataclasses.replace(env.settings, gguf_mv=False)
             t_old = timed("streamed kernels off (MLX_NATIVE_GGUF_MV=0)", sets)
-            env.settings = dataclasses.replace(env.settings, gguf_mv=True)
+            env.settings = dataclasses.replace(env.settings, gguf_mv=True, ggml_idot=False)
+            if name in ("Q4_0", "Q4_1", "Q4_K"):
+                timed("integer-dot kernels off (MLX_NATIVE_GGML_IDOT=0)", sets)
+            env.settings = dataclasses.replace(env.settings, ggml_idot=True)
             for values in itertools.product(*grid.values()):
                 knobs = dict(zip(grid, values))
                 for c, v in knobs.items():

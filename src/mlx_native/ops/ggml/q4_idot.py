@@ -254,13 +254,15 @@ from ...runtime.device import device_info  # noqa: E402
 from ..quant.affine_mv import StreamedMvLaunch, split_count  # noqa: E402
 from ...kernels import idot  # noqa: E402
 
-# First guesses, to be swept on the H100: 8-row tiles (x's quantization shared by 8 rows), 2 code words per lane
-# and block (4 lanes a pair, 8 pairs = 512 values of a row per warp and step), 2 warps (4 with fewer than
-# FEW_TILES_PER_SM row tiles per SM: a thread has 8 rows x 12 bytes in flight, about half of q4k_idot's, so few
-# tiles need more threads), register prefetch from PREFETCH_MIN_STEPS steps per program with the fence, K split
-# only below one program per SM. Llama-3-8B: 4096 x 14336 is 1792 tiles of 2 warps and 4 steps (16 pairs),
-# 14336 x 4096 512 tiles of 4 warps and 7 steps (32 pairs), 4096 x 4096 512 tiles of 4 warps and 2 steps (all
-# prefetched).
+# From the H100 sweep (bench/gguf_mv_sweep.py --types Q4_0,Q4_1, bench/results/2026-11-25-h100-session17/run4;
+# 16 variants of tile rows, code words per lane, warps and the few-tiles rule): the defaults are within 1-2% of
+# the best on every Llama-3-8B shape, or 7% on 4096 x 4096 (6.68 us with 16-row tiles, 4 words a lane, 4 warps).
+# Q4_0 4096 x 14336 / 14336 x 4096 / 4096 x 4096: 16.9 / 15.8 / 7.2 us (65 / 70 / 44% of copy) against 22.4 /
+# 22.9 / 10.0 for q4_mv; Q4_1 17.4 / 16.6 / 7.3 against 21.9 / 23.0 / 9.0. The rules: 8-row tiles (x's
+# quantization shared by 8 rows), 2 code words per lane and block (4 lanes a pair, 8 pairs = 512 values of a row
+# per warp and step), 2 warps (4 with fewer than FEW_TILES_PER_SM row tiles per SM: 14336 x 4096 15.8 against 17.8
+# us with 2), register prefetch from PREFETCH_MIN_STEPS steps per program with the fence, K split only below one
+# program per SM.
 Q4_IDS = {2: 9, 3: 10}  # Q4_0, Q4_1 -> 32-bit words per pair of blocks
 Q4I_BN = 8  # rows per program
 Q4I_WPL = 2  # code words per lane and block (1, 2, 4); rows that take no step with it try fewer
