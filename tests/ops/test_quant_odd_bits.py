@@ -4,19 +4,29 @@ bf16/fp16 x, ragged row tiles, one- and multi-step rows, a K split merged in the
 Inf/NaN scales and x, the tile knobs, and the ``supports`` gate."""
 
 import dataclasses
+import types
 
 import mlx.core as mx
 import pytest
 import torch
 
+import test_quant
 from helpers import assert_agrees_with, assert_error_bar, from_mlx, mlx_array, randn
 from mlx_native.ops.quant import affine_mv_odd as odd
 from mlx_native.runtime import env
-from test_quant import assert_merged_in_launch, dequant64, lowp_qmm, mx_u32, qweight, splits_outer  # noqa: F401
+from test_quant import assert_merged_in_launch, dequant64, lowp_qmm, mx_u32, qweight
+
+splits_outer = test_quant.splits_outer  # the fixture: a K split's programs run split-major under the interpreter
 
 
-def _plan(n, k, gs, bits, out_dtype, **knobs):
-    return odd.AffineOddMvLaunch(n, k, gs, bits, out_dtype, "cpu", **knobs)
+@pytest.fixture
+def one_sm(monkeypatch):
+    """One SM: no K split from the CPU's core count (programs_per_sm=1 asks for one program per row tile)."""
+    monkeypatch.setattr(odd, "device_info", lambda device: types.SimpleNamespace(sm_count=1))
+
+
+def _plan(device, n, k, gs, bits, out_dtype, **knobs):
+    return odd.AffineOddMvLaunch(n, k, gs, bits, out_dtype, torch.device(device), **knobs)
 
 
 def _run(device, plan, x, wq, s, b):
@@ -31,7 +41,7 @@ def _check(device, n, k, gs, bits, dtype, s_dtype=None, mlx=True, **knobs):
         s, b = s.to(s_dtype), b.to(s_dtype)
     out_dtype = torch.promote_types(dtype, s.dtype)  # MLX's promotion (bf16 x, fp32 scales: fp32)
     x = randn(1, k, dtype=dtype)
-    plan = _plan(n, k, gs, bits, out_dtype, **knobs)
+    plan = _plan(device, n, k, gs, bits, out_dtype, **knobs)
     out = _run(device, plan, x, wq, s, b)
     assert out.shape == (1, n) and out.dtype == out_dtype
     oracle = x.double() @ dequant64(wq, s, b, gs, bits).T
@@ -44,18 +54,20 @@ def _check(device, n, k, gs, bits, dtype, s_dtype=None, mlx=True, **knobs):
     return plan
 
 
-# n, k: rows of 1-3 steps of 8-32 units, tiles ragged or not (BN = 16 for 32-unit steps, 32 / 64 for 16 / 8)
+# n, k: rows of 1-4 steps of 8-32 units, tiles ragged or whole (32-unit steps: 4 warps x RT rows, 16 / 32 for
+# RT 4 / 8; 16- and 8-unit steps: 2x and 4x that)
 SHAPES = [
     (20, 1024),  # one 32-unit step, a ragged second tile
-    (48, 2048),  # two steps (one two-step iteration), whole tiles
+    (64, 2048),  # two steps (one two-step iteration), whole tiles
     (24, 3072),  # three steps: the second step of the last iteration skipped
-    (70, 768),  # three 8-unit steps, 64-row tiles, ragged
-    (32, 512),  # one 16-unit step, 32-row tile
-    (40, 4096),  # four steps
+    (70, 768),  # three 8-unit steps, ragged
+    (40, 512),  # one 16-unit step, ragged
+    (32, 4096),  # four steps, whole tiles
 ]
 CASES = [(bits, gs, dtype) for bits in (3, 5, 6) for gs in (32, 64, 128) for dtype in (torch.bfloat16, torch.float16)]
 
 
+@pytest.mark.usefixtures("one_sm")
 @pytest.mark.parametrize("case", range(len(CASES)), ids=[f"{b}bit-g{g}-{str(d)[6:]}" for b, g, d in CASES])
 def test_odd_bits_matvec(device, case):
     """Every bit width, group size and x dtype (a shape each, rotating over ragged and whole tiles and 1-4
@@ -67,12 +79,13 @@ def test_odd_bits_matvec(device, case):
     assert plan.launch.constexprs["PAIRS"] == (bits == 6)
 
 
+@pytest.mark.usefixtures("splits_outer")
 @pytest.mark.parametrize("bits, n, k, gs, dtype", [
     (3, 20, 4096, 64, torch.bfloat16),  # 4 steps: up to 4 splits, 2 tiles
     (5, 40, 3072, 128, torch.float16),  # 3 steps: 3 splits of one step, 3 tiles (ragged)
     (6, 16, 2048, 32, torch.bfloat16),  # 2 steps: 2 splits
 ])
-def test_odd_bits_splitk_merged_in_launch(device, monkeypatch, splits_outer, bits, n, k, gs, dtype):  # noqa: F811
+def test_odd_bits_splitk_merged_in_launch(device, monkeypatch, bits, n, k, gs, dtype):
     """A K split (forced by asking for many programs per SM) is summed in the same launch by the last split
     to arrive: each call (new x every time) is within the error bar, the counters are back at zero, and the
     bits equal the two-launch path's (same summation order)."""
@@ -81,7 +94,7 @@ def test_odd_bits_splitk_merged_in_launch(device, monkeypatch, splits_outer, bit
     monkeypatch.setattr(odd, "PROGRAMS_PER_SM", 64)
     wq, s, b = qweight(n, k, gs, bits, dtype)
     w64 = dequant64(wq, s, b, gs, bits)
-    plan = _plan(n, k, gs, bits, dtype)
+    plan = _plan(device, n, k, gs, bits, dtype)
     xs = [randn(1, k, dtype=dtype) for _ in range(3)]
     fused = []
     for x in xs:
@@ -89,7 +102,7 @@ def test_odd_bits_splitk_merged_in_launch(device, monkeypatch, splits_outer, bit
         assert_error_bar(fused[-1], x.double() @ w64.T, lowp_qmm(x, wq, s, b, gs, bits), what=f"{bits}-bit split")
         assert_merged_in_launch(plan)
     monkeypatch.setattr(qmm, "FUSED_SPLITK", False)
-    two = _plan(n, k, gs, bits, dtype)
+    two = _plan(device, n, k, gs, bits, dtype)
     assert two.split == plan.split and not two.splitk.fused
     for x, out in zip(xs, fused):
         assert torch.equal(out, _run(device, two, x, wq, s, b))
@@ -110,18 +123,19 @@ EXTREME = (float("inf"), float("-inf"), float("nan"), 0.0, -0.0)
 
 
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # the interpreter's NaN arithmetic
+@pytest.mark.usefixtures("one_sm")
 @pytest.mark.parametrize("bits", (3, 5, 6))
 def test_odd_bits_extreme_scales(device, bits):
     """Inf / NaN / signed-zero scales (rows 0-4) and biases (rows 5-9) in one group of a row each: the outputs
     are non-finite exactly where the fp64 oracle's are (the Inf / NaN rows), and the finite ones stay within the
-    error bar."""
-    n, k, gs, dtype = 40, 2048, 64, torch.bfloat16
+    error bar (whole and ragged row tiles)."""
+    n, k, gs, dtype = {3: 64, 5: 40, 6: 48}[bits], 2048, 64, torch.bfloat16
     wq, s, b = qweight(n, k, gs, bits, dtype)
     for i, v in enumerate(EXTREME):
         s[i, (7 * i) % s.shape[1]] = v
         b[5 + i, (11 * i + 3) % b.shape[1]] = v
     x = randn(1, k, dtype=dtype)
-    out = _run(device, _plan(n, k, gs, bits, dtype, programs_per_sm=1), x, wq, s, b)
+    out = _run(device, _plan(device, n, k, gs, bits, dtype, programs_per_sm=1), x, wq, s, b)
     oracle = x.double() @ dequant64(wq, s, b, gs, bits).T
     assert torch.equal(torch.isfinite(oracle[0, :10]), torch.tensor([False] * 3 + [True] * 2 + [False] * 3 + [True] * 2))
     assert torch.equal(torch.isfinite(out), torch.isfinite(oracle))
@@ -133,7 +147,7 @@ def test_odd_bits_keep_inf_and_nan_of_x(device):
     n, k, gs = 16, 1024, 64
     for bits in (3, 6):
         wq, s, b = qweight(n, k, gs, bits, torch.bfloat16)
-        plan = _plan(n, k, gs, bits, torch.bfloat16)
+        plan = _plan(device, n, k, gs, bits, torch.bfloat16)
         for bad in (float("inf"), float("nan")):
             x = randn(1, k, dtype=torch.bfloat16)
             x[0, 77] = bad
@@ -163,7 +177,7 @@ def test_odd_bits_x_at_odd_offset(device):
     wq, s, b = qweight(n, k, gs, bits, torch.float16)
     x = randn(1, k + 1, dtype=torch.float16).to(device)[:, 1:]
     assert x.data_ptr() % 4 == 2
-    out = _plan(n, k, gs, bits, torch.float16)(x, wq.to(device), s.to(device), b.to(device)).cpu()
+    out = _plan(device, n, k, gs, bits, torch.float16)(x, wq.to(device), s.to(device), b.to(device)).cpu()
     x = x.cpu()
     assert_error_bar(out, x.double() @ dequant64(wq, s, b, gs, bits).T, lowp_qmm(x, wq, s, b, gs, bits))
 
@@ -186,6 +200,42 @@ def test_odd_bits_gate(monkeypatch):
     assert odd.step_units(4096) == 32 and odd.step_units(14336) == 32 and odd.step_units(11008) == 8
     assert odd.step_units(768) == 8 and odd.step_units(512) == 16 and odd.step_units(320) == 0
     assert odd.step_units(4096, 128) == 128 and odd.step_units(14336, 128) == 64
-    assert odd.tile_rows(32) == 16 and odd.tile_rows(8) == 64 and odd.tile_rows(128, 8) == 8
+    assert odd.tile_rows(32, 4) == 16 and odd.tile_rows(8, 4) == 64 and odd.tile_rows(128, 8) == 8
+    assert odd.tile_rows(32, 2, warps=2) == 4
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, affine_mv=False))
     assert not sup()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bits", (3, 5, 6))
+@pytest.mark.parametrize("nk", [(14336, 4096), (4096, 14336)], ids=["4096x14336", "14336x4096"])
+def test_gpu_odd_bits_real_sizes(bits, nk):
+    """Llama-3-8B's MLP shapes (K x N) on the GPU with the default tiles (14336 x 4096: a K split merged in the
+    launch), against the fp64 oracle; a second call with new x reuses the plan."""
+    n, k = nk
+    wq, s, b = qweight(n, k, 64, bits, torch.bfloat16)
+    w64 = dequant64(wq, s, b, 64, bits)
+    plan = _plan("cuda", n, k, 64, bits, torch.bfloat16)
+    for _ in range(2):
+        x = randn(1, k, dtype=torch.bfloat16)
+        out = _run("cuda", plan, x, wq, s, b)
+        assert_error_bar(out, x.double() @ w64.T, lowp_qmm(x, wq, s, b, 64, bits), what=f"{bits}-bit {k}x{n}")
+
+
+@pytest.mark.parametrize("bits", [3, 5, 6])
+def test_quantized_matmul_routes_odd_bits_here(device, monkeypatch, bits):
+    """``mn.quantized_matmul`` of one bf16 row against 3/5/6-bit weights (rows of whole steps) runs this kernel by
+    default; ``MLX_NATIVE_AFFINE_MV=0`` turns it off."""
+    from helpers import spy_plans
+    from mlx_native.ops.quant import gemv
+    from mlx_native.runtime import plans
+
+    plans.clear_all()
+    built = spy_plans(monkeypatch, odd.AffineOddMvLaunch, gemv.GemvLaunch)
+    test_quant._check_qmm(device, 1, 40, 512, 64, bits, torch.bfloat16)
+    assert [type(p).__name__ for p in built] == ["AffineOddMvLaunch"]
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, affine_mv=False))
+    plans.clear_all()
+    test_quant._check_qmm(device, 1, 40, 512, 64, bits, torch.bfloat16)
+    assert "AffineOddMvLaunch" not in [type(p).__name__ for p in built[1:]]
+    plans.clear_all()

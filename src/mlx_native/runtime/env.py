@@ -40,8 +40,9 @@ class Settings:
             wherever it applies (MLX affine 4-bit, GGUF Q4_0/Q4_1/Q4_K), "off" nowhere; one-row
             calls that a streamed kernel takes (``affine_mv``, ``gguf_mv``) go there first.
         affine_mv: ``MLX_NATIVE_AFFINE_MV``: one-row matmuls of MLX affine 4-bit weights run the
-            streamed mat-vec kernel (``ops/quant/affine_mv.py``) where their rows split into
-            whole loop steps; 0 sends them to the kernels ``MLX_NATIVE_MMV`` chooses between.
+            streamed mat-vec kernel (``ops/quant/affine_mv.py``), of 3/5/6-bit weights ``affine_mv_odd.py``,
+            where their rows split into whole loop steps; 0 sends them to the kernels ``MLX_NATIVE_MMV``
+            chooses between.
         affine_idot: ``MLX_NATIVE_AFFINE_IDOT``: those of them with a bf16/fp16 result run the
             integer-dot variant (``ops/quant/affine_idot.py``: x quantized to int16 per 32 values,
             ``dp2a``) where their rows split into its steps; 0 keeps them on ``affine_mv``.

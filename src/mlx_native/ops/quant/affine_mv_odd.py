@@ -36,9 +36,11 @@ follow each step; the second step is skipped past the split's end and the last l
 last step. ``FENCE`` puts a CTA barrier after each batch of loads, without which ptxas sinks them next to
 their use. A K split is summed in the same launch (``qmm.store_result``).
 
-Offline sm_90 SASS (Triton 3.6, K = 4096, GS = 64, bf16 x and scales, the default tiles: T = 32, RT = 4,
-FENCE): the loop is 4.27 / 4.35 / 4.29 instructions per code for 3 / 5 / 6 bits (96 / 128 / 128 registers, no
-spills; fp16 x ~0.1 more); RT = 8 gives 3.8 / 3.9 / 3.8 at 168 / 255 / 255 registers.
+Offline sm_90 SASS (Triton 3.6 / ptxas of its wheel, K = 4096 or 14336, GS = 64, bf16 x and scales, T = 32,
+FENCE, the two-step loop): 3-bit with RT = 8 3.79 instructions per code (168 registers), 5-bit and 6-bit with
+RT = 4 4.35 / 4.29 (128 registers); 3-bit with RT = 4 4.27 (96 registers), 5 / 6 bits with RT = 8 3.94 / 3.80
+(255 registers); fp16 x +0.01-0.03; no spills. The 64 ``convert_layout`` in the loop's TTGIR (the x planes
+and their splits) lower to nothing: no shared memory, shuffle or barrier besides the two fences in the loop.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..ggml.q8_mv import _x_pair
+from ..ggml.q8_mv import _x_pair, word_aligned
 from .affine_mv import row_tile
 from .qmm import store_result
 
@@ -156,7 +158,7 @@ def affine_mv_odd_kernel(
         s_off = (t // UPG + rw * STRIDE_S) + rc * STRIDE_S
     else:  # rows past N read row 0 (not stored)
         rr = pid_n * BN + tl.arange(0, W)[:, None] * RT + tl.arange(0, RT)[None, :]
-        rr = rr.to(tl.int64)[None, :, :]
+        rr = tl.where(rr < N, rr, 0).to(tl.int64)[None, :, :]
         w_off = t * BITS + rr * STRIDE_W
         s_off = t // UPG + rr * STRIDE_S
     # [T, W, 4]: the x words (codes 0-7) of unit t, the same for every W (so that a thread loads them at once)
@@ -199,14 +201,15 @@ from .affine_mv import MAGIC, StreamedMvLaunch  # noqa: E402
 
 # First guesses, to be swept on the H100 (constructor knobs max_t, rt, programs_per_sm, prefetch, fence, warps):
 # 32 units a step (a warp reads 384 / 640 / 768 contiguous bytes of a row's 3- / 5- / 6-bit words per word
-# load), the 4 warps on row groups, 4 rows a thread (16-row tiles, 6-12 KB of words a program step; RT = 8 cuts
-# the loop to ~3.8 instructions a code and halves x's L1 traffic per weight byte, at 168-255 registers), register
-# prefetch with the fence (like Q8_0's), K split until about 2 programs per SM (Llama-3-8B: 4096 x 14336 runs
-# 896 tiles unsplit; 14336 x 4096 256 tiles, 2 splits). No size rule: the general kernel these rows took
-# before measured 184 us for 3-bit 4096 x 14336, 4x bf16 cuBLAS.
+# load), the 4 warps on row groups, register prefetch with the fence (like Q8_0's), K split until about 2
+# programs per SM (Llama-3-8B: 4096 x 14336 runs unsplit, 14336 x 4096 in 2 splits). Rows per thread: 3-bit
+# rows are near issue-bound (4.3 SASS a code at RT 4 is about as long as the bytes' time at 3 TB/s on 132 SMs),
+# so they take 8 (3.8 a code, 168 registers, 32-row tiles; x's L1 traffic per weight byte halved); 5 / 6 bits
+# have more bytes a code and take 4 (RT 8 would need 255 registers). No size rule: the general kernel these rows
+# took before measured 184 us for 3-bit 4096 x 14336, 4x bf16 cuBLAS.
 ODD_MAX_T = 32  # units (32 codes) per row and loop step: the most up to this that divide the row
 ODD_MIN_T = 8  # rows that take no step of at least this many units are not taken
-ODD_RT = 4  # rows per thread
+ODD_RT = {3: 8, 5: 4, 6: 4}  # rows per thread, by bits
 ODD_WARPS = 4
 ODD_PREFETCH = True
 ODD_FENCE = True  # a CTA barrier after each batch of prefetch loads (see the module docstring)
@@ -225,11 +228,10 @@ def step_units(k: int, max_t: int = 0) -> int:
     return 0
 
 
-def tile_rows(t: int, rt: int = 0, warps: int = 0) -> int:
+def tile_rows(t: int, rt: int, warps: int = 0) -> int:
     """Rows per program for steps of ``t`` units: the threads left after the units' lanes take rows, ``rt``
     each."""
-    rt, warps = rt or ODD_RT, warps or ODD_WARPS
-    return rt * max(1, 32 * warps // t)
+    return rt * max(1, 32 * (warps or ODD_WARPS) // t)
 
 
 def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, m: int, k: int, words: int) -> bool:
@@ -250,7 +252,7 @@ class AffineOddMvLaunch(StreamedMvLaunch):
     def __init__(self, n: int, k: int, group_size: int, bits: int, out_dtype: torch.dtype, device, max_t: int = 0,
                  rt: int = 0, programs_per_sm: int = 0, prefetch=None, fence=None, warps: int = 0):
         t = step_units(k, max_t)
-        rt, warps = rt or ODD_RT, warps or ODD_WARPS
+        rt, warps = rt or ODD_RT[bits], warps or ODD_WARPS
         bn = tile_rows(t, rt, warps)
         target = (programs_per_sm or PROGRAMS_PER_SM) * device_info(device).sm_count
         constexprs = dict(BITS=bits, N_UNITS=k // 32, GS=group_size, BN=bn, RT=rt, T=t, EVEN_N=n % bn == 0,
@@ -260,6 +262,4 @@ class AffineOddMvLaunch(StreamedMvLaunch):
                          out_dtype, device, tail_ints=(MAGIC,), num_warps=warps)
 
     def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
-        if x.data_ptr() % 4:  # x is read as int32 words: a view at an odd 2-byte offset is copied
-            x = x.clone()
-        return self.run(x, w.view(torch.int32) if w.dtype == torch.uint32 else w, s, b)
+        return self.run(word_aligned(x), w.view(torch.int32) if w.dtype == torch.uint32 else w, s, b)

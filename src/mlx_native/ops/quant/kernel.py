@@ -14,7 +14,7 @@ import triton.language as tl
 from ...kernels.launch import Launch
 from ...runtime.memory import empty
 from ..common import next_pow2
-from . import affine_idot, affine_idot_rows, affine_mv, gemv, mmv, qmm
+from . import affine_idot, affine_idot_rows, affine_mv, affine_mv_odd, gemv, mmv, qmm
 from .qmm import QmmLaunch, select_kind, RoutedLaunch, WeightSpec, choose_config
 from .tiles import affine_tile
 
@@ -105,7 +105,8 @@ class QmmPlan:
     """quantized_matmul: 4-bit weights and one row of x the streamed mat-vecs (``affine_idot.py`` for a
     bf16/fp16 result and rows of whole integer-dot steps, else ``affine_mv.py``), 2 to
     ``affine_idot_rows.IDOT_ROWS_MAX`` rows that the integer-dot kernel would take its multi-row variant
-    (``affine_idot_rows.py``; x rows may be strided); other one-row calls the word-level mat-vec, other calls
+    (``affine_idot_rows.py``; x rows may be strided); one row of 3/5/6-bit weights ``affine_mv_odd.py``; other
+    one-row calls the word-level mat-vec, other calls
     of 2-16 rows the tensor-core decode kernel (``mmv.py``, where it measured faster), many rows chunked
     dequantize + cuBLAS or the tiled kernel."""
 
@@ -153,6 +154,11 @@ class QmmPlan:
         if affine_mv.supports(bits, group_size, transpose, x.dtype, m, k, w.numel()) and qmm.CONFIG_OVERRIDE is None:
             self.launch = affine_mv.AffineMvLaunch(n, k, group_size, out_dtype, x.device)
             self.kind = "affine_mv"
+            return
+        if affine_mv_odd.supports(bits, group_size, transpose, x.dtype, m, k, w.numel()) \
+                and qmm.CONFIG_OVERRIDE is None:
+            self.launch = affine_mv_odd.AffineOddMvLaunch(n, k, group_size, bits, out_dtype, x.device)
+            self.kind = "affine_mv_odd"
             return
         if kind in ("gemv", "decode") and mmv.supports(bits, group_size, transpose, x.dtype, out_dtype, m) \
                 and mmv.prefer(m, n, k) and w.numel() < 2**31 and qmm.CONFIG_OVERRIDE is None:
