@@ -199,17 +199,17 @@ from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from .affine_mv import MAGIC, StreamedMvLaunch  # noqa: E402
 
-# First guesses, to be swept on the H100 (constructor knobs max_t, rt, programs_per_sm, prefetch, fence, warps):
-# 32 units a step (a warp reads 384 / 640 / 768 contiguous bytes of a row's 3- / 5- / 6-bit words per word
-# load), the 4 warps on row groups, register prefetch with the fence (like Q8_0's), K split until about 2
-# programs per SM (Llama-3-8B: 4096 x 14336 runs unsplit, 14336 x 4096 in 2 splits). Rows per thread: 3-bit
-# rows are near issue-bound (4.3 SASS a code at RT 4 is about as long as the bytes' time at 3 TB/s on 132 SMs),
-# so they take 8 (3.8 a code, 168 registers, 32-row tiles; x's L1 traffic per weight byte halved); 5 / 6 bits
-# have more bytes a code and take 4 (RT 8 would need 255 registers). No size rule: the general kernel these rows
-# took before measured 184 us for 3-bit 4096 x 14336, 4x bf16 cuBLAS.
+# From the H100 sweep (bench/odd_bits_sweep.py, bench/results/2026-11-25-h100-session17/run5; rows per thread x
+# units per step x programs per SM, g64, bf16): 32 units a step (a warp reads 384 / 640 / 768 contiguous bytes of a
+# row's 3- / 5- / 6-bit words per word load), the 4 warps on row groups, register prefetch with the fence (like
+# Q8_0's), K split until about 2 programs per SM, 4 rows per thread. K x N 4096 x 14336 / 14336 x 4096: 3-bit 15.7 /
+# 16.9 us (57 / 52% of copy; 8 rows a thread, the offline SASS favourite at 3.8 instructions a code, took 18.0 /
+# 21.6), 5-bit 19.6 / 20.6 (71 / 68%), 6-bit 22.2 / 22.3 (74%); the general kernel took 164-191 us and bf16
+# cuBLAS 42-45. The best of the 12 variants was within 3% of these except 6-bit 4096 x 14336 (20.8 us with 2 rows
+# a thread and 16-unit steps, but 23.0 on 14336 x 4096).
 ODD_MAX_T = 32  # units (32 codes) per row and loop step: the most up to this that divide the row
 ODD_MIN_T = 8  # rows that take no step of at least this many units are not taken
-ODD_RT = {3: 8, 5: 4, 6: 4}  # rows per thread, by bits
+ODD_RT = {3: 4, 5: 4, 6: 4}  # rows per thread, by bits
 ODD_WARPS = 4
 ODD_PREFETCH = True
 ODD_FENCE = True  # a CTA barrier after each batch of prefetch loads (see the module docstring)
