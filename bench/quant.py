@@ -229,7 +229,7 @@ def cases() -> list[Case]:
         for name in GGUF_OTHER:
             out.append(_gguf_case("decode", name, 1, k, n))
     k, n = OTHER_SHAPES[0]
-    for bits, gs in ((8, 64), (3, 64), (4, 32), (4, 128)):
+    for bits, gs in ((8, 64), (3, 64), (5, 64), (6, 64), (4, 32), (4, 128)):
         out.append(_affine_case("decode", 1, k, n, gs, bits))
     for m, k, n in PREFILL:
         out.append(_affine_case("large", m, k, n))
