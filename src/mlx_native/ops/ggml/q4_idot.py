@@ -51,9 +51,8 @@ import triton
 import triton.language as tl
 
 from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
-from ..quant.affine_mv import row_tile
 from ..quant.qmm import store_result
-from .q8_mv import _x_pair, word_aligned
+from .q8_mv import _x_pair, pair_lanes, word_aligned
 
 
 @triton.jit
@@ -182,18 +181,9 @@ def q4_idot_kernel(
     L: tl.constexpr = 8 // WPL  # lanes per pair: the first half on block A, the second on B
     H: tl.constexpr = L // 2
     pid_n = tl.program_id(0)
-    rows, row_ok = row_tile(N, BN, EVEN_N)
-    if EVEN_N:  # int64 row offsets from the tile's first row: constants, folded into the loads' addresses
-        w_ptr += (pid_n * BN).to(tl.int64) * STRIDE_W
-        r_off = tl.arange(0, BN).to(tl.int64) * STRIDE_W
-    else:
-        r_off = rows.to(tl.int64) * STRIDE_W
-    li = tl.arange(0, L)
-    b = li // H  # 0: block A, 1: block B
-    m = li % H
+    w_ptr, rows, row_ok, b, m, p_off = pair_lanes(w_ptr, pid_n, N, STRIDE_W, BN, EVEN_N, L, G, TW)
     # [L, G, BN] word offsets at the step's first pair: the lane's first code word (its others: + i H) and its
     # block's scale word
-    p_off = (tl.arange(0, G).to(tl.int64) * TW)[None, :, None] + r_off[None, None, :]
     c_off = p_off + (1 + BW * b + m)[:, None, None]
     s_off = p_off + (BW * b)[:, None, None]
     if Q4_1:

@@ -49,6 +49,26 @@ def _q8(w, S: tl.constexpr, c):
 
 
 @triton.jit
+def pair_lanes(w_ptr, pid_n, N, STRIDE_W: tl.constexpr, BN: tl.constexpr, EVEN_N: tl.constexpr, L: tl.constexpr,
+               G: tl.constexpr, TW: tl.constexpr):
+    """The tiles of kernels that read pairs of blocks (A, B) of ``TW`` words, ``L`` lanes a pair (the first half on
+    block A, the second on B), ``G`` pairs a step, ``BN`` rows of ``STRIDE_W`` words: ``(w_ptr, rows, row_ok, b,
+    m, p_off)`` with ``b [L]`` each lane's block (0: A, 1: B), ``m [L]`` its index among the block's lanes, and
+    ``p_off [1, G, BN]`` int64 word offsets of the step's first pairs from ``w_ptr`` (with ``EVEN_N`` moved to the
+    tile's first row, so that the row offsets are constants folded into the loads' addresses)."""
+    rows, row_ok = row_tile(N, BN, EVEN_N)
+    if EVEN_N:
+        w_ptr += (pid_n * BN).to(tl.int64) * STRIDE_W
+        r_off = tl.arange(0, BN).to(tl.int64) * STRIDE_W
+    else:
+        r_off = rows.to(tl.int64) * STRIDE_W
+    li = tl.arange(0, L)
+    H: tl.constexpr = L // 2
+    p_off = (tl.arange(0, G).to(tl.int64) * TW)[None, :, None] + r_off[None, None, :]
+    return w_ptr, rows, row_ok, li // H, li % H, p_off
+
+
+@triton.jit
 def _x_pair(v, X_BF16: tl.constexpr):
     """fp32 ``(lo, hi)`` of the two bf16 / fp16 values in the int32 word ``v``."""
     if X_BF16:
@@ -92,18 +112,9 @@ def q8_mv_kernel(
     G: tl.constexpr = UPS // 16  # pairs per step
     L: tl.constexpr = 16 // WPL  # lanes per pair: the first half on block A, the second on block B
     H: tl.constexpr = L // 2
-    rows, row_ok = row_tile(N, BN, EVEN_N)
-    if EVEN_N:  # int64 row offsets from the tile's first row: constants, folded into the loads' addresses
-        w_ptr += (pid_n * BN).to(tl.int64) * STRIDE_W
-        r_off = tl.arange(0, BN).to(tl.int64) * STRIDE_W
-    else:
-        r_off = rows.to(tl.int64) * STRIDE_W
-    li = tl.arange(0, L)
-    b = li // H  # 0: block A, 1: block B
-    m = li % H
+    w_ptr, rows, row_ok, b, m, p_off = pair_lanes(w_ptr, pid_n, N, STRIDE_W, BN, EVEN_N, L, G, PAIR_WORDS)
     # [L, G, BN] word offsets at the step's first pair: the lane's first code word (word 1 + 8 b + m; the
     # second: + H) and its block's scale word (A: word 0 = d_A | A0 A1, B: word 8 = A30 A31 | d_B)
-    p_off = (tl.arange(0, G).to(tl.int64) * PAIR_WORDS)[None, :, None] + r_off[None, None, :]
     c_off = p_off + (1 + 8 * b + m)[:, None, None]
     s_off = p_off + (8 * b)[:, None, None]
     d_sh = (16 * b)[:, None, None]
