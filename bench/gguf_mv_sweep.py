@@ -7,8 +7,9 @@ module constants of :data:`GRIDS`, every combination).
                                   [--rows 1,2,3,4]
 
 Q4_0 / Q4_1 one-row knobs are the integer-dot kernel's (``q4_idot.py``); ``MLX_NATIVE_GGML_IDOT=0`` times the
-fp32 streamed kernel it replaced. ``--rows``: rows of x; from 2 the multi-row variants (``q4k_idot_rows.py`` for Q4_K, ``q4_mv.py``'s ``MR``) and
-their knobs (:data:`ROW_GRIDS`), against the route with the streamed kernels off (``MLX_NATIVE_GGUF_MV=0``).
+fp32 streamed kernel it replaced. ``--rows``: rows of x; from 2 the multi-row variants (``q4k_idot_rows.py`` for
+Q4_K, ``q4_mv.py``'s ``MR``) and their knobs (:data:`ROW_GRIDS`), against the route with the streamed kernels off
+(``MLX_NATIVE_GGUF_MV=0``).
 """
 
 from __future__ import annotations

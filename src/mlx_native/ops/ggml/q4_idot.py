@@ -1,48 +1,47 @@
 """Decode mat-vec for GGUF Q4_0 / Q4_1 weights and one row of x, by integer dot products.
 
-A block holds 32 values: ``d`` (fp16; Q4_1 also ``m``, fp16) and 16 bytes of nibbles, byte ``i`` holding value
-``i`` in its low and ``i + 16`` in its high nibble; value ``= d (q - 8)`` (Q4_0) or ``d q + m`` (Q4_1), so
-``out[n] = sum_blocks d (sum q x) - 8 d sum(x)`` (Q4_0) or ``d (sum q x) + m sum(x)`` (Q4_1).
+A block holds 32 values: ``d`` (fp16; Q4_1 also ``m``, fp16) and 16 bytes of nibbles, byte ``i`` holding value ``i``
+in its low and ``i + 16`` in its high nibble; value ``= d (q - 8)`` (Q4_0) or ``d q + m`` (Q4_1), so ``out[n] =
+sum_blocks d (sum q x) - 8 d sum(x)`` (Q4_0) or ``d (sum q x) + m sum(x)`` (Q4_1).
 
-The integer dot of ``q4k_idot.py`` (``kernels/idot.py``): in a code word ``w`` (4 code bytes) ``w & 0x0F0F0F0F``
-are four values ``v .. v + 3`` of a block and ``w & 0xF0F0F0F0`` (16 x the codes) the values ``v + 16 .. v + 19``;
-x is quantized to int16 with a power-of-two scale and ``dp2a`` multiplies two codes by two x values per
-instruction, so a word costs 2 mask LOP3s and 4 ``dp2a`` into two int32 sums.
+The integer dot of ``q4k_idot.py`` (``kernels/idot.py``): in a code word ``w`` (4 code bytes) ``w & 0x0F0F0F0F`` are
+four values ``v .. v + 3`` of a block and ``w & 0xF0F0F0F0`` (16 x the codes) the values ``v + 16 .. v + 19``; x is
+quantized to int16 with a power-of-two scale and ``dp2a`` multiplies two codes by two x values per instruction, so a
+word costs 2 mask LOP3s and 4 ``dp2a`` into two int32 sums.
 
 Words: rows of an even number of blocks (``K % 64 == 0``) are read as 32-bit words by pairs of blocks (A, B), as
-``q8_mv.py`` does. Q4_0's 18-byte blocks make a pair 9 words: word 0 = ``d_A`` | A's code bytes 0-1 (high half),
-words 1-3 = A's bytes 2-13, word 4 = A's bytes 14-15 | ``d_B`` (high half), words 5-8 = B's bytes 0-15. Code
-word ``c`` (0-3) of A is pair word ``1 + c`` and holds A's bytes ``4 c + 2 .. 4 c + 5`` (mod 16: word 4 takes
-bytes 0-1 from word 0's high half in place of ``d_B``, one bit select), B's is word ``5 + c`` with bytes
-``4 c .. 4 c + 3``; the scale word is word 0 (A, ``d`` in its low half) or 4 (B, high half). Q4_1's 20-byte
-blocks make a pair 10 aligned words: word ``5 b`` = ``d | m << 16``, words ``5 b + 1 + c`` the code bytes
-``4 c .. 4 c + 3`` (no splice, no rotation).
+``q8_mv.py`` does. Q4_0's 18-byte blocks make a pair 9 words: word 0 = ``d_A`` | A's code bytes 0-1 (high half), words
+1-3 = A's bytes 2-13, word 4 = A's bytes 14-15 | ``d_B`` (high half), words 5-8 = B's bytes 0-15. Code word ``c``
+(0-3) of A is pair word ``1 + c`` and holds A's bytes ``4 c + 2 .. 4 c + 5`` (mod 16: word 4 takes bytes 0-1 from word
+0's high half in place of ``d_B``, one bit select), B's is word ``5 + c`` with bytes ``4 c .. 4 c + 3``; the scale
+word is word 0 (A, ``d`` in its low half) or 4 (B, high half). Q4_1's 20-byte blocks make a pair 10 aligned words:
+word ``5 b`` = ``d | m << 16``, words ``5 b + 1 + c`` the code bytes ``4 c .. 4 c + 3`` (no splice, no rotation).
 
-Tiles are ``[L lanes, G pairs, BN rows]`` as in ``q8_mv.py`` (whose docstring explains why this axis order keeps
-one layout, without conversions in the loop, under Triton 3.6): ``L = 8 / WPL`` lanes a pair, the first half on
-block A, the second on B, lane ``m`` of a block taking its code words ``m + i L / 2`` (``i < WPL``) and its
-block's scale word; the ``G`` pairs of a loop step (one per thread) lie on the lanes and warps, the rows in
-registers. Each thread loads the x values of its own code words (two int32 words of x pairs per code word and
-nibble half: the pairs are consecutive values; Q4_0's A words start one pair later), quantizes its ``8 WPL`` values with one
-power-of-two scale of its own (at most ``2**-14`` of their largest magnitude, finer than the 32-value chunks of
-``q4k_idot``: no reduction across lanes) and reuses them for its ``BN`` rows. Per lane, pair and row: ``WPL``
-words of 6 instructions, the splice (Q4_0), ``dot = 16 even + odd16`` and its conversion, ``d`` from the scale
-word (a shift and a conversion) and ``acc += d (scale dot - 8 xs)`` (Q4_0, 2 FMAs) or ``acc += d scale dot +
-m xs`` (Q4_1, 3), ``xs`` the lane's float sum of x (which carries Inf / NaN of x: the integers cannot): about
-``(6 WPL + 7) / 8 WPL`` instructions a code and row. x's quantization (about 40 instructions per code word and
-lane: loads, conversion, largest magnitude, sum, rounding, packing) is shared by the ``BN`` rows. Optional register prefetch of the next step's words (with FENCE, a CTA barrier after
-those loads, without which ptxas sinks them to the end of the loop body: see ``q8_mv.py``); a K split is summed in
-the launch by the last split to arrive (``qmm.store_result``).
+Tiles are ``[L lanes, G pairs, BN rows]`` as in ``q8_mv.py`` (whose docstring explains why this axis order keeps one
+layout, without conversions in the loop, under Triton 3.6): ``L = 8 / WPL`` lanes a pair, the first half on block A,
+the second on B, lane ``m`` of a block taking its code words ``m + i L / 2`` (``i < WPL``) and its block's scale word;
+the ``G`` pairs of a loop step (one per thread) lie on the lanes and warps, the rows in registers. Each thread loads
+the x values of its own code words (two int32 words of x pairs per code word and nibble half: the pairs are
+consecutive values; Q4_0's A words start one pair later), quantizes its ``8 WPL`` values with one power-of-two scale
+of its own (at most ``2**-14`` of their largest magnitude, finer than the 32-value chunks of ``q4k_idot``: no
+reduction across lanes) and reuses them for its ``BN`` rows. Per lane, pair and row: ``WPL`` words of 6 instructions,
+the splice (Q4_0), ``dot = 16 even + odd16`` and its conversion, ``d`` from the scale word (a shift and a conversion)
+and ``acc += d (scale dot - 8 xs)`` (Q4_0, 2 FMAs) or ``acc += d scale dot + m xs`` (Q4_1, 3), ``xs`` the lane's float
+sum of x (which carries Inf / NaN of x: the integers cannot): about ``(6 WPL + 7) / 8 WPL`` instructions a code and
+row. x's quantization (about 40 instructions per code word and lane: loads, conversion, largest magnitude, sum,
+rounding, packing) is shared by the ``BN`` rows. Optional register prefetch of the next step's words (with FENCE, a
+CTA barrier after those loads, without which ptxas sinks them to the end of the loop body: see ``q8_mv.py``); a K
+split is summed in the launch by the last split to arrive (``qmm.store_result``).
 
-Offline sm_90 SASS (Triton 3.6, ptxas 12.8, K 4096, bf16 x; loop instructions per thread over its codes, no
-shared memory in the loop but the fence's barrier, no layout conversion in the loop, no spills): with the
-default 8-row tiles, 2 code words per lane, prefetch and fence 2.46 a code (93 registers; Q4_1 2.45, fp16 x
-2.52, a ragged last tile 2.59 with 127), 2.33 without prefetch (63), 2.37 without the fence (72, but the
-prefetch loads sink to the end of the loop body); 4 code words per lane 2.07 (148), 1.90 without prefetch (72);
-16-row tiles 2.12 (165), with 4 code words 1.70 (241); 4-row tiles 3.44 / 3.01 (2 / 4 code words); one code
-word per lane 3.28. Of the default's 315 a step: 64 ``dp2a``, 40 mask / splice LOP3s, per row ``d`` (a shift,
-half a PRMT, an HADD2), the dot's LEA + I2F and 2 FFMA, x's quantization about 86 (shared by the 8 rows) and
-about 25 register moves of the prefetched words. ``q4_mv`` takes 4.5+ a code.
+Offline sm_90 SASS (Triton 3.6, ptxas 12.8, K 4096, bf16 x; loop instructions per thread over its codes, no shared
+memory in the loop but the fence's barrier, no layout conversion in the loop, no spills): with the default 8-row
+tiles, 2 code words per lane, prefetch and fence 2.46 a code (93 registers; Q4_1 2.45, fp16 x 2.52, a ragged last tile
+2.59 with 127), 2.33 without prefetch (63), 2.37 without the fence (72, but the prefetch loads sink to the end of the
+loop body); 4 code words per lane 2.07 (148), 1.90 without prefetch (72); 16-row tiles 2.12 (165), with 4 code words
+1.70 (241); 4-row tiles 3.44 / 3.01 (2 / 4 code words); one code word per lane 3.28. Of the default's 315 a step: 64
+``dp2a``, 40 mask / splice LOP3s, per row ``d`` (a shift, half a PRMT, an HADD2), the dot's LEA + I2F and 2 FFMA, x's
+quantization about 86 (shared by the 8 rows) and about 25 register moves of the prefetched words. ``q4_mv`` takes 4.5+
+a code.
 """
 
 from __future__ import annotations
