@@ -218,8 +218,7 @@ def use_stream(q: torch.Tensor, k_cache: torch.Tensor, window: int) -> bool:
     applies = q.dtype in (torch.float16, torch.bfloat16) and can_fuse(q.device)
     if STREAM_OVERRIDE is not None:
         return applies and STREAM_OVERRIDE
-    b, hkv, cap, d = k_cache.shape
-    span = cap if window <= 0 else min(cap, window + q.shape[2] - 1)
+    b, _, _, d, hkv, _, _, _, _, _, span = decode_geometry(q, k_cache, window)
     return applies and large_batch(b, 2 * b * hkv * span * d * k_cache.element_size())
 
 

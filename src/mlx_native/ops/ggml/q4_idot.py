@@ -51,13 +51,8 @@ import triton.language as tl
 
 from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
 from ..quant.qmm import store_result
-from .q8_mv import _x_pair, pair_lanes, word_aligned
-
-
-@triton.jit
-def _half(v):
-    """fp32 of the fp16 in the low 16 bits of the int32 ``v``."""
-    return v.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
+from .q8_mv import pair_lanes
 
 
 @triton.jit
@@ -65,10 +60,10 @@ def _slot_x(xp, oa, ob, X_BF16: tl.constexpr):
     """fp32 x values of one code word of each lane: ``(a0 a1 a2 a3, h0 h1 h2 h3)`` for its bytes 0-3' low
     nibbles (x words ``oa``, ``ob``: values ``v, v + 1`` and ``v + 2, v + 3``) and high nibbles (the same + 16
     values = 8 words), ``[L, G, 1]`` each, with their largest magnitude and their sum."""
-    a0, a1 = _x_pair(tl.load(xp + oa), X_BF16)
-    a2, a3 = _x_pair(tl.load(xp + ob), X_BF16)
-    h0, h1 = _x_pair(tl.load(xp + oa + 8), X_BF16)
-    h2, h3 = _x_pair(tl.load(xp + ob + 8), X_BF16)
+    a0, a1 = x_pair(tl.load(xp + oa), X_BF16)
+    a2, a3 = x_pair(tl.load(xp + ob), X_BF16)
+    h0, h1 = x_pair(tl.load(xp + oa + 8), X_BF16)
+    h2, h3 = x_pair(tl.load(xp + ob + 8), X_BF16)
     amax = tl.maximum(tl.maximum(tl.maximum(tl.abs(a0), tl.abs(a1)), tl.maximum(tl.abs(a2), tl.abs(a3))),
                       tl.maximum(tl.maximum(tl.abs(h0), tl.abs(h1)), tl.maximum(tl.abs(h2), tl.abs(h3))))
     xs = ((a0 + a1) + (a2 + a3)) + ((h0 + h1) + (h2 + h3))
@@ -112,10 +107,10 @@ def _step(acc, w0, w1, w2, w3, sw, xp, oa0, ob0, oa1, ob1, oa2, ob2, oa3, ob3, d
     dot = (even * 16 + odd16).to(tl.float32)  # 16 x the lane's integer dot
     s16 = scale * 0.0625
     if Q4_1:
-        acc = tl.fma(_half(sw), dot * s16, acc)
-        return tl.fma(_half(sw >> 16), xs, acc)
+        acc = tl.fma(half_lo(sw), dot * s16, acc)
+        return tl.fma(half_lo(sw >> 16), xs, acc)
     else:
-        return tl.fma(_half(sw >> d_sh), tl.fma(dot, s16, xs * -8.0), acc)
+        return tl.fma(half_lo(sw >> d_sh), tl.fma(dot, s16, xs * -8.0), acc)
 
 
 @triton.jit
@@ -141,11 +136,11 @@ def _spliced(w0, w1, w2, w3, sw, splice, Q4_1: tl.constexpr, WPL: tl.constexpr):
     0-1 from the scale word's (word 0's) high half: one bit select, ``splice`` = 0 on the other lanes."""
     if not Q4_1:
         if WPL == 1:
-            w0 = w0 ^ ((w0 ^ sw) & splice)
+            w0 = bit_select(splice, sw, w0)
         elif WPL == 2:
-            w1 = w1 ^ ((w1 ^ sw) & splice)
+            w1 = bit_select(splice, sw, w1)
         else:
-            w3 = w3 ^ ((w3 ^ sw) & splice)
+            w3 = bit_select(splice, sw, w3)
     return w0, w1, w2, w3
 
 

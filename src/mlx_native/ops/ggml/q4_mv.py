@@ -220,7 +220,7 @@ import torch  # noqa: E402
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from ...runtime.memory import empty  # noqa: E402
-from ..quant.affine_mv import MAGIC, StreamedMvLaunch  # noqa: E402
+from ..quant.affine_mv import MAGIC, StreamedMvLaunch, largest_step  # noqa: E402
 from ..quant.qmm import SplitK, run_split  # noqa: E402
 
 # From the H100 sweep (bench/gguf_mv_sweep.py, bench/results/2026-11-22-h100-session5/gguf_sweep.log): 8-row
@@ -258,12 +258,7 @@ def tiling(k: int, m: int = 1) -> tuple[int, int]:
 def step_units(k: int) -> int:
     """16-bit units per loop step: the most whole blocks, up to Q4_MAX_UPS units, that divide the row (0 if
     that is fewer than Q4_MIN_UPS)."""
-    ups = Q4_MAX_UPS
-    while ups >= Q4_MIN_UPS:
-        if (k // 4) % ups == 0:
-            return ups
-        ups //= 2
-    return 0
+    return largest_step(k // 4, Q4_MAX_UPS, Q4_MIN_UPS)
 
 
 def supports(ggml_type: int, x_dtype: torch.dtype, m: int, n: int, k: int, raw_bytes: int, sms: int,

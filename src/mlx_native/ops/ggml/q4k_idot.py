@@ -32,10 +32,11 @@ import triton
 import triton.language as tl
 
 from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
+from ...kernels.words import half_lo
 from ..quant.affine_idot import thread_words
 from ..quant.affine_mv import row_tile
 from ..quant.qmm import store_result
-from .q4k_mv import SB_WORDS, _f16_lo
+from .q4k_mv import SB_WORDS
 
 SBW = tl.constexpr(SB_WORDS)  # 32-bit words per super-block
 
@@ -114,8 +115,8 @@ def _scales(h, sa, sh, keep, magic):
     keep = keep[:, None]
     t_sc = ((w0 >> sa) & keep) | (w2 & ~keep)
     t_m = ((w1 >> sa) & keep) | ((w2 >> 4) & ~keep)
-    d = _f16_lo(hdr)
-    dmin = _f16_lo(hdr >> 16)
+    d = half_lo(hdr)
+    dmin = half_lo(hdr >> 16)
     d_off = d * -8388608.0
     m_off = dmin * 8388608.0
     S0 = tl.fma(d, (((t_sc >> sh) & 63) | magic).to(tl.float32, bitcast=True), d_off)
@@ -164,6 +165,13 @@ def tile_offsets(rows, STRIDE_W: tl.constexpr, CH: tl.constexpr):
     return sa, sh, keep, h_off, w_off, x_off
 
 
+@triton.jit
+def step_tiles(w_ptr, w_off, h_off, base):
+    """A loop step's tiles at word ``base`` past the offsets of :func:`tile_offsets`: words 0-3 and 4-7 of each
+    chunk and the headers of their super-blocks, ``(wa, wb, h)``."""
+    return tl.load(w_ptr + w_off + base), tl.load(w_ptr + w_off + base + 4), tl.load(w_ptr + h_off + base)
+
+
 @triton.jit(do_not_specialize=["steps_per_split", "magic"])
 def q4k_idot_kernel(
     x_ptr,  # [K] activations, bf16 or fp16
@@ -185,15 +193,11 @@ def q4k_idot_kernel(
     i_lo = pid_k * steps_per_split
     i_hi = i_lo + steps_per_split
     acc = tl.zeros([CH, BN], dtype=tl.float32)
-    wa = tl.load(w_ptr + w_off + i_lo * STEP_W)
-    wb = tl.load(w_ptr + w_off + i_lo * STEP_W + 4)
-    h = tl.load(w_ptr + h_off + i_lo * STEP_W)
+    wa, wb, h = step_tiles(w_ptr, w_off, h_off, i_lo * STEP_W)
     if PREFETCH:
         for s in range(i_lo, i_hi):
             nxt = tl.minimum(s + 1, i_hi - 1)  # the last step reloads itself
-            wa_n = tl.load(w_ptr + w_off + nxt * STEP_W)
-            wb_n = tl.load(w_ptr + w_off + nxt * STEP_W + 4)
-            h_n = tl.load(w_ptr + h_off + nxt * STEP_W)
+            wa_n, wb_n, h_n = step_tiles(w_ptr, w_off, h_off, nxt * STEP_W)
             acc = _step(acc, wa, wb, h, sa, sh, keep, magic, x_ptr + s * (CH * 64), x_off, ASM)
             wa = wa_n
             wb = wb_n
@@ -201,8 +205,8 @@ def q4k_idot_kernel(
     else:
         acc = _step(acc, wa, wb, h, sa, sh, keep, magic, x_ptr + i_lo * (CH * 64), x_off, ASM)
         for s in range(i_lo + 1, i_hi):
-            acc = _step(acc, tl.load(w_ptr + w_off + s * STEP_W), tl.load(w_ptr + w_off + s * STEP_W + 4),
-                        tl.load(w_ptr + h_off + s * STEP_W), sa, sh, keep, magic, x_ptr + s * (CH * 64), x_off, ASM)
+            wa, wb, h = step_tiles(w_ptr, w_off, h_off, s * STEP_W)
+            acc = _step(acc, wa, wb, h, sa, sh, keep, magic, x_ptr + s * (CH * 64), x_off, ASM)
     res = tl.sum(acc, axis=0)
     store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
                  row_ok, N, SPLIT_K, FUSE, False, 0)

@@ -61,11 +61,11 @@ from ...runtime import env
 from ...runtime.device import device_info
 from ...runtime.memory import empty
 from ..quant.affine_idot import thread_words
-from ..quant.affine_idot_rows import row_parts, store_parts
+from ..quant.affine_idot_rows import part_accs, row_parts, store_parts
 from ..quant.affine_mv import MAGIC, row_tile, split_count
 from ..quant.qmm import SplitK, run_split
 from . import q4k_idot
-from .q4k_idot import _scales, tile_offsets
+from .q4k_idot import _scales, step_tiles, tile_offsets
 from .q4k_mv import Q4K_ID, SB_WORDS
 
 SBW = tl.constexpr(SB_WORDS)  # 32-bit words per super-block
@@ -217,20 +217,12 @@ def q4k_idot_rows_kernel(
     sa, sh, keep, h_off, w_off, x_off = tile_offsets(rows, STRIDE_W, CH)  # as q4k_idot_kernel's
     i_lo = pid_k * steps_per_split
     i_hi = i_lo + steps_per_split
-    acc0 = tl.zeros([R0, CH, BN], dtype=tl.float32)
-    # the parts of 0 rows carry a placeholder that no step changes
-    acc1 = tl.zeros([R1 if R1 > 0 else 1, CH, BN], dtype=tl.float32)
-    acc2 = tl.zeros([R2 if R2 > 0 else 1, CH, BN], dtype=tl.float32)
-    acc3 = tl.zeros([R3 if R3 > 0 else 1, CH, BN], dtype=tl.float32)
-    wa = tl.load(w_ptr + w_off + i_lo * STEP_W)
-    wb = tl.load(w_ptr + w_off + i_lo * STEP_W + 4)
-    h = tl.load(w_ptr + h_off + i_lo * STEP_W)
+    acc0, acc1, acc2, acc3 = part_accs(R0, R1, R2, R3, CH, BN)
+    wa, wb, h = step_tiles(w_ptr, w_off, h_off, i_lo * STEP_W)
     if PREFETCH:
         for s in range(i_lo, i_hi):
             nxt = tl.minimum(s + 1, i_hi - 1)  # the last step reloads itself
-            wa_n = tl.load(w_ptr + w_off + nxt * STEP_W)
-            wb_n = tl.load(w_ptr + w_off + nxt * STEP_W + 4)
-            h_n = tl.load(w_ptr + h_off + nxt * STEP_W)
+            wa_n, wb_n, h_n = step_tiles(w_ptr, w_off, h_off, nxt * STEP_W)
             acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, wa, wb, h, sa, sh, keep, magic,
                                            x_ptr + s * (CH * 64), x_off, stride_x, R1, R2, R3, ASM)
             wa = wa_n
@@ -240,10 +232,9 @@ def q4k_idot_rows_kernel(
         acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, wa, wb, h, sa, sh, keep, magic,
                                        x_ptr + i_lo * (CH * 64), x_off, stride_x, R1, R2, R3, ASM)
         for s in range(i_lo + 1, i_hi):
-            acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, tl.load(w_ptr + w_off + s * STEP_W),
-                                           tl.load(w_ptr + w_off + s * STEP_W + 4), tl.load(w_ptr + h_off + s * STEP_W),
-                                           sa, sh, keep, magic, x_ptr + s * (CH * 64), x_off, stride_x, R1, R2, R3,
-                                           ASM)
+            wa, wb, h = step_tiles(w_ptr, w_off, h_off, s * STEP_W)
+            acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, wa, wb, h, sa, sh, keep, magic,
+                                           x_ptr + s * (CH * 64), x_off, stride_x, R1, R2, R3, ASM)
     store_parts(out_ptr, part_ptr, cnt_ptr + pid_n * PARTS, acc0, acc1, acc2, acc3, pid_n, row_ok, N, R1, R2, R3,
                 SPLIT_K, FUSE)
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ...kernels.words import half_lo
 from ..quant.affine_mv import _nib, row_tile, word_planes
 from ..quant.qmm import store_result
 
@@ -41,17 +42,11 @@ Q5K_SB_WORDS = 44  # Q5_K: d|dmin, 3 scale words, 8 words of fifth bits, 32 word
 
 
 @triton.jit
-def _f16_lo(v):
-    """fp32 of the fp16 in the low 16 bits of int32 ``v``."""
-    return (v & 0xFFFF).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
-
-
-@triton.jit
 def _chunk_scales(hdr, s0, s1, s2, c):
     """fp32 ``(S0, B0, S1, B1)``: ``d * sc`` and ``dmin * m`` of sub-blocks ``2 c`` and ``2 c + 1`` from a
     super-block's header word ``hdr`` (d | dmin << 16) and scale words ``s0 s1 s2`` (bytes 0-11)."""
-    d = _f16_lo(hdr)
-    dmin = _f16_lo(hdr >> 16)
+    d = half_lo(hdr)
+    dmin = half_lo(hdr >> 16)
     sh = (c & 1) * 16  # the two sub-blocks' bytes start at byte 2 (c & 1) of each scale word
     a = s0 >> sh
     b = s1 >> sh
@@ -182,7 +177,7 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ..quant.affine_mv import StreamedMvLaunch  # noqa: E402
+from ..quant.affine_mv import StreamedMvLaunch, largest_step  # noqa: E402
 
 # From the H100 sweep (bench/gguf_mv_sweep.py, bench/results/2026-11-22-h100-session5/q4k_sweep.log): 16-row
 # tiles beat 8-row ones on every Llama-3-8B shape (4096 x 28672: 37.5 against 44.0 us; the word-level kernel
@@ -207,10 +202,7 @@ def supports(ggml_type: int, x_dtype: torch.dtype, m: int, k: int, raw_bytes: in
 
 def step_words(k: int, max_wps: int = Q4K_MAX_WPS) -> int:
     """Nibble words per loop step: the most whole super-blocks up to ``max_wps`` that divide the row."""
-    wps = max_wps
-    while (k // 8) % wps:
-        wps //= 2
-    return wps
+    return largest_step(k // 8, max_wps)
 
 
 class Q4kMvLaunch(StreamedMvLaunch):

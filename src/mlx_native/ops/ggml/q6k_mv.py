@@ -43,7 +43,7 @@ import triton.language as tl
 
 from ..quant.affine_mv import row_tile
 from ..quant.qmm import store_result
-from .q8_mv import _x_pair, word_aligned
+from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
 
 
 @triton.jit
@@ -55,33 +55,26 @@ def _code(w, S: tl.constexpr, magic):
 
 
 @triton.jit
-def _sel(m, x, y):
-    """Bits of ``x`` where ``m`` is set, of ``y`` elsewhere (one LOP3: ``m`` is a runtime value, so the masked
-    merge is not rewritten into two masks)."""
-    return y ^ ((x ^ y) & m)
-
-
-@triton.jit
 def _unit(a, b, c, xw_ptr, x_off, g0, g1, g2, g3, magic, nib, X_BF16: tl.constexpr):
     """Add one unit's codes times x to the group sums ``g0 .. g3`` (32-value rows 0-3 of its half): ``a, b,
     c`` its ql / ql + 32 / qh halves (int32, zero-extended), ``x_off`` the int32 word of its x pair in row
     0, ``nib = 0x0F0F0F0F``."""
     t4 = c << 4
     u2 = c << 2
-    w0 = _sel(nib, a, t4)  # codes l (bits 0-5), l + 1 (bits 8-13)
-    w2 = _sel(nib, t4, a)  # codes l + 64 (bits 4-9), l + 65 (bits 12-17)
-    w1 = _sel(nib, b, u2)  # codes l + 32, l + 33
-    w3 = _sel(nib, u2, b)  # codes l + 96, l + 97
-    x0, x1 = _x_pair(tl.load(xw_ptr + x_off), X_BF16)
+    w0 = bit_select(nib, a, t4)  # codes l (bits 0-5), l + 1 (bits 8-13)
+    w2 = bit_select(nib, t4, a)  # codes l + 64 (bits 4-9), l + 65 (bits 12-17)
+    w1 = bit_select(nib, b, u2)  # codes l + 32, l + 33
+    w3 = bit_select(nib, u2, b)  # codes l + 96, l + 97
+    x0, x1 = x_pair(tl.load(xw_ptr + x_off), X_BF16)
     g0 = tl.fma(_code(w0, 0, magic), x0, g0)
     g0 = tl.fma(_code(w0, 8, magic), x1, g0)
-    x0, x1 = _x_pair(tl.load(xw_ptr + x_off + 16), X_BF16)
+    x0, x1 = x_pair(tl.load(xw_ptr + x_off + 16), X_BF16)
     g1 = tl.fma(_code(w1, 0, magic), x0, g1)
     g1 = tl.fma(_code(w1, 8, magic), x1, g1)
-    x0, x1 = _x_pair(tl.load(xw_ptr + x_off + 32), X_BF16)
+    x0, x1 = x_pair(tl.load(xw_ptr + x_off + 32), X_BF16)
     g2 = tl.fma(_code(w2, 4, magic), x0, g2)
     g2 = tl.fma(_code(w2, 12, magic), x1, g2)
-    x0, x1 = _x_pair(tl.load(xw_ptr + x_off + 48), X_BF16)
+    x0, x1 = x_pair(tl.load(xw_ptr + x_off + 48), X_BF16)
     g3 = tl.fma(_code(w3, 4, magic), x0, g3)
     g3 = tl.fma(_code(w3, 12, magic), x1, g3)
     return g0, g1, g2, g3
@@ -147,7 +140,7 @@ def _step(acc, a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, sc0, sc1, sc2, sc
     t = tl.fma(sc1.to(tl.float32), g1, t)
     t = tl.fma(sc2.to(tl.float32), g2, t)
     t = tl.fma(sc3.to(tl.float32), g3, t)
-    return tl.fma(d.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32), t, acc)
+    return tl.fma(half_lo(d), t, acc)
 
 
 @triton.jit(do_not_specialize=["blocks_per_split", "magic", "nib"])
@@ -219,7 +212,7 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ..quant.affine_mv import MAGIC, StreamedMvLaunch  # noqa: E402
+from ..quant.affine_mv import MAGIC, StreamedMvLaunch, largest_step  # noqa: E402
 
 # From the H100 sweep (bench/gguf_mv_sweep.py --types Q6_K, bench/results/2026-11-25-h100-session17/run2): UPT 2
 # with 4 rows a thread (K 4096 x N 14336 25.5 us, 63% of copy; 14336 x 4096 24.3 us, 66%), against 29.1 / 31.4
@@ -232,16 +225,13 @@ Q6K_MAX_SBS = 4  # super-blocks per row and loop step: the most up to this that 
 Q6K_RT = 4  # rows per thread: the tile takes RT x (threads left after the slots' lanes) rows
 Q6K_WARPS = 4
 PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
-NIB = 0x0F0F0F0F  # the bit-select mask of the code words (a runtime argument: see _sel)
+NIB = 0x0F0F0F0F  # the bit-select mask of the code words (a runtime argument: see kernels.words.bit_select)
 
 
 def step_blocks(k: int) -> int:
     """Super-blocks per loop step for rows of ``k`` columns: the most, up to Q6K_MAX_SBS, that divide the row
     (1 always does)."""
-    sbs = Q6K_MAX_SBS
-    while (k // 256) % sbs:
-        sbs //= 2
-    return sbs
+    return largest_step(k // 256, Q6K_MAX_SBS)
 
 
 def tile_rows(sbs: int, upt: int = None, warps: int = None, rt: int = None) -> int:

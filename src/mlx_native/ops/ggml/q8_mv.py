@@ -34,6 +34,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
 from ..quant.affine_mv import row_tile
 from ..quant.qmm import store_result
 
@@ -69,23 +70,11 @@ def pair_lanes(w_ptr, pid_n, N, STRIDE_W: tl.constexpr, BN: tl.constexpr, EVEN_N
 
 
 @triton.jit
-def _x_pair(v, X_BF16: tl.constexpr):
-    """fp32 ``(lo, hi)`` of the two bf16 / fp16 values in the int32 word ``v``."""
-    if X_BF16:
-        lo = (v << 16).to(tl.float32, bitcast=True)
-        hi = (v & -65536).to(tl.float32, bitcast=True)
-    else:
-        lo = v.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
-        hi = (v >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
-    return lo, hi
-
-
-@triton.jit
 def _word_dot(w, xp, x_lo, x_hi, a, c_lo, c_hi, X_BF16: tl.constexpr):
     """``a + sum_b q_b x_b`` over the 4 int8 codes of the code words ``w`` [L, G, BN]; x of bytes 0-1 / 2-3 are
     the words at ``xp + x_lo`` / ``xp + x_hi`` ([L, G, 1])."""
-    x0, x1 = _x_pair(tl.load(xp + x_lo), X_BF16)
-    x2, x3 = _x_pair(tl.load(xp + x_hi), X_BF16)
+    x0, x1 = x_pair(tl.load(xp + x_lo), X_BF16)
+    x2, x3 = x_pair(tl.load(xp + x_hi), X_BF16)
     hi = w >> 16
     a = tl.fma(_q8(w, 0, c_lo), x0, a)
     a = tl.fma(_q8(w, 8, c_hi), x1, a)
@@ -147,10 +136,10 @@ def q8_mv_kernel(
         xp = xw_ptr + 2 * j
         if WPL == 2:
             a = _word_dot(w0, xp, x0_off, x2_off, 0.0, c_lo, c_hi, X_BF16)
-            a = _word_dot(w1 ^ ((w1 ^ sw) & splice), xp, x4_off, x6_off, a, c_lo, c_hi, X_BF16)
+            a = _word_dot(bit_select(splice, sw, w1), xp, x4_off, x6_off, a, c_lo, c_hi, X_BF16)
         else:
-            a = _word_dot(w0 ^ ((w0 ^ sw) & splice), xp, x0_off, x2_off, 0.0, c_lo, c_hi, X_BF16)
-        acc = tl.fma((sw >> d_sh).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32), a, acc)
+            a = _word_dot(bit_select(splice, sw, w0), xp, x0_off, x2_off, 0.0, c_lo, c_hi, X_BF16)
+        acc = tl.fma(half_lo(sw >> d_sh), a, acc)
         w0 = w0_n
         if WPL == 2:
             w1 = w1_n
@@ -166,7 +155,7 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ..quant.affine_mv import StreamedMvLaunch  # noqa: E402
+from ..quant.affine_mv import StreamedMvLaunch, largest_step  # noqa: E402
 
 # First guesses, to be swept on the H100 (bench/gguf_mv_sweep.py knobs: Q8_BN, PROGRAMS_PER_SM). Q8_0 streams
 # 1.06 bytes a value (Q4_0: 0.56) for fewer instructions a byte, so a step carries more bytes than q4_mv's:
@@ -191,12 +180,7 @@ C_HI = 0x4B008000  # ... at bits 8-15
 def step_units(k: int) -> int:
     """Code words (4 values) per loop step: the most whole pairs of blocks, up to Q8_MAX_UPS words, that divide
     the row (0 if that is fewer than Q8_MIN_UPS)."""
-    ups = Q8_MAX_UPS
-    while ups >= Q8_MIN_UPS:
-        if k % 4 == 0 and (k // 4) % ups == 0:
-            return ups
-        ups //= 2
-    return 0
+    return largest_step(k // 4, Q8_MAX_UPS, Q8_MIN_UPS) if k % 4 == 0 else 0
 
 
 def supports(ggml_type: int, x_dtype: torch.dtype, m: int, n: int, k: int, raw_bytes: int, sms: int) -> bool:
@@ -205,12 +189,6 @@ def supports(ggml_type: int, x_dtype: torch.dtype, m: int, n: int, k: int, raw_b
     ``MLX_NATIVE_GGUF_MV=0`` turns it off."""
     return (env.settings.gguf_mv and ggml_type == Q8_ID and m == 1 and x_dtype in (torch.bfloat16, torch.float16)
             and step_units(k) > 0 and triton.cdiv(n, Q8_BN) >= MIN_TILES_PER_SM * sms and raw_bytes < 2**31)
-
-
-def word_aligned(x: torch.Tensor) -> torch.Tensor:
-    """x for kernels that read it as int32 words (pairs of 16-bit values): a view at an odd element is copied (a
-    misaligned word load faults on the GPU)."""
-    return x.clone() if x.data_ptr() % 4 else x
 
 
 class Q8MvLaunch(StreamedMvLaunch):

@@ -153,6 +153,18 @@ def _store_part(out_ptr, part_ptr, cnt_ptr, acc, cols, col_ok, N, ROW0: tl.const
 
 
 @triton.jit
+def part_accs(R0: tl.constexpr, R1: tl.constexpr, R2: tl.constexpr, R3: tl.constexpr, CH: tl.constexpr,
+              BN: tl.constexpr):
+    """Zero fp32 accumulators ``[R_i, CH, BN]`` of the parts of the rows of x; a part of 0 rows carries a one-row
+    placeholder that no step changes."""
+    acc0 = tl.zeros([R0, CH, BN], dtype=tl.float32)
+    acc1 = tl.zeros([R1 if R1 > 0 else 1, CH, BN], dtype=tl.float32)
+    acc2 = tl.zeros([R2 if R2 > 0 else 1, CH, BN], dtype=tl.float32)
+    acc3 = tl.zeros([R3 if R3 > 0 else 1, CH, BN], dtype=tl.float32)
+    return acc0, acc1, acc2, acc3
+
+
+@triton.jit
 def store_parts(out_ptr, part_ptr, cnt, acc0, acc1, acc2, acc3, pid_n, row_ok, N, R1: tl.constexpr,
                 R2: tl.constexpr, R3: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr):
     """Every part's rows of the result (:func:`_store_part`): ``acc0 .. acc3 [R_i, CH, BN]`` of row tile ``pid_n``
@@ -199,11 +211,7 @@ def affine_idot_rows_kernel(
     c_off = c[:, None] * 32 + tl.arange(0, 8)[None, :]  # [CH, 8]: word 0 of each chunk
     i_lo = pid_k * steps_per_split
     i_hi = i_lo + steps_per_split
-    acc0 = tl.zeros([R0, CH, BN], dtype=tl.float32)
-    # the parts of 0 rows carry a placeholder that no step changes
-    acc1 = tl.zeros([R1 if R1 > 0 else 1, CH, BN], dtype=tl.float32)
-    acc2 = tl.zeros([R2 if R2 > 0 else 1, CH, BN], dtype=tl.float32)
-    acc3 = tl.zeros([R3 if R3 > 0 else 1, CH, BN], dtype=tl.float32)
+    acc0, acc1, acc2, acc3 = part_accs(R0, R1, R2, R3, CH, BN)
     w, S, B = _tiles(w_ptr, s_ptr, b_ptr, w_off + i_lo * STEP, s_off + i_lo * SSTEP)
     if PREFETCH:
         for i in range(i_lo, i_hi):

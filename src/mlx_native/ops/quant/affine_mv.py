@@ -166,16 +166,21 @@ def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, 
             and x_dtype in (torch.bfloat16, torch.float16) and words < 2**31 and step_words(k, group_size) > 0)
 
 
+def largest_step(units: int, most: int, least: int = 1) -> int:
+    """Loop step of a streamed mat-vec whose rows hold ``units`` units: the largest power of two from ``most`` (a
+    power of two) down to ``least`` that divides ``units``; 0 when none does."""
+    step = most
+    while step >= max(least, 1):
+        if units % step == 0:
+            return step
+        step //= 2
+    return 0
+
+
 def step_words(k: int, group_size: int) -> int:
     """Words per loop step for rows of ``k`` columns: the largest power of two up to AMV_MAX_WPS that is a
     multiple of the group's words and divides the row (0 when none of at least AMV_MIN_WPS does)."""
-    words, wpg = k // 8, group_size // 8
-    wps = AMV_MAX_WPS
-    while wps >= max(AMV_MIN_WPS, wpg):
-        if words % wps == 0:
-            return wps
-        wps //= 2
-    return 0
+    return largest_step(k // 8, AMV_MAX_WPS, max(AMV_MIN_WPS, group_size // 8))
 
 
 def split_count(steps: int, tiles: int, target: int) -> int:

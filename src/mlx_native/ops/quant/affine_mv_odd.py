@@ -28,7 +28,7 @@ so code ``c`` (bit ``p = c b`` of the unit) lies in window ``p // 16`` at a cons
 (its top bit <= 21, straddling codes included): one LOP3 ``(W & (2**b - 1) << s) | 0x4B000000`` (the fp32
 ``2**23 + q 2**s``; the magic number a runtime value), one FMA ``f 2**-s - 2**(23 - s)`` = ``q`` exactly (an
 FADD for ``s = 0``), one FMA into ``a = sum q x``. Per unit and row ``acc += S a + B xs`` (``xs``: the unit's
-x sum, shared by the thread's rows); x values are one shift / mask each (``q8_mv._x_pair``).
+x sum, shared by the thread's rows); x values are one shift / mask each (``kernels.words.x_pair``).
 
 The loop runs two steps an iteration (as ``ggml/q6k_mv.py``): each step's words, scales and biases are loaded
 before the step ahead of it is decoded (register prefetch) into registers that step released, so no copies
@@ -48,7 +48,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..ggml.q8_mv import _x_pair, word_aligned
+from ...kernels.words import word_aligned, x_pair
 from .affine_mv import row_tile
 from .qmm import store_result
 
@@ -103,10 +103,10 @@ def _step(acc, ws, S, B, xp, magic, BITS: tl.constexpr, X_BF16: tl.constexpr):
         e, o = tl.split(tl.reshape(xw, (xw.shape[0], xw.shape[1], 2, 2)))  # words 0 2 / 1 3
         v0, v2 = tl.split(e)
         v1, v3 = tl.split(o)
-        x0, x1 = _x_pair(v0, X_BF16)
-        x2, x3 = _x_pair(v1, X_BF16)
-        x4, x5 = _x_pair(v2, X_BF16)
-        x6, x7 = _x_pair(v3, X_BF16)
+        x0, x1 = x_pair(v0, X_BF16)
+        x2, x3 = x_pair(v1, X_BF16)
+        x4, x5 = x_pair(v2, X_BF16)
+        x6, x7 = x_pair(v3, X_BF16)
         xv = (x0[:, :, None], x1[:, :, None], x2[:, :, None], x3[:, :, None], x4[:, :, None], x5[:, :, None],
               x6[:, :, None], x7[:, :, None])
         xc = ((xv[0] + xv[1]) + (xv[2] + xv[3])) + ((xv[4] + xv[5]) + (xv[6] + xv[7]))
@@ -197,7 +197,7 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from .affine_mv import MAGIC, StreamedMvLaunch  # noqa: E402
+from .affine_mv import MAGIC, StreamedMvLaunch, largest_step  # noqa: E402
 
 # From the H100 sweep (bench/odd_bits_sweep.py, bench/results/2026-11-25-h100-session17/run5; rows per thread x
 # units per step x programs per SM, g64, bf16): 32 units a step (a warp reads 384 / 640 / 768 contiguous bytes of a
@@ -220,12 +220,7 @@ ODD_BITS = (3, 5, 6)
 def step_units(k: int, max_t: int = 0) -> int:
     """Units (32 values) per loop step for rows of ``k`` columns: the largest power of two up to ODD_MAX_T that
     divides the row's units (0 when that is fewer than ODD_MIN_T)."""
-    t = max_t or ODD_MAX_T
-    while t >= ODD_MIN_T:
-        if k % 32 == 0 and (k // 32) % t == 0:
-            return t
-        t //= 2
-    return 0
+    return largest_step(k // 32, max_t or ODD_MAX_T, ODD_MIN_T) if k % 32 == 0 else 0
 
 
 def tile_rows(t: int, rt: int, warps: int = 0) -> int:

@@ -1,0 +1,43 @@
+"""Device functions for kernels that read 16-bit values and packed fields as int32 words, and the host-side
+alignment those reads need.
+
+* :func:`x_pair`: the two bf16 / fp16 values of an int32 word (x read as words of two values) as fp32;
+* :func:`half_lo`: the fp16 in the low 16 bits of an int32 word as fp32 (GGUF block scales);
+* :func:`bit_select`: the bits of one word where a mask is set, of another elsewhere, in one LOP3;
+* :func:`word_aligned`: x for such kernels, copied when a view starts at an odd element.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def half_lo(v):
+    """fp32 of the fp16 in the low 16 bits of the int32 ``v``."""
+    return v.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def x_pair(v, X_BF16: tl.constexpr):
+    """fp32 ``(lo, hi)`` of the two bf16 (``X_BF16``) or fp16 values in the int32 word ``v``."""
+    if X_BF16:
+        lo = (v << 16).to(tl.float32, bitcast=True)
+        hi = (v & -65536).to(tl.float32, bitcast=True)
+    else:
+        lo = half_lo(v)
+        hi = half_lo(v >> 16)
+    return lo, hi
+
+
+@triton.jit
+def bit_select(m, x, y):
+    """Bits of ``x`` where ``m`` is set, of ``y`` elsewhere (one LOP3; with ``m`` a runtime value the masked merge
+    is not rewritten into two masks)."""
+    return y ^ ((x ^ y) & m)
+
+
+def word_aligned(x: torch.Tensor) -> torch.Tensor:
+    """x for kernels that read it as int32 words (pairs of 16-bit values): a view at an odd element is copied (a
+    misaligned word load faults on the GPU)."""
+    return x.clone() if x.data_ptr() % 4 else x
