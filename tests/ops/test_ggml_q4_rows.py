@@ -160,10 +160,9 @@ def test_q4_rows_keep_inf_and_nan_in_their_row(device, q4_rows, name, request):
 
 
 def test_q4_rows_supports(monkeypatch):
-    """``supports`` takes 1 row as before; 2 to ROWS_MAX rows only where the caller asks for them (``rows_max``),
-    of bf16/fp16 x against Q4_0 / Q4_1 rows of whole 8-16-block steps, with a row tile per SM (the multi-row
-    tiles' ``ROWS_BN``) and below 2**31 bytes; not fp32 x, other types, 0 or 5 rows, or with
-    ``MLX_NATIVE_GGUF_MV=0``."""
+    """``supports`` takes 1 to ROWS_MAX rows of bf16/fp16 x against Q4_0 / Q4_1 rows of whole 8-16-block steps,
+    with a row tile per SM (the multi-row tiles' ``ROWS_BN``) and below 2**31 bytes; not fp32 x, other types, 0
+    or 5 rows, or with ``MLX_NATIVE_GGUF_MV=0``."""
     from mlx_native.runtime import env
 
     q4_mv = _q4_mv()
@@ -173,23 +172,21 @@ def test_q4_rows_supports(monkeypatch):
     for name, tid in IDS.items():
         assert supports(tid, bf16, 1, 4096, 4096, big, sms) and supports(tid, torch.float16, 1, 4096, 4096, big, sms)
         for m in (2, 3, 4):
-            assert not supports(tid, bf16, m, 4096, 4096, big, sms), (name, m)  # callers of one row: unchanged
-            assert supports(tid, bf16, m, 4096, 4096, big, sms, rows_max=q4_mv.ROWS_MAX), (name, m)
-            assert supports(tid, torch.float16, m, 14336, 4096, big, sms, rows_max=m)
-            assert not supports(tid, bf16, m, 4096, 4096, big, sms, rows_max=m - 1)
-            assert not supports(tid, torch.float32, m, 4096, 4096, big, sms, rows_max=4)
-            assert not supports(tid, bf16, m, 4096, 576, big, sms, rows_max=4)  # no whole step of 8 blocks
+            assert supports(tid, bf16, m, 4096, 4096, big, sms), (name, m)
+            assert supports(tid, torch.float16, m, 14336, 4096, big, sms)
+            assert not supports(tid, torch.float32, m, 4096, 4096, big, sms)
+            assert not supports(tid, bf16, m, 4096, 576, big, sms)  # no whole step of 8 blocks
             few = q4_mv.ROWS_BN[m] * (sms - 1)  # one row tile short of a tile per SM
-            assert not supports(tid, bf16, m, few, 4096, big, sms, rows_max=4)
-            assert supports(tid, bf16, m, few + q4_mv.ROWS_BN[m], 4096, big, sms, rows_max=4)
-            assert not supports(tid, bf16, m, 4096, 4096, 2**31, sms, rows_max=4)
+            assert not supports(tid, bf16, m, few, 4096, big, sms)
+            assert supports(tid, bf16, m, few + q4_mv.ROWS_BN[m], 4096, big, sms)
+            assert not supports(tid, bf16, m, 4096, 4096, 2**31, sms)
         for m in (0, 5):
-            assert not supports(tid, bf16, m, 4096, 4096, big, sms, rows_max=8), m
+            assert not supports(tid, bf16, m, 4096, 4096, big, sms), m
     for name in ("Q8_0", "Q4_K", "Q5_0", "Q6_K"):
-        assert not supports(formats.BY_NAME[name].id, bf16, 2, 4096, 4096, big, sms, rows_max=4), name
+        assert not supports(formats.BY_NAME[name].id, bf16, 2, 4096, 4096, big, sms), name
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, gguf_mv=False))
     assert not supports(2, bf16, 1, 4096, 4096, big, sms)
-    assert not supports(2, bf16, 2, 4096, 4096, big, sms, rows_max=4)
+    assert not supports(2, bf16, 2, 4096, 4096, big, sms)
 
 
 def test_q4_rows_plans(device, monkeypatch):

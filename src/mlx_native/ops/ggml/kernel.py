@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Callable, Optional
 
 import torch
 import triton
@@ -68,22 +69,40 @@ def _dequant_tile_kernel(
         tl.store(base + (kx + RUN)[None, :], p1.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & ((kx + RUN) < K)[None, :])
 
 
-# types with a streamed one-row mat-vec
-STREAMED_TYPES = (q4k_mv.Q4K_ID, q4k_mv.Q5K_ID, q6k_mv.Q6K_ID, q8_mv.Q8_ID, *q4_mv.Q4_IDS)
+def streamed_launch(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, x_row_stride: int,
+                    device) -> Optional[Callable[[], object]]:
+    """The streamed mat-vec that ``ggml_matmul`` of ``m`` rows of x (row stride ``x_row_stride``) against an
+    ``(n, k)`` matrix of this type runs, as a builder of its launch plan, or None. One row: ``q8_mv`` (Q8_0),
+    ``q6k_mv`` (Q6_K), ``q4k_mv`` (Q5_K; Q4_K rows that take no integer-dot step), ``q4k_idot`` (Q4_K),
+    ``q4_idot`` (Q4_0 / Q4_1 matrices large enough; ``q4_mv`` for rows that take no integer-dot step); 2-4 rows:
+    ``q4k_idot_rows`` (Q4_K), ``q4_mv`` with ``MR`` rows (Q4_0 / Q4_1)."""
+    if qmm.CONFIG_OVERRIDE is not None or type_id not in formats.BY_ID:
+        return None
+    raw_bytes = n * formats.row_bytes(formats.BY_ID[type_id], k)
+    sms = device_info(device).sm_count
+    if m == 1 and q8_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms):
+        return lambda: q8_mv.Q8MvLaunch(n, k, x_dtype, device)
+    if m == 1 and q6k_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms):
+        return lambda: q6k_mv.Q6kMvLaunch(n, k, x_dtype, device)
+    if q4k_mv.supports(type_id, x_dtype, m, k, raw_bytes):  # one row
+        if type_id == q4k_mv.Q5K_ID:
+            return lambda: q4k_mv.Q5kMvLaunch(n, k, x_dtype, device)
+        if q4k_idot.supports(type_id, x_dtype, x_dtype, m, k, raw_bytes):
+            return lambda: q4k_idot.Q4kIdotLaunch(n, k, x_dtype, device)
+        return lambda: q4k_mv.Q4kMvLaunch(n, k, x_dtype, device)
+    if q4k_idot_rows.supports_rows(type_id, x_dtype, x_dtype, m, k, raw_bytes):
+        return lambda: q4k_idot_rows.Q4kIdotRowsLaunch(m, n, k, x_dtype, x_row_stride, device)
+    if q4_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms):
+        if m == 1 and q4_idot.supports(type_id, x_dtype, x_dtype, m, n, k, raw_bytes, sms):
+            return lambda: q4_idot.Q4IdotLaunch(type_id, n, k, x_dtype, device)
+        return lambda: q4_mv.Q4MvLaunch(type_id, n, k, x_dtype, device, m=m, x_row_stride=x_row_stride)
+    return None
 
 
 def takes_streamed(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, device) -> bool:
-    """Whether ``ggml_matmul`` of ``m`` rows of x against an ``(n, k)`` matrix of this type runs a streamed
-    one-row kernel: ``q4k_mv`` or its integer-dot variant ``q4k_idot`` (Q4_K), ``q4k_mv`` (Q5_K), ``q6k_mv``
-    (Q6_K), ``q8_mv`` (Q8_0), ``q4_mv`` (Q4_0 / Q4_1 matrices large enough)."""
-    if qmm.CONFIG_OVERRIDE is not None or type_id not in STREAMED_TYPES:
-        return False
-    raw_bytes = n * formats.row_bytes(formats.BY_ID[type_id], k)
-    sms = device_info(device).sm_count
-    return (q4k_mv.supports(type_id, x_dtype, m, k, raw_bytes)
-            or q4_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms)
-            or q8_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms)
-            or q6k_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms))
+    """Whether ``ggml_matmul`` of ``m`` contiguous rows of x against an ``(n, k)`` matrix of this type runs a
+    streamed mat-vec (:func:`streamed_launch`)."""
+    return streamed_launch(type_id, x_dtype, m, n, k, k, device) is not None
 
 
 def aligned(raw: torch.Tensor) -> torch.Tensor:
@@ -153,10 +172,8 @@ def weight_spec(t) -> WeightSpec:
 
 class MatmulPlan:
     """ggml_matmul: float types with x's dtype go to torch.matmul on a view of the bytes (no copy); one
-    bf16/fp16 row of x against Q4_K, Q5_K, Q6_K, Q8_0 (and Q4_0 / Q4_1 matrices large enough) the streamed
-    mat-vecs (:func:`takes_streamed`; Q4_K rows of whole integer-dot steps ``q4k_idot``, other Q4_K rows
-    ``q4k_mv``); 2-4 rows their multi-row variants (such Q4_K rows ``q4k_idot_rows``, Q4_0 / Q4_1 ``q4_mv``
-    with ``MR`` rows); the tensor-core decode kernel
+    bf16/fp16 row of x against Q4_K, Q5_K, Q6_K, Q8_0 (and Q4_0 / Q4_1 matrices large enough), and 2-4 rows
+    against Q4_K / Q4_0 / Q4_1, the streamed mat-vecs (:func:`streamed_launch`); the tensor-core decode kernel
     (``quant/mmv.py``) other Q4_K calls with 2-16 bf16/fp16 rows, and with ``MLX_NATIVE_MMV=on`` the other
     Q4_0 / Q4_1 / Q4_K calls with 1-16 rows (see ``mmv.prefer``); everything else runs the fused kernels on the
     blocks."""
@@ -193,32 +210,11 @@ class MatmulPlan:
             self.chunked = qmm.ChunkedPrefill(m, n, k, x.dtype, x.dtype, x.device, dequant_rows)
             self.kind = "prefill (chunked dequantize + cuBLAS)"
             return
-        if takes_streamed(t.id, x.dtype, m, n, k, x.device):
-            if t.id == q8_mv.Q8_ID:
-                self.launch = q8_mv.Q8MvLaunch(n, k, x.dtype, x.device)
-            elif t.id == q6k_mv.Q6K_ID:
-                self.launch = q6k_mv.Q6kMvLaunch(n, k, x.dtype, x.device)
-            elif t.id == q4k_mv.Q5K_ID:
-                self.launch = q4k_mv.Q5kMvLaunch(n, k, x.dtype, x.device)
-            elif q4k_idot.supports(t.id, x.dtype, x.dtype, m, k, n * rb):
-                self.launch = q4k_idot.Q4kIdotLaunch(n, k, x.dtype, x.device)
-            elif t.id == q4k_mv.Q4K_ID:
-                self.launch = q4k_mv.Q4kMvLaunch(n, k, x.dtype, x.device)
-            elif q4_idot.supports(t.id, x.dtype, x.dtype, m, n, k, n * rb, device_info(x.device).sm_count):
-                self.launch = q4_idot.Q4IdotLaunch(t.id, n, k, x.dtype, x.device)
-            else:
-                self.launch = q4_mv.Q4MvLaunch(t.id, n, k, x.dtype, x.device)
+        build = streamed_launch(t.id, x.dtype, m, n, k, strides[0], x.device)
+        if build is not None:
+            self.launch = build()
             self.kind = "streamed"
             return
-        if m > 1 and qmm.CONFIG_OVERRIDE is None:  # a few rows: the streamed kernels' multi-row variants
-            if q4k_idot_rows.supports_rows(t.id, x.dtype, x.dtype, m, k, n * rb):
-                self.launch = q4k_idot_rows.Q4kIdotRowsLaunch(m, n, k, x.dtype, strides[0], x.device)
-                self.kind = "streamed"
-                return
-            if q4_mv.supports(t.id, x.dtype, m, n, k, n * rb, device_info(x.device).sm_count, q4_mv.ROWS_MAX):
-                self.launch = q4_mv.Q4MvLaunch(t.id, n, k, x.dtype, x.device, m=m, x_row_stride=strides[0])
-                self.kind = "streamed"
-                return
         if kind in ("gemv", "decode") and mmv.supports_gguf(t.id, x.dtype, m, k, n * rb) \
                 and mmv.prefer(m, n, k, t.id) and qmm.CONFIG_OVERRIDE is None:
             self.launch = mmv.MmvLaunch(m, n, k, mmv.GGUF_GROUP, x.dtype, x.dtype, (strides[0], rb, 0), x.device,
@@ -251,4 +247,5 @@ class MatmulPlan:
         return self.launch(x2, r, r, r, None, None, None).view(self.out_shape)
 
 
-__all__ = ["DequantPlan", "EmbeddingPlan", "MatmulPlan", "STRUCTURED", "takes_streamed", "weight_spec"]
+__all__ = ["DequantPlan", "EmbeddingPlan", "MatmulPlan", "STRUCTURED", "streamed_launch", "takes_streamed",
+           "weight_spec"]

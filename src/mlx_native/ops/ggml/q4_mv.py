@@ -261,14 +261,12 @@ def step_units(k: int) -> int:
     return largest_step(k // 4, Q4_MAX_UPS, Q4_MIN_UPS)
 
 
-def supports(ggml_type: int, x_dtype: torch.dtype, m: int, n: int, k: int, raw_bytes: int, sms: int,
-             rows_max: int = 1) -> bool:
-    """``1 <= m <= min(rows_max, ROWS_MAX)`` rows of bf16/fp16 x against Q4_0/Q4_1 rows long enough for whole
+def supports(ggml_type: int, x_dtype: torch.dtype, m: int, n: int, k: int, raw_bytes: int, sms: int) -> bool:
+    """``1 <= m <= ROWS_MAX`` rows of bf16/fp16 x against Q4_0/Q4_1 rows long enough for whole
     steps of 8-16 blocks and numerous enough for ``MIN_TILES_PER_SM`` row tiles per SM (the small matrices of
-    SmolLM2-like models are latency bound: the word-level kernel's small tiles serve them better).
-    ``rows_max`` (1: one row, as before the multi-row variant; ``ROWS_MAX``: all it takes) is the caller's
-    say. ``MLX_NATIVE_GGUF_MV=0`` turns it off."""
-    return (env.settings.gguf_mv and ggml_type in Q4_IDS and 1 <= m <= min(rows_max, ROWS_MAX)
+    SmolLM2-like models are latency bound: the word-level kernel's small tiles serve them better; several rows
+    of x count their own tiles, ``ROWS_BN``). ``MLX_NATIVE_GGUF_MV=0`` turns it off."""
+    return (env.settings.gguf_mv and ggml_type in Q4_IDS and 1 <= m <= ROWS_MAX
             and x_dtype in (torch.bfloat16, torch.float16) and step_units(k) > 0
             and triton.cdiv(n, tiling(k, m)[0]) >= MIN_TILES_PER_SM * sms and raw_bytes < 2**31)
 
