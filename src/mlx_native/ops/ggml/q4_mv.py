@@ -36,21 +36,13 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..quant.affine_mv import _nib, row_tile
+from ..quant.affine_mv import code_f32, row_tile
 from ..quant.qmm import store_result
 
 
 @triton.jit
 def _f16(p):
     return tl.load(p).to(tl.float16, bitcast=True).to(tl.float32)
-
-
-@triton.jit
-def _q(u, S: tl.constexpr, magic, OFF: tl.constexpr):
-    """fp32 ``q - OFF`` of the nibble at bits ``[S, S + 4)`` of ``u``, exactly (``_nib`` with ``OFF`` folded into
-    its FMA's constant: ``2**(23 - S) + OFF`` is exact in fp32 for ``OFF`` 0 or 8)."""
-    f = ((u & (15 << S)) | magic).to(tl.float32, bitcast=True)
-    return tl.fma(f, 1.0 / (1 << S), -(8388608.0 / (1 << S) + OFF))
 
 
 @triton.jit
@@ -141,10 +133,10 @@ def q4_mv_kernel(
             x0, x1 = tl.split(lo)
             x16, x17 = tl.split(hi)
             u = w.to(tl.int32) & 0xFFFF
-            a = _nib(u, 0, magic) * x0[:, :, None]
-            a = tl.fma(_nib(u, 4, magic), x16[:, :, None], a)
-            a = tl.fma(_nib(u, 8, magic), x1[:, :, None], a)
-            a = tl.fma(_nib(u, 12, magic), x17[:, :, None], a)
+            a = code_f32(u, 0, magic) * x0[:, :, None]
+            a = tl.fma(code_f32(u, 4, magic), x16[:, :, None], a)
+            a = tl.fma(code_f32(u, 8, magic), x1[:, :, None], a)
+            a = tl.fma(code_f32(u, 12, magic), x17[:, :, None], a)
             xs = (x0 + x1) + (x16 + x17)
             acc = tl.fma(d[None, :, :], a, acc)
             if Q4_1:
@@ -167,10 +159,10 @@ def q4_mv_kernel(
             nxt = (tl.minimum(j + UPS, j_hi - UPS) // 8) * TH
             w_n, d_n, m_n = _step_tiles(w_ptr, w_off, s_off, nxt, Q4_1)
             u = w.to(tl.int32) & 0xFFFF
-            v0 = _q(u, 0, magic, OFF)
-            v4 = _q(u, 4, magic, OFF)
-            v8 = _q(u, 8, magic, OFF)
-            v12 = _q(u, 12, magic, OFF)
+            v0 = code_f32(u, 0, magic, 4, OFF)
+            v4 = code_f32(u, 4, magic, 4, OFF)
+            v8 = code_f32(u, 8, magic, 4, OFF)
+            v12 = code_f32(u, 12, magic, 4, OFF)
             ds = d[None, :, :]
             if Q4_1:
                 ms = m[None, :, :]

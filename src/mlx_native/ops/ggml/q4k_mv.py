@@ -22,7 +22,7 @@ of value ``32 j + l``, so fifth-bit word ``w`` serves nibble word ``w`` of every
 it. Per word and row, the chunk's bits go to bits 6 and 7 of each byte (``qh << (6 - 2 c)``, one shift), and
 two words hold the 5-bit codes in bytes: ``lo`` (``w << 2``: low nibble at bits 2-5, the bit at 6) and ``hi``
 (``w >> 1``: high nibble at bits 3-6, the bit at 7), two LOP3 each; the decode masks 5 bits instead of 4
-(``_q5``). That is 9 integer ops per word above Q4_K's 1 (about 4.1 instructions per code for decode and dot
+(``code_f32`` of 5 bits). That is 9 integer ops per word above Q4_K's 1 (about 4.1 instructions per code for decode and dot
 against 3.1); the whole loop of a 16-row, 128-word step compiles (offline sm_90 SASS, Triton 3.9) to 916
 instructions per thread, 7.2 per code (Q4_K: 787, 6.2), about 10.4 per weight byte (Q4_K: 10.9).
 """
@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.words import half_lo
-from ..quant.affine_mv import _nib, row_tile, word_planes
+from ..quant.affine_mv import code_f32, row_tile, word_planes
 from ..quant.qmm import store_result
 
 SB_WORDS = 36  # 32-bit words per super-block: d|dmin, 3 scale words, 32 words of nibbles
@@ -63,23 +63,15 @@ def _chunk_scales(hdr, s0, s1, s2, c):
 def _word_dots(w, x0, x1, x2, x3, x4, x5, x6, x7, magic):
     """``[8, G, BN]`` ``(sum of low nibbles * x0..x3, sum of high nibbles * x4..x7)`` per word."""
     hi = w >> 16
-    a0 = _nib(w, 0, magic) * x0[:, :, None]
-    a0 = tl.fma(_nib(w, 8, magic), x1[:, :, None], a0)
-    a0 = tl.fma(_nib(w, 16, magic), x2[:, :, None], a0)
-    a0 = tl.fma(_nib(hi, 8, magic), x3[:, :, None], a0)
-    a1 = _nib(w, 4, magic) * x4[:, :, None]
-    a1 = tl.fma(_nib(w, 12, magic), x5[:, :, None], a1)
-    a1 = tl.fma(_nib(hi, 4, magic), x6[:, :, None], a1)
-    a1 = tl.fma(_nib(hi, 12, magic), x7[:, :, None], a1)
+    a0 = code_f32(w, 0, magic) * x0[:, :, None]
+    a0 = tl.fma(code_f32(w, 8, magic), x1[:, :, None], a0)
+    a0 = tl.fma(code_f32(w, 16, magic), x2[:, :, None], a0)
+    a0 = tl.fma(code_f32(hi, 8, magic), x3[:, :, None], a0)
+    a1 = code_f32(w, 4, magic) * x4[:, :, None]
+    a1 = tl.fma(code_f32(w, 12, magic), x5[:, :, None], a1)
+    a1 = tl.fma(code_f32(hi, 4, magic), x6[:, :, None], a1)
+    a1 = tl.fma(code_f32(hi, 12, magic), x7[:, :, None], a1)
     return a0, a1
-
-
-@triton.jit
-def _q5(w, S: tl.constexpr, magic):
-    """fp32 ``q`` of the 5-bit field at bits ``[S, S + 5)`` of ``w`` (``S <= 18``), exactly (``_nib`` with a
-    wider mask)."""
-    f = ((w & (31 << S)) | magic).to(tl.float32, bitcast=True)
-    return tl.fma(f, 1.0 / (1 << S), -8388608.0 / (1 << S))
 
 
 @triton.jit
@@ -92,14 +84,14 @@ def _word_dots5(w, t, x0, x1, x2, x3, x4, x5, x6, x7, magic):
     hi = ((w >> 1) & 0x7F7F7F7F) | (t & -0x7F7F7F80)  # 0x80808080
     lo3 = lo >> 16
     hi2 = hi >> 16
-    a0 = _q5(lo, 2, magic) * x0[:, :, None]
-    a0 = tl.fma(_q5(lo, 10, magic), x1[:, :, None], a0)
-    a0 = tl.fma(_q5(lo, 18, magic), x2[:, :, None], a0)
-    a0 = tl.fma(_q5(lo3, 10, magic), x3[:, :, None], a0)
-    a1 = _q5(hi, 3, magic) * x4[:, :, None]
-    a1 = tl.fma(_q5(hi, 11, magic), x5[:, :, None], a1)
-    a1 = tl.fma(_q5(hi2, 3, magic), x6[:, :, None], a1)
-    a1 = tl.fma(_q5(hi2, 11, magic), x7[:, :, None], a1)
+    a0 = code_f32(lo, 2, magic, 5) * x0[:, :, None]
+    a0 = tl.fma(code_f32(lo, 10, magic, 5), x1[:, :, None], a0)
+    a0 = tl.fma(code_f32(lo, 18, magic, 5), x2[:, :, None], a0)
+    a0 = tl.fma(code_f32(lo3, 10, magic, 5), x3[:, :, None], a0)
+    a1 = code_f32(hi, 3, magic, 5) * x4[:, :, None]
+    a1 = tl.fma(code_f32(hi, 11, magic, 5), x5[:, :, None], a1)
+    a1 = tl.fma(code_f32(hi2, 3, magic, 5), x6[:, :, None], a1)
+    a1 = tl.fma(code_f32(hi2, 11, magic, 5), x7[:, :, None], a1)
     return a0, a1
 
 

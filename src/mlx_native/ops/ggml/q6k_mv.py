@@ -41,17 +41,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..quant.affine_mv import row_tile
+from ..quant.affine_mv import code_f32, row_tile
 from ..quant.qmm import store_result
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
-
-
-@triton.jit
-def _code(w, S: tl.constexpr, magic):
-    """fp32 ``q - 32`` of the 6-bit code at bits ``[S, S + 6)`` of ``w``, exactly (``magic``: 0x4B000000 as a
-    runtime value, so that mask and or are one LOP3 with a register operand)."""
-    f = ((w & (63 << S)) | magic).to(tl.float32, bitcast=True)
-    return tl.fma(f, 1.0 / (1 << S), -(8388608.0 / (1 << S) + 32.0))
 
 
 @triton.jit
@@ -66,17 +58,17 @@ def _unit(a, b, c, xw_ptr, x_off, g0, g1, g2, g3, magic, nib, X_BF16: tl.constex
     w1 = bit_select(nib, b, u2)  # codes l + 32, l + 33
     w3 = bit_select(nib, u2, b)  # codes l + 96, l + 97
     x0, x1 = x_pair(tl.load(xw_ptr + x_off), X_BF16)
-    g0 = tl.fma(_code(w0, 0, magic), x0, g0)
-    g0 = tl.fma(_code(w0, 8, magic), x1, g0)
+    g0 = tl.fma(code_f32(w0, 0, magic, 6, 32.0), x0, g0)
+    g0 = tl.fma(code_f32(w0, 8, magic, 6, 32.0), x1, g0)
     x0, x1 = x_pair(tl.load(xw_ptr + x_off + 16), X_BF16)
-    g1 = tl.fma(_code(w1, 0, magic), x0, g1)
-    g1 = tl.fma(_code(w1, 8, magic), x1, g1)
+    g1 = tl.fma(code_f32(w1, 0, magic, 6, 32.0), x0, g1)
+    g1 = tl.fma(code_f32(w1, 8, magic, 6, 32.0), x1, g1)
     x0, x1 = x_pair(tl.load(xw_ptr + x_off + 32), X_BF16)
-    g2 = tl.fma(_code(w2, 4, magic), x0, g2)
-    g2 = tl.fma(_code(w2, 12, magic), x1, g2)
+    g2 = tl.fma(code_f32(w2, 4, magic, 6, 32.0), x0, g2)
+    g2 = tl.fma(code_f32(w2, 12, magic, 6, 32.0), x1, g2)
     x0, x1 = x_pair(tl.load(xw_ptr + x_off + 48), X_BF16)
-    g3 = tl.fma(_code(w3, 4, magic), x0, g3)
-    g3 = tl.fma(_code(w3, 12, magic), x1, g3)
+    g3 = tl.fma(code_f32(w3, 4, magic, 6, 32.0), x0, g3)
+    g3 = tl.fma(code_f32(w3, 12, magic, 6, 32.0), x1, g3)
     return g0, g1, g2, g3
 
 

@@ -44,25 +44,27 @@ def word_planes(x):
 
 
 @triton.jit
-def _nib(w, S: tl.constexpr, magic):
-    """fp32 ``q`` of the nibble at bits ``[S, S + 4)`` of ``w`` (``S <= 16``), exactly (``magic``:
-    0x4B000000 as a runtime value, so that mask and or are one LOP3 with a register operand)."""
-    f = ((w & (15 << S)) | magic).to(tl.float32, bitcast=True)
-    return tl.fma(f, 1.0 / (1 << S), -8388608.0 / (1 << S))
+def code_f32(w, S: tl.constexpr, magic, BITS: tl.constexpr = 4, OFF: tl.constexpr = 0.0):
+    """fp32 ``q - OFF`` of the unsigned ``BITS``-bit code at bits ``[S, S + BITS)`` of ``w`` (``S + BITS <= 23``),
+    exactly (``magic``: 0x4B000000 as a runtime value, so that mask and or are one LOP3 with a register operand;
+    the or makes the fp32 ``2**23 + q 2**S``, one FMA scales it back and subtracts ``2**23`` and ``OFF``, exact
+    for the small integer offsets of the formats)."""
+    f = ((w & (((1 << BITS) - 1) << S)) | magic).to(tl.float32, bitcast=True)
+    return tl.fma(f, 1.0 / (1 << S), -(8388608.0 / (1 << S) + OFF))
 
 
 @triton.jit
 def _word_dot(w, x0, x1, x2, x3, x4, x5, x6, x7, magic):
     """``[WPG, G, BN]`` sum over the 8 codes of each word of ``q_p * x_p`` (x planes ``[WPG, G]``)."""
     hi = w >> 16
-    a = _nib(w, 0, magic) * x0[:, :, None]
-    a = tl.fma(_nib(w, 4, magic), x1[:, :, None], a)
-    a = tl.fma(_nib(w, 8, magic), x2[:, :, None], a)
-    a = tl.fma(_nib(w, 12, magic), x3[:, :, None], a)
-    a = tl.fma(_nib(w, 16, magic), x4[:, :, None], a)
-    a = tl.fma(_nib(hi, 4, magic), x5[:, :, None], a)
-    a = tl.fma(_nib(hi, 8, magic), x6[:, :, None], a)
-    a = tl.fma(_nib(hi, 12, magic), x7[:, :, None], a)
+    a = code_f32(w, 0, magic) * x0[:, :, None]
+    a = tl.fma(code_f32(w, 4, magic), x1[:, :, None], a)
+    a = tl.fma(code_f32(w, 8, magic), x2[:, :, None], a)
+    a = tl.fma(code_f32(w, 12, magic), x3[:, :, None], a)
+    a = tl.fma(code_f32(w, 16, magic), x4[:, :, None], a)
+    a = tl.fma(code_f32(hi, 4, magic), x5[:, :, None], a)
+    a = tl.fma(code_f32(hi, 8, magic), x6[:, :, None], a)
+    a = tl.fma(code_f32(hi, 12, magic), x7[:, :, None], a)
     return a
 
 

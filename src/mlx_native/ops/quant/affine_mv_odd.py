@@ -49,16 +49,8 @@ import triton
 import triton.language as tl
 
 from ...kernels.words import word_aligned, x_pair
-from .affine_mv import row_tile
+from .affine_mv import code_f32, row_tile
 from .qmm import store_result
-
-
-@triton.jit
-def _code(w, S: tl.constexpr, BITS: tl.constexpr, magic):
-    """fp32 ``q`` of the ``BITS``-bit code at bits ``[S, S + BITS)`` of ``w`` (``S + BITS <= 23``), exactly
-    (``magic``: 0x4B000000 as a runtime value, so that mask and or are one LOP3 with a register operand)."""
-    f = ((w & (((1 << BITS) - 1) << S)) | magic).to(tl.float32, bitcast=True)
-    return tl.fma(f, 1.0 / (1 << S), -8388608.0 / (1 << S))
 
 
 @triton.jit
@@ -115,7 +107,7 @@ def _step(acc, ws, S, B, xp, magic, BITS: tl.constexpr, X_BF16: tl.constexpr):
         else:
             xs += xc
         for c in tl.static_range(8):  # code 8 c8 + c at bit p = (8 c8 + c) BITS: window p // 16, offset p % 16
-            q = _code(win[(8 * c8 + c) * BITS // 16], (8 * c8 + c) * BITS % 16, BITS, magic)
+            q = code_f32(win[(8 * c8 + c) * BITS // 16], (8 * c8 + c) * BITS % 16, magic, BITS)
             if c8 + c == 0:
                 a = q * xv[c]
             else:
