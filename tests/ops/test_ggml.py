@@ -63,6 +63,31 @@ def gguf_values(raw: np.ndarray, name: str, shape) -> np.ndarray:
     return gguf_dequantize(raw, gguf.GGMLQuantizationType[name]).astype(np.float32).reshape(shape)
 
 
+def oracle_weight(raw: np.ndarray, name: str, shape) -> torch.Tensor:
+    """gguf.quants' float32 values of raw blocks (extreme block scales may overflow to Inf / NaN: no warning)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return torch.from_numpy(gguf_values(raw, name, shape))
+
+
+def plan_output(device, plan, raw: np.ndarray, w: torch.Tensor, x: torch.Tensor):
+    """``(out, oracle, baseline)`` of one call of a mat-vec plan on ``x [m, k]`` (copied to ``device`` with its row
+    stride) against the raw rows whose values are ``w [n, k]``: the fp64 oracle and the same-dtype baseline of the
+    error bar; the output's shape and dtype are checked."""
+    xd = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=device)
+    xd.copy_(x)
+    out = plan(xd, raw_tensor(raw, device)).cpu()
+    assert out.shape == (x.shape[0], w.shape[0]) and out.dtype == x.dtype
+    return out, x.double() @ w.double().T, x @ w.to(x.dtype).T
+
+
+def check_plan(device, plan, raw: np.ndarray, w: torch.Tensor, x: torch.Tensor, what: str) -> torch.Tensor:
+    """One call of a mat-vec plan (:func:`plan_output`) within the error bar of the fp64 oracle; returns the
+    output."""
+    out, oracle, baseline = plan_output(device, plan, raw, w, x)
+    assert_error_bar(out, oracle, baseline, what=what)
+    return out
+
+
 def assert_bit_exact(ours: torch.Tensor, theirs: np.ndarray, what: str) -> None:
     ours = ours.cpu().numpy()
     nan_o, nan_t = np.isnan(ours), np.isnan(theirs)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from helpers import assert_error_bar, randn
-from test_ggml import EXTREME, FP16_FIELDS, crafted_blocks, gguf_values, raw_tensor, rng_for, valid_blocks
+from test_ggml import EXTREME, FP16_FIELDS, check_plan, crafted_blocks, oracle_weight, raw_tensor, rng_for, valid_blocks
 
 IDS = {"Q4_0": 2, "Q4_1": 3}
 BLOCK_BYTES = {"Q4_0": 18, "Q4_1": 20}
@@ -24,20 +24,14 @@ def _q4_idot():
 
 
 def _weight(raw: np.ndarray, name: str, n: int, k: int) -> torch.Tensor:
-    with np.errstate(invalid="ignore", over="ignore"):
-        return torch.from_numpy(gguf_values(raw, name, (n, k)))
+    return oracle_weight(raw, name, (n, k))
 
 
 def _plan(device, name: str, n: int, k: int, dtype, **knobs):
     return _q4_idot().Q4IdotLaunch(IDS[name], n, k, dtype, torch.device(device), **knobs)
 
 
-def _check(device, plan, raw: np.ndarray, w: torch.Tensor, x: torch.Tensor, what: str) -> torch.Tensor:
-    """One call of ``plan``, within the error bar of the fp64 oracle; returns the output."""
-    out = plan(x.to(device), raw_tensor(raw, device)).cpu()
-    assert out.shape == (1, w.shape[0]) and out.dtype == x.dtype
-    assert_error_bar(out, x.double() @ w.double().T, x @ w.to(x.dtype).T, what=what)
-    return out
+_check = check_plan
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import torch
 
 from helpers import assert_error_bar, randn
 from mlx_native.ops.ggml import formats
-from test_ggml import EXTREME, FP16_FIELDS, crafted_blocks, gguf_values, raw_tensor, rng_for, valid_blocks
+from test_ggml import EXTREME, FP16_FIELDS, crafted_blocks, oracle_weight, plan_output, rng_for, valid_blocks
 
 IDS = {"Q4_0": 2, "Q4_1": 3}
 
@@ -25,19 +25,13 @@ def _q4_mv():
 def _run(device, raw: np.ndarray, name: str, m: int, n: int, k: int, dtype, pad: int = 0, x=None, plan=None):
     """``(out, oracle, baseline, x, plan)`` of ``m`` rows of x (the first ``k`` columns of a ``[m, k + pad]``
     tensor, row stride ``k + pad``) against the rows ``raw``; ``plan``: reuse a plan (else a new one)."""
-    q4_mv = _q4_mv()
-    with np.errstate(invalid="ignore", over="ignore"):
-        w = torch.from_numpy(gguf_values(raw, name, (n, k)))
+    w = oracle_weight(raw, name, (n, k))
     if x is None:
         x = randn(m, k + pad, dtype=dtype)[:, :k]
-    xd = torch.empty(m, k + pad, dtype=dtype, device=device)[:, :k]
-    xd.copy_(x)
-    assert xd.stride() == (k + pad, 1)
+    assert x.stride() == (k + pad, 1)
     if plan is None:
-        plan = q4_mv.Q4MvLaunch(IDS[name], n, k, dtype, torch.device(device), m=m, x_row_stride=k + pad)
-    out = plan(xd, raw_tensor(raw, device)).cpu()
-    assert out.shape == (m, n) and out.dtype == dtype
-    return out, x.double() @ w.double().T, x @ w.to(dtype).T, x, plan
+        plan = _q4_mv().Q4MvLaunch(IDS[name], n, k, dtype, torch.device(device), m=m, x_row_stride=k + pad)
+    return (*plan_output(device, plan, raw, w, x), x, plan)
 
 
 @pytest.fixture

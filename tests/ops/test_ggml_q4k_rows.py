@@ -14,7 +14,7 @@ import test_quant
 from helpers import assert_error_bar, randn
 from mlx_native.ops.ggml import formats
 from mlx_native.runtime.device import device_info
-from test_ggml import EXTREME, gguf_values, raw_tensor, rng_for, valid_blocks
+from test_ggml import EXTREME, oracle_weight, plan_output, rng_for, valid_blocks
 
 splits_outer = test_quant.splits_outer  # the fixture: a K split's programs run split-major under the interpreter
 Q4K = formats.BY_NAME["Q4_K"]
@@ -30,18 +30,13 @@ def _run(device, raw: np.ndarray, m: int, n: int, k: int, dtype, pad: int = 0, x
     """``(out, oracle, baseline, x, plan)`` of ``m`` rows of x (the first ``k`` columns of a ``[m, k + pad]``
     tensor, row stride ``k + pad``) against the Q4_K rows ``raw``; ``plan``: reuse a plan (else a new one, with the
     sweep's ``knobs``)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        w = torch.from_numpy(gguf_values(raw, "Q4_K", (n, k)))
+    w = oracle_weight(raw, "Q4_K", (n, k))
     if x is None:
         x = randn(m, k + pad, dtype=dtype)[:, :k]
-    xd = torch.empty(m, k + pad, dtype=dtype, device=device)[:, :k]
-    xd.copy_(x)
-    assert xd.stride() == (k + pad, 1)
+    assert x.stride() == (k + pad, 1)
     if plan is None:
         plan = _rows().Q4kIdotRowsLaunch(m, n, k, dtype, k + pad, torch.device(device), **knobs)
-    out = plan(xd, raw_tensor(raw, device)).cpu()
-    assert out.shape == (m, n) and out.dtype == dtype
-    return out, x.double() @ w.double().T, x @ w.to(dtype).T, x, plan
+    return (*plan_output(device, plan, raw, w, x), x, plan)
 
 
 @pytest.fixture

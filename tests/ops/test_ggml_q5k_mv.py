@@ -10,7 +10,7 @@ import torch
 
 from helpers import assert_error_bar, randn
 from mlx_native.ops.ggml import formats
-from test_ggml import crafted_blocks, gguf_values, raw_tensor, rng_for, valid_blocks
+from test_ggml import crafted_blocks, oracle_weight, plan_output, rng_for, valid_blocks
 
 Q5K = formats.BY_NAME["Q5_K"]
 QH = slice(16, 48)  # the fifth bits of a block (byte l: values l + 32 j, bit j)
@@ -24,14 +24,9 @@ def _q5k_mv():
 
 def _run(device, raw: np.ndarray, n: int, k: int, dtype, x=None):
     """``(out, oracle, baseline, x, plan)`` of one row of x against the Q5_K rows ``raw``."""
-    q4k_mv = _q5k_mv()
-    with np.errstate(invalid="ignore", over="ignore"):
-        w = torch.from_numpy(gguf_values(raw, "Q5_K", (n, k)))
     x = randn(1, k, dtype=dtype) if x is None else x
-    plan = q4k_mv.Q5kMvLaunch(n, k, dtype, torch.device(device))
-    out = plan(x.to(device), raw_tensor(raw, device)).cpu()
-    assert out.shape == (1, n) and out.dtype == dtype
-    return out, x.double() @ w.double().T, x @ w.to(dtype).T, x, plan
+    plan = _q5k_mv().Q5kMvLaunch(n, k, dtype, torch.device(device))
+    return (*plan_output(device, plan, raw, oracle_weight(raw, "Q5_K", (n, k)), x), x, plan)
 
 
 @pytest.fixture

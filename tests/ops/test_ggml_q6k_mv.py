@@ -15,7 +15,7 @@ import torch
 
 from helpers import assert_error_bar, randn
 from mlx_native.ops.ggml import formats
-from test_ggml import crafted_blocks, gguf_values, raw_tensor, rng_for
+from test_ggml import crafted_blocks, gguf_values, oracle_weight, plan_output, rng_for
 
 Q6K = formats.BY_NAME["Q6_K"]
 
@@ -54,15 +54,13 @@ def quantized_blocks(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
 def _run(device, raw: np.ndarray, n: int, k: int, dtype, x=None, baseline32=False):
     """``(out, oracle, baseline, plan)`` of one row of x against the Q6_K rows ``raw``; ``baseline32``: the
     baseline is the fp32 product rounded to ``dtype`` (for weights that do not fit ``dtype``)."""
-    q6k_mv = _mod()
-    with np.errstate(invalid="ignore", over="ignore"):
-        w = torch.from_numpy(gguf_values(raw, "Q6_K", (n, k)))
+    w = oracle_weight(raw, "Q6_K", (n, k))
     x = randn(1, k, dtype=dtype) if x is None else x
-    plan = q6k_mv.Q6kMvLaunch(n, k, dtype, torch.device(device))
-    out = plan(x.to(device), raw_tensor(raw, device)).cpu()
-    assert out.shape == (1, n) and out.dtype == dtype
-    baseline = (x.float() @ w.T).to(dtype) if baseline32 else x @ w.to(dtype).T
-    return out, x.double() @ w.double().T, baseline, plan
+    plan = _mod().Q6kMvLaunch(n, k, dtype, torch.device(device))
+    out, oracle, baseline = plan_output(device, plan, raw, w, x)
+    if baseline32:
+        baseline = (x.float() @ w.T).to(dtype)
+    return out, oracle, baseline, plan
 
 
 @pytest.fixture

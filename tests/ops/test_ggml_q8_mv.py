@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from helpers import assert_error_bar, randn
-from test_ggml import EXTREME, crafted_blocks, gguf_values, raw_tensor, rng_for, valid_blocks
+from test_ggml import EXTREME, check_plan, crafted_blocks, oracle_weight, raw_tensor, rng_for, valid_blocks
 
 BLOCK_BYTES = 34
 
@@ -21,16 +21,10 @@ def _q8_mv():
 
 
 def _weight(raw: np.ndarray, n: int, k: int) -> torch.Tensor:
-    with np.errstate(invalid="ignore", over="ignore"):
-        return torch.from_numpy(gguf_values(raw, "Q8_0", (n, k)))
+    return oracle_weight(raw, "Q8_0", (n, k))
 
 
-def _check(device, plan, raw: np.ndarray, w: torch.Tensor, x: torch.Tensor, what: str) -> torch.Tensor:
-    """One call of ``plan``, within the error bar of the fp64 oracle; returns the output."""
-    out = plan(x.to(device), raw_tensor(raw, device)).cpu()
-    assert out.shape == (1, w.shape[0]) and out.dtype == x.dtype
-    assert_error_bar(out, x.double() @ w.double().T, x @ w.to(x.dtype).T, what=what)
-    return out
+_check = check_plan
 
 
 @pytest.fixture
