@@ -651,3 +651,17 @@ def test_matmul_streamed_x_at_odd_element(device, monkeypatch, name, k, request)
     out = mn.ggml_matmul(x, raw_tensor(raw, device), name, (24, k))
     xc = wide[:, 1:]
     assert_error_bar(out.cpu(), xc.double() @ w.double().T, xc @ w.to(torch.bfloat16).T, what=f"{name} odd x")
+
+
+@pytest.mark.parametrize("name", ["Q4_K", "Q4_0"])
+def test_streamed_rows_refuse_x_offsets_past_int32(monkeypatch, name):
+    """The multi-row kernels index rows of x with int32 offsets: a row stride that puts the last row past 2**31
+    elements leaves the call to the other kernels (the plan is never built)."""
+    from mlx_native.ops.ggml import kernel, q4_mv
+
+    monkeypatch.setattr(q4_mv, "MIN_TILES_PER_SM", 0)
+    tid, cpu = formats.BY_NAME[name].id, torch.device("cpu")
+    assert kernel.streamed_launch(tid, torch.bfloat16, 2, 24, 2048, 2048, cpu) is not None
+    assert kernel.streamed_launch(tid, torch.bfloat16, 2, 24, 2048, 2**31 - 2049, cpu) is not None  # 2**31 - 1
+    assert kernel.streamed_launch(tid, torch.bfloat16, 2, 24, 2048, 2**31 - 2048, cpu) is None
+    assert kernel.streamed_launch(tid, torch.bfloat16, 1, 24, 2048, 2**31, cpu) is not None  # one row: no stride

@@ -90,6 +90,8 @@ def streamed_launch(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, 
         if q4k_idot.supports(type_id, x_dtype, x_dtype, m, k, raw_bytes):
             return lambda: q4k_idot.Q4kIdotLaunch(n, k, x_dtype, device)
         return lambda: q4k_mv.Q4kMvLaunch(n, k, x_dtype, device)
+    if m > 1 and (m - 1) * x_row_stride + k >= 2**31:  # the multi-row kernels' x offsets are int32
+        return None
     if q4k_idot_rows.supports_rows(type_id, x_dtype, x_dtype, m, k, raw_bytes):
         return lambda: q4k_idot_rows.Q4kIdotRowsLaunch(m, n, k, x_dtype, x_row_stride, device)
     if q4_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms):
