@@ -33,10 +33,8 @@ from mlx_native.runtime import env, plans  # noqa: E402
 DT = torch.bfloat16
 SHAPES = [("qwen3-30b-a3b", 128, 2048, 768), ("qwen3.6-35b-a3b", 256, 2048, 512)]
 TOPK = 8
-# (warps, gate/up rows, down rows, programs per SM, down prefetch) of the one-launch step: the default, then one
-# constant moved at a time
-STEP_CONFIGS = [(4, 4, 4, 4, 2), (4, 4, 4, 4, 0), (4, 4, 4, 4, 1), (2, 4, 4, 8, 2), (4, 8, 8, 2, 2), (4, 4, 8, 4, 2),
-                (4, 4, 4, 2, 2), (8, 4, 4, 2, 2), (8, 8, 16, 1, 1)]
+# (warps, gate/up rows, down rows) of the one-launch step: the default, then one constant moved at a time
+STEP_CONFIGS = [(8, 8, 16), (4, 8, 16), (16, 8, 16), (8, 4, 16), (8, 16, 16), (8, 8, 8)]
 
 
 def kernel_times(fn, sets, rounds: int = 20) -> list[tuple[str, float]]:
@@ -80,23 +78,22 @@ def step_sweep(label: str, fused, sets, floor_us: float) -> list[dict]:
           f"{floor_us:.2f})", flush=True)
     set_flag("MOE_STEP", True)
     rows = []
-    defaults = step.NUM_WARPS, step.GBN, step.DBN, step.PROGRAMS_PER_SM, step.DOWN_PREFETCH
+    defaults = step.NUM_WARPS, step.GBN, step.DBN
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for warps, gbn, dbn, per_sm, prefetch in STEP_CONFIGS:
-        step.NUM_WARPS, step.GBN, step.DBN, step.PROGRAMS_PER_SM, step.DOWN_PREFETCH = warps, gbn, dbn, per_sm, prefetch
+    for warps, gbn, dbn in STEP_CONFIGS:
+        step.NUM_WARPS, step.GBN, step.DBN = warps, gbn, dbn
         plans.clear_all()
         try:
             t = common.time_graph(fused, sets)
         except Exception as exc:  # a configuration that does not compile (registers) is reported, not fatal
-            print(f"{label:16s} step {(warps, gbn, dbn, per_sm, prefetch)}: failed {type(exc).__name__}: "
+            print(f"{label:16s} step warps {warps:2d} gbn {gbn:2d} dbn {dbn:2d}: failed {type(exc).__name__}: "
                   f"{str(exc)[:120]}", flush=True)
             continue
-        rows.append(dict(shape=label, warps=warps, gbn=gbn, dbn=dbn, per_sm=per_sm, down_prefetch=prefetch, step_us=t, chain_us=t_chain, floor_us=floor_us,
+        rows.append(dict(shape=label, warps=warps, gbn=gbn, dbn=dbn, step_us=t, chain_us=t_chain, floor_us=floor_us,
                          x_floor=t / floor_us, sms=sms))
-        print(f"{label:16s} step warps {warps:2d} gbn {gbn:2d} dbn {dbn:2d} per SM {per_sm} prefetch {prefetch}: "
-              f"{t:6.2f} us ({t / floor_us:.2f}x the "
+        print(f"{label:16s} step warps {warps:2d} gbn {gbn:2d} dbn {dbn:2d}: {t:6.2f} us ({t / floor_us:.2f}x the "
               f"floor; chain {t_chain:6.2f})", flush=True)
-    step.NUM_WARPS, step.GBN, step.DBN, step.PROGRAMS_PER_SM, step.DOWN_PREFETCH = defaults
+    step.NUM_WARPS, step.GBN, step.DBN = defaults
     plans.clear_all()
     t_eager = common.time_eager(fused, sets)
     print(f"{label:16s} step (defaults) eager: {t_eager:6.2f} us", flush=True)

@@ -66,20 +66,3 @@ def grid_sync(cnt_ptr, n_programs):
         tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")
         tl.atomic_xchg(cnt_ptr + 1, 0, sem="relaxed", scope="gpu")
     tl.debug_barrier()
-
-
-@triton.jit
-def prefetch_l2(ptrs, mask):
-    """Ask L2 for the 128-byte lines at ``ptrs`` where ``mask`` holds (``prefetch.global.L2``: no register
-    is written, nothing waits for it): data a later phase of the launch reads."""
-    tl.inline_asm_elementwise("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
-                              "=r,l,r", [ptrs.to(tl.int64, bitcast=True), mask.to(tl.int32)], dtype=tl.int32,
-                              is_pure=False, pack=1)
-
-
-def resident_per_sm(n_regs: int, num_warps: int, shared_bytes: int) -> int:
-    """Programs of a compiled kernel that fit on one SM at once (sm_90 limits: 65536 registers allocated per
-    warp in units of 256, 64 warps, 32 programs, 228 KB of shared memory with 1 KB reserved per program)."""
-    regs_per_warp = -(-max(n_regs, 1) * 32 // 256) * 256
-    return max(0, min(32, 64 // num_warps, 65536 // (regs_per_warp * num_warps),
-                      233472 // (shared_bytes + 1024)))

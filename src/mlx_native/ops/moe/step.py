@@ -28,7 +28,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.arrival import grid_sync, prefetch_l2
+from ...kernels.arrival import grid_sync
 from ...kernels.math import gated_act
 from ..quant.affine_idot import step_x
 from .routing import route_rows
@@ -95,7 +95,7 @@ def moe_step_kernel(
     H: tl.constexpr, I: tl.constexpr, GS: tl.constexpr, TOPK: tl.constexpr, BE: tl.constexpr,
     BKP: tl.constexpr, SIGMOID: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr,
     GBN: tl.constexpr, GCH: tl.constexpr, DBN: tl.constexpr, DCT: tl.constexpr, PHASE: tl.constexpr,
-    DOWN_PREFETCH: tl.constexpr, ASM: tl.constexpr,
+    ASM: tl.constexpr,
 ):
     """See the module docstring. Needs ``H % (32 * GCH) == 0``, ``I % GBN == 0``, ``I % 32 == 0``,
     ``H % DBN == 0``, ``DCT >= TOPK * I / 32``; the grid is at most the programs that fit at once."""
@@ -131,16 +131,8 @@ def moe_step_kernel(
     dw_ok = (wt // 4 < NCH)[:, None]
     dc_ok = c_ok[:, None]
     if PHASE != 1:
-        if DOWN_PREFETCH == 1:  # into registers
-            wd, Sd, Bd = _down_tiles(wd_ptr, sd_ptr, bd_ptr, pid, n_dtiles, dw_off, ds_off, dw_ok, dc_ok, DBN,
-                                     I // 8, I // GS)
-        elif DOWN_PREFETCH == 2 and ASM:  # into L2: one request per 16-byte run of words, per scale / bias
-            ok = c_ok[:, None] & (0 * drows[None, :] + pid < n_dtiles)
-            tile = tl.minimum(pid, n_dtiles - 1).to(tl.int64)
-            w_run = (e_c * (H * I // 8) + (ct % CPS) * 4)[:, None] + drows[None, :] * (I // 8)
-            prefetch_l2(wd_ptr + tile * (DBN * I // 8) + w_run, ok)
-            prefetch_l2(sd_ptr + tile * (DBN * I // GS) + ds_off, ok)
-            prefetch_l2(bd_ptr + tile * (DBN * I // GS) + ds_off, ok)
+        wd, Sd, Bd = _down_tiles(wd_ptr, sd_ptr, bd_ptr, pid, n_dtiles, dw_off, ds_off, dw_ok, dc_ok, DBN, I // 8,
+                                 I // GS)
 
     # 3. gate/up tiles, round robin, the next one's weights loaded while this one is reduced
     if PHASE != 2:
@@ -193,39 +185,30 @@ def moe_step_kernel(
         x1 = tl.load(hp + 8, mask=dc_ok, other=0.0, cache_modifier=".cg").to(tl.float32) * mul
         x2 = tl.load(hp + 16, mask=dc_ok, other=0.0, cache_modifier=".cg").to(tl.float32) * mul
         x3 = tl.load(hp + 24, mask=dc_ok, other=0.0, cache_modifier=".cg").to(tl.float32) * mul
-        if DOWN_PREFETCH == 1:
-            for tile in range(pid, n_dtiles, nprog):
-                if tile != pid:
-                    wd, Sd, Bd = _down_tiles(wd_ptr, sd_ptr, bd_ptr, tile, n_dtiles, dw_off, ds_off, dw_ok, dc_ok,
-                                             DBN, I // 8, I // GS)
-                acc_d = step_x(tl.zeros([DCT, DBN], dtype=tl.float32), wd, Sd, Bd, x0, x1, x2, x3, ASM)
-                tl.store(out_ptr + tile * DBN + drows, tl.sum(acc_d, axis=0).to(out_ptr.dtype.element_ty))
-        else:
-            for tile in range(pid, n_dtiles, nprog):
+        for tile in range(pid, n_dtiles, nprog):
+            if tile != pid:
                 wd, Sd, Bd = _down_tiles(wd_ptr, sd_ptr, bd_ptr, tile, n_dtiles, dw_off, ds_off, dw_ok, dc_ok, DBN,
                                          I // 8, I // GS)
-                acc_d = step_x(tl.zeros([DCT, DBN], dtype=tl.float32), wd, Sd, Bd, x0, x1, x2, x3, ASM)
-                tl.store(out_ptr + tile * DBN + drows, tl.sum(acc_d, axis=0).to(out_ptr.dtype.element_ty))
+            acc_d = step_x(tl.zeros([DCT, DBN], dtype=tl.float32), wd, Sd, Bd, x0, x1, x2, x3, ASM)
+            tl.store(out_ptr + tile * DBN + drows, tl.sum(acc_d, axis=0).to(out_ptr.dtype.element_ty))
 
 
 # ----------------------------------------------------------------------------- launch plan
 
 import torch  # noqa: E402
 
-from ...kernels.arrival import can_fuse, counters, resident_per_sm  # noqa: E402
+from ...kernels.arrival import can_fuse, counters  # noqa: E402
 from ...kernels.launch import Launch  # noqa: E402
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from ...runtime.memory import empty  # noqa: E402
 from ..common import next_pow2  # noqa: E402
 
-GBN = 4  # gate rows (and as many up rows) per gate/up tile
+GBN = 8  # gate rows (and as many up rows) per gate/up tile
 MAX_GCH = 64  # x chunks (of 32 values) per gate/up K step: 2 warps of lanes
-DBN = 4  # output rows per down tile
+DBN = 16  # output rows per down tile
 MAX_DCT = 256  # chunk rows of a down tile (top_k * I / 32, a power of two up): the registers it holds
-NUM_WARPS = 4
-PROGRAMS_PER_SM = 4  # programs per SM asked for (fewer if the compiled kernel's registers do not allow them)
-DOWN_PREFETCH = 2  # the down tiles' weights before the gate/up phase: 0 not, 1 into registers, 2 into L2
+NUM_WARPS = 8
 
 
 def supports(t: int, hidden: int, inter: int, top_k: int, group_size: int) -> bool:
@@ -237,10 +220,8 @@ def supports(t: int, hidden: int, inter: int, top_k: int, group_size: int) -> bo
 class MoeStepPlan:
     """:func:`moe_step_kernel` for one token of ``hidden`` features on ``n_experts`` experts of ``inter`` rows,
     contiguous MLX affine 4-bit weights. One launch (``PHASE`` 0) on a CUDA device when the counters can be
-    created (not during a CUDA-graph capture), else the two phases as two launches. The one launch's grid is
-    sized on its first call from the compiled kernel's registers (every program resident at once). The plan
-    owns h and the counters: one plan must not run in two launches at once (two streams, concurrent graph
-    replays)."""
+    created (not during a CUDA-graph capture), else the two phases as two launches. The plan owns h and the
+    counters: one plan must not run in two launches at once (two streams, concurrent graph replays)."""
 
     def __init__(self, hidden: int, inter: int, n_experts: int, top_k: int, group_size: int, act: int,
                  scoring: str, renormalize: bool, has_bias: bool, dtype: torch.dtype, device,
@@ -252,44 +233,26 @@ class MoeStepPlan:
         while hidden % (32 * gch):
             gch //= 2
         interpret = env.settings.triton_interpret
-        self.one_launch = (one_launch and not interpret and torch.device(device).type == "cuda"
-                           and can_fuse(torch.device(device)))
+        one_launch = (one_launch and not interpret and torch.device(device).type == "cuda"
+                      and can_fuse(torch.device(device)))
         self.h = torch.empty((top_k, inter), dtype=dtype, device=device)
-        self.sync = counters((2,), device) if self.one_launch else self.h
-        self.sms = device_info(device).sm_count
-        self.needed = max(top_k * inter // GBN, hidden // DBN)  # programs with work in the larger phase
-        self.programs = programs or min(self.sms * PROGRAMS_PER_SM, self.needed)
+        self.sync = counters((2,), device) if one_launch else self.h
+        n_items = top_k * inter // GBN
+        self.programs = programs or min(device_info(device).sm_count, max(n_items, hidden // DBN))
         self.n_experts = n_experts
-        self.warps = num_warps or NUM_WARPS
-        self.constexprs = dict(H=hidden, I=inter, GS=group_size, TOPK=top_k, BE=next_pow2(n_experts),
-                               BKP=next_pow2(top_k), SIGMOID=scoring == "sigmoid", RENORM=renormalize,
-                               HAS_BIAS=has_bias, ACT=act, GBN=GBN, GCH=gch, DBN=DBN,
-                               DCT=next_pow2(top_k * inter // 32), DOWN_PREFETCH=DOWN_PREFETCH, ASM=not interpret)
-        self.sized = not self.one_launch
-        self.launches = self._launches()
-
-    def _launches(self) -> list:
-        phases = (0,) if self.one_launch else (1, 2)
-        return [Launch(moe_step_kernel, (self.programs,), dict(self.constexprs, PHASE=p), num_warps=self.warps,
-                       num_stages=1) for p in phases]
-
-    def _size_grid(self, args) -> None:
-        """Compile the one launch without running it and cap its grid at the programs that fit at once."""
-        compiled = moe_step_kernel.warmup(*args, grid=(self.programs,), **self.constexprs, PHASE=0,
-                                          num_warps=self.warps, num_stages=1)
-        compiled._init_handles()
-        fit = self.sms * resident_per_sm(compiled.n_regs, self.warps, compiled.metadata.shared)
-        if fit < self.programs:
-            self.programs = fit
-            self.launches = self._launches()
-        self.sized = True
+        constexprs = dict(H=hidden, I=inter, GS=group_size, TOPK=top_k, BE=next_pow2(n_experts),
+                          BKP=next_pow2(top_k), SIGMOID=scoring == "sigmoid", RENORM=renormalize,
+                          HAS_BIAS=has_bias, ACT=act, GBN=GBN, GCH=gch, DBN=DBN,
+                          DCT=next_pow2(top_k * inter // 32), ASM=not interpret)
+        warps = num_warps or NUM_WARPS
+        phases = (0,) if one_launch else (1, 2)
+        self.launches = [Launch(moe_step_kernel, (self.programs,), dict(constexprs, PHASE=p), num_warps=warps,
+                                num_stages=1) for p in phases]
 
     def __call__(self, x, logits, bias, weights) -> torch.Tensor:
         """``x [1, hidden]``, ``logits [1, E]``, ``weights`` the nine gate/up/down tensors -> ``[1, hidden]``."""
         out = empty((1, self.hidden), dtype=self.dtype, device=self.device)
-        args = (x, logits, bias if bias is not None else logits, *weights, self.h, out, self.sync, self.n_experts)
-        if not self.sized:
-            self._size_grid(args)
         for launch in self.launches:
-            launch(*args)
+            launch(x, logits, bias if bias is not None else logits, *weights, self.h, out, self.sync,
+                   self.n_experts)
         return out
