@@ -33,8 +33,6 @@ from mlx_native.runtime import env, plans  # noqa: E402
 DT = torch.bfloat16
 SHAPES = [("qwen3-30b-a3b", 128, 2048, 768), ("qwen3.6-35b-a3b", 256, 2048, 512)]
 TOPK = 8
-# (warps, gate/up rows, down rows) of the one-launch step: the default, then one constant moved at a time
-STEP_CONFIGS = [(8, 8, 16), (4, 8, 16), (16, 8, 16), (8, 4, 16), (8, 16, 16), (8, 8, 8)]
 
 
 def kernel_times(fn, sets, rounds: int = 20) -> list[tuple[str, float]]:
@@ -80,7 +78,7 @@ def step_sweep(label: str, fused, sets, floor_us: float) -> list[dict]:
     rows = []
     defaults = step.NUM_WARPS, step.GBN, step.DBN
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for warps, gbn, dbn in STEP_CONFIGS:
+    for warps, gbn, dbn in itertools.product((4, 8, 16), (4, 8, 16), (8, 16)):
         step.NUM_WARPS, step.GBN, step.DBN = warps, gbn, dbn
         plans.clear_all()
         try:
