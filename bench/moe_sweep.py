@@ -6,10 +6,7 @@ profiles the kernels of the default configuration (GPU time of each, without lau
 as ``moe_ffn`` (two launches routing in the kernels, with and without programmatic dependent launch) and as
 the three ops (moe_route, the gate/up pair, the down projection with the mix).
 
-With ``--step`` it sweeps the one-launch step of one token instead (``ops/moe/step.py``: warps, gate/up and
-down tile rows, programs), against the three-launch chain with PDL (``MLX_NATIVE_MOE_STEP=0``) in the same run.
-
-    python bench/moe_sweep.py [--step] [--out FILE.json]
+    python bench/moe_sweep.py [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ import common  # noqa: E402
 from quant import affine_bytes, affine_weight  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
-from mlx_native.ops.moe import idot, step  # noqa: E402
+from mlx_native.ops.moe import idot  # noqa: E402
 from mlx_native.runtime import env, plans  # noqa: E402
 
 DT = torch.bfloat16
@@ -56,57 +53,16 @@ def kernel_times(fn, sets, rounds: int = 20) -> list[tuple[str, float]]:
     return sorted(out, key=lambda r: -r[1])
 
 
-def set_flag(name: str, on: bool) -> None:
-    """``MLX_NATIVE_<name>`` for the plans built from now on."""
-    os.environ[f"MLX_NATIVE_{name}"] = "1" if on else "0"
-    env.reload_settings()
-    plans.clear_all()
-
-
 def set_pdl(on: bool) -> None:
-    set_flag("PDL", on)
-
-
-def step_sweep(label: str, fused, sets, floor_us: float) -> list[dict]:
-    """The one-launch step over its launch constants, and the three-launch chain with PDL, CUDA-graph replay."""
-    set_flag("MOE_STEP", False)
-    set_pdl(True)
-    t_chain = common.time_graph(fused, sets)
-    print(f"{label:16s} chain (3 launches, PDL): {t_chain:6.2f} us ({t_chain / floor_us:.2f}x the floor "
-          f"{floor_us:.2f})", flush=True)
-    set_flag("MOE_STEP", True)
-    rows = []
-    defaults = step.NUM_WARPS, step.GBN, step.DBN
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for warps, gbn, dbn in itertools.product((4, 8, 16), (4, 8, 16), (8, 16)):
-        step.NUM_WARPS, step.GBN, step.DBN = warps, gbn, dbn
-        plans.clear_all()
-        try:
-            t = common.time_graph(fused, sets)
-        except Exception as exc:  # a configuration that does not compile (registers) is reported, not fatal
-            print(f"{label:16s} step warps {warps:2d} gbn {gbn:2d} dbn {dbn:2d}: failed {type(exc).__name__}: "
-                  f"{str(exc)[:120]}", flush=True)
-            continue
-        rows.append(dict(shape=label, warps=warps, gbn=gbn, dbn=dbn, step_us=t, chain_us=t_chain, floor_us=floor_us,
-                         x_floor=t / floor_us, sms=sms))
-        print(f"{label:16s} step warps {warps:2d} gbn {gbn:2d} dbn {dbn:2d}: {t:6.2f} us ({t / floor_us:.2f}x the "
-              f"floor; chain {t_chain:6.2f})", flush=True)
-    step.NUM_WARPS, step.GBN, step.DBN = defaults
-    plans.clear_all()
-    t_eager = common.time_eager(fused, sets)
-    print(f"{label:16s} step (defaults) eager: {t_eager:6.2f} us", flush=True)
-    for name, us in kernel_times(fused, sets):
-        print(f"{label:16s} profile step: {us:6.2f} us  {name}", flush=True)
-    os.environ.pop("MLX_NATIVE_MOE_STEP")
-    os.environ.pop("MLX_NATIVE_PDL")
+    """``MLX_NATIVE_PDL`` for the plans built from now on."""
+    os.environ["MLX_NATIVE_PDL"] = "1" if on else "0"
     env.reload_settings()
-    return rows
+    plans.clear_all()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "moe_sweep.json"))
-    ap.add_argument("--step", action="store_true", help="sweep the one-launch step of one token")
     a = ap.parse_args()
     copy_bw = common.copy_bandwidth()
     print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s")
@@ -133,11 +89,6 @@ def main() -> None:
 
         def fused(x, logits):
             return mn.moe_ffn(x, logits, TOPK, gq, uq, dq)
-
-        if a.step:
-            rows += step_sweep(label, fused, sets, floor_us)
-            continue
-        set_flag("MOE_STEP", False)  # the chain at one token too
 
         defaults = idot.GLU_BN, idot.MIX_BN
         for glu_bn, mix_bn in itertools.product((4, 8), (4, 8, 16)):
@@ -166,7 +117,6 @@ def main() -> None:
         for name, us in kernel_times(three_ops, sets):
             print(f"{label:16s} profile three ops: {us:6.2f} us  {name}", flush=True)
         os.environ.pop("MLX_NATIVE_PDL")
-        os.environ.pop("MLX_NATIVE_MOE_STEP")
         env.reload_settings()
     common.save_json(a.out, {"copy_bandwidth_Bps": copy_bw, "rows": rows})
 

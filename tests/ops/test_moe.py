@@ -1,8 +1,6 @@
 """MoE: routing, expert-grouped quantized matmuls (MLX affine and GGUF), fused gate/up,
 weighted reduce; oracles are per-expert loops in fp64."""
 
-import os
-
 import numpy as np
 import pytest
 import torch
@@ -325,44 +323,8 @@ def test_moe_ffn_fused(device, ffn_plans, tokens, e, topk, hidden, inter, gs, dt
                      activation=activation, scoring=scoring, renormalize=renormalize,
                      selection_bias=bias.to(device) if biased else None)
     assert [p.fused for p in ffn_plans] == [True] and out.shape == (tokens, hidden) and out.dtype == dtype
-    assert (ffn_plans[0].step is not None) == (tokens == 1)  # one token: the one-launch step
     assert_error_bar(out.cpu(), *ffn_oracles(x, logits, topk, gate, up, down, gs, activation, scoring, renormalize,
                                              bias))
-
-
-@pytest.mark.parametrize("e, topk, hidden, inter, gs, max_gch, scoring, biased", [
-    (16, 8, 256, 64, 64, 4, "softmax", False),  # 2 K steps per gate/up tile
-    (60, 6, 512, 32, 32, 64, "sigmoid", True),  # E and top_k not powers of two, a biased choice
-    (10, 3, 256, 96, 32, 8, "softmax", False),  # 3 x 3 chunk rows of a down tile (12 of 16 used)
-])
-def test_moe_ffn_one_launch_step(device, ffn_plans, monkeypatch, e, topk, hidden, inter, gs, max_gch, scoring,
-                                 biased):
-    """The one-launch step (``ops/moe/step.py``) on one token: several K steps per gate/up tile, odd expert
-    counts and top_k, down tiles with unused chunk rows, more tiles than programs (each program loops)."""
-    from mlx_native.ops.moe import step
-
-    monkeypatch.setattr(step, "MAX_GCH", max_gch)
-    gate, up = experts_affine(e, inter, hidden, gs), experts_affine(e, inter, hidden, gs)
-    down = experts_affine(e, hidden, inter, gs)
-    x, logits = randn(1, hidden, dtype=torch.bfloat16), randn(1, e, scale=2.0)
-    bias = randn(e, scale=0.3) if biased else None
-    dev = lambda ts: tuple(t.to(device) for t in ts)  # noqa: E731
-    out = mn.moe_ffn(x.to(device), logits.to(device), topk, dev(gate), dev(up), dev(down), group_size=gs,
-                     scoring=scoring, selection_bias=bias.to(device) if biased else None)
-    plan = ffn_plans[0].step
-    assert plan is not None and plan.programs < hidden // step.DBN
-    assert_error_bar(out.cpu(), *ffn_oracles(x, logits, topk, gate, up, down, gs, scoring=scoring, bias=bias))
-
-
-def test_moe_ffn_one_launch_step_nan_logits(device, ffn_plans):
-    """NaN router logits choose no valid expert: the step's output is NaN, as the three ops give."""
-    e, topk, hidden, inter = 8, 2, 256, 32
-    gate, up, down = [tuple(t.to(device) for t in experts_affine(e, n, k, 32))
-                      for n, k in ((inter, hidden), (inter, hidden), (hidden, inter))]
-    x = randn(1, hidden, dtype=torch.bfloat16).to(device)
-    logits = torch.full((1, e), float("nan")).to(device)
-    out = mn.moe_ffn(x, logits, topk, gate, up, down, group_size=32)
-    assert ffn_plans[0].step is not None and torch.isnan(out.float()).all()
 
 
 def test_moe_ffn_fused_routes_ties_and_batch_dims(device, ffn_plans):
@@ -545,38 +507,6 @@ def test_gpu_moe_ggml_gemma_like(tokens):
     assert (out.float() - want).abs().max().item() <= 2e-2 * scale
 
 
-def _check_one_launch_step(plan, x, logits, topk, gate, up, down, out, lowp, oracle):
-    """The one-launch step against the same kernel's two phases as two launches (the same bits: the grid barrier
-    orders every h store before the down phase reads it), called many times in a row (the counters are rearmed
-    each time), and against the three-launch chain (``MLX_NATIVE_MOE_STEP=0``, within the error bar)."""
-    from mlx_native.ops.moe import step
-    from mlx_native.ops.moe.kernel import words
-    from mlx_native.ops.quant.qmm import ACT_CODES
-    from mlx_native.runtime import env, plans
-
-    assert len(plan.launches) == 1 and plan.programs <= torch.cuda.get_device_properties(0).multi_processor_count
-    weights = tuple(words(t) for part in (gate, up, down) for t in part)
-    e, inter, hidden = gate[0].shape[0], gate[0].shape[1], x.shape[-1]
-    two = step.MoeStepPlan(hidden, inter, e, topk, 64, ACT_CODES["silu"], "softmax", True, False, x.dtype,
-                           x.device, one_launch=False)
-    assert len(two.launches) == 2
-    assert torch.equal(two(x, logits, None, weights), out)
-    for i in range(20):  # new inputs each time: a stale h or a counter left armed would show
-        xi, li = randn(1, hidden, dtype=x.dtype, device="cuda"), randn(1, e, device="cuda", scale=2.0)
-        assert torch.equal(plan(xi, li, None, weights), two(xi, li, None, weights)), i
-    assert plan.sync.tolist() == [0, 0]
-    os.environ["MLX_NATIVE_MOE_STEP"] = "0"
-    env.reload_settings()
-    try:
-        plans.clear_all()
-        chain = mn.moe_ffn(x, logits, topk, gate, up, down)
-    finally:
-        del os.environ["MLX_NATIVE_MOE_STEP"]
-        env.reload_settings()
-        plans.clear_all()
-    assert_error_bar(chain, oracle.double(), lowp, factor=2.0, atol=1e-2 * oracle.abs().max().item())
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("tokens", [1, 8, 300])
 def test_gpu_moe_ffn_qwen3_30b(ffn_plans, monkeypatch, tokens):
@@ -598,6 +528,7 @@ def test_gpu_moe_ffn_qwen3_30b(ffn_plans, monkeypatch, tokens):
     assert_error_bar(out, oracle.double(), lowp, factor=2.0, atol=1e-2 * oracle.abs().max().item())
     if not ffn_plans[0].fused:
         return
+    assert ffn_plans[0].glu.launch.pdl == ffn_plans[0].mix.launch.pdl == env.settings.pdl
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         replayed = mn.moe_ffn(x, logits, topk, gate, up, down)
@@ -605,10 +536,6 @@ def test_gpu_moe_ffn_qwen3_30b(ffn_plans, monkeypatch, tokens):
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(replayed, out)
-    if ffn_plans[0].step is not None:
-        _check_one_launch_step(ffn_plans[0].step, x, logits, topk, gate, up, down, out, lowp, oracle)
-        return
-    assert ffn_plans[0].glu.launch.pdl == ffn_plans[0].mix.launch.pdl == env.settings.pdl
     monkeypatch.setenv("MLX_NATIVE_PDL", "0" if env.settings.pdl else "1")
     env.reload_settings()
     try:

@@ -49,20 +49,3 @@ def can_fuse(device: torch.device) -> bool:
     """Counters can be created now: not on a CUDA stream that is being captured (a zero-fill inside a
     capture only runs at replay, so eager calls would start from garbage)."""
     return not (device.type == "cuda" and torch.cuda.is_current_stream_capturing())
-
-
-@triton.jit
-def grid_sync(cnt_ptr, n_programs):
-    """A barrier of the whole grid: returns once all ``n_programs`` programs have called it, with their earlier
-    stores visible (read them with ``cache_modifier=".cg"``). ``cnt_ptr``: two counters (arrivals, departures);
-    the last program to leave sets both back to zero. Every program of the grid must be resident at once
-    (a grid of at most the programs that fit on the device, no other launch holding them), else it hangs."""
-    tl.debug_barrier()
-    tl.atomic_add(cnt_ptr, 1, sem="release", scope="gpu")
-    seen = tl.atomic_add(cnt_ptr, 0, sem="acquire", scope="gpu")
-    while seen < n_programs:
-        seen = tl.atomic_add(cnt_ptr, 0, sem="acquire", scope="gpu")
-    if tl.atomic_add(cnt_ptr + 1, 1, sem="relaxed", scope="gpu") == n_programs - 1:
-        tl.atomic_xchg(cnt_ptr, 0, sem="relaxed", scope="gpu")
-        tl.atomic_xchg(cnt_ptr + 1, 0, sem="relaxed", scope="gpu")
-    tl.debug_barrier()

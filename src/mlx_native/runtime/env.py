@@ -57,9 +57,6 @@ class Settings:
             split merge of decode attention) run as programmatic dependent launches on sm_90+ GPUs (each
             starts while the one before finishes and waits for its results in the kernel); 0 launches them
             in plain stream order.
-        moe_step: ``MLX_NATIVE_MOE_STEP``: ``moe_ffn`` on one token runs the whole step in one launch
-            (``ops/moe/step.py``: a grid of at most one program per SM, a grid barrier between gate/up and
-            down); 0 keeps the three-launch chain.
     """
 
     backend: str = "auto"
@@ -72,7 +69,6 @@ class Settings:
     gguf_mv: bool = True
     ggml_idot: bool = True
     pdl: bool = True
-    moe_step: bool = True
 
 
 def _parse_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -126,7 +122,6 @@ def parse_settings(env: Mapping[str, str] | None = None) -> Settings:
         gguf_mv=_parse_bool(env, "MLX_NATIVE_GGUF_MV", True),
         ggml_idot=_parse_bool(env, "MLX_NATIVE_GGML_IDOT", True),
         pdl=_parse_bool(env, "MLX_NATIVE_PDL", True),
-        moe_step=_parse_bool(env, "MLX_NATIVE_MOE_STEP", True),
     )
 
 

@@ -11,6 +11,7 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents
 
 from ...kernels.launch import Launch, pdl_available
+from ...kernels.math import sigmoid
 from ...runtime.memory import empty
 from ..common import next_pow2
 from ..ggml.kernel import aligned, weight_spec
@@ -18,9 +19,7 @@ from ..ggml import formats
 from ..quant import affine_idot, qmm
 from ..quant.qmm import ACT_CODES, RoutedLaunch, WeightSpec
 from . import idot as moe_idot
-from . import step as moe_step
 from . import ref
-from .routing import route_rows
 
 
 @triton.jit(do_not_specialize=["n_rows"])
@@ -33,10 +32,10 @@ def _route_kernel(
     TOPK: tl.constexpr, SIGMOID: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
     BR: tl.constexpr, BE: tl.constexpr, BKP: tl.constexpr, PDL: tl.constexpr,
 ):
-    """:func:`route_rows` of ``BR`` rows; with PDL the next launch (``moe_ffn``'s gate/up, which waits for this
-    one in its kernel) may start at once. (Ranking every expert at once from an ``[E, E]`` table of who beats
-    whom measured slower on the H100: 4.7 against 2.7 us for top-8 of 128; one packed int64 max per round
-    instead of max + min + sum: 2.61 us, no gain, not kept.)"""
+    """``TOPK`` rounds of (max, lowest id among the maxima) per row; with PDL the next launch (``moe_ffn``'s
+    gate/up, which waits for this one in its kernel) may start at once. (Ranking every expert at once from an
+    ``[E, E]`` table of who beats whom measured slower on the H100: 4.7 against 2.7 us for top-8 of 128; one
+    packed int64 max per round instead of max + min + sum: 2.61 us, no gain, not kept.)"""
     if PDL:
         gdc_launch_dependents()
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
@@ -46,8 +45,31 @@ def _route_kernel(
     z = tl.load(z_ptr + rows.to(tl.int64)[:, None] * stride_z + cols[None, :], mask=row_ok[:, None] & col_ok[None, :],
                 other=float("-inf")).to(tl.float32)
     z = tl.where(row_ok[:, None], z, 0.0)  # rows past the end: finite garbage, never stored
-    got_ids, got_w = route_rows(z, bias_ptr, cols, col_ok, TOPK, SIGMOID, RENORM, HAS_BIAS, BKP)
+    if SIGMOID:
+        p = sigmoid(z)
+    else:
+        mx = tl.max(z, axis=1)
+        ez = tl.exp(z - mx[:, None])
+        p = ez / tl.sum(ez, axis=1)[:, None]
+    p = tl.where(col_ok[None, :], p, 0.0)
+    sel = p
+    if HAS_BIAS:
+        sel = p + tl.load(bias_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    sel = tl.where(col_ok[None, :], sel, float("-inf"))
     slots = tl.arange(0, BKP)
+    got_ids = tl.zeros([BR, BKP], dtype=tl.int32)
+    got_w = tl.zeros([BR, BKP], dtype=tl.float32)
+    for j in tl.static_range(TOPK):
+        best = tl.max(sel, axis=1)
+        # the lowest id among the maxima
+        idx = tl.min(tl.where(sel == best[:, None], cols[None, :], BE), axis=1)
+        hit = cols[None, :] == idx[:, None]
+        wj = tl.sum(tl.where(hit, p, 0.0), axis=1)
+        got_ids = tl.where(slots[None, :] == j, idx[:, None], got_ids)
+        got_w = tl.where(slots[None, :] == j, wj[:, None], got_w)
+        sel = tl.where(hit, float("-inf"), sel)
+    if RENORM:
+        got_w = got_w / tl.sum(got_w, axis=1)[:, None]
     out = rows.to(tl.int64)[:, None] * TOPK + slots[None, :]
     mask = row_ok[:, None] & (slots < TOPK)[None, :]
     tl.store(ids_ptr + out, got_ids, mask=mask)
@@ -215,12 +237,6 @@ class MoeFfnPlan:
                 and moe_idot.supports(bits, group_size, x.dtype, hidden, t * top_k, n_words)
                 and moe_idot.supports(bits, group_size, x.dtype, inter, t * top_k, n_words)):
             return
-        self.step = None
-        if moe_step.supports(t, hidden, inter, top_k, group_size):
-            self.step = moe_step.MoeStepPlan(hidden, inter, n_experts, top_k, group_size, ACT_CODES[activation],
-                                             scoring, renormalize, bias is not None, x.dtype, x.device)
-            self.fused = True
-            return
         pdl = pdl_available(x.device)
         self.route = RoutePlan(logits.reshape(t, n_experts), top_k, scoring, renormalize, bias, pdl)
         self.glu = moe_idot.MoeIdotLaunch(t, top_k, inter, hidden, n_experts, group_size, top_k, x.dtype, x.device,
@@ -232,8 +248,6 @@ class MoeFfnPlan:
     def run_fused(self, x2, logits2, bias, weights):
         """``x2 [t, hidden]``, ``logits2 [t, E]``, ``weights`` the nine gate/up/down tensors -> ``[t, hidden]``."""
         wg, sg, bg, wu, su, bu, wd, sd, bd = map(words, weights)
-        if self.step is not None:
-            return self.step(x2, logits2, bias, (wg, sg, bg, wu, su, bu, wd, sd, bd))
         ids, w = self.route(logits2, bias)
         ids = ids.reshape(-1)
         h = self.glu(x2, ids, wg, sg, bg, wu, su, bu)
