@@ -45,7 +45,7 @@ def use_backend(name: str) -> Iterator[None]:
 
 def use_triton(op: str, x: torch.Tensor) -> bool:
     """True when ``op`` on tensor ``x`` should run its Triton kernel."""
-    backend = current_backend()
+    backend = _override or env.settings.backend  # current_backend() inlined: this runs on every eager call
     if backend == "reference":
         return False
     if x.is_cuda:

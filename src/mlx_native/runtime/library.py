@@ -34,7 +34,10 @@ def register_op(name: str, *, fake: Callable, mutates_args: Iterable[str] = ()) 
         (``Tensor``, ``Optional[Tensor]``, ``int``, ``float``, ``bool``,
         ``str``, ``list[int]``); the returned callable runs it directly in
         eager mode and through the registered op while ``torch.compile``
-        traces. The op object is available as ``caller.op``.
+        traces. The op object is available as ``caller.op`` and the undecorated
+        function as ``caller.eager``: a public function on the decode path may test
+        ``torch.compiler.is_compiling()`` itself and call one of the two, saving
+        the caller's frame (about 0.25 us per call on the CPU).
     """
 
     def decorate(fn: F) -> F:
@@ -49,6 +52,7 @@ def register_op(name: str, *, fake: Callable, mutates_args: Iterable[str] = ()) 
             return fn(*args)
 
         call.op = op  # type: ignore[attr-defined]
+        call.eager = fn  # type: ignore[attr-defined]
         return call  # type: ignore[return-value]
 
     return decorate

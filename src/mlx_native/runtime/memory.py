@@ -27,6 +27,31 @@ def empty_like(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tenso
     return empty(x.shape, dtype=dtype or x.dtype, device=x.device)
 
 
+_empty_like = torch.empty_like
+_CONTIGUOUS = torch.contiguous_format
+
+
+def output_like(x: torch.Tensor, x_canonical: bool) -> torch.Tensor:
+    """A contiguous tensor of ``x``'s shape and dtype on its device (NaN-filled in debug mode): the
+    output of an op whose plan knows ``x``'s layout.
+
+    ``x_canonical``: ``x`` has the strides of a contiguous tensor of its shape (:func:`is_canonical`,
+    checked once when the plan was built); then ``torch.empty_like(x)``, which keeps those strides, is
+    used: it costs less host time than ``torch.empty(shape, dtype=, device=)`` (0.9 against 1.9 us on
+    the CPU) and than asking ``empty_like`` for the contiguous format (1.1 us).
+    """
+    out = _empty_like(x) if x_canonical else _empty_like(x, memory_format=_CONTIGUOUS)
+    if env.settings.nan_fill:
+        out.fill_(float("nan") if out.is_floating_point() else -1)
+    return out
+
+
+def is_canonical(t: torch.Tensor) -> bool:
+    """``t``'s strides are those of a contiguous tensor of its shape (size-1 dims included), so that
+    ``torch.empty_like(t)`` is contiguous with the same strides as ``torch.empty(t.shape)``."""
+    return tuple(t.stride()) == contiguous_strides(t.shape)
+
+
 def collapse_dims(sizes: Sequence[int], strides: Sequence[int]) -> list[tuple[int, int]]:
     """Merge adjacent dims that address memory as one dim.
 

@@ -5,6 +5,14 @@ dtypes, devices) and its scalar arguments. The first call with a key
 validates the arguments and builds a plan (layouts, grid, prepared launch);
 later calls with the same key skip straight to the launch. Only successful
 plans are stored, so bad input raises on every call.
+
+The ops on the decode path (norms, activations, rope) build their keys inline
+as flat tuples, ``(x.shape, x.stride(), x.dtype, x.device, ..., scalars)``,
+and look them up in :attr:`PlanCache.plans` directly (a function call per
+tensor costs as much as the lookup); an argument that is not a tensor makes
+the attribute reads raise, and the call then takes :meth:`PlanCache.build`
+with the key None, whose validation raises. Other ops use :func:`tensor_key`
+and :meth:`PlanCache.get`.
 """
 
 from __future__ import annotations
@@ -40,19 +48,26 @@ class PlanCache:
 
     def __init__(self, build: Callable[..., Any], maxsize: int = 4096):
         self._build = build
-        self._plans: dict[Hashable, Any] = {}
+        self.plans: dict[Hashable, Any] = {}  # key -> plan; read directly on the hot path (``plans.get(key)``)
         self._maxsize = maxsize
         _ALL_CACHES.append(self)
 
     def get(self, key: Hashable, *args: Any) -> Any:
         """The plan for ``key``, built from ``args`` on first use (``build`` validates)."""
-        plan = self._plans.get(key)
+        plan = self.plans.get(key)
         if plan is None:
-            plan = self._build(*args)
-            if len(self._plans) >= self._maxsize:
-                self._plans.clear()
-            self._plans[key] = plan
+            plan = self.build(key, *args)
+        return plan
+
+    def build(self, key: Optional[Hashable], *args: Any) -> Any:
+        """Build the plan of ``args`` (the builder validates them and raises on bad input) and store it
+        under ``key``; None: not stored (a key could not be made, e.g. an argument is not a tensor)."""
+        plan = self._build(*args)
+        if key is not None:
+            if len(self.plans) >= self._maxsize:
+                self.plans.clear()
+            self.plans[key] = plan
         return plan
 
     def clear(self) -> None:
-        self._plans.clear()
+        self.plans.clear()

@@ -8,6 +8,7 @@ No ``from __future__ import annotations``: torch.library reads the annotations.
 """
 
 import torch
+from torch.compiler import is_compiling
 
 from ...errors import InvalidArgumentError
 from ...runtime import checks
@@ -43,7 +44,13 @@ def _pair_plans(op_name: str, a_name: str, b_name: str, code: int) -> PlanCache:
 
 
 def _run_pair(plans: PlanCache, op_name: str, a: torch.Tensor, b: torch.Tensor, reference) -> torch.Tensor:
-    plan = plans.get((tensor_key(a), tensor_key(b)), a, b)
+    try:  # the plan key, inline and flat (runtime/plans.py); a non-tensor argument raises here
+        key = (a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device)
+        plan = plans.plans.get(key)
+    except (AttributeError, TypeError):
+        key = plan = None
+    if plan is None:
+        plan = plans.build(key, a, b)
     if plan is EMPTY:
         return empty_like(a)
     if use_triton(op_name, a):
@@ -82,7 +89,9 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
         >>> gu = x @ w_gate_up.T                      # [T, 2I]
         >>> h = mn.silu_mul(gu[:, :I], gu[:, I:])     # strided halves, no copy
     """
-    return _silu_mul(gate, up)
+    if is_compiling():  # the registered op; eager calls skip its caller (runtime/library.py)
+        return _silu_mul.op(gate, up)
+    return _silu_mul.eager(gate, up)
 
 
 # --------------------------------------------------------------------------- gelu_mul
@@ -115,7 +124,9 @@ def gelu_mul(gate: torch.Tensor, up: torch.Tensor, approximate: str = "tanh") ->
     Returns:
         ``[..., N]`` contiguous.
     """
-    return _gelu_mul(gate, up, approximate)
+    if is_compiling():  # the registered op; eager calls skip its caller (runtime/library.py)
+        return _gelu_mul.op(gate, up, approximate)
+    return _gelu_mul.eager(gate, up, approximate)
 
 
 # --------------------------------------------------------------------------- sigmoid_mul
@@ -139,7 +150,9 @@ def sigmoid_mul(x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
     Returns:
         ``[..., N]`` contiguous.
     """
-    return _sigmoid_mul(x, gate)
+    if is_compiling():  # the registered op; eager calls skip its caller (runtime/library.py)
+        return _sigmoid_mul.op(x, gate)
+    return _sigmoid_mul.eager(x, gate)
 
 
 # --------------------------------------------------------------------------- softcap

@@ -16,7 +16,7 @@ import triton.language as tl
 from ...kernels import math as km
 from ...kernels.launch import Launch
 from ...kernels.rows import row_offsets
-from ...runtime.memory import contiguous_rows, empty, plan_rows
+from ...runtime.memory import contiguous_rows, is_canonical, output_like, plan_rows
 from ...runtime.device import device_info
 from ..common import next_pow2, prev_pow2
 
@@ -89,7 +89,8 @@ class ElementwisePlan:
     """The elementwise kernel prepared for one signature of (a, b)."""
 
     def __init__(self, op: int, a: torch.Tensor, b: Optional[torch.Tensor]):
-        self.shape, self.dtype, self.device = a.shape, a.dtype, a.device
+        self.shape, self.dtype, self.device = tuple(a.shape), a.dtype, a.device
+        self.a_canonical = is_canonical(a)  # the output by torch.empty_like(a) (output_like)
         flat = a.is_contiguous() and (b is None or b.is_contiguous())
         if flat:  # one flat row of numel elements
             al = bl = contiguous_rows((1, a.numel()))
@@ -122,6 +123,6 @@ class ElementwisePlan:
             a = a.contiguous()
         if self.copy_b:
             b = b.contiguous()
-        y = empty(self.shape, dtype=self.dtype, device=self.device)
+        y = output_like(a, self.a_canonical)
         self.launch(a, b if b is not None else a, y, *self.ints, cap)
         return y

@@ -7,12 +7,13 @@ annotations of the registered functions to build their schemas.
 from typing import Optional
 
 import torch
+from torch.compiler import is_compiling
 
 from ...runtime import checks
 from ...runtime.dispatch import use_triton
 from ...runtime.library import register_op
 from ...runtime.memory import empty_like
-from ...runtime.plans import EMPTY, PlanCache, tensor_key
+from ...runtime.plans import EMPTY, PlanCache
 from . import ref
 from .kernel import NormPlan
 
@@ -53,7 +54,14 @@ def _fake_rms_norm(x, weight, eps, weight_offset):
 
 @register_op("rms_norm", fake=_fake_rms_norm)
 def _rms_norm(x: torch.Tensor, weight: Optional[torch.Tensor], eps: float, weight_offset: float) -> torch.Tensor:
-    plan = _RMS_PLANS.get((tensor_key(x), tensor_key(weight), eps), x, weight, None, eps)
+    try:  # the plan key, inline and flat (runtime/plans.py); a non-tensor argument raises here
+        key = (x.shape, x.stride(), x.dtype, x.device,
+               None if weight is None else (weight.shape, weight.stride(), weight.dtype, weight.device), eps)
+        plan = _RMS_PLANS.plans.get(key)
+    except (AttributeError, TypeError):
+        key = plan = None
+    if plan is None:
+        plan = _RMS_PLANS.build(key, x, weight, None, eps)
     if plan is EMPTY:
         return empty_like(x)
     if use_triton("rms_norm", x):
@@ -83,7 +91,9 @@ def rms_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: float 
     Example:
         >>> y = mn.rms_norm(torch.randn(4, 4096, dtype=torch.bfloat16), w, 1e-6)
     """
-    return _rms_norm(x, weight, float(eps), float(weight_offset))
+    if is_compiling():  # the registered op; eager calls skip its caller (runtime/library.py)
+        return _rms_norm.op(x, weight, float(eps), float(weight_offset))
+    return _rms_norm.eager(x, weight, float(eps), float(weight_offset))
 
 
 def _fake_add_rms_norm(x, residual, weight, eps, weight_offset):
@@ -95,8 +105,15 @@ def _fake_add_rms_norm(x, residual, weight, eps, weight_offset):
 @register_op("add_rms_norm", fake=_fake_add_rms_norm)
 def _add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torch.Tensor], eps: float,
                   weight_offset: float) -> tuple[torch.Tensor, torch.Tensor]:
-    plan = _ADD_RMS_PLANS.get((tensor_key(x), tensor_key(weight), tensor_key(residual), eps), x, weight, residual,
-                              eps)
+    try:
+        key = (x.shape, x.stride(), x.dtype, x.device, residual.shape, residual.stride(), residual.dtype,
+               residual.device,
+               None if weight is None else (weight.shape, weight.stride(), weight.dtype, weight.device), eps)
+        plan = _ADD_RMS_PLANS.plans.get(key)
+    except (AttributeError, TypeError):
+        key = plan = None
+    if plan is None:
+        plan = _ADD_RMS_PLANS.build(key, x, weight, residual, eps)
     if plan is EMPTY:
         return empty_like(x), empty_like(x)
     if use_triton("add_rms_norm", x):
@@ -119,7 +136,9 @@ def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torch
     Example:
         >>> normed, hidden = mn.add_rms_norm(attn_out, hidden, w)
     """
-    return _add_rms_norm(x, residual, weight, float(eps), float(weight_offset))
+    if is_compiling():
+        return _add_rms_norm.op(x, residual, weight, float(eps), float(weight_offset))
+    return _add_rms_norm.eager(x, residual, weight, float(eps), float(weight_offset))
 
 
 def _fake_l2_norm(x, eps):
@@ -129,7 +148,13 @@ def _fake_l2_norm(x, eps):
 
 @register_op("l2_norm", fake=_fake_l2_norm)
 def _l2_norm(x: torch.Tensor, eps: float) -> torch.Tensor:
-    plan = _L2_PLANS.get((tensor_key(x), eps), x, None, None, eps)
+    try:
+        key = (x.shape, x.stride(), x.dtype, x.device, eps)
+        plan = _L2_PLANS.plans.get(key)
+    except (AttributeError, TypeError):
+        key = plan = None
+    if plan is None:
+        plan = _L2_PLANS.build(key, x, None, None, eps)
     if plan is EMPTY:
         return empty_like(x)
     if use_triton("l2_norm", x):
@@ -150,4 +175,6 @@ def l2_norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     Returns:
         ``[..., N]`` contiguous, dtype of ``x``.
     """
-    return _l2_norm(x, float(eps))
+    if is_compiling():
+        return _l2_norm.op(x, float(eps))
+    return _l2_norm.eager(x, float(eps))

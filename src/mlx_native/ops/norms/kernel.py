@@ -15,7 +15,7 @@ import triton.language as tl
 
 from ...kernels.launch import Launch
 from ...kernels.rows import row_offsets
-from ...runtime.memory import contiguous_rows, empty, plan_rows
+from ...runtime.memory import contiguous_rows, is_canonical, output_like, plan_rows
 from ..common import next_pow2
 
 MAX_TILE_COLS = 16384  # longest row kept whole in registers
@@ -138,7 +138,8 @@ class NormPlan:
 
     def __init__(self, x: torch.Tensor, weight: Optional[torch.Tensor], residual: Optional[torch.Tensor],
                  mean: bool):
-        self.shape, self.dtype, self.device = x.shape, x.dtype, x.device
+        self.shape, self.dtype, self.device = tuple(x.shape), x.dtype, x.device
+        self.x_canonical = is_canonical(x)  # outputs by torch.empty_like(x) (output_like)
         n_cols = x.shape[-1]
         xl = plan_rows(x.shape, x.stride())
         self.copy_x = xl is None
@@ -168,12 +169,12 @@ class NormPlan:
                  eps: float, weight_offset: float) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         if self.copy_x:
             x = x.contiguous()
-        y = empty(self.shape, dtype=self.dtype, device=self.device)
+        y = output_like(x, self.x_canonical)
         h = None
         if self.has_residual:
             if self.copy_r:
                 residual = residual.contiguous()
-            h = empty(self.shape, dtype=self.dtype, device=self.device)
+            h = output_like(x, self.x_canonical)
         self.launch(x, residual if residual is not None else x, weight if weight is not None else x, y,
                     h if h is not None else y, *self.ints, self.inv_n, eps, weight_offset)
         return y, h

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
 import torch
+from torch.compiler import is_compiling
 
 from ...errors import InvalidArgumentError
 from ...runtime import checks
@@ -171,10 +172,20 @@ def _check_offset(op: str, offset: int) -> None:
 def _rope(x: torch.Tensor, dims: int, traditional: bool, base: float, scale: float, offset: int,
           offset_tensor: Optional[torch.Tensor], freqs: Optional[torch.Tensor],
           positions: Optional[torch.Tensor]) -> torch.Tensor:
-    key = (tensor_key(x), dims, traditional, base, scale, tensor_key(offset_tensor), tensor_key(freqs),
-           tensor_key(positions))
-    plan = _ROPE_PLANS.get(key, x, dims, traditional, base, scale, offset_tensor, freqs, positions)
-    _check_offset("rope", offset)
+    try:  # the plan key, inline and flat (runtime/plans.py); a non-tensor argument raises here
+        key = (x.shape, x.stride(), x.dtype, x.device, dims, traditional, base, scale,
+               None if positions is None else (positions.shape, positions.stride(), positions.dtype,
+                                               positions.device),
+               None if offset_tensor is None else (offset_tensor.shape, offset_tensor.stride(), offset_tensor.dtype,
+                                                   offset_tensor.device),
+               None if freqs is None else (freqs.shape, freqs.stride(), freqs.dtype, freqs.device))
+        plan = _ROPE_PLANS.plans.get(key)
+    except (AttributeError, TypeError):
+        key = plan = None
+    if plan is None:
+        plan = _ROPE_PLANS.build(key, x, dims, traditional, base, scale, offset_tensor, freqs, positions)
+    if not -_INT32 <= offset < _INT32:
+        _check_offset("rope", offset)
     if plan is EMPTY:
         return empty_like(x)
     if not use_triton("rope", x):
@@ -222,7 +233,9 @@ def rope(
     base_f = 10000.0 if base is None else float(base)
     if base is None and freqs is None:
         raise InvalidArgumentError("rope: base is None and no freqs were given; pass one of them")
-    return _rope(x, dims, bool(traditional), base_f, float(scale), offset_int, offset_tensor, freqs, positions)
+    if is_compiling():  # the registered op; eager calls skip its caller (runtime/library.py)
+        return _rope.op(x, dims, bool(traditional), base_f, float(scale), offset_int, offset_tensor, freqs, positions)
+    return _rope.eager(x, dims, bool(traditional), base_f, float(scale), offset_int, offset_tensor, freqs, positions)
 
 
 # --------------------------------------------------------------------------- rope_multi
@@ -352,10 +365,18 @@ def _head_norm_rope(x: torch.Tensor, weight: Optional[torch.Tensor], eps: float,
                     base: float, scale: float, positions: torch.Tensor, traditional: bool,
                     freqs: Optional[torch.Tensor], sections: Optional[list[int]],
                     interleaved: bool) -> torch.Tensor:
-    key = (tensor_key(x), tensor_key(weight), eps, dims, base, scale, tensor_key(positions), traditional,
-           tensor_key(freqs), None if sections is None else tuple(sections), interleaved)
-    plan = _HEAD_NORM_ROPE_PLANS.get(key, x, weight, eps, dims, base, scale, positions, traditional, freqs, sections,
-                                     interleaved)
+    try:  # the plan key, inline and flat (runtime/plans.py); a non-tensor argument raises here
+        key = (x.shape, x.stride(), x.dtype, x.device, positions.shape, positions.stride(), positions.dtype,
+               positions.device, eps, dims, base, scale, traditional, interleaved,
+               None if weight is None else (weight.shape, weight.stride(), weight.dtype, weight.device),
+               None if freqs is None else (freqs.shape, freqs.stride(), freqs.dtype, freqs.device),
+               None if sections is None else tuple(sections))
+        plan = _HEAD_NORM_ROPE_PLANS.plans.get(key)
+    except (AttributeError, TypeError):
+        key = plan = None
+    if plan is None:
+        plan = _HEAD_NORM_ROPE_PLANS.build(key, x, weight, eps, dims, base, scale, positions, traditional, freqs,
+                                           sections, interleaved)
     if plan is EMPTY:
         return empty_like(x)
     if not use_triton("head_norm_rope", x):
@@ -403,9 +424,11 @@ def head_norm_rope(
         >>> q = mn.head_norm_rope(q.view(B, T, H, 128), q_norm_w, positions=pos, eps=1e-6)
     """
     dims = x.shape[-1] if dims is None and isinstance(x, torch.Tensor) and x.dim() else dims
-    return _head_norm_rope(x, weight, float(eps), float(weight_offset), dims, float(base), float(scale), positions,
-                           bool(traditional), freqs, None if sections is None else [int(s) for s in sections],
-                           bool(interleaved))
+    args = (x, weight, float(eps), float(weight_offset), dims, float(base), float(scale), positions, bool(traditional),
+            freqs, None if sections is None else [int(s) for s in sections], bool(interleaved))
+    if is_compiling():  # the registered op; eager calls skip its caller (runtime/library.py)
+        return _head_norm_rope.op(*args)
+    return _head_norm_rope.eager(*args)
 
 
 # --------------------------------------------------------------------------- q/k pairs in one launch
@@ -457,10 +480,21 @@ _ROPE_QK_PLANS = PlanCache(_build_rope_qk)
 def _rope_qk(q: torch.Tensor, k: torch.Tensor, dims: int, traditional: bool, base: float, scale: float, offset: int,
              offset_tensor: Optional[torch.Tensor], freqs: Optional[torch.Tensor],
              positions: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    key = (tensor_key(q), tensor_key(k), dims, traditional, base, scale, tensor_key(offset_tensor),
-           tensor_key(freqs), tensor_key(positions))
-    plan = _ROPE_QK_PLANS.get(key, q, k, dims, traditional, base, scale, offset_tensor, freqs, positions)
-    _check_offset("rope_qk", offset)
+    try:  # the plan key, inline and flat (runtime/plans.py); a non-tensor argument raises here
+        key = (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device, dims, traditional,
+               base, scale,
+               None if positions is None else (positions.shape, positions.stride(), positions.dtype,
+                                               positions.device),
+               None if offset_tensor is None else (offset_tensor.shape, offset_tensor.stride(), offset_tensor.dtype,
+                                                   offset_tensor.device),
+               None if freqs is None else (freqs.shape, freqs.stride(), freqs.dtype, freqs.device))
+        plan = _ROPE_QK_PLANS.plans.get(key)
+    except (AttributeError, TypeError):
+        key = plan = None
+    if plan is None:
+        plan = _ROPE_QK_PLANS.build(key, q, k, dims, traditional, base, scale, offset_tensor, freqs, positions)
+    if not -_INT32 <= offset < _INT32:
+        _check_offset("rope_qk", offset)
     if plan is EMPTY or not use_triton("rope_qk", q):
         args = (dims, traditional, base, scale, offset, offset_tensor, freqs, positions)
         return ref.rope(q, *args), ref.rope(k, *args)
@@ -499,8 +533,11 @@ def rope_qk(
     offset_int = 0 if offset_tensor is not None else int(offset)
     if base is None and freqs is None:
         raise InvalidArgumentError("rope_qk: base is None and no freqs were given; pass one of them")
-    return _rope_qk(q, k, dims, bool(traditional), 10000.0 if base is None else float(base), float(scale), offset_int,
-                    offset_tensor, freqs, positions)
+    args = (q, k, dims, bool(traditional), 10000.0 if base is None else float(base), float(scale), offset_int,
+            offset_tensor, freqs, positions)
+    if is_compiling():  # the registered op; eager calls skip its caller (runtime/library.py)
+        return _rope_qk.op(*args)
+    return _rope_qk.eager(*args)
 
 
 def _validate_head_norm_rope_qk(q, k, q_weight, k_weight, eps, dims, base, scale, positions, freqs, sections,
@@ -543,11 +580,20 @@ def _head_norm_rope_qk(q: torch.Tensor, k: torch.Tensor, q_weight: Optional[torc
                        k_weight: Optional[torch.Tensor], eps: float, weight_offset: float, dims: int, base: float,
                        scale: float, positions: torch.Tensor, traditional: bool, freqs: Optional[torch.Tensor],
                        sections: Optional[list[int]], interleaved: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    key = (tensor_key(q), tensor_key(k), tensor_key(q_weight), tensor_key(k_weight), eps, dims, base, scale,
-           tensor_key(positions), traditional, tensor_key(freqs), None if sections is None else tuple(sections),
-           interleaved)
-    plan = _HEAD_NORM_ROPE_QK_PLANS.get(key, q, k, q_weight, k_weight, eps, dims, base, scale, positions, traditional,
-                                        freqs, sections, interleaved)
+    try:  # the plan key, inline and flat (runtime/plans.py); a non-tensor argument raises here
+        key = (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device, positions.shape,
+               positions.stride(), positions.dtype, positions.device, eps, dims, base, scale, traditional,
+               interleaved,
+               None if q_weight is None else (q_weight.shape, q_weight.stride(), q_weight.dtype, q_weight.device),
+               None if k_weight is None else (k_weight.shape, k_weight.stride(), k_weight.dtype, k_weight.device),
+               None if freqs is None else (freqs.shape, freqs.stride(), freqs.dtype, freqs.device),
+               None if sections is None else tuple(sections))
+        plan = _HEAD_NORM_ROPE_QK_PLANS.plans.get(key)
+    except (AttributeError, TypeError):
+        key = plan = None
+    if plan is None:
+        plan = _HEAD_NORM_ROPE_QK_PLANS.build(key, q, k, q_weight, k_weight, eps, dims, base, scale, positions,
+                                              traditional, freqs, sections, interleaved)
     if plan is EMPTY or not use_triton("head_norm_rope_qk", q):
         args = (eps, weight_offset, dims, base, scale, positions, traditional, freqs, sections, interleaved)
         return ref.head_norm_rope(q, q_weight, *args), ref.head_norm_rope(k, k_weight, *args)
@@ -586,6 +632,8 @@ def head_norm_rope_qk(
         ``(q_out, k_out)``, contiguous.
     """
     dims = q.shape[-1] if dims is None and isinstance(q, torch.Tensor) and q.dim() else dims
-    return _head_norm_rope_qk(q, k, q_weight, k_weight, float(eps), float(weight_offset), dims, float(base),
-                              float(scale), positions, bool(traditional), freqs,
-                              None if sections is None else [int(s) for s in sections], bool(interleaved))
+    args = (q, k, q_weight, k_weight, float(eps), float(weight_offset), dims, float(base), float(scale), positions,
+            bool(traditional), freqs, None if sections is None else [int(s) for s in sections], bool(interleaved))
+    if is_compiling():  # the registered op; eager calls skip its caller (runtime/library.py)
+        return _head_norm_rope_qk.op(*args)
+    return _head_norm_rope_qk.eager(*args)

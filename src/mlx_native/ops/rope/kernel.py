@@ -25,7 +25,7 @@ from ...kernels.launch import Launch
 from ...kernels.math import sincos
 from ...kernels.rows import row_offsets
 from ...runtime.device import device_info
-from ...runtime.memory import contiguous_strides, empty, index_levels, plan_rows
+from ...runtime.memory import contiguous_strides, index_levels, is_canonical, output_like, plan_rows
 from ..common import next_pow2, prev_pow2
 from . import ref
 
@@ -431,8 +431,12 @@ class RopePlan:
                  freqs: Optional[torch.Tensor], sections: Optional[Sequence[int]], interleaved: bool,
                  norm: bool = False, weight: Optional[torch.Tensor] = None, x2: Optional[torch.Tensor] = None,
                  weight2: Optional[torch.Tensor] = None):
-        self.shape, self.dtype, self.device = x.shape, x.dtype, x.device
-        self.shape2 = x2.shape if x2 is not None else None
+        self.shape, self.dtype, self.device = tuple(x.shape), x.dtype, x.device
+        self.shape2 = tuple(x2.shape) if x2 is not None else None
+        self.pair = x2 is not None
+        # outputs by torch.empty_like of the input (output_like)
+        self.x_canonical = is_canonical(x)
+        self.x2_canonical = x2 is not None and is_canonical(x2)
         rows_shape = list(x.shape[:-1])
         head_dim, half = x.shape[-1], dims // 2
         tail = head_dim - dims
@@ -495,12 +499,12 @@ class RopePlan:
         pos = x
         if self.has_pos:
             pos = self.pos_view(pos_raw).contiguous() if self.copy_pos else pos_raw
-        y = empty(self.shape, dtype=self.dtype, device=self.device)
+        y = output_like(x, self.x_canonical)
         y2 = None
-        if self.shape2 is not None:
+        if self.pair:
             if self.copy_x2:
                 x2 = x2.contiguous()
-            y2 = empty(self.shape2, dtype=self.dtype, device=self.device)
+            y2 = output_like(x2, self.x2_canonical)
         w = weight if weight is not None else x
         self.launch(x, y, w, x2 if x2 is not None else x, y2 if y2 is not None else y,
                     weight2 if weight2 is not None else w, freqs if self.freqs_given else self.table, pos,
