@@ -90,6 +90,17 @@ def test_add_rms_norm_strided_residual(device):
     assert_error_bar(normed, ref.rms_norm(h.double(), None, 1e-6), torch_rms_norm_lowp(h, None, 1e-6))
 
 
+def test_strided_weight_is_read_with_its_stride(device):
+    """A weight vector whose elements are not adjacent (every other element of a buffer) gives what the same
+    weight gives contiguous (the kernel reads unit-stride weights: the plan copies a strided one)."""
+    x = randn(5, 100, dtype=torch.bfloat16, device=device)
+    res = randn(5, 100, dtype=torch.bfloat16, device=device)
+    w = randn(200, device=device)[::2]
+    assert w.stride() == (2,)
+    torch.testing.assert_close(mn.rms_norm(x, w), mn.rms_norm(x, w.contiguous()), rtol=0, atol=0)
+    torch.testing.assert_close(mn.add_rms_norm(x, res, w), mn.add_rms_norm(x, res, w.contiguous()), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("dtype", ALL_FLOAT)
 @pytest.mark.parametrize("cols", [1, 64, 1000, 4097])
 def test_l2_norm(device, dtype, cols):

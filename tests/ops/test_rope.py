@@ -382,6 +382,24 @@ def test_head_norm_rope_qk(device, dtype):
     torch.testing.assert_close(ko, single)
 
 
+def test_strided_weights_and_freqs_are_read_with_their_stride(device):
+    """Norm weights and freqs whose elements are not adjacent give what the same vectors give contiguous
+    (the kernel reads them with unit stride: the plan copies strided ones)."""
+    q = randn(3, 8, 64, dtype=torch.bfloat16, device=device)  # [T, H, D]
+    k = randn(3, 2, 64, dtype=torch.bfloat16, device=device)
+    qw, kw = randn(128, device=device)[::2], randn(192, device=device)[::3]
+    freqs = (torch.rand(64, device=device) + 1)[::2]
+    pos = torch.arange(3, device=device) + 5
+    exact = dict(rtol=0, atol=0)
+    torch.testing.assert_close(mn.rope(q, 64, freqs=freqs), mn.rope(q, 64, freqs=freqs.contiguous()), **exact)
+    torch.testing.assert_close(mn.head_norm_rope(q, qw, positions=pos, freqs=freqs),
+                               mn.head_norm_rope(q, qw.contiguous(), positions=pos, freqs=freqs.contiguous()), **exact)
+    torch.testing.assert_close(mn.head_norm_rope_qk(q, k, qw, kw, positions=pos),
+                               mn.head_norm_rope_qk(q, k, qw.contiguous(), kw.contiguous(), positions=pos), **exact)
+    torch.testing.assert_close(mn.rope_qk(q, k, 64, positions=pos[:, None], freqs=freqs),
+                               mn.rope_qk(q, k, 64, positions=pos[:, None], freqs=freqs.contiguous()), **exact)
+
+
 def test_qk_bad_input():
     q = torch.randn(2, 8, 5, 64)
     with pytest.raises(mn.InvalidArgumentError, match="rope_qk: q and k cannot share one launch"):

@@ -140,6 +140,8 @@ class NormPlan:
                  mean: bool):
         self.shape, self.dtype, self.device = tuple(x.shape), x.dtype, x.device
         self.x_canonical = is_canonical(x)  # outputs by torch.empty_like(x) (output_like)
+        # the kernel reads the weight with unit stride: a strided weight vector is copied per call
+        self.copy_w = weight is not None and weight.numel() > 1 and weight.stride(-1) != 1
         n_cols = x.shape[-1]
         xl = plan_rows(x.shape, x.stride())
         self.copy_x = xl is None
@@ -175,6 +177,8 @@ class NormPlan:
             if self.copy_r:
                 residual = residual.contiguous()
             h = output_like(x, self.x_canonical)
+        if self.copy_w:
+            weight = weight.contiguous()
         self.launch(x, residual if residual is not None else x, weight if weight is not None else x, y,
                     h if h is not None else y, *self.ints, self.inv_n, eps, weight_offset)
         return y, h

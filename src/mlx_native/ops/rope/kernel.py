@@ -345,6 +345,11 @@ def _section_bounds(sections: Optional[Sequence[int]], interleaved: bool) -> tup
     return bounds[0], bounds[1], bounds[2]
 
 
+def _strided_vector(t: Optional[torch.Tensor]) -> bool:
+    """``t`` is a vector (norm weight, freqs) whose elements are not adjacent in memory."""
+    return t is not None and t.numel() > 1 and t.stride(-1) != 1
+
+
 def _drop(seq: Sequence[int], dim: Optional[int]) -> list[int]:
     return [v for d, v in enumerate(seq) if d != dim]
 
@@ -437,6 +442,8 @@ class RopePlan:
         # outputs by torch.empty_like of the input (output_like)
         self.x_canonical = is_canonical(x)
         self.x2_canonical = x2 is not None and is_canonical(x2)
+        # the kernel reads norm weights and freqs with unit stride: strided vectors are copied per call
+        self.copy_vectors = any(_strided_vector(t) for t in (weight, weight2, freqs))
         rows_shape = list(x.shape[:-1])
         head_dim, half = x.shape[-1], dims // 2
         tail = head_dim - dims
@@ -505,6 +512,8 @@ class RopePlan:
             if self.copy_x2:
                 x2 = x2.contiguous()
             y2 = output_like(x2, self.x2_canonical)
+        if self.copy_vectors:
+            weight, weight2, freqs = (None if t is None else t.contiguous() for t in (weight, weight2, freqs))
         w = weight if weight is not None else x
         self.launch(x, y, w, x2 if x2 is not None else x, y2 if y2 is not None else y,
                     weight2 if weight2 is not None else w, freqs if self.freqs_given else self.table, pos,
