@@ -744,6 +744,9 @@ def test_decode_append_rope_layouts(device, traditional, d, dims):
     freqs = (torch.rand(dims // 2) * 50 + 1).to(device)
     check_append(2, 4, 1, 70, d, 2, [17, 30], device=device, rope=mn.RopeSpec(dims, traditional=traditional,
                                                                                 freqs=freqs), what="rope freqs")
+    strided = torch.stack([freqs, -freqs], -1)[:, 0]  # every other element of a buffer
+    check_append(2, 4, 1, 70, d, 1, [9, 30], device=device, rope=mn.RopeSpec(dims, traditional=traditional,
+                                                                               freqs=strided), what="strided freqs")
 
 
 @pytest.mark.parametrize("window,cap", [(16, 20), (40, 64)])
