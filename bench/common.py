@@ -194,6 +194,23 @@ def host_overhead_us(fn: Callable, args: tuple, n: int = 2000, trials: int = 5) 
     return best / per * 1e6
 
 
+def cprofile(fn: Callable[[], Any], n: int, top: int = 20) -> None:
+    """Print a cProfile of ``n`` calls of ``fn`` (after 100 warm-up calls), sorted by own time."""
+    import cProfile
+    import pstats
+
+    for _ in range(100):
+        fn()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        fn()
+    prof.disable()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(top)
+
+
 def _flatten(out) -> list[torch.Tensor]:
     if isinstance(out, torch.Tensor):
         return [out]

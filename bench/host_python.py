@@ -17,10 +17,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
+import sys
 import timeit
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import common  # noqa: E402
 import mlx_native as mn
 from mlx_native.kernels.launch import Launch
 from mlx_native.runtime import env
@@ -89,18 +94,8 @@ def markdown(results: list[tuple[str, float]]) -> str:
 
 
 def profile(name: str, n: int = 50000) -> None:
-    import cProfile
-    import pstats
-
-    fn = next(f for k, f in calls().items() if name in k)
-    for _ in range(100):
-        fn()
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(n):
-        fn()
-    prof.disable()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+    """cProfile of ``n`` calls of the row whose name contains ``name``."""
+    common.cprofile(next(f for k, f in calls().items() if name in k), n, top=15)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 import mlx_native as mn
-from common import host_overhead_us
+from common import cprofile, host_overhead_us
 from peers import compiled, liger, torch_rms_norm, torch_silu_mul
 
 
@@ -112,19 +112,7 @@ def markdown(results: list[dict]) -> str:
 
 def profile(name: str, n: int = 20000) -> None:
     """cProfile of ``n`` calls of the row whose name contains ``name``."""
-    import cProfile
-    import pstats
-
-    fn = next(f for k, f in calls().items() if name in k)
-    for _ in range(100):
-        fn()
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(n):
-        fn()
-    prof.disable()
-    torch.cuda.synchronize()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(20)
+    cprofile(next(f for k, f in calls().items() if name in k), n)
 
 
 if __name__ == "__main__":
