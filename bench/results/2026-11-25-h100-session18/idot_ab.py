@@ -11,7 +11,7 @@ from mlx_native.ops.quant import kernel as qk_new
 from mlx_native_s8.ops.quant import kernel as qk_old
 
 DT = torch.bfloat16
-for k, n in [(14336, 4096), (4096, 14336), (4096, 4096)]:
+for k, n in [(int(a), int(b)) for a, b in (s.split("x") for s in (sys.argv[1] if len(sys.argv) > 1 else "14336x4096,4096x14336,4096x4096").split(","))]:
     sets = []
     for _ in range(4):
         w = torch.randn(n, k, device="cuda", dtype=DT) * 0.02
@@ -21,7 +21,7 @@ for k, n in [(14336, 4096), (4096, 14336), (4096, 4096)]:
     f_old = lambda x, w, s, b: old.quantized_matmul(x, w, s, b)
     a = f_new(*sets[0]); b_ = f_old(*sets[0])
     print(k, n, "max diff", (a.float() - b_.float()).abs().max().item(), flush=True)
-    for rnd in range(3):
+    for rnd in range(2):
         t_new = common.time_graph(f_new, sets)
         t_old = common.time_graph(f_old, sets)
         print(f"K{k} N{n} round {rnd}: HEAD {t_new:.2f} us, session-8 {t_old:.2f} us", flush=True)
