@@ -43,33 +43,34 @@ SBW = tl.constexpr(SB_WORDS)  # 32-bit words per super-block
 
 @triton.jit
 def _x_pairs(x_ptr, x_off):
-    """``(even, odd)``, ``[CH, 4]`` fp32 each: values ``2 j`` and ``2 j + 1`` of the 8 x values at
-    ``x_ptr + x_off`` (``[CH, 8]``, one 16-byte load per thread)."""
+    """``(even, odd)``, ``[..., 4]`` fp32 each: values ``2 j`` and ``2 j + 1`` of the 8 x values at
+    ``x_ptr + x_off`` (``[..., 8]``: ``[CH, 8]`` here, ``[R, CH, 8]`` in ``q4k_idot_rows.py``; one 16-byte load
+    per thread and row)."""
     v = tl.load(x_ptr + x_off)
-    C: tl.constexpr = v.shape[0]
     if x_ptr.dtype.element_ty == tl.bfloat16:  # bf16 -> fp32 is a shift of the bits
-        e, o = tl.split(tl.reshape(v.to(tl.uint16, bitcast=True).to(tl.int32), (C, 4, 2)))
+        e, o = tl.split(tl.reshape(v.to(tl.uint16, bitcast=True).to(tl.int32), v.shape[:-1] + [4, 2]))
         return (e << 16).to(tl.float32, bitcast=True), (o << 16).to(tl.float32, bitcast=True)
     else:
-        return tl.split(tl.reshape(v.to(tl.float32), (C, 4, 2)))
+        return tl.split(tl.reshape(v.to(tl.float32), v.shape[:-1] + [4, 2]))
 
 
 @triton.jit
-def _x_chunk(x_ptr, x_off, ASM: tl.constexpr):
-    """The 32 x values of each thread's sub-block at ``x_ptr + x_off + [0, 32)`` as int16 pairs of consecutive
-    values, ``[CH, 4]`` per 8 values (``p_u``: values ``8 u .. 8 u + 7``), with their scale and float sum."""
+def x_chunk(x_ptr, x_off, ASM: tl.constexpr):
+    """The 32 x values of each thread's sub-block at ``x_ptr + x_off + [0, 32)`` (``x_off [..., 8]``) as int16
+    pairs of consecutive values, ``[..., 4]`` per 8 values (``p_u``: values ``8 u .. 8 u + 7``), with their scale
+    and float sum (``[...]``)."""
     e0, o0 = _x_pairs(x_ptr, x_off)
     e1, o1 = _x_pairs(x_ptr, x_off + 8)
     e2, o2 = _x_pairs(x_ptr, x_off + 16)
     e3, o3 = _x_pairs(x_ptr, x_off + 24)
-    amax = tl.maximum(tl.maximum(tl.maximum(tl.max(tl.abs(e0), axis=1), tl.max(tl.abs(o0), axis=1)),
-                                 tl.maximum(tl.max(tl.abs(e1), axis=1), tl.max(tl.abs(o1), axis=1))),
-                      tl.maximum(tl.maximum(tl.max(tl.abs(e2), axis=1), tl.max(tl.abs(o2), axis=1)),
-                                 tl.maximum(tl.max(tl.abs(e3), axis=1), tl.max(tl.abs(o3), axis=1))))
-    xsum = (((tl.sum(e0, axis=1) + tl.sum(o0, axis=1)) + (tl.sum(e1, axis=1) + tl.sum(o1, axis=1)))
-            + ((tl.sum(e2, axis=1) + tl.sum(o2, axis=1)) + (tl.sum(e3, axis=1) + tl.sum(o3, axis=1))))
+    amax = tl.maximum(tl.maximum(tl.maximum(tl.max(tl.abs(e0), axis=-1), tl.max(tl.abs(o0), axis=-1)),
+                                 tl.maximum(tl.max(tl.abs(e1), axis=-1), tl.max(tl.abs(o1), axis=-1))),
+                      tl.maximum(tl.maximum(tl.max(tl.abs(e2), axis=-1), tl.max(tl.abs(o2), axis=-1)),
+                                 tl.maximum(tl.max(tl.abs(e3), axis=-1), tl.max(tl.abs(o3), axis=-1))))
+    xsum = (((tl.sum(e0, axis=-1) + tl.sum(o0, axis=-1)) + (tl.sum(e1, axis=-1) + tl.sum(o1, axis=-1)))
+            + ((tl.sum(e2, axis=-1) + tl.sum(o2, axis=-1)) + (tl.sum(e3, axis=-1) + tl.sum(o3, axis=-1))))
     inv, scale = chunk_scale(amax)
-    inv = inv[:, None]
+    inv = tl.expand_dims(inv, len(inv.shape))
     p0 = pack_pair(round_int(e0, inv), round_int(o0, inv), ASM)
     p1 = pack_pair(round_int(e1, inv), round_int(o1, inv), ASM)
     p2 = pack_pair(round_int(e2, inv), round_int(o2, inv), ASM)
@@ -131,8 +132,8 @@ def _step(acc, wa, wb, h, sa, sh, keep, magic, x_ptr, x_off, ASM: tl.constexpr):
     """``acc [CH, BN]`` + one loop step: words 0-3 / 4-7 of each thread's chunk ``wa wb [4 * CH, BN]``, headers
     ``h [4 * CH, BN]`` of their super-blocks (``sa sh keep``: see :func:`_scales`), x at ``x_ptr + x_off``
     (``[CH, 8]``: value 0 of each thread's chunk)."""
-    l0, l1, l2, l3, scale_l, sum_l = _x_chunk(x_ptr, x_off, ASM)  # values 0-31: sub-block 2 c
-    h0, h1, h2, h3, scale_h, sum_h = _x_chunk(x_ptr + 32, x_off, ASM)  # values 32-63: sub-block 2 c + 1
+    l0, l1, l2, l3, scale_l, sum_l = x_chunk(x_ptr, x_off, ASM)  # values 0-31: sub-block 2 c
+    h0, h1, h2, h3, scale_h, sum_h = x_chunk(x_ptr + 32, x_off, ASM)  # values 32-63: sub-block 2 c + 1
     S0, nB0, S1, nB1 = _scales(h, sa, sh, keep, magic)
     w0, w1, w2, w3 = thread_words(wa)
     w4, w5, w6, w7 = thread_words(wb)

@@ -55,7 +55,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...kernels.idot import HIGH_NIBBLES, LOW_NIBBLES, chunk_scale, dp2a, pack_pair, round_int
+from ...kernels.idot import HIGH_NIBBLES, LOW_NIBBLES, dp2a
 from ...kernels.launch import Launch
 from ...runtime import env
 from ...runtime.device import device_info
@@ -65,49 +65,10 @@ from ..quant.affine_idot_rows import part_accs, row_parts, store_parts
 from ..quant.affine_mv import MAGIC, row_tile, split_count
 from ..quant.qmm import SplitK, run_split
 from . import q4k_idot
-from .q4k_idot import _scales, step_tiles, tile_offsets
+from .q4k_idot import _scales, step_tiles, tile_offsets, x_chunk
 from .q4k_mv import Q4K_ID, SB_WORDS
 
 SBW = tl.constexpr(SB_WORDS)  # 32-bit words per super-block
-
-
-@triton.jit
-def _x_pairs(x_ptr, x_off):
-    """``(even, odd)``, ``[R, CH, 4]`` fp32 each: values ``2 j`` and ``2 j + 1`` of the 8 x values at
-    ``x_ptr + x_off`` (``[R, CH, 8]``, one 16-byte load per thread and row; ``q4k_idot._x_pairs`` with a leading
-    axis)."""
-    v = tl.load(x_ptr + x_off)
-    R: tl.constexpr = v.shape[0]
-    C: tl.constexpr = v.shape[1]
-    if x_ptr.dtype.element_ty == tl.bfloat16:  # bf16 -> fp32 is a shift of the bits
-        e, o = tl.split(tl.reshape(v.to(tl.uint16, bitcast=True).to(tl.int32), (R, C, 4, 2)))
-        return (e << 16).to(tl.float32, bitcast=True), (o << 16).to(tl.float32, bitcast=True)
-    else:
-        return tl.split(tl.reshape(v.to(tl.float32), (R, C, 4, 2)))
-
-
-@triton.jit
-def _x_chunk(x_ptr, x_off, ASM: tl.constexpr):
-    """The 32 x values of each thread's sub-block in ``R`` rows, at ``x_ptr + x_off + [0, 32)`` (``x_off
-    [R, CH, 8]``), as int16 pairs of consecutive values, ``[R, CH, 4]`` per 8 values (``p_u``: values
-    ``8 u .. 8 u + 7``), with their scale and float sum ``[R, CH]`` (``q4k_idot._x_chunk`` with a leading axis)."""
-    e0, o0 = _x_pairs(x_ptr, x_off)
-    e1, o1 = _x_pairs(x_ptr, x_off + 8)
-    e2, o2 = _x_pairs(x_ptr, x_off + 16)
-    e3, o3 = _x_pairs(x_ptr, x_off + 24)
-    amax = tl.maximum(tl.maximum(tl.maximum(tl.max(tl.abs(e0), axis=2), tl.max(tl.abs(o0), axis=2)),
-                                 tl.maximum(tl.max(tl.abs(e1), axis=2), tl.max(tl.abs(o1), axis=2))),
-                      tl.maximum(tl.maximum(tl.max(tl.abs(e2), axis=2), tl.max(tl.abs(o2), axis=2)),
-                                 tl.maximum(tl.max(tl.abs(e3), axis=2), tl.max(tl.abs(o3), axis=2))))
-    xsum = (((tl.sum(e0, axis=2) + tl.sum(o0, axis=2)) + (tl.sum(e1, axis=2) + tl.sum(o1, axis=2)))
-            + ((tl.sum(e2, axis=2) + tl.sum(o2, axis=2)) + (tl.sum(e3, axis=2) + tl.sum(o3, axis=2))))
-    inv, scale = chunk_scale(amax)
-    inv = inv[:, :, None]
-    p0 = pack_pair(round_int(e0, inv), round_int(o0, inv), ASM)
-    p1 = pack_pair(round_int(e1, inv), round_int(o1, inv), ASM)
-    p2 = pack_pair(round_int(e2, inv), round_int(o2, inv), ASM)
-    p3 = pack_pair(round_int(e3, inv), round_int(o3, inv), ASM)
-    return p0, p1, p2, p3, scale, xsum
 
 
 @triton.jit
@@ -162,11 +123,11 @@ def _part_step(acc, w0, w1, w2, w3, w4, w5, w6, w7, S0, nB0, S1, nB1, x_ptr, x_o
     R: tl.constexpr = acc.shape[0]
     xo = (tl.arange(0, R) + ROW0)[:, None, None] * stride_x + x_off[None, :, :]
     zero = tl.zeros(acc.shape, dtype=tl.int32)
-    p0, p1, p2, p3, scale, xsum = _x_chunk(x_ptr, xo, ASM)  # values 0-31: sub-block 2 c
+    p0, p1, p2, p3, scale, xsum = x_chunk(x_ptr, xo, ASM)  # values 0-31: sub-block 2 c
     dot = _half_dot(w0, w1, w2, w3, w4, w5, w6, w7, p0, p1, p2, p3, zero, LOW_NIBBLES, ASM)
     acc = tl.fma(S0[None, :, :] * scale[:, :, None], dot.to(tl.float32), acc)
     acc = tl.fma(nB0[None, :, :], xsum[:, :, None], acc)
-    p0, p1, p2, p3, scale, xsum = _x_chunk(x_ptr + 32, xo, ASM)  # values 32-63: sub-block 2 c + 1
+    p0, p1, p2, p3, scale, xsum = x_chunk(x_ptr + 32, xo, ASM)  # values 32-63: sub-block 2 c + 1
     dot = _half_dot(w0, w1, w2, w3, w4, w5, w6, w7, p0, p1, p2, p3, zero, HIGH_NIBBLES, ASM)
     acc = tl.fma(S1[None, :, :] * (scale * 0.0625)[:, :, None], dot.to(tl.float32), acc)
     return tl.fma(nB1[None, :, :], xsum[:, :, None], acc)
