@@ -13,6 +13,7 @@ import torch
 import test_quant
 from helpers import assert_error_bar, randn
 from mlx_native.ops.ggml import formats
+from mlx_native.ops.quant.affine_idot_rows import row_parts
 from mlx_native.runtime.device import device_info
 from test_ggml import EXTREME, oracle_weight, plan_output, rng_for, valid_blocks
 
@@ -75,7 +76,7 @@ def test_q4k_rows_error_bar(device, m, n, k, dtype, prefetch, request):
     assert c["BN"] == rows.tile_rows(n, sms) and c["CH"] == 32 * rows.step_warps(k) and c["PREFETCH"] is prefetch
     assert c["EVEN_N"] == (n % c["BN"] == 0)
     parts = [c[f"R{i}"] for i in range(4)]
-    assert parts == list(rows.row_parts(m)) + [0] * (4 - len(rows.row_parts(m)))
+    assert parts == list(row_parts(m)) + [0] * (4 - len(row_parts(m)))
     assert plan.split == 1 and plan.splitk is None and plan.ints[:3] == (n, k, _steps(k))
 
 
@@ -132,7 +133,7 @@ def test_q4k_rows_splitk_merged_in_launch(device, monkeypatch, splits_outer, m, 
         assert_error_bar(out, oracle, baseline, what=f"M{m} split {plan.split}")
         fused.append(out)
         assert plan.split == _steps(k) and plan.splitk.shape == (plan.split, m, n)
-        parts = len(rows.row_parts(m))
+        parts = len(row_parts(m))
         if parts == 1:
             assert_merged_in_launch(plan)
         else:

@@ -56,14 +56,10 @@ import triton
 import triton.language as tl
 
 from ...kernels.idot import HIGH_NIBBLES, LOW_NIBBLES, dp2a
-from ...kernels.launch import Launch
-from ...runtime import env
 from ...runtime.device import device_info
-from ...runtime.memory import empty
 from ..quant.affine_idot import thread_words
-from ..quant.affine_idot_rows import part_accs, row_parts, store_parts
-from ..quant.affine_mv import MAGIC, row_tile, split_count
-from ..quant.qmm import SplitK, run_split
+from ..quant.affine_idot_rows import RowsLaunch, part_accs, store_parts
+from ..quant.affine_mv import MAGIC, row_tile
 from . import q4k_idot
 from .q4k_idot import _scales, step_tiles, tile_offsets, x_chunk
 from .q4k_mv import Q4K_ID, SB_WORDS
@@ -239,40 +235,24 @@ def supports_rows(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, 
             and q4k_idot.supports(ggml_type, x_dtype, out_dtype, 1, k, raw_bytes))
 
 
-class Q4kIdotRowsLaunch:
+class Q4kIdotRowsLaunch(RowsLaunch):
     """:func:`q4k_idot_rows_kernel` for ``(x [m, k] with row stride x_row_stride and unit column stride,
     raw [n * k / 256 * 144] uint8)``, the raw rows read as int32 words; calls return ``[m, n]`` of ``out_dtype``.
-
-    ``tiles`` programs of ``bn`` rows each run ``k / (2048 warps)`` loop steps, split over K (the smallest divisor
-    of the steps giving about ``programs_per_sm`` programs per SM) and summed in the same launch (``qmm.SplitK``
-    with a counter per row tile and part: the plan owns them, so it must not run on two streams at once). ``bn``,
-    ``warps``, ``programs_per_sm``, ``prefetch``: the sweep's knobs (0 / None: the module's rules)."""
+    Loop steps of ``2048 warps`` values, split over K to about ``programs_per_sm`` programs per SM
+    (:class:`~mlx_native.ops.quant.affine_idot_rows.RowsLaunch`). ``bn``, ``warps``, ``programs_per_sm``,
+    ``prefetch``: the sweep's knobs (0 / None: the module's rules)."""
 
     def __init__(self, m: int, n: int, k: int, out_dtype: torch.dtype, x_row_stride: int, device, bn: int = 0,
                  warps: int = 0, programs_per_sm: int = 0, prefetch: Optional[bool] = None):
         if (m - 1) * x_row_stride + k >= 2**31:
             raise ValueError(f"q4k_idot_rows: x rows of stride {x_row_stride} past int32 offsets")
         sms = device_info(device).sm_count
-        bn = bn or tile_rows(n, sms)
         warps = warps or step_warps(k)
-        programs_per_sm = programs_per_sm or PROGRAMS_PER_SM
-        parts = row_parts(m)
-        tiles = triton.cdiv(n, bn)
-        steps = k // 256 // (8 * warps)
         if prefetch is None:
             prefetch = n < PREFETCH_BELOW_ROWS_PER_SM * sms
-        split = split_count(steps, tiles, programs_per_sm * sms)
-        self.m, self.n, self.out_dtype, self.device, self.split = m, n, out_dtype, device, split
-        self.ints = (n, x_row_stride, steps // split, MAGIC)
-        self.splitk = SplitK(split, m, n, False, 0, device, tiles=tiles * len(parts)) if split > 1 else None
-        constexprs = dict(STRIDE_W=k // 256 * SB_WORDS, BN=bn, CH=32 * warps, EVEN_N=n % bn == 0, PREFETCH=prefetch,
-                          SPLIT_K=split > 1, FUSE=self.splitk is not None and self.splitk.fused,
-                          ASM=not env.settings.triton_interpret,
-                          **{f"R{i}": parts[i] if i < len(parts) else 0 for i in range(4)})  # all: Launch passes
-        # every constexpr to the compiled kernel, defaults included
-        self.launch = Launch(q4k_idot_rows_kernel, (tiles, split), constexprs, num_warps=warps, num_stages=1)
+        super().__init__(q4k_idot_rows_kernel, m, n, bn or tile_rows(n, sms), k // 256 // (8 * warps), warps,
+                         (programs_per_sm or PROGRAMS_PER_SM) * sms, prefetch, (n, x_row_stride), (MAGIC,),
+                         dict(STRIDE_W=k // 256 * SB_WORDS), out_dtype, device)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
-        out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)
-        return run_split(self.launch, self.splitk, (x, raw.view(torch.int32)), out, self.ints)
-
+        return self.run(x, raw.view(torch.int32))

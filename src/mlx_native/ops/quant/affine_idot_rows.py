@@ -263,38 +263,49 @@ def supports_rows(bits: int, group_size: int, transpose: bool, x_dtype: torch.dt
                                                             words)
 
 
-class AffineIdotRowsLaunch:
-    """:func:`affine_idot_rows_kernel` for ``(x [m, k] with row stride stride_x, w [n, k / 8] int32, scales,
-    biases [n, k / group_size])``, weights contiguous; calls return ``[m, n]`` of ``out_dtype``.
+class RowsLaunch:
+    """A multi-row integer-dot mat-vec (:func:`affine_idot_rows_kernel`, ``ggml/q4k_idot_rows.py``) prepared for
+    one signature: ``cdiv(n, bn)`` programs of ``bn`` weight rows each run ``steps`` loop steps, split over K
+    (the smallest divisor of the steps giving about ``programs`` programs) and summed in the same launch
+    (``qmm.SplitK`` with a counter per row tile and part: the plan owns them, so it must not run on two streams
+    at once). The kernel takes ``(*inputs, out, part, cnt, *lead_ints, steps_per_split, *tail_ints)``, the
+    ``constexprs`` given and BN, CH, EVEN_N, PREFETCH, SPLIT_K, FUSE, ASM, R0-R3; :meth:`run` returns
+    ``[m, n]`` of ``out_dtype``."""
 
-    ``tiles`` programs of ``bn`` rows each run ``k / (1024 warps)`` loop steps, split over K (the smallest
-    divisor of the steps giving about ``programs_per_sm`` programs per SM) and summed in the same launch
-    (``qmm.SplitK`` with a counter per row tile and part: the plan owns them, so it must not run on two
-    streams at once). ``bn``, ``warps``, ``programs_per_sm``, ``prefetch``: the sweep's knobs (0 / None: the
-    module's rules)."""
-
-    def __init__(self, m: int, n: int, k: int, group_size: int, out_dtype: torch.dtype, stride_x: int, device,
-                 bn: int = 0, warps: int = 0, programs_per_sm: int = 0, prefetch: Optional[bool] = None):
-        bn = bn or IDOT_ROWS_BN
-        warps = warps or affine_idot.step_warps(k)
-        programs_per_sm = programs_per_sm or PROGRAMS_PER_SM
+    def __init__(self, kernel, m: int, n: int, bn: int, steps: int, warps: int, programs: int, prefetch: bool,
+                 lead_ints: tuple, tail_ints: tuple, constexprs: dict, out_dtype: torch.dtype, device):
         parts = row_parts(m)
-        sms = device_info(device).sm_count
         tiles = triton.cdiv(n, bn)
-        steps = k // 8 // (128 * warps)
-        if prefetch is None:
-            prefetch = n < PREFETCH_BELOW_ROWS_PER_SM * sms
-        split = split_count(steps, tiles, programs_per_sm * sms)
+        split = split_count(steps, tiles, programs)
         self.m, self.n, self.out_dtype, self.device, self.split = m, n, out_dtype, device, split
-        self.ints = (n, k, stride_x, steps // split)
+        self.ints = (*lead_ints, steps // split, *tail_ints)
         self.splitk = SplitK(split, m, n, False, 0, device, tiles=tiles * len(parts)) if split > 1 else None
-        constexprs = dict(STRIDE_W=k // 8, STRIDE_S=k // group_size, BN=bn, CH=32 * warps, GS=group_size,
-                          EVEN_N=n % bn == 0, PREFETCH=prefetch, SPLIT_K=split > 1,
+        constexprs = dict(constexprs, BN=bn, CH=32 * warps, EVEN_N=n % bn == 0, PREFETCH=prefetch, SPLIT_K=split > 1,
                           FUSE=self.splitk is not None and self.splitk.fused, ASM=not env.settings.triton_interpret,
                           **{f"R{i}": parts[i] if i < len(parts) else 0 for i in range(4)})  # all: Launch passes
         # every constexpr to the compiled kernel, defaults included
-        self.launch = Launch(affine_idot_rows_kernel, (tiles, split), constexprs, num_warps=warps, num_stages=1)
+        self.launch = Launch(kernel, (tiles, split), constexprs, num_warps=warps, num_stages=1)
+
+    def run(self, *inputs: torch.Tensor) -> torch.Tensor:
+        out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)
+        return run_split(self.launch, self.splitk, inputs, out, self.ints)
+
+
+class AffineIdotRowsLaunch(RowsLaunch):
+    """:func:`affine_idot_rows_kernel` for ``(x [m, k] with row stride stride_x, w [n, k / 8] int32, scales,
+    biases [n, k / group_size])``, weights contiguous; calls return ``[m, n]`` of ``out_dtype``. Loop steps of
+    ``1024 warps`` values, split over K to about ``programs_per_sm`` programs per SM (:class:`RowsLaunch`).
+    ``bn``, ``warps``, ``programs_per_sm``, ``prefetch``: the sweep's knobs (0 / None: the module's rules)."""
+
+    def __init__(self, m: int, n: int, k: int, group_size: int, out_dtype: torch.dtype, stride_x: int, device,
+                 bn: int = 0, warps: int = 0, programs_per_sm: int = 0, prefetch: Optional[bool] = None):
+        sms = device_info(device).sm_count
+        warps = warps or affine_idot.step_warps(k)
+        if prefetch is None:
+            prefetch = n < PREFETCH_BELOW_ROWS_PER_SM * sms
+        super().__init__(affine_idot_rows_kernel, m, n, bn or IDOT_ROWS_BN, k // 8 // (128 * warps), warps,
+                         (programs_per_sm or PROGRAMS_PER_SM) * sms, prefetch, (n, k, stride_x), (),
+                         dict(STRIDE_W=k // 8, STRIDE_S=k // group_size, GS=group_size), out_dtype, device)
 
     def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
-        out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)
-        return run_split(self.launch, self.splitk, (x, w, s, b), out, self.ints)
+        return self.run(x, w, s, b)
