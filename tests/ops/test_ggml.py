@@ -88,6 +88,15 @@ def check_plan(device, plan, raw: np.ndarray, w: torch.Tensor, x: torch.Tensor, 
     return out
 
 
+def force_split(monkeypatch, request, module, name: str = "PROGRAMS_PER_SM") -> None:
+    """Ask ``module``'s streamed mat-vec plans for many programs per SM (its constant ``name``): K is split as far as
+    the row's steps allow, the parts merged in the launch; the plans built meanwhile are dropped after the test."""
+    from mlx_native.runtime import plans
+
+    monkeypatch.setattr(module, name, 64)
+    request.addfinalizer(plans.clear_all)
+
+
 def assert_bit_exact(ours: torch.Tensor, theirs: np.ndarray, what: str) -> None:
     ours = ours.cpu().numpy()
     nan_o, nan_t = np.isnan(ours), np.isnan(theirs)

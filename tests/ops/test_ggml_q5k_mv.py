@@ -10,7 +10,7 @@ import torch
 
 from helpers import assert_error_bar, randn
 from mlx_native.ops.ggml import formats
-from test_ggml import crafted_blocks, oracle_weight, plan_output, rng_for, valid_blocks
+from test_ggml import crafted_blocks, force_split, oracle_weight, plan_output, rng_for, valid_blocks
 
 Q5K = formats.BY_NAME["Q5_K"]
 QH = slice(16, 48)  # the fifth bits of a block (byte l: values l + 32 j, bit j)
@@ -32,10 +32,7 @@ def _run(device, raw: np.ndarray, n: int, k: int, dtype, x=None):
 @pytest.fixture
 def forced_split(monkeypatch, request):
     """Split K over as many programs as there are steps (merged in the launch)."""
-    from mlx_native.runtime import plans
-
-    monkeypatch.setattr(_q5k_mv(), "Q5K_PROGRAMS_PER_SM", 64)
-    request.addfinalizer(plans.clear_all)
+    force_split(monkeypatch, request, _q5k_mv(), "Q5K_PROGRAMS_PER_SM")
 
 
 @pytest.mark.parametrize("n, k", [(16, 256), (19, 768), (72, 2048), (40, 4352)])  # steps of 1 / 1 / 4 / 1 blocks

@@ -15,7 +15,7 @@ import torch
 
 from helpers import assert_error_bar, randn
 from mlx_native.ops.ggml import formats
-from test_ggml import crafted_blocks, gguf_values, oracle_weight, plan_output, rng_for
+from test_ggml import crafted_blocks, force_split, gguf_values, oracle_weight, plan_output, rng_for
 
 Q6K = formats.BY_NAME["Q6_K"]
 
@@ -66,10 +66,7 @@ def _run(device, raw: np.ndarray, n: int, k: int, dtype, x=None, baseline32=Fals
 @pytest.fixture
 def forced_split(monkeypatch, request):
     """Split K over as many programs as there are steps (merged in the launch)."""
-    from mlx_native.runtime import plans
-
-    monkeypatch.setattr(_mod(), "PROGRAMS_PER_SM", 64)
-    request.addfinalizer(plans.clear_all)
+    force_split(monkeypatch, request, _mod())
 
 
 @pytest.mark.parametrize("n, k", [(8, 256), (19, 768), (72, 2048), (40, 3584)])  # steps of 1 / 1 / 4 / 2 blocks

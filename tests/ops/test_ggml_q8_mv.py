@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from helpers import assert_error_bar, randn
-from test_ggml import EXTREME, check_plan, crafted_blocks, oracle_weight, raw_tensor, rng_for, valid_blocks
+from test_ggml import EXTREME, check_plan, crafted_blocks, force_split, oracle_weight, raw_tensor, rng_for, valid_blocks
 
 BLOCK_BYTES = 34
 
@@ -28,9 +28,9 @@ _check = check_plan
 
 
 @pytest.fixture
-def split_everything(monkeypatch):
+def split_everything(monkeypatch, request):
     """Ask for many programs per SM: K is split as far as the row's steps allow."""
-    monkeypatch.setattr(_q8_mv(), "PROGRAMS_PER_SM", 64)
+    force_split(monkeypatch, request, _q8_mv())
 
 
 @pytest.mark.parametrize("n, k", [
