@@ -52,6 +52,12 @@ def is_canonical(t: torch.Tensor) -> bool:
     return tuple(t.stride()) == contiguous_strides(t.shape)
 
 
+def strided_vector(t: Optional[torch.Tensor]) -> bool:
+    """``t`` is a vector (norm weight, rope freqs) whose elements are not adjacent in memory: kernels that read
+    such vectors with unit stride get a contiguous copy."""
+    return t is not None and t.numel() > 1 and t.stride(-1) != 1
+
+
 def collapse_dims(sizes: Sequence[int], strides: Sequence[int]) -> list[tuple[int, int]]:
     """Merge adjacent dims that address memory as one dim.
 

@@ -648,7 +648,9 @@ class DecodePlan:
             plse = empty((self.splits, self.rows), dtype=torch.float32, device=self.device)
         cnt = self.counters if self.counters is not None else out
         cap_in = scale / softcap if softcap > 0 else 0.0
-        table = freqs.contiguous() if freqs is not None else self.table  # the kernel reads it with unit stride
+        # the kernel reads freqs with unit stride (memory.strided_vector); the plan does not see the tensor, and
+        # contiguous() of a contiguous vector is the tensor itself
+        table = freqs.contiguous() if freqs is not None else self.table
         self.launch(q, k_cache, v_cache, kv_lens, out, po, plse, cnt, k_new if k_new is not None else q,
                     v_new if v_new is not None else q, table if table is not None else q, *self.ints, scale * LOG2E,
                     cap_in, softcap * LOG2E, self.rope_half, rope_scale)

@@ -15,7 +15,7 @@ import triton.language as tl
 
 from ...kernels.launch import Launch
 from ...kernels.rows import row_offsets
-from ...runtime.memory import contiguous_rows, is_canonical, output_like, plan_rows
+from ...runtime.memory import contiguous_rows, is_canonical, output_like, plan_rows, strided_vector
 from ..common import next_pow2
 
 MAX_TILE_COLS = 16384  # longest row kept whole in registers
@@ -141,7 +141,7 @@ class NormPlan:
         self.shape, self.dtype, self.device = tuple(x.shape), x.dtype, x.device
         self.x_canonical = is_canonical(x)  # outputs by torch.empty_like(x) (output_like)
         # the kernel reads the weight with unit stride: a strided weight vector is copied per call
-        self.copy_w = weight is not None and weight.numel() > 1 and weight.stride(-1) != 1
+        self.copy_w = strided_vector(weight)
         n_cols = x.shape[-1]
         xl = plan_rows(x.shape, x.stride())
         self.copy_x = xl is None

@@ -25,7 +25,8 @@ from ...kernels.launch import Launch
 from ...kernels.math import sincos
 from ...kernels.rows import row_offsets
 from ...runtime.device import device_info
-from ...runtime.memory import contiguous_strides, index_levels, is_canonical, output_like, plan_rows
+from ...runtime.memory import (contiguous_strides, index_levels, is_canonical, output_like, plan_rows,
+                               strided_vector)
 from ..common import next_pow2, prev_pow2
 from . import ref
 
@@ -345,11 +346,6 @@ def _section_bounds(sections: Optional[Sequence[int]], interleaved: bool) -> tup
     return bounds[0], bounds[1], bounds[2]
 
 
-def _strided_vector(t: Optional[torch.Tensor]) -> bool:
-    """``t`` is a vector (norm weight, freqs) whose elements are not adjacent in memory."""
-    return t is not None and t.numel() > 1 and t.stride(-1) != 1
-
-
 def _drop(seq: Sequence[int], dim: Optional[int]) -> list[int]:
     return [v for d, v in enumerate(seq) if d != dim]
 
@@ -443,7 +439,7 @@ class RopePlan:
         self.x_canonical = is_canonical(x)
         self.x2_canonical = x2 is not None and is_canonical(x2)
         # the kernel reads norm weights and freqs with unit stride: strided vectors are copied per call
-        self.copy_vectors = any(_strided_vector(t) for t in (weight, weight2, freqs))
+        self.copy_vectors = any(strided_vector(t) for t in (weight, weight2, freqs))
         rows_shape = list(x.shape[:-1])
         head_dim, half = x.shape[-1], dims // 2
         tail = head_dim - dims
