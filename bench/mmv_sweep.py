@@ -2,6 +2,7 @@
 
     python bench/mmv_sweep.py [--out FILE.json] [--quick]
     python bench/mmv_sweep.py --prescale [--formats affine,Q4_0,Q4_K] [--out FILE.json]
+    python bench/mmv_sweep.py --packed [--rows 2,4,8,16] [--out FILE.json]
 
 Default: MLX affine 4-bit g64 weights, K x N in the issue's shapes, M in {1, 2, 8, 16}: times every
 (tile, pipeline stages, programs per SM) variant in CUDA-graph replay, the previous default path
@@ -106,14 +107,83 @@ def _prescale_sweep(formats: list[str], copy_bw: float) -> list[dict]:
     return rows
 
 
+PACKED_KNOBS = ("PACKED", "MMV_BN_ROWS", "MMV_WARPS_ROWS", "MMV_STEP_ROWS", "MMV_STAGES_ROWS", "PROGRAMS_PER_SM")
+PACKED_VARIANTS = [dict(zip(PACKED_KNOBS, v)) for v in (
+    (False, 64, 4, 128, 3, 2), (True, 64, 4, 128, 3, 2), (True, 64, 4, 256, 3, 2), (True, 64, 4, 512, 2, 2),
+    (True, 64, 4, 256, 4, 2), (True, 64, 4, 256, 3, 4), (True, 128, 8, 256, 3, 2), (True, 128, 8, 512, 2, 2),
+    (True, 128, 8, 128, 4, 2), (True, 128, 4, 256, 3, 2), (True, 64, 4, 512, 3, 4), (True, 128, 8, 256, 4, 1))]
+
+
+def _packed_sweep(copy_bw: float, ms: list[int]) -> list[dict]:
+    """The ``--packed`` rows: MLX affine g64, the prescaled kernel with two codes per instruction (``mmv.PACKED``)
+    or not, by tile, warps, groups per step, stages and programs per SM, forced on for 2-16 rows (the integer-dot
+    rows kernel off); the default route and cuBLAS in the same run, outputs checked against the default route."""
+    from quant import affine_bytes, affine_weight  # noqa: E402
+
+    rows = []
+    defaults = {name: getattr(mmv, name) for name in PACKED_KNOBS}
+    base = env.settings
+    for (k, n), m in itertools.product(SHAPES, ms):
+        wbytes = affine_bytes(n, k)
+        sets = [(torch.randn(m, k, device="cuda", dtype=DT), *affine_weight(n, k))
+                for _ in range(max(2, min(8, math.ceil(256e6 / wbytes))))]
+        fn = lambda x, wq, s, b: mn.quantized_matmul(x, wq, s, b)  # noqa: E731
+
+        def measure(label, **extra):
+            plans.clear_all()
+            t = _time(fn, sets)
+            out = fn(*sets[0])
+            row = dict(fmt="affine", k=k, n=n, m=m, label=label, us=t, frac_copy=wbytes / (t * 1e-6) / copy_bw,
+                       **extra)
+            rows.append(row)
+            print(f"K{k:<6d} N{n:<6d} M{m:<3d} {label:78s} {t:8.2f} us {100 * row['frac_copy']:5.1f}% copy",
+                  flush=True)
+            return out
+
+        env.settings = base
+        want = measure("default route")
+        env.settings = dataclasses.replace(base, mmv="on", affine_idot=False, affine_mv=False)
+        for var in PACKED_VARIANTS:
+            for name, value in var.items():
+                setattr(mmv, name, value)
+            try:
+                got = measure("mmv " + " ".join(f"{a}={b}" for a, b in var.items()), **var)
+            except Exception as exc:  # noqa: BLE001
+                print(f"K{k} N{n} M{m} {var}: {exc!r}"[:400], flush=True)
+                continue
+            err = (got.float() - want.float()).abs().max().item() / max(want.float().abs().max().item(), 1e-6)
+            rows[-1]["rel_err_vs_default"] = err
+            if err > 2e-2:
+                print(f"  MISMATCH rel err {err:.3e}", flush=True)
+        for name, value in defaults.items():
+            setattr(mmv, name, value)
+        env.settings = base
+        wd = [mn.dequantize(*s[1:]) for s in sets[:4]]
+        t = _time(lambda x, w: x @ w.T, [(sets[0][0], w) for w in wd])
+        rows.append(dict(fmt="affine", k=k, n=n, m=m, label="cuBLAS bf16", us=t,
+                         frac_copy=wbytes / (t * 1e-6) / copy_bw))
+        print(f"K{k:<6d} N{n:<6d} M{m:<3d} {'cuBLAS bf16 (dequantized weight)':78s} {t:8.2f} us", flush=True)
+        del sets, wd
+        torch.cuda.empty_cache()
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true", help="only the default variant")
     ap.add_argument("--prescale", action="store_true", help="the prescaled-tile sweep (module docstring)")
     ap.add_argument("--formats", default="affine,Q4_0,Q4_K", help="--prescale: affine and/or GGUF type names")
+    ap.add_argument("--packed", action="store_true", help="the packed-dequantization sweep (_packed_sweep)")
+    ap.add_argument("--rows", default="2,4,8,16", help="--packed: rows of x")
     args = ap.parse_args()
     copy_bw = common.copy_bandwidth()
+    if args.packed:
+        print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s", flush=True)
+        rows = _packed_sweep(copy_bw, [int(r) for r in args.rows.split(",")])
+        if args.out:
+            json.dump(dict(copy_bandwidth_Bps=copy_bw, rows=rows), open(args.out, "w"), indent=1)
+        return 0
     if args.prescale:
         print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s", flush=True)
         rows = _prescale_sweep(args.formats.split(","), copy_bw)

@@ -328,9 +328,10 @@ def test_affine_idot_step_rule():
 def rows_up_to_8(monkeypatch):
     """Route up to 8 rows to the multi-row integer-dot kernel: it takes up to 15 (4 parts), the default route stops
     at IDOT_ROWS_MAX, where it still beats the tensor-core kernel on the H100."""
-    from mlx_native.ops.quant import affine_idot_rows
+    from mlx_native.ops.quant import affine_idot_rows, mmv
 
     monkeypatch.setattr(affine_idot_rows, "IDOT_ROWS_MAX", 8)
+    monkeypatch.setattr(mmv, "OVER_IDOT_ROWS_FROM", 9)
 
 
 @pytest.mark.usefixtures("rows_up_to_8")
@@ -353,6 +354,7 @@ def test_affine_idot_rows(device, monkeypatch, affine_mv_plans, m, n, k, gs, dty
     assert type(plan).__name__ == "AffineIdotRowsLaunch" and plan.launch.constexprs["PREFETCH"] is prefetch
 
 
+@pytest.mark.usefixtures("rows_up_to_8")
 def test_affine_idot_rows_strided_x(device, affine_mv_plans):
     """Rows of x inside a wider tensor (row stride K + 24, not a multiple of 16: no 16-byte vector assumed)."""
     m, n, k, gs = 3, 24, 1024, 64
@@ -397,8 +399,10 @@ def test_affine_idot_rows_routing(monkeypatch):
         x = torch.zeros(m, k, dtype=torch.bfloat16)
         return QmmPlan(x, w, s, s, True, gs, 4, n, k, out_dtype).kind
 
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="auto"))  # the tests' default is on
     top = rows.IDOT_ROWS_MAX
-    assert kind(2, 1024) == kind(top, 3072) == "affine_idot_rows" and kind(1, 1024) == "affine_idot"
+    assert kind(2, 1024) == kind(2, 3072) == kind(top, 1024) == "affine_idot_rows" and kind(1, 1024) == "affine_idot"
+    assert kind(3, 3072) == kind(top, 4096) == "mmv"  # from mmv.OVER_IDOT_ROWS_FROM rows where mmv.prefer (K >= 2048)
     assert kind(top + 1, 1024) != "affine_idot_rows"
     assert kind(4, 1024, torch.float32) != "affine_idot_rows"
     assert kind(4, 768) != "affine_idot_rows"
@@ -435,12 +439,9 @@ def test_gpu_affine_mv_real_sizes(monkeypatch, affine_mv_plans, nk, dtype, idot)
 @pytest.mark.parametrize("kn", [(4096, 4096), (4096, 14336), (14336, 4096)])
 @pytest.mark.parametrize("m", [2, 4, 8])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.usefixtures("rows_up_to_8")
 def test_gpu_affine_idot_rows_real_sizes(monkeypatch, affine_mv_plans, kn, m, dtype):
-    """Real sizes (K x N) on the GPU through the multi-row integer-dot kernel (``dp2a``), whatever IDOT_ROWS_MAX
-    the sweeps set."""
-    from mlx_native.ops.quant import affine_idot_rows
-
-    monkeypatch.setattr(affine_idot_rows, "IDOT_ROWS_MAX", max(8, affine_idot_rows.IDOT_ROWS_MAX))
+    """Real sizes (K x N) on the GPU through the multi-row integer-dot kernel (``dp2a``), whatever the routes."""
     k, n = kn
     wq, s, b = qweight(n, k, 64, 4, dtype, device="cuda")
     w64 = ref.dequantize(wq, s, b, 64, 4, dtype=torch.float64, compute=torch.float64)
@@ -449,6 +450,30 @@ def test_gpu_affine_idot_rows_real_sizes(monkeypatch, affine_mv_plans, kn, m, dt
         out = mn.quantized_matmul(x, wq, s, b)
         assert_error_bar(out, x.double() @ w64.T, lowp_qmm(x, wq, s, b, 64, 4), what=f"M{m} K{k} N{n}")
     assert _plan_names(affine_mv_plans) == ["AffineIdotRowsLaunch"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kn", [(4096, 4096), (4096, 14336), (14336, 4096), (2048, 1000)])
+@pytest.mark.parametrize("m", [2, 5, 16])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("gs", [32, 64, 128])
+def test_gpu_tensor_core_decode_real_sizes(monkeypatch, kn, m, dtype, gs):
+    """Real sizes (K x N) through the tensor-core decode kernel (``mmv.py``) at 2-16 rows, whatever the routes,
+    its tiles dequantized two codes an instruction (``PACKED``: scales and biases in x's dtype, which a 16-bit
+    result implies)."""
+    from mlx_native.ops.quant import mmv
+
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="on", affine_idot=False,
+                                                            affine_mv=False))
+    built = spy_plans(monkeypatch, mmv.MmvLaunch)
+    k, n = kn
+    wq, s, b = qweight(n, k, gs, 4, dtype, device="cuda")
+    w64 = ref.dequantize(wq, s, b, gs, 4, dtype=torch.float64, compute=torch.float64)
+    for _ in range(3):  # repeated calls: the split counters rearm
+        x = randn(m, k, dtype=dtype, device="cuda")
+        out = mn.quantized_matmul(x, wq, s, b, group_size=gs)
+        assert_error_bar(out, x.double() @ w64.T, lowp_qmm(x, wq, s, b, gs, 4), what=f"M{m} K{k} N{n} g{gs}")
+    assert [p.launch.constexprs["PACKED"] for p in built] == [mmv.PACKED]
 
 
 def test_quantized_matmul_m300(device):

@@ -145,8 +145,11 @@ class QmmPlan:
             self.launch = affine_idot.AffineIdotLaunch(n, k, group_size, out_dtype, x.device)
             self.kind = "affine_idot"
             return
+        tensor_core = kind in ("gemv", "decode") and mmv.supports(bits, group_size, transpose, x.dtype, out_dtype, m) \
+            and mmv.prefer(m, n, k) and w.numel() < 2**31 and qmm.CONFIG_OVERRIDE is None
         if affine_idot_rows.supports_rows(bits, group_size, transpose, x.dtype, out_dtype, m, k, w.numel()) \
-                and (m - 1) * x2.stride(0) + k < 2**31 and qmm.CONFIG_OVERRIDE is None:
+                and (m - 1) * x2.stride(0) + k < 2**31 and qmm.CONFIG_OVERRIDE is None \
+                and not (tensor_core and m >= mmv.OVER_IDOT_ROWS_FROM):
             self.launch = affine_idot_rows.AffineIdotRowsLaunch(m, n, k, group_size, out_dtype, x2.stride(0),
                                                                 x.device)
             self.kind = "affine_idot_rows"
@@ -160,10 +163,10 @@ class QmmPlan:
             self.launch = affine_mv_odd.AffineOddMvLaunch(n, k, group_size, bits, out_dtype, x.device)
             self.kind = "affine_mv_odd"
             return
-        if kind in ("gemv", "decode") and mmv.supports(bits, group_size, transpose, x.dtype, out_dtype, m) \
-                and mmv.prefer(m, n, k) and w.numel() < 2**31 and qmm.CONFIG_OVERRIDE is None:
+        if tensor_core:
             self.launch = mmv.MmvLaunch(m, n, k, group_size, x.dtype, out_dtype,
-                                        (x2.stride(0), w.stride(0), scales.stride(0)), x.device)
+                                        (x2.stride(0), w.stride(0), scales.stride(0)), x.device,
+                                        scale_dtype=scales.dtype)
             self.kind = "mmv"
             return
         if kind == "gemv" and gemv.supports(0, 0, bits, transpose) and w.numel() < 2**31 and qmm.CONFIG_OVERRIDE is None:

@@ -23,6 +23,16 @@ are one more (fp32) dot after the loop::
 
     acc = sum_g S_g * dot(OFF + q_g, x_g)  +  (B - OFF * S) @ [sum_{k in g} x_k]_g
 
+Packed tiles (``PACKED``: MLX affine from 2 rows of x, scales and biases in x's dtype, which a 16-bit
+result implies): the pair ``OFF + q`` minus ``OFF`` is ``q`` exactly and ``fma(q, S, B)`` rounds once, both as
+``bf16x2`` / ``f16x2`` FMAs (two codes an instruction, PTX through ``inline_asm_elementwise``; the
+interpreter runs the same math in fp32). A loop step is ``MMV_STEP_ROWS`` codes of each row (whole groups,
+one contiguous load) in one dot, and x of the next step is loaded before this step's dot (registers). Offline
+sm_90 SASS (triton 3.6, 64-row tiles, 128 codes a step): 286 instructions a step against 508 with the fp32
+dequantization, 4.5 per code. H100 (bench/results/2026-11-25-h100-session19, runs 1-3): 4096 x 14336 at
+2 / 4 / 8 / 16 rows 25.6 / 25.6 / 26.1 / 27.1 us (the fp32 prescaled tiles: 40-47 in the same run; cuBLAS
+bf16 42-43); flat in M, so the cost is the weights' stream, not the rows.
+
 Column order: the dequantized group tile is permuted so that each thread's register pairs
 come straight from its own words, and ``x`` is gathered in the same order, so the dot is
 unchanged (:func:`_tile_columns`). The formats differ only in which code a nibble is: MLX puts
@@ -198,6 +208,44 @@ def _dequantized(t, S, B, X_F16: tl.constexpr):
     return tl.fma(t.to(tl.float32) - OFF, S[:, None], B[:, None]).to(tl.float16 if X_F16 else tl.bfloat16)
 
 
+# Two codes per instruction: ``(w >> shift) & 0x000F000F | MAGIC`` is a pair ``OFF + q``, ``OFF + q - OFF`` is ``q``
+# exactly, and ``fma(q, S, B)`` rounds once: the pair of dequantized weights of ``_dequantized``, with 16-bit S, B.
+_PAIRS_BF16 = tl.constexpr("""{ .reg .b32 t, one, off;
+ mov.b32 one, 0x3F803F80; mov.b32 off, 0xC300C300;
+ lop3.b32 t, $1, 0x000F000F, 0x43004300, 0xEA;
+ fma.rn.bf16x2 t, t, one, off;
+ fma.rn.bf16x2 $0, t, $2, $3; }""")
+_PAIRS_F16 = tl.constexpr("""{ .reg .b32 t, one, off;
+ mov.b32 one, 0x3C003C00; mov.b32 off, 0xE400E400;
+ lop3.b32 t, $1, 0x000F000F, 0x64006400, 0xEA;
+ fma.rn.f16x2 t, t, one, off;
+ fma.rn.f16x2 $0, t, $2, $3; }""")
+
+
+@triton.jit
+def _pair16(v):
+    """``[BN]`` 16-bit floats -> ``[BN]`` int32 holding ``v`` in both halves (an operand of the packed FMAs)."""
+    bits = v.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+    return bits | (bits << 16)
+
+
+@triton.jit
+def _packed_pairs(w, shifts, S2, B2, X_F16: tl.constexpr, ASM: tl.constexpr):
+    """``[BN, NW]`` int32 words, ``[NI]`` shifts, ``S2, B2 [BN, NW]`` (:func:`_pair16` of each word's scale and
+    bias) -> ``[BN, NW, NI, 2]`` dequantized weights ``S q + B`` in x's dtype, half ``e`` of the pair of shift
+    ``i`` as in :func:`_magic_pairs`. ``ASM``: the packed PTX; else the same math in fp32 (the interpreter)."""
+    wide = w[:, :, None] >> shifts[None, None, :]
+    dt: tl.constexpr = tl.float16 if X_F16 else tl.bfloat16
+    if ASM:
+        d = tl.inline_asm_elementwise(_PAIRS_F16 if X_F16 else _PAIRS_BF16, "=r,r,r,r",
+                                      [wide, S2[:, :, None], B2[:, :, None]], dtype=tl.int32, is_pure=True, pack=1)
+        return tl.join(d.to(tl.int16).to(dt, bitcast=True), (d >> 16).to(tl.int16).to(dt, bitcast=True))
+    q = wide & 0x000F000F
+    S = S2.to(tl.int16).to(dt, bitcast=True).to(tl.float32)[:, :, None]
+    B = B2.to(tl.int16).to(dt, bitcast=True).to(tl.float32)[:, :, None]
+    return tl.join(tl.fma((q & 0xF).to(tl.float32), S, B).to(dt), tl.fma((q >> 16).to(tl.float32), S, B).to(dt))
+
+
 @triton.jit
 def _group_bias(w_ptr, b_ptr, rows, g, S, stride_wn, stride_sn, FMT: tl.constexpr):
     """``B [BN]`` fp32 of group ``g`` (not Q4_K; ``S``: its scales)."""
@@ -210,18 +258,33 @@ def _group_bias(w_ptr, b_ptr, rows, g, S, stride_wn, stride_sn, FMT: tl.constexp
 
 
 @triton.jit
-def _group_step(xp, w_ptr, s_ptr, b_ptr, rows, m, g, M, stride_wn, stride_sn, acc, FMT: tl.constexpr,
+def _group_step(xg, w_ptr, s_ptr, b_ptr, rows, g, stride_wn, stride_sn, acc, FMT: tl.constexpr,
                 BN: tl.constexpr, GS: tl.constexpr, X_F16: tl.constexpr, J: tl.constexpr, PRESCALE: tl.constexpr):
     """``acc [BN, MP] += S * dot(OFF + q, x)`` of group ``g + J`` of a loop step (MLX, Q4_0, Q4_1);
-    ``g`` is even when the step has two groups, ``xp``: :func:`_x_ptrs` of group ``g``. ``PRESCALE``:
+    ``g`` is even when the step has two groups, ``xg [GS, MP]``: x of group ``g + J``. ``PRESCALE``:
     ``acc += dot(S q + B, x)`` instead (the tile dequantized in registers, the dot accumulates)."""
     w, S = _group_words(w_ptr, s_ptr, rows, g + J, stride_wn, stride_sn, FMT, GS, J == 1)
-    xg = _x_group(xp + J * GS, m, M)
     t = _tile(_magic_pairs(w, 4 * tl.arange(0, 4), X_F16), BN, GS)
     if PRESCALE:
         B = _group_bias(w_ptr, b_ptr, rows, g + J, S, stride_wn, stride_sn, FMT)
         return tl.dot(_dequantized(t, S, B, X_F16), xg, acc)
     return acc + S[:, None] * tl.dot(t, xg)
+
+
+@triton.jit
+def _affine_step(xs, w_ptr, s_ptr, b_ptr, rows, g, stride_wn, stride_sn, acc, BN: tl.constexpr, GS: tl.constexpr,
+                 KS: tl.constexpr, X_F16: tl.constexpr, ASM: tl.constexpr):
+    """``acc [BN, MP] += dot(S q + B, x)`` over the ``KS`` codes (``KS / GS`` MLX groups) of a loop step from group
+    ``g``, scales and biases in x's dtype: each row's ``KS / 8`` words are one contiguous load, dequantized two codes
+    an instruction (:func:`_packed_pairs`) into one tile of the column order ``_tile_columns(AFFINE, KS)``, which
+    ``xs [KS, MP]`` follows."""
+    WPS: tl.constexpr = KS // 8
+    G: tl.constexpr = KS // GS
+    w = tl.load(w_ptr + rows[:, None] * stride_wn + (g * (GS // 8) + tl.arange(0, WPS))[None, :])
+    sb = rows[:, None] * stride_sn + (g + tl.arange(0, G))[None, :]
+    S2 = tl.reshape(tl.broadcast_to(_pair16(tl.load(s_ptr + sb))[:, :, None], (BN, G, GS // 8)), (BN, WPS))
+    B2 = tl.reshape(tl.broadcast_to(_pair16(tl.load(b_ptr + sb))[:, :, None], (BN, G, GS // 8)), (BN, WPS))
+    return tl.dot(_tile(_packed_pairs(w, 4 * tl.arange(0, 4), S2, B2, X_F16, ASM), BN, KS), xs, acc)
 
 
 @triton.jit
@@ -317,7 +380,7 @@ def mmv_kernel(
     M, N, K, stride_xm, stride_wn, stride_sn, groups_per_split,
     FMT: tl.constexpr, BN: tl.constexpr, GS: tl.constexpr, MP: tl.constexpr, GPS: tl.constexpr,
     X_F16: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ONE_ROW: tl.constexpr,
-    PRESCALE: tl.constexpr = False,
+    PRESCALE: tl.constexpr = False, PACKED: tl.constexpr = False, ASM: tl.constexpr = True,
 ):
     """``FMT``: ``gemv.AFFINE`` or the GGUF type id (Q4_0, Q4_1, Q4_K); ``stride_wn``: in words
     (MLX) or bytes (GGUF). ``GPS``: groups per loop step (1 or 2; Q4_K: 8, a super-block).
@@ -333,16 +396,26 @@ def mmv_kernel(
     g_lo = pid_k * groups_per_split
     g_hi = tl.minimum(K // GS, g_lo + groups_per_split)
     acc = tl.zeros([BN, MP], dtype=tl.float32)
-    for g in range(g_lo, g_hi, GPS):
-        xp = _x_ptrs(x_ptr, m, kcol, g, stride_xm, GS)
-        if FMT == Q4_K:
-            acc = _q4k_step(xp, w_ptr, rows, m, g, M, stride_wn, acc, BN, X_F16, PRESCALE)
-        else:
-            acc = _group_step(xp, w_ptr, s_ptr, b_ptr, rows, m, g, M, stride_wn, stride_sn, acc, FMT, BN, GS, X_F16,
-                              0, PRESCALE)
+    if PACKED:  # MLX affine, GPS groups a step of GPS * GS codes, x of the next step loaded before this one's dot
+        KS: tl.constexpr = GPS * GS
+        kcol_s = _tile_columns(FMT, KS)
+        xs = _x_group(_x_ptrs(x_ptr, m, kcol_s, g_lo, stride_xm, GS), m, tl.where(g_lo < g_hi, M, 0))
+        for g in range(g_lo, g_hi, GPS):
+            nxt = _x_group(_x_ptrs(x_ptr, m, kcol_s, g + GPS, stride_xm, GS), m, tl.where(g + GPS < g_hi, M, 0))
+            acc = _affine_step(xs, w_ptr, s_ptr, b_ptr, rows, g, stride_wn, stride_sn, acc, BN, GS, KS, X_F16, ASM)
+            xs = nxt
+    elif FMT == Q4_K:
+        for g in range(g_lo, g_hi, GPS):
+            acc = _q4k_step(_x_ptrs(x_ptr, m, kcol, g, stride_xm, GS), w_ptr, rows, m, g, M, stride_wn, acc, BN,
+                            X_F16, PRESCALE)
+    else:
+        for g in range(g_lo, g_hi, GPS):
+            xp = _x_ptrs(x_ptr, m, kcol, g, stride_xm, GS)
+            acc = _group_step(_x_group(xp, m, M), w_ptr, s_ptr, b_ptr, rows, g, stride_wn, stride_sn, acc, FMT, BN,
+                              GS, X_F16, 0, PRESCALE)
             if GPS == 2:
-                acc = _group_step(xp, w_ptr, s_ptr, b_ptr, rows, m, g, M, stride_wn, stride_sn, acc, FMT, BN, GS,
-                                  X_F16, 1, PRESCALE)
+                acc = _group_step(_x_group(xp + GS, m, M), w_ptr, s_ptr, b_ptr, rows, g, stride_wn, stride_sn, acc,
+                                  FMT, BN, GS, X_F16, 1, PRESCALE)
     if not PRESCALE:
         acc = _offset_terms(x_ptr, w_ptr, s_ptr, b_ptr, rows, m, g_lo, g_hi, M, stride_xm, stride_wn, stride_sn,
                             acc, FMT, GS, X_F16, ONE_ROW)
@@ -367,7 +440,11 @@ from .qmm import SplitK, run_split  # noqa: E402
 # about 2 programs per SM, 3 pipeline stages for one row of x. From 2 rows the tiles are dequantized before the
 # dot, with 3 stages (bench/mmv_sweep.py --prescale, bench/results/2026-11-25-h100-session17/run1): MLX g64
 # 4096 x 14336 at M = 8 / 16: 43.2 / 45.9 -> 40.6 / 43.8 us, 14336 x 4096: 42.1 / 45.4 -> 35.4 / 38.2, 4096 x 4096:
-# 16.5 / 17.8 -> 13.9 / 15.0; GGUF Q4_K at M = 2-16 65-79 us against 72-88 for the raw-code dots.
+# 16.5 / 17.8 -> 13.9 / 15.0; GGUF Q4_K at M = 2-16 65-79 us against 72-88 for the raw-code dots. Packed MLX
+# tiles (bench/mmv_sweep.py --packed, session 19 run 3, 12 variants): 64-row tiles, 4 warps, 128-code steps,
+# 3 stages, 2 programs per SM best on the three 8B shapes at every M of 2-16 (256- and 512-code steps, 128-row
+# tiles and 4 programs per SM 5-50% slower); from 3 rows it beats the integer-dot rows kernel (4096 x 14336 at
+# M = 4: 25.6 against 35.8 us; M = 2: 25.6 against 23.9).
 MMV_BN = 64  # output features per program
 MMV_WARPS = 4
 MMV_STAGES = 3  # one row of x
@@ -375,6 +452,11 @@ MMV_STAGES_ROWS = 3  # 2-16 rows
 PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
 MAX_ROWS = 16
 PRESCALE_MIN_ROWS = 2  # rows of x from which the tiles are dequantized before the dot
+PACKED = True  # MLX affine prescaled tiles with scales in x's dtype: dequantized two codes an instruction
+MMV_BN_ROWS = 64  # 2-16 rows: output features per program
+MMV_WARPS_ROWS = 4
+MMV_STEP_ROWS = 128  # PACKED: codes of a row per loop step (at most; whole groups dividing K)
+OVER_IDOT_ROWS_FROM = 3  # MLX affine: rows of x from which calls it prefers go here, not to affine_idot_rows
 GGUF_FORMATS = (Q4_0.value, Q4_1.value, Q4_K.value)  # GGUF type ids
 GGUF_GROUP = 32  # values per GGUF block / Q4_K sub-block
 Q4_K_GPS = 8  # Q4_K: a loop step is one 256-value super-block
@@ -463,13 +545,20 @@ class MmvLaunch:
     """
 
     def __init__(self, m: int, n: int, k: int, group_size: int, x_dtype: torch.dtype, out_dtype: torch.dtype,
-                 strides: tuple, device, fmt: int = AFFINE.value, prescale: Optional[bool] = None):
-        bn = MMV_BN
+                 strides: tuple, device, fmt: int = AFFINE.value, prescale: Optional[bool] = None,
+                 scale_dtype: Optional[torch.dtype] = None):
+        bn, warps = (MMV_BN, MMV_WARPS) if m == 1 else (MMV_BN_ROWS, MMV_WARPS_ROWS)
         if prescale is None:
             prescale = m >= PRESCALE_MIN_ROWS
+        packed = PACKED and prescale and fmt == AFFINE.value and scale_dtype == x_dtype
         groups = k // group_size
         if fmt == Q4_K.value:  # at least 2 super-blocks per split: the 512 values of 4 MLX g64 steps (not swept)
             gps, min_steps = Q4_K_GPS, 2
+        elif packed:  # the widest step of whole groups dividing K, splits of at least 512 codes
+            step = MMV_STEP_ROWS
+            while step > group_size and k % step:
+                step //= 2
+            gps, min_steps = max(1, step // group_size), max(1, 512 // max(step, group_size))
         else:  # Q4_0 rows always have an even number of blocks here (supports_gguf): pairs of blocks
             gps, min_steps = (2 if groups % 2 == 0 else 1), 4
         tiles = triton.cdiv(n, bn)
@@ -480,8 +569,9 @@ class MmvLaunch:
         self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
         self.launch = Launch(mmv_kernel, (tiles, self.split), dict(
             FMT=fmt, BN=bn, GS=group_size, MP=16, GPS=gps, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
-            FUSE=self.splitk is not None and self.splitk.fused, ONE_ROW=m == 1, PRESCALE=prescale),
-            num_warps=MMV_WARPS, num_stages=MMV_STAGES if m == 1 else MMV_STAGES_ROWS)
+            FUSE=self.splitk is not None and self.splitk.fused, ONE_ROW=m == 1, PRESCALE=prescale, PACKED=packed,
+            ASM=not env.settings.triton_interpret),
+            num_warps=warps, num_stages=MMV_STAGES if m == 1 else MMV_STAGES_ROWS)
 
     def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
         out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)
