@@ -163,7 +163,6 @@ def _packed_sweep(copy_bw: float, ms: list[int]) -> list[dict]:
         rows.append(dict(fmt="affine", k=k, n=n, m=m, label="cuBLAS bf16", us=t,
                          frac_copy=wbytes / (t * 1e-6) / copy_bw))
         print(f"K{k:<6d} N{n:<6d} M{m:<3d} {'cuBLAS bf16 (dequantized weight)':78s} {t:8.2f} us", flush=True)
-        del sets, wd
         torch.cuda.empty_cache()
     return rows
 
