@@ -2,7 +2,7 @@
 
     python bench/mmv_sweep.py [--out FILE.json] [--quick]
     python bench/mmv_sweep.py --prescale [--formats affine,Q4_0,Q4_K] [--out FILE.json]
-    python bench/mmv_sweep.py --packed [--rows 2,4,8,16] [--out FILE.json]
+    python bench/mmv_sweep.py --packed [--formats affine,Q4_K] [--rows 2,4,8,16] [--out FILE.json]
 
 Default: MLX affine 4-bit g64 weights, K x N in the issue's shapes, M in {1, 2, 8, 16}: times every
 (tile, pipeline stages, programs per SM) variant in CUDA-graph replay, the previous default path
@@ -114,36 +114,47 @@ PACKED_VARIANTS = [dict(zip(PACKED_KNOBS, v)) for v in (
     (True, 128, 8, 128, 4, 2), (True, 128, 4, 256, 3, 2), (True, 64, 4, 512, 3, 4), (True, 128, 8, 256, 4, 1))]
 
 
-def _packed_sweep(copy_bw: float, ms: list[int]) -> list[dict]:
-    """The ``--packed`` rows: MLX affine g64, the prescaled kernel with two codes per instruction (``mmv.PACKED``)
-    or not, by tile, warps, groups per step, stages and programs per SM, forced on for 2-16 rows (the integer-dot
-    rows kernel off); the default route and cuBLAS in the same run, outputs checked against the default route."""
-    from quant import affine_bytes, affine_weight  # noqa: E402
+def _packed_sweep(copy_bw: float, ms: list[int], formats: list[str]) -> list[dict]:
+    """The ``--packed`` rows: MLX affine g64 (GGUF Q4_K: ``PACKED`` on and off only), the prescaled kernel with two
+    codes per instruction (``mmv.PACKED``) or not, by tile, warps, codes per step, stages and programs per SM,
+    forced on for 2-16 rows (the integer-dot rows kernels off); the default route and cuBLAS in the same run,
+    outputs checked against the default route."""
+    from quant import affine_bytes, affine_weight, gguf_raw  # noqa: E402
+
+    from mlx_native.ops.ggml import formats as ggml_formats, q4k_idot_rows
 
     rows = []
     defaults = {name: getattr(mmv, name) for name in PACKED_KNOBS}
     base = env.settings
-    for (k, n), m in itertools.product(SHAPES, ms):
-        wbytes = affine_bytes(n, k)
-        sets = [(torch.randn(m, k, device="cuda", dtype=DT), *affine_weight(n, k))
+    for fmt, (k, n), m in itertools.product(formats, SHAPES, ms):
+        if fmt == "affine":
+            wbytes, variants = affine_bytes(n, k), PACKED_VARIANTS
+            make = lambda: affine_weight(n, k)  # noqa: E731
+            fn = lambda x, wq, s, b: mn.quantized_matmul(x, wq, s, b)  # noqa: E731
+        else:
+            wbytes = n * ggml_formats.row_bytes(ggml_formats.BY_NAME[fmt], k)
+            variants = [dict(defaults, PACKED=False), dict(defaults, PACKED=True)]
+            make = lambda fmt=fmt, n=n, k=k: (gguf_raw(fmt, n, k),)  # noqa: E731
+            fn = lambda x, raw, fmt=fmt, n=n, k=k: mn.ggml_matmul(x, raw, fmt, (n, k))  # noqa: E731
+        sets = [(torch.randn(m, k, device="cuda", dtype=DT), *make())
                 for _ in range(max(2, min(8, math.ceil(256e6 / wbytes))))]
-        fn = lambda x, wq, s, b: mn.quantized_matmul(x, wq, s, b)  # noqa: E731
 
         def measure(label, **extra):
             plans.clear_all()
             t = _time(fn, sets)
             out = fn(*sets[0])
-            row = dict(fmt="affine", k=k, n=n, m=m, label=label, us=t, frac_copy=wbytes / (t * 1e-6) / copy_bw,
-                       **extra)
+            row = dict(fmt=fmt, k=k, n=n, m=m, label=label, us=t, frac_copy=wbytes / (t * 1e-6) / copy_bw, **extra)
             rows.append(row)
-            print(f"K{k:<6d} N{n:<6d} M{m:<3d} {label:78s} {t:8.2f} us {100 * row['frac_copy']:5.1f}% copy",
+            print(f"{fmt:6s} K{k:<6d} N{n:<6d} M{m:<3d} {label:78s} {t:8.2f} us {100 * row['frac_copy']:5.1f}% copy",
                   flush=True)
             return out
 
         env.settings = base
         want = measure("default route")
-        env.settings = dataclasses.replace(base, mmv="on", affine_idot=False, affine_mv=False)
-        for var in PACKED_VARIANTS:
+        env.settings = dataclasses.replace(base, mmv="on", affine_idot=False, affine_mv=False, gguf_mv=False)
+        rows_max = q4k_idot_rows.IDOT_ROWS_MAX
+        q4k_idot_rows.IDOT_ROWS_MAX = 1  # Q4_K 2-4 rows here too
+        for var in variants:
             for name, value in var.items():
                 setattr(mmv, name, value)
             try:
@@ -158,11 +169,10 @@ def _packed_sweep(copy_bw: float, ms: list[int]) -> list[dict]:
         for name, value in defaults.items():
             setattr(mmv, name, value)
         env.settings = base
-        wd = [mn.dequantize(*s[1:]) for s in sets[:4]]
-        t = _time(lambda x, w: x @ w.T, [(sets[0][0], w) for w in wd])
-        rows.append(dict(fmt="affine", k=k, n=n, m=m, label="cuBLAS bf16", us=t,
-                         frac_copy=wbytes / (t * 1e-6) / copy_bw))
-        print(f"K{k:<6d} N{n:<6d} M{m:<3d} {'cuBLAS bf16 (dequantized weight)':78s} {t:8.2f} us", flush=True)
+        q4k_idot_rows.IDOT_ROWS_MAX = rows_max
+        t = _time(lambda x, w: x @ w.T, [(s[0], torch.randn(n, k, device="cuda", dtype=DT)) for s in sets[:4]])
+        rows.append(dict(fmt=fmt, k=k, n=n, m=m, label="cuBLAS bf16", us=t, frac_copy=wbytes / (t * 1e-6) / copy_bw))
+        print(f"{fmt:6s} K{k:<6d} N{n:<6d} M{m:<3d} {'cuBLAS bf16':78s} {t:8.2f} us", flush=True)
         torch.cuda.empty_cache()
     return rows
 
@@ -172,14 +182,14 @@ def main() -> int:
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true", help="only the default variant")
     ap.add_argument("--prescale", action="store_true", help="the prescaled-tile sweep (module docstring)")
-    ap.add_argument("--formats", default="affine,Q4_0,Q4_K", help="--prescale: affine and/or GGUF type names")
+    ap.add_argument("--formats", default="affine,Q4_0,Q4_K", help="--prescale / --packed: affine and/or GGUF types")
     ap.add_argument("--packed", action="store_true", help="the packed-dequantization sweep (_packed_sweep)")
     ap.add_argument("--rows", default="2,4,8,16", help="--packed: rows of x")
     args = ap.parse_args()
     copy_bw = common.copy_bandwidth()
     if args.packed:
         print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s", flush=True)
-        rows = _packed_sweep(copy_bw, [int(r) for r in args.rows.split(",")])
+        rows = _packed_sweep(copy_bw, [int(r) for r in args.rows.split(",")], args.formats.split(","))
         if args.out:
             json.dump(dict(copy_bandwidth_Bps=copy_bw, rows=rows), open(args.out, "w"), indent=1)
         return 0

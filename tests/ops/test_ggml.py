@@ -214,7 +214,13 @@ def mmv_launches(monkeypatch, request):
     built = spy_plans(monkeypatch, mmv.MmvLaunch)
     yield built
     assert all(p.launch.constexprs["PRESCALE"] is request.param for p in built)
+    # prescaled Q4_K tiles are packed (two codes an instruction; in fp32 under the interpreter), Q4_0 / Q4_1 not
+    assert all(p.launch.constexprs["PACKED"] is (request.param and p.launch.constexprs["FMT"] == Q4_K_ID)
+               for p in built)
     plans.clear_all()
+
+
+Q4_K_ID = formats.BY_NAME["Q4_K"].id
 
 
 def _streamed_modules():

@@ -92,6 +92,20 @@ def _tile_columns(FMT: tl.constexpr, GS: tl.constexpr):
 
 
 @triton.jit
+def _q4k_word_columns(KS: tl.constexpr):
+    """``[KS]`` offset within its ``KS``-code step (whole 32-byte chunks of a Q4_K super-block) of the code held by
+    each column of a tile of :func:`_tile` made of all four shifts of each word: word ``w`` is bytes ``4 (w % 8)``
+    to ``+ 3`` of chunk ``w // 8``, shift ``i`` takes sub-block ``2 chunk + i % 2``, values ``i // 2`` and
+    ``i // 2 + 2`` of those bytes (half ``e``)."""
+    F: tl.constexpr = KS // 32  # words per thread and row
+    col = tl.arange(0, KS)
+    i = col // (8 * F)
+    word = ((col // 2) % 4) * F + (col // 8) % F
+    e = col % 2
+    return 32 * (2 * (word // 8) + i % 2) + 4 * (word % 8) + i // 2 + 2 * e
+
+
+@triton.jit
 def _magic_pairs(w, shifts, X_F16: tl.constexpr):
     """``[BN, NW]`` int32 words, ``[NI]`` shifts -> ``[BN, NW, NI, 2]`` 16-bit floats ``OFF + q``:
     half ``e`` of ``(w >> shift) & 0x000F000F``."""
@@ -231,18 +245,19 @@ def _pair16(v):
 
 @triton.jit
 def _packed_pairs(w, shifts, S2, B2, X_F16: tl.constexpr, ASM: tl.constexpr):
-    """``[BN, NW]`` int32 words, ``[NI]`` shifts, ``S2, B2 [BN, NW]`` (:func:`_pair16` of each word's scale and
-    bias) -> ``[BN, NW, NI, 2]`` dequantized weights ``S q + B`` in x's dtype, half ``e`` of the pair of shift
-    ``i`` as in :func:`_magic_pairs`. ``ASM``: the packed PTX; else the same math in fp32 (the interpreter)."""
+    """``[BN, NW]`` int32 words, ``[NI]`` shifts, ``S2, B2``: :func:`_pair16` of the scale and bias of each word
+    ``[BN, NW, 1]`` or each word and shift ``[BN, NW, NI]`` -> ``[BN, NW, NI, 2]`` dequantized weights ``S q + B``
+    in x's dtype, half ``e`` of the pair of shift ``i`` as in :func:`_magic_pairs`. ``ASM``: the packed PTX; else
+    the same math in fp32 (the interpreter)."""
     wide = w[:, :, None] >> shifts[None, None, :]
     dt: tl.constexpr = tl.float16 if X_F16 else tl.bfloat16
     if ASM:
         d = tl.inline_asm_elementwise(_PAIRS_F16 if X_F16 else _PAIRS_BF16, "=r,r,r,r",
-                                      [wide, S2[:, :, None], B2[:, :, None]], dtype=tl.int32, is_pure=True, pack=1)
+                                      [wide, S2, B2], dtype=tl.int32, is_pure=True, pack=1)
         return tl.join(d.to(tl.int16).to(dt, bitcast=True), (d >> 16).to(tl.int16).to(dt, bitcast=True))
     q = wide & 0x000F000F
-    S = S2.to(tl.int16).to(dt, bitcast=True).to(tl.float32)[:, :, None]
-    B = B2.to(tl.int16).to(dt, bitcast=True).to(tl.float32)[:, :, None]
+    S = S2.to(tl.int16).to(dt, bitcast=True).to(tl.float32)
+    B = B2.to(tl.int16).to(dt, bitcast=True).to(tl.float32)
     return tl.join(tl.fma((q & 0xF).to(tl.float32), S, B).to(dt), tl.fma((q >> 16).to(tl.float32), S, B).to(dt))
 
 
@@ -284,7 +299,29 @@ def _affine_step(xs, w_ptr, s_ptr, b_ptr, rows, g, stride_wn, stride_sn, acc, BN
     sb = rows[:, None] * stride_sn + (g + tl.arange(0, G))[None, :]
     S2 = tl.reshape(tl.broadcast_to(_pair16(tl.load(s_ptr + sb))[:, :, None], (BN, G, GS // 8)), (BN, WPS))
     B2 = tl.reshape(tl.broadcast_to(_pair16(tl.load(b_ptr + sb))[:, :, None], (BN, G, GS // 8)), (BN, WPS))
-    return tl.dot(_tile(_packed_pairs(w, 4 * tl.arange(0, 4), S2, B2, X_F16, ASM), BN, KS), xs, acc)
+    return tl.dot(_tile(_packed_pairs(w, 4 * tl.arange(0, 4), S2[:, :, None], B2[:, :, None], X_F16, ASM), BN, KS),
+                  xs, acc)
+
+
+@triton.jit
+def _q4k_packed_step(xs, w_ptr, rows, g, stride_wn, acc, BN: tl.constexpr, X_F16: tl.constexpr, ASM: tl.constexpr):
+    """``acc [BN, MP] += dot(S q + B, x)`` over half a Q4_K super-block (4 sub-blocks of 32 codes, from sub-block
+    ``g``, a multiple of 4): the 16 code words of each row are one contiguous load, every shift of a word is
+    dequantized (even shifts sub-block ``2 c``, odd ``2 c + 1`` of its chunk ``c``), two codes an instruction with
+    ``S = d sc``, ``B = -dmin m`` rounded to x's dtype once per sub-block; ``xs [128, MP]`` follows
+    :func:`_q4k_word_columns`."""
+    dt: tl.constexpr = tl.float16 if X_F16 else tl.bfloat16
+    base = (rows * stride_wn + (g // 8) * 144)[:, None]  # [BN, 1]
+    d, dmin, s1, s2, s3 = _q4k_header(w_ptr, base, None)
+    sc, mn = _k_scale_min(s1, s2, s3, (g % 8) + tl.arange(0, 4)[None, :])  # [BN, 4]: chunk-major, parity minor
+    S2 = _pair16((d * sc.to(tl.float32)).to(dt))
+    B2 = _pair16((-dmin * mn.to(tl.float32)).to(dt))
+    S2 = tl.reshape(tl.broadcast_to(tl.reshape(S2, (BN, 2, 1, 1, 2)), (BN, 2, 8, 2, 2)), (BN, 16, 4))
+    B2 = tl.reshape(tl.broadcast_to(tl.reshape(B2, (BN, 2, 1, 1, 2)), (BN, 2, 8, 2, 2)), (BN, 16, 4))
+    # the row's words from the first of the step's 64 code bytes: a multiple of 4 (144-byte super-blocks, 16 + 64 h)
+    first = tl.multiple_of(rows * (stride_wn // 4) + (g // 8) * 36 + 4 + (g % 8) * 4, 4)
+    w = tl.load(w_ptr.to(tl.pointer_type(tl.int32)) + first[:, None] + tl.arange(0, 16)[None, :])  # 16-byte loads
+    return tl.dot(_tile(_packed_pairs(w, 4 * tl.arange(0, 4), S2, B2, X_F16, ASM), BN, 128), xs, acc)
 
 
 @triton.jit
@@ -396,13 +433,20 @@ def mmv_kernel(
     g_lo = pid_k * groups_per_split
     g_hi = tl.minimum(K // GS, g_lo + groups_per_split)
     acc = tl.zeros([BN, MP], dtype=tl.float32)
-    if PACKED:  # MLX affine, GPS groups a step of GPS * GS codes, x of the next step loaded before this one's dot
+    if PACKED:  # MLX affine or Q4_K: GPS groups a step of GPS * GS codes, x of the next step loaded before the dot
         KS: tl.constexpr = GPS * GS
-        kcol_s = _tile_columns(FMT, KS)
+        if FMT == Q4_K:
+            kcol_s = _q4k_word_columns(KS)
+        else:
+            kcol_s = _tile_columns(FMT, KS)
         xs = _x_group(_x_ptrs(x_ptr, m, kcol_s, g_lo, stride_xm, GS), m, tl.where(g_lo < g_hi, M, 0))
         for g in range(g_lo, g_hi, GPS):
             nxt = _x_group(_x_ptrs(x_ptr, m, kcol_s, g + GPS, stride_xm, GS), m, tl.where(g + GPS < g_hi, M, 0))
-            acc = _affine_step(xs, w_ptr, s_ptr, b_ptr, rows, g, stride_wn, stride_sn, acc, BN, GS, KS, X_F16, ASM)
+            if FMT == Q4_K:
+                acc = _q4k_packed_step(xs, w_ptr, rows, g, stride_wn, acc, BN, X_F16, ASM)
+            else:
+                acc = _affine_step(xs, w_ptr, s_ptr, b_ptr, rows, g, stride_wn, stride_sn, acc, BN, GS, KS, X_F16,
+                                   ASM)
             xs = nxt
     elif FMT == Q4_K:
         for g in range(g_lo, g_hi, GPS):
@@ -550,9 +594,11 @@ class MmvLaunch:
         bn, warps = (MMV_BN, MMV_WARPS) if m == 1 else (MMV_BN_ROWS, MMV_WARPS_ROWS)
         if prescale is None:
             prescale = m >= PRESCALE_MIN_ROWS
-        packed = PACKED and prescale and fmt == AFFINE.value and scale_dtype == x_dtype
+        packed = PACKED and prescale and (fmt == AFFINE.value and scale_dtype == x_dtype or fmt == Q4_K.value)
         groups = k // group_size
-        if fmt == Q4_K.value:  # at least 2 super-blocks per split: the 512 values of 4 MLX g64 steps (not swept)
+        if fmt == Q4_K.value and packed:  # half super-blocks, at least 2 a split
+            gps, min_steps = Q4_K_GPS // 2, 2
+        elif fmt == Q4_K.value:  # at least 2 super-blocks per split: the 512 values of 4 MLX g64 steps (not swept)
             gps, min_steps = Q4_K_GPS, 2
         elif packed:  # the widest step of whole groups dividing K, splits of at least 512 codes
             step = MMV_STEP_ROWS
