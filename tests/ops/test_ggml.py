@@ -622,16 +622,16 @@ def test_matmul_gemv_whole_steps(device, name, request):
     ("Q6_K", 1, 512, "Q6kMvLaunch"),
     ("Q5_K", 1, 512, "Q5kMvLaunch"),
     ("Q4_K", 1, 2048, "Q4kIdotLaunch"),
-    ("Q4_K", 3, 2048, "Q4kIdotRowsLaunch"),
-    ("Q4_K", 5, 2048, "MmvLaunch"),  # more rows than the streamed variants take: the prescaled tensor-core kernel
+    ("Q4_K", 2, 2048, "Q4kIdotRowsLaunch"),
+    ("Q4_K", 3, 2048, "MmvLaunch"),  # more rows than the streamed variants take: the packed tensor-core kernel
     ("Q4_0", 1, 512, "Q4IdotLaunch"),
     ("Q4_1", 1, 1024, "Q4IdotLaunch"),
     ("Q4_0", 2, 512, "Q4MvLaunch"),
     ("Q4_1", 4, 512, "Q4MvLaunch"),
 ])
 def test_matmul_routes_to_streamed_kernels(device, monkeypatch, name, m, k, expected, request):
-    """``ggml_matmul``'s decode routing under the default settings: one row of Q8_0 / Q6_K / Q5_K / Q4_K and 2-4
-    rows of Q4_K / Q4_0 / Q4_1 take the streamed kernels (and the result is right), more rows of Q4_K the
+    """``ggml_matmul``'s decode routing under the default settings: one row of Q8_0 / Q6_K / Q5_K / Q4_K, 2 rows of
+    Q4_K and 2-4 of Q4_0 / Q4_1 take the streamed kernels (and the result is right), more rows of Q4_K the
     tensor-core decode kernel."""
     from mlx_native.ops.ggml import q4_idot, q4_mv, q4k_idot, q4k_idot_rows, q4k_mv, q6k_mv, q8_mv
     from mlx_native.ops.quant import gemv, mmv
