@@ -542,13 +542,15 @@ def prefer(m: int, n: int, k: int, fmt: int = AFFINE.value) -> bool:
     * GGUF Q4_0 / Q4_1 blocks: never. Scales and codes interleave in 18/20-byte blocks, so the loads are 4-byte
       ones, and the word-level kernel measured faster on every Llama-3-8B shape (Q4_0 4096 x 14336 at 2-16 rows:
       94-110 us here against 58-61 there).
-    * GGUF Q4_K, 2-16 rows: always (prescaled tiles 65-79 us against the general kernel's 72-83 on the 8B shapes,
-      23-24 against 26-27 on 4096 x 4096); one row has its streamed kernels.
+    * GGUF Q4_K, 2-16 rows: always (packed tiles, session 19 runs 6-7: 30-34 us on the 8B shapes, 12.6 on 4096 x
+      4096, against the general kernel's 72-83 / 26-27); one row has its streamed kernels, two the integer-dot
+      rows kernel (``q4k_idot_rows.IDOT_ROWS_MAX``).
     * MLX affine, one row: from ``N * K >= 2**24`` (4096 x 4096 1.10x, 4096 x 14336 1.25x, 14336 x 4096
       1.51x, 576 x 49152 1.06x at g64); smaller matrices are launch and prologue bound here (576 x 576:
       6.3 against 3.3 us; 4096 x 1024: 0.77x).
     * MLX affine, 2-16 rows: from ``K >= 2048`` (K = 4096 / 14336: 1.5-3.1x the general kernel; K <= 1536:
-      0.82-0.94x).
+      0.82-0.94x, measured before the packed tiles); from ``OVER_IDOT_ROWS_FROM`` rows ahead of the integer-dot
+      rows kernel.
     """
     mode = env.settings.mmv
     if mode != "auto":
