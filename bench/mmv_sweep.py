@@ -9,9 +9,14 @@ Default: MLX affine 4-bit g64 weights, K x N in the issue's shapes, M in {1, 2, 
 (MLX_NATIVE_MMV off: the word-level kernel at M=1, the general tensor-core kernel for 2-16), and the
 bf16 cuBLAS matmul on the dequantized weight. Checks each variant's output against the previous path.
 
-``--prescale``: the kernel forced on (``MLX_NATIVE_MMV=on``) for M in {1, 2, 4, 8, 16}, group scales applied
-after the dot of raw codes or to the tile before it (``PRESCALE_MIN_ROWS``), by tile and stages; the default
-route of the same call and cuBLAS in the same run; outputs checked against the default route.
+``--prescale``: the kernel forced on (``MLX_NATIVE_MMV=on``, the streamed and integer-dot rows kernels off) for M
+in {1, 2, 4, 8, 16}, group scales applied after the dot of raw codes or to the tile before it
+(``PRESCALE_MIN_ROWS``), by tile and stages; the default route of the same call in the same run; outputs checked
+against the default route.
+
+``--packed``: forced on the same way for the given rows, MLX affine tiles dequantized two codes an instruction
+(``PACKED``) or not, by tile, warps, codes per step, stages and programs per SM (GGUF Q4_K: ``PACKED`` off and
+on); the default route and bf16 cuBLAS in the same run.
 """
 
 from __future__ import annotations
@@ -55,15 +60,19 @@ def _time(fn, sets):
     return t if t is not None else common.time_eager(fn, sets, 20)
 
 
-def _prescale_sweep(formats: list[str], copy_bw: float) -> list[dict]:
-    """The ``--prescale`` rows (see the module docstring)."""
+def _knob_sweep(copy_bw: float, formats: list[str], ms, variants_of, cublas: bool) -> list[dict]:
+    """Rows of the ``--prescale`` / ``--packed`` sweeps: for each format (``affine``: MLX g64, or a GGUF type name),
+    shape and rows of x, the default route, then the kernel forced on (``MLX_NATIVE_MMV=on``, the streamed one-row
+    and integer-dot rows kernels off) with each knob set of ``variants_of(fmt)``, outputs checked against the
+    default route; with ``cublas`` the bf16 cuBLAS matmul of the same shape (weights rotating like ours)."""
     from quant import affine_bytes, affine_weight, gguf_raw  # noqa: E402
 
-    from mlx_native.ops.ggml import formats as ggml_formats
+    from mlx_native.ops.ggml import formats as ggml_formats, q4k_idot_rows
 
     rows = []
-    defaults = {name: getattr(mmv, name) for name in PRESCALE_VARIANTS[0]}
-    for fmt, (k, n), m in itertools.product(formats, SHAPES, (1, 2, 4, 8, 16)):
+    defaults = {name: getattr(mmv, name) for fmt in formats for var in variants_of(fmt) for name in var}
+    base = env.settings
+    for fmt, (k, n), m in itertools.product(formats, SHAPES, ms):
         if fmt == "affine":
             wbytes = affine_bytes(n, k)
             fn = lambda x, wq, s, b: mn.quantized_matmul(x, wq, s, b)  # noqa: E731
@@ -72,70 +81,6 @@ def _prescale_sweep(formats: list[str], copy_bw: float) -> list[dict]:
             wbytes = n * ggml_formats.row_bytes(ggml_formats.BY_NAME[fmt], k)
             fn = lambda x, raw, fmt=fmt, n=n, k=k: mn.ggml_matmul(x, raw, fmt, (n, k))  # noqa: E731
             make = lambda fmt=fmt, n=n, k=k: (gguf_raw(fmt, n, k),)  # noqa: E731
-        sets = [(torch.randn(m, k, device="cuda", dtype=DT), *make()) for _ in range(max(2, min(8, math.ceil(
-            256e6 / wbytes))))]
-
-        def measure(label, **extra):
-            plans.clear_all()
-            t = _time(fn, sets)
-            out = fn(*sets[0])
-            row = dict(fmt=fmt, k=k, n=n, m=m, label=label, us=t, frac_copy=wbytes / (t * 1e-6) / copy_bw, **extra)
-            rows.append(row)
-            print(f"{fmt:6s} K{k:<6d} N{n:<6d} M{m:<3d} {label:58s} {t:8.2f} us {100 * row['frac_copy']:5.1f}% copy",
-                  flush=True)
-            return out
-
-        env.settings = dataclasses.replace(env.settings, mmv="auto")
-        want = measure("default route")
-        env.settings = dataclasses.replace(env.settings, mmv="on")
-        for var in PRESCALE_VARIANTS:
-            for name, value in var.items():
-                setattr(mmv, name, value)
-            try:
-                got = measure("mmv " + " ".join(f"{a}={b}" for a, b in var.items()), **var)
-            except Exception as exc:  # noqa: BLE001
-                print(f"{fmt} K{k} N{n} M{m} {var}: {exc!r}"[:400], flush=True)
-                continue
-            err = (got.float() - want.float()).abs().max().item() / max(want.float().abs().max().item(), 1e-6)
-            rows[-1]["rel_err_vs_default"] = err
-            if err > 2e-2:
-                print(f"  MISMATCH rel err {err:.3e}", flush=True)
-        for name, value in defaults.items():
-            setattr(mmv, name, value)
-        env.settings = dataclasses.replace(env.settings, mmv="auto")
-        torch.cuda.empty_cache()
-    return rows
-
-
-PACKED_KNOBS = ("PACKED", "MMV_BN_ROWS", "MMV_WARPS_ROWS", "MMV_STEP_ROWS", "MMV_STAGES_ROWS", "PROGRAMS_PER_SM")
-PACKED_VARIANTS = [dict(zip(PACKED_KNOBS, v)) for v in (
-    (False, 64, 4, 128, 3, 2), (True, 64, 4, 128, 3, 2), (True, 64, 4, 256, 3, 2), (True, 64, 4, 512, 2, 2),
-    (True, 64, 4, 256, 4, 2), (True, 64, 4, 256, 3, 4), (True, 128, 8, 256, 3, 2), (True, 128, 8, 512, 2, 2),
-    (True, 128, 8, 128, 4, 2), (True, 128, 4, 256, 3, 2), (True, 64, 4, 512, 3, 4), (True, 128, 8, 256, 4, 1))]
-
-
-def _packed_sweep(copy_bw: float, ms: list[int], formats: list[str]) -> list[dict]:
-    """The ``--packed`` rows: MLX affine g64 (GGUF Q4_K: ``PACKED`` on and off only), the prescaled kernel with two
-    codes per instruction (``mmv.PACKED``) or not, by tile, warps, codes per step, stages and programs per SM,
-    forced on for 2-16 rows (the integer-dot rows kernels off); the default route and cuBLAS in the same run,
-    outputs checked against the default route."""
-    from quant import affine_bytes, affine_weight, gguf_raw  # noqa: E402
-
-    from mlx_native.ops.ggml import formats as ggml_formats, q4k_idot_rows
-
-    rows = []
-    defaults = {name: getattr(mmv, name) for name in PACKED_KNOBS}
-    base = env.settings
-    for fmt, (k, n), m in itertools.product(formats, SHAPES, ms):
-        if fmt == "affine":
-            wbytes, variants = affine_bytes(n, k), PACKED_VARIANTS
-            make = lambda: affine_weight(n, k)  # noqa: E731
-            fn = lambda x, wq, s, b: mn.quantized_matmul(x, wq, s, b)  # noqa: E731
-        else:
-            wbytes = n * ggml_formats.row_bytes(ggml_formats.BY_NAME[fmt], k)
-            variants = [dict(defaults, PACKED=False), dict(defaults, PACKED=True)]
-            make = lambda fmt=fmt, n=n, k=k: (gguf_raw(fmt, n, k),)  # noqa: E731
-            fn = lambda x, raw, fmt=fmt, n=n, k=k: mn.ggml_matmul(x, raw, fmt, (n, k))  # noqa: E731
         sets = [(torch.randn(m, k, device="cuda", dtype=DT), *make())
                 for _ in range(max(2, min(8, math.ceil(256e6 / wbytes))))]
 
@@ -152,15 +97,14 @@ def _packed_sweep(copy_bw: float, ms: list[int], formats: list[str]) -> list[dic
         env.settings = base
         want = measure("default route")
         env.settings = dataclasses.replace(base, mmv="on", affine_idot=False, affine_mv=False, gguf_mv=False)
-        rows_max = q4k_idot_rows.IDOT_ROWS_MAX
-        q4k_idot_rows.IDOT_ROWS_MAX = 1  # Q4_K 2-4 rows here too
-        for var in variants:
+        rows_max, q4k_idot_rows.IDOT_ROWS_MAX = q4k_idot_rows.IDOT_ROWS_MAX, 1
+        for var in variants_of(fmt):
             for name, value in var.items():
                 setattr(mmv, name, value)
             try:
                 got = measure("mmv " + " ".join(f"{a}={b}" for a, b in var.items()), **var)
             except Exception as exc:  # noqa: BLE001
-                print(f"K{k} N{n} M{m} {var}: {exc!r}"[:400], flush=True)
+                print(f"{fmt} K{k} N{n} M{m} {var}: {exc!r}"[:400], flush=True)
                 continue
             err = (got.float() - want.float()).abs().max().item() / max(want.float().abs().max().item(), 1e-6)
             rows[-1]["rel_err_vs_default"] = err
@@ -168,13 +112,29 @@ def _packed_sweep(copy_bw: float, ms: list[int], formats: list[str]) -> list[dic
                 print(f"  MISMATCH rel err {err:.3e}", flush=True)
         for name, value in defaults.items():
             setattr(mmv, name, value)
-        env.settings = base
-        q4k_idot_rows.IDOT_ROWS_MAX = rows_max
-        t = _time(lambda x, w: x @ w.T, [(s[0], torch.randn(n, k, device="cuda", dtype=DT)) for s in sets[:4]])
-        rows.append(dict(fmt=fmt, k=k, n=n, m=m, label="cuBLAS bf16", us=t, frac_copy=wbytes / (t * 1e-6) / copy_bw))
-        print(f"{fmt:6s} K{k:<6d} N{n:<6d} M{m:<3d} {'cuBLAS bf16':78s} {t:8.2f} us", flush=True)
+        env.settings, q4k_idot_rows.IDOT_ROWS_MAX = base, rows_max
+        if cublas:
+            t = _time(lambda x, w: x @ w.T, [(s[0], torch.randn(n, k, device="cuda", dtype=DT)) for s in sets[:4]])
+            rows.append(dict(fmt=fmt, k=k, n=n, m=m, label="cuBLAS bf16", us=t,
+                             frac_copy=wbytes / (t * 1e-6) / copy_bw))
+            print(f"{fmt:6s} K{k:<6d} N{n:<6d} M{m:<3d} {'cuBLAS bf16':78s} {t:8.2f} us", flush=True)
         torch.cuda.empty_cache()
     return rows
+
+
+PACKED_KNOBS = ("PACKED", "MMV_BN_ROWS", "MMV_WARPS_ROWS", "MMV_STEP_ROWS", "MMV_STAGES_ROWS", "PROGRAMS_PER_SM")
+PACKED_VARIANTS = [dict(zip(PACKED_KNOBS, v)) for v in (
+    (False, 64, 4, 128, 3, 2), (True, 64, 4, 128, 3, 2), (True, 64, 4, 256, 3, 2), (True, 64, 4, 512, 2, 2),
+    (True, 64, 4, 256, 4, 2), (True, 64, 4, 256, 3, 4), (True, 128, 8, 256, 3, 2), (True, 128, 8, 512, 2, 2),
+    (True, 128, 8, 128, 4, 2), (True, 128, 4, 256, 3, 2), (True, 64, 4, 512, 3, 4), (True, 128, 8, 256, 4, 1))]
+
+
+def _packed_variants(fmt: str) -> list[dict]:
+    """``--packed`` knob sets: the grid for MLX affine, ``PACKED`` off and on (the other knobs at their defaults)
+    for GGUF Q4_K."""
+    if fmt == "affine":
+        return PACKED_VARIANTS
+    return [{"PACKED": False}, {"PACKED": True}]
 
 
 def main() -> int:
@@ -183,19 +143,20 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="only the default variant")
     ap.add_argument("--prescale", action="store_true", help="the prescaled-tile sweep (module docstring)")
     ap.add_argument("--formats", default="affine,Q4_0,Q4_K", help="--prescale / --packed: affine and/or GGUF types")
-    ap.add_argument("--packed", action="store_true", help="the packed-dequantization sweep (_packed_sweep)")
+    ap.add_argument("--packed", action="store_true", help="the packed tiles' sweep (module docstring)")
     ap.add_argument("--rows", default="2,4,8,16", help="--packed: rows of x")
     args = ap.parse_args()
     copy_bw = common.copy_bandwidth()
     if args.packed:
         print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s", flush=True)
-        rows = _packed_sweep(copy_bw, [int(r) for r in args.rows.split(",")], args.formats.split(","))
+        rows = _knob_sweep(copy_bw, args.formats.split(","), [int(r) for r in args.rows.split(",")], _packed_variants,
+                           True)
         if args.out:
             json.dump(dict(copy_bandwidth_Bps=copy_bw, rows=rows), open(args.out, "w"), indent=1)
         return 0
     if args.prescale:
         print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s", flush=True)
-        rows = _prescale_sweep(args.formats.split(","), copy_bw)
+        rows = _knob_sweep(copy_bw, args.formats.split(","), (1, 2, 4, 8, 16), lambda fmt: PRESCALE_VARIANTS, False)
         if args.out:
             json.dump(dict(copy_bandwidth_Bps=copy_bw, rows=rows), open(args.out, "w"), indent=1)
         return 0
