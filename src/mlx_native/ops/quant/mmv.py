@@ -53,7 +53,7 @@ with a shared-memory layout conversion: 202 SASS instructions per loop step agai
 one row of x, 201 against 179 for more, compiled for sm_90.)
 
 Loop steps: one or two groups (``GPS``); for Q4_K a super-block (``GPS = 8``: its header is
-one 16-byte load). The x pointers of a step are computed once, each group's x at a constant
+one 16-byte load); packed tiles: ``MMV_STEP_ROWS`` codes of MLX groups, half a Q4_K super-block. The x pointers of a step are computed once, each group's x at a constant
 offset from them.
 
 Grid: axis 0 = tiles of ``BN`` output features, axis 1 = K split. x rows are padded to 16 (the
@@ -422,9 +422,11 @@ def mmv_kernel(
     PRESCALE: tl.constexpr = False, PACKED: tl.constexpr = False, ASM: tl.constexpr = True,
 ):
     """``FMT``: ``gemv.AFFINE`` or the GGUF type id (Q4_0, Q4_1, Q4_K); ``stride_wn``: in words
-    (MLX) or bytes (GGUF). ``GPS``: groups per loop step (1 or 2; Q4_K: 8, a super-block).
-    ``groups_per_split``: a multiple of ``GPS``. ``ONE_ROW``: ``M == 1``. ``FUSE`` (with
-    ``SPLIT_K``): the last split of each tile to arrive sums the tile's partials into ``out``."""
+    (MLX) or bytes (GGUF). ``GPS``: groups per loop step (1 or 2; Q4_K: 8, a super-block; ``PACKED``: the
+    groups of one ``GPS * GS``-code dot, Q4_K 4). ``groups_per_split``: a multiple of ``GPS``. ``ONE_ROW``:
+    ``M == 1``. ``FUSE`` (with ``SPLIT_K``): the last split of each tile to arrive sums the tile's partials into
+    ``out``. ``PACKED``: MLX affine or Q4_K tiles of :func:`_affine_step` / :func:`_q4k_packed_step` (``ASM``:
+    their PTX, else the interpreter's fp32 form of the same math)."""
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rows = pid_n * BN + tl.arange(0, BN)
