@@ -23,17 +23,19 @@ are one more (fp32) dot after the loop::
 
     acc = sum_g S_g * dot(OFF + q_g, x_g)  +  (B - OFF * S) @ [sum_{k in g} x_k]_g
 
-Packed tiles (``PACKED``: MLX affine from 2 rows of x, scales and biases in x's dtype, which a 16-bit
-result implies; GGUF Q4_K with ``S = d sc``, ``B = -dmin m`` rounded to x's dtype once per sub-block, so each
-weight is rounded twice: on random blocks (interpreter, same math) the max error was 0.75-1.95x that of a bf16 /
-fp16 dequantize-then-matmul in 24 cases, inside DESIGN.md's 2x bar, where MLX affine tiles match it): the pair ``OFF + q`` minus ``OFF`` is ``q`` exactly and ``fma(q, S, B)`` rounds once, both as
-``bf16x2`` / ``f16x2`` FMAs (two codes an instruction, PTX through ``inline_asm_elementwise``; the
-interpreter runs the same math in fp32). A loop step is ``MMV_STEP_ROWS`` codes of each row (whole groups,
-one contiguous load) in one dot, and x of the next step is loaded before this step's dot (registers). Offline
-sm_90 SASS (triton 3.6, 64-row tiles, 128 codes a step): 286 instructions a step against 508 with the fp32
-dequantization, 4.5 per code. H100 (bench/results/2026-11-25-h100-session19, runs 1-3): 4096 x 14336 at
-2 / 4 / 8 / 16 rows 25.6 / 25.6 / 26.1 / 27.1 us (the fp32 prescaled tiles: 40-47 in the same run; cuBLAS
-bf16 42-43); flat in M, so the cost is the weights' stream, not the rows.
+Packed tiles (``PACKED``, from 2 rows of x): MLX affine with scales and biases in x's dtype (which a 16-bit
+result implies) and GGUF Q4_K. The pair ``OFF + q`` minus ``OFF`` is ``q`` exactly and ``fma(q, S, B)`` rounds
+once, both as ``bf16x2`` / ``f16x2`` FMAs (two codes an instruction, PTX through ``inline_asm_elementwise``; the
+interpreter runs the same math in fp32). A loop step is ``MMV_STEP_ROWS`` codes of each MLX row (whole groups)
+or half a Q4_K super-block, one contiguous load of 16-byte pieces and one dot, and x of the next step is loaded
+before this step's dot (registers). Offline sm_90 SASS (triton 3.6, 64-row tiles, 128 codes a step): 286
+instructions a step against 508 with the fp32 dequantization. H100 (bench/results/2026-11-25-h100-session19,
+runs 1-3): MLX 4096 x 14336 at 2 / 4 / 8 / 16 rows 25.6 / 25.6 / 26.1 / 27.1 us (the fp32 prescaled tiles: 40-47
+in the same run; cuBLAS bf16 42-43); flat in M, so the cost is the weights' stream, not the rows. Accuracy: MLX
+tiles round once, as the dequantized weight does; Q4_K's ``S = d sc`` and ``B = -dmin m`` are rounded to x's
+dtype once per sub-block, so each weight is rounded twice (on random blocks, in the interpreter's form of the same
+math, the max error was 0.75-1.95x that of a bf16 / fp16 dequantize-then-matmul in 24 cases: inside DESIGN.md's
+2x bar, with little room).
 
 Column order: the dequantized group tile is permuted so that each thread's register pairs
 come straight from its own words, and ``x`` is gathered in the same order, so the dot is
@@ -53,8 +55,8 @@ with a shared-memory layout conversion: 202 SASS instructions per loop step agai
 one row of x, 201 against 179 for more, compiled for sm_90.)
 
 Loop steps: one or two groups (``GPS``); for Q4_K a super-block (``GPS = 8``: its header is
-one 16-byte load); packed tiles: ``MMV_STEP_ROWS`` codes of MLX groups, half a Q4_K super-block. The x pointers of a step are computed once, each group's x at a constant
-offset from them.
+one 16-byte load); packed tiles: ``MMV_STEP_ROWS`` codes of MLX groups, half a Q4_K super-block. The x
+pointers of a step are computed once, each group's x at a constant offset from them.
 
 Grid: axis 0 = tiles of ``BN`` output features, axis 1 = K split. x rows are padded to 16 (the
 smallest dot); rows ``>= M`` are masked loads and never stored. With a K split each program
@@ -500,7 +502,7 @@ MMV_STAGES_ROWS = 3  # 2-16 rows
 PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
 MAX_ROWS = 16
 PRESCALE_MIN_ROWS = 2  # rows of x from which the tiles are dequantized before the dot
-PACKED = True  # MLX affine prescaled tiles with scales in x's dtype: dequantized two codes an instruction
+PACKED = True  # prescaled MLX affine (scales in x's dtype) and Q4_K tiles: dequantized two codes an instruction
 MMV_BN_ROWS = 64  # 2-16 rows: output features per program
 MMV_WARPS_ROWS = 4
 MMV_STEP_ROWS = 128  # PACKED: codes of a row per loop step (at most; whole groups dividing K)
