@@ -291,18 +291,26 @@ def _group_step(xg, w_ptr, s_ptr, b_ptr, rows, g, stride_wn, stride_sn, acc, FMT
 
 
 @triton.jit
-def _affine_step(xs, w_ptr, s_ptr, b_ptr, rows, g, stride_wn, stride_sn, acc, BN: tl.constexpr, GS: tl.constexpr,
-                 KS: tl.constexpr, X_F16: tl.constexpr, ASM: tl.constexpr):
+def _affine_scales(s_ptr, b_ptr, rows, g, g_hi, stride_sn, G: tl.constexpr):
+    """Scales and biases ``[BN, G]`` (x's dtype) of the ``G`` MLX groups from ``g`` (0 from ``g_hi`` on)."""
+    gi = g + tl.arange(0, G)
+    sb = rows[:, None] * stride_sn + gi[None, :]
+    ok = (gi < g_hi)[None, :]
+    return tl.load(s_ptr + sb, mask=ok, other=0.0), tl.load(b_ptr + sb, mask=ok, other=0.0)
+
+
+@triton.jit
+def _affine_step(xs, S, B, w_ptr, rows, g, stride_wn, acc, BN: tl.constexpr, GS: tl.constexpr, KS: tl.constexpr,
+                 X_F16: tl.constexpr, ASM: tl.constexpr):
     """``acc [BN, MP] += dot(S q + B, x)`` over the ``KS`` codes (``KS / GS`` MLX groups) of a loop step from group
-    ``g``, scales and biases in x's dtype: each row's ``KS / 8`` words are one contiguous load, dequantized two codes
-    an instruction (:func:`_packed_pairs`) into one tile of the column order ``_tile_columns(AFFINE, KS)``, which
-    ``xs [KS, MP]`` follows."""
+    ``g``, scales and biases ``S, B [BN, KS / GS]`` in x's dtype (:func:`_affine_scales`): each row's ``KS / 8``
+    words are one contiguous load, dequantized two codes an instruction (:func:`_packed_pairs`) into one tile of
+    the column order ``_tile_columns(AFFINE, KS)``, which ``xs [KS, MP]`` follows."""
     WPS: tl.constexpr = KS // 8
     G: tl.constexpr = KS // GS
     w = tl.load(w_ptr + rows[:, None] * stride_wn + (g * (GS // 8) + tl.arange(0, WPS))[None, :])
-    sb = rows[:, None] * stride_sn + (g + tl.arange(0, G))[None, :]
-    S2 = tl.reshape(tl.broadcast_to(_pair16(tl.load(s_ptr + sb))[:, :, None], (BN, G, GS // 8)), (BN, WPS))
-    B2 = tl.reshape(tl.broadcast_to(_pair16(tl.load(b_ptr + sb))[:, :, None], (BN, G, GS // 8)), (BN, WPS))
+    S2 = tl.reshape(tl.broadcast_to(_pair16(S)[:, :, None], (BN, G, GS // 8)), (BN, WPS))
+    B2 = tl.reshape(tl.broadcast_to(_pair16(B)[:, :, None], (BN, G, GS // 8)), (BN, WPS))
     return tl.dot(_tile(_packed_pairs(w, 4 * tl.arange(0, 4), S2[:, :, None], B2[:, :, None], X_F16, ASM), BN, KS),
                   xs, acc)
 
@@ -446,14 +454,18 @@ def mmv_kernel(
         else:
             kcol_s = _tile_columns(FMT, KS)
         xs = _x_group(_x_ptrs(x_ptr, m, kcol_s, g_lo, stride_xm, GS), m, tl.where(g_lo < g_hi, M, 0))
-        for g in range(g_lo, g_hi, GPS):
-            nxt = _x_group(_x_ptrs(x_ptr, m, kcol_s, g + GPS, stride_xm, GS), m, tl.where(g + GPS < g_hi, M, 0))
-            if FMT == Q4_K:
+        if FMT == Q4_K:  # its headers come with the code words, through the cp.async pipeline
+            for g in range(g_lo, g_hi, GPS):
+                nxt = _x_group(_x_ptrs(x_ptr, m, kcol_s, g + GPS, stride_xm, GS), m, tl.where(g + GPS < g_hi, M, 0))
                 acc = _q4k_packed_step(xs, w_ptr, rows, g, stride_wn, acc, BN, X_F16, ASM)
-            else:
-                acc = _affine_step(xs, w_ptr, s_ptr, b_ptr, rows, g, stride_wn, stride_sn, acc, BN, GS, KS, X_F16,
-                                   ASM)
-            xs = nxt
+                xs = nxt
+        else:  # scales and biases (2-byte pieces, which cp.async cannot take) loaded a step ahead too
+            S, B = _affine_scales(s_ptr, b_ptr, rows, g_lo, g_hi, stride_sn, GPS)
+            for g in range(g_lo, g_hi, GPS):
+                nxt = _x_group(_x_ptrs(x_ptr, m, kcol_s, g + GPS, stride_xm, GS), m, tl.where(g + GPS < g_hi, M, 0))
+                S_nxt, B_nxt = _affine_scales(s_ptr, b_ptr, rows, g + GPS, g_hi, stride_sn, GPS)
+                acc = _affine_step(xs, S, B, w_ptr, rows, g, stride_wn, acc, BN, GS, KS, X_F16, ASM)
+                xs, S, B = nxt, S_nxt, B_nxt
     elif FMT == Q4_K:
         for g in range(g_lo, g_hi, GPS):
             acc = _q4k_step(_x_ptrs(x_ptr, m, kcol, g, stride_xm, GS), w_ptr, rows, m, g, M, stride_wn, acc, BN,
