@@ -126,17 +126,20 @@ def test_empty_inputs(device):
 
 
 
-def test_plan_passes_host_inverse_of_n(device):
-    """The mean is a multiply by a host-computed 1/N (a plan attribute), 1.0 for l2_norm."""
+def test_plan_bakes_row_length_and_inverse_of_n(device):
+    """The row length and the mean's multiplier 1/N (1.0 for l2_norm) are compile-time constants of the plan's
+    launch, so that the parameters a decode launch reads fit one line of the constant bank."""
     from mlx_native.ops.norms import api
     from mlx_native.runtime.plans import tensor_key
 
     x = randn(2, 576, device=device)
     w = randn(576, device=device)
     key = (tensor_key(x), tensor_key(w), 1e-6)
-    assert api._RMS_PLANS.get(key, x, w, None, 1e-6).inv_n == 1.0 / 576
-    assert api._ADD_RMS_PLANS.get((tensor_key(x), tensor_key(w), tensor_key(x), 1e-6), x, w, x, 1e-6).inv_n == 1.0 / 576
-    assert api._L2_PLANS.get((tensor_key(x), 1e-6), x, None, None, 1e-6).inv_n == 1.0
+    plans = (api._RMS_PLANS.get(key, x, w, None, 1e-6),
+             api._ADD_RMS_PLANS.get((tensor_key(x), tensor_key(w), tensor_key(x), 1e-6), x, w, x, 1e-6),
+             api._L2_PLANS.get((tensor_key(x), 1e-6), x, None, None, 1e-6))
+    assert [(p.launch.constexprs["N"], p.launch.constexprs["INV_N"]) for p in plans] == [
+        (576, 1.0 / 576), (576, 1.0 / 576), (576, 1.0)]
 
 
 def test_launch_config_decode_rows_take_more_warps():

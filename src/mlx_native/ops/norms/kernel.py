@@ -29,51 +29,58 @@ LEAN_ROWS = True  # int32 row offsets, no row mask where the layout allows (sess
 
 @triton.jit(do_not_specialize=["n_rows"])
 def _norm_kernel(
+    # The parameters a one-program decode launch reads come first, so that they share one 64-byte line of the
+    # constant bank (parameters start at 0x210; the first line holds 48 bytes): a kernel whose parameters
+    # span more lines waits about 20 ns per extra line at decode sizes (session 20, runs 9-10).
     x_ptr,  # [R, N] input rows (layout x_*), unit column stride
     res_ptr,  # [R, N] residual rows (layout r_*; HAS_RESIDUAL)
     w_ptr,  # [N] weight, any float dtype (HAS_WEIGHT)
     y_ptr,  # [R, N] contiguous output
     h_ptr,  # [R, N] contiguous x + residual, rounded to its dtype (HAS_RESIDUAL)
+    eps,
+    w_offset,
     n_rows,
-    n_cols,
     x_inner,
     x_so,
     x_si,
     r_inner,
     r_so,
     r_si,
-    inv_n,  # 1 / N (rms norm) or 1.0 (l2 norm), computed on the host: a multiply, not a division
-    eps,
-    w_offset,
+    N: tl.constexpr,  # row length
+    INV_N: tl.constexpr,  # 1 / N (rms norm) or 1.0 (l2 norm): a multiply, not a division
     HAS_WEIGHT: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr,
     X_TWO_LEVEL: tl.constexpr,
     R_TWO_LEVEL: tl.constexpr,
     BLOCK_R: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    SINGLE_TILE: tl.constexpr,  # BLOCK_N >= n_cols
+    SINGLE_TILE: tl.constexpr,  # BLOCK_N >= N
     EVEN_ROWS: tl.constexpr,  # n_rows % BLOCK_R == 0: no row mask
     NARROW: tl.constexpr,  # single-level layouts whose offsets fit int32: int32 row offsets
+    ONE_PROGRAM: tl.constexpr,  # the grid is one program: row offsets known at compile time (decode latency)
 ):
-    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    if ONE_PROGRAM:
+        rows = tl.arange(0, BLOCK_R)
+    else:
+        rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     if EVEN_ROWS:
         row_ok = tl.full([BLOCK_R], 1, tl.int1)
     else:
         row_ok = rows < n_rows
     if NARROW:  # fewer instructions before the first load (decode rows are latency-bound)
         x_row = rows * x_si
-        out_row = rows * n_cols
+        out_row = rows * N
         r_row = rows * r_si
     else:
         x_row = row_offsets(rows, x_inner, x_so, x_si, X_TWO_LEVEL)
-        out_row = rows.to(tl.int64) * n_cols
+        out_row = rows.to(tl.int64) * N
         r_row = out_row
         if HAS_RESIDUAL:
             r_row = row_offsets(rows, r_inner, r_so, r_si, R_TWO_LEVEL)
     cols = tl.arange(0, BLOCK_N)
 
     if SINGLE_TILE:
-        col_ok = cols < n_cols
+        col_ok = cols < N
         mask = row_ok[:, None] & col_ok[None, :]
         # every load is issued before the first use: one memory latency, not two
         x = tl.load(x_ptr + x_row[:, None] + cols[None, :], mask=mask, other=0.0).to(tl.float32)
@@ -85,16 +92,16 @@ def _norm_kernel(
             h = (x + r).to(h_ptr.dtype.element_ty)
             tl.store(h_ptr + out_row[:, None] + cols[None, :], h, mask=mask)
             x = h.to(tl.float32)
-        ss = tl.sum(x * x, axis=1) * inv_n
+        ss = tl.sum(x * x, axis=1) * INV_N
         y = x * tl.rsqrt(ss + eps)[:, None]
         if HAS_WEIGHT:
             y = y * w[None, :]
         tl.store(y_ptr + out_row[:, None] + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
     else:
         acc = tl.zeros([BLOCK_R, BLOCK_N], dtype=tl.float32)
-        for start in range(0, n_cols, BLOCK_N):
+        for start in range(0, N, BLOCK_N):
             c = start + cols
-            mask = row_ok[:, None] & (c < n_cols)[None, :]
+            mask = row_ok[:, None] & (c < N)[None, :]
             x = tl.load(x_ptr + x_row[:, None] + c[None, :], mask=mask, other=0.0).to(tl.float32)
             if HAS_RESIDUAL:
                 r = tl.load(res_ptr + r_row[:, None] + c[None, :], mask=mask, other=0.0).to(tl.float32)
@@ -102,10 +109,10 @@ def _norm_kernel(
                 tl.store(h_ptr + out_row[:, None] + c[None, :], h, mask=mask)
                 x = h.to(tl.float32)
             acc += x * x
-        inv = tl.rsqrt(tl.sum(acc, axis=1) * inv_n + eps)
-        for start in range(0, n_cols, BLOCK_N):
+        inv = tl.rsqrt(tl.sum(acc, axis=1) * INV_N + eps)
+        for start in range(0, N, BLOCK_N):
             c = start + cols
-            col_ok = c < n_cols
+            col_ok = c < N
             mask = row_ok[:, None] & col_ok[None, :]
             if HAS_RESIDUAL:
                 x = tl.load(h_ptr + out_row[:, None] + c[None, :], mask=mask, other=0.0).to(tl.float32)
@@ -153,17 +160,17 @@ class NormPlan:
             self.copy_r = rl is None
             rl = rl or contiguous_rows(residual.shape)
         self.has_residual = residual is not None
-        self.inv_n = 1.0 / n_cols if mean else 1.0  # kernel argument: the mean is a multiply (inductor's form)
         block_r, block_n, single, num_warps = config(xl.n_rows, n_cols)
         reach = (xl.n_rows + block_r) * max(xl.stride_inner, rl.stride_inner, n_cols)  # past the last row tile
         narrow = LEAN_ROWS and not (xl.two_level or rl.two_level) and reach < 2**31
-        self.ints = (xl.n_rows, n_cols, xl.inner, xl.stride_outer, xl.stride_inner, rl.inner, rl.stride_outer,
-                     rl.stride_inner)
+        self.ints = (xl.n_rows, xl.inner, xl.stride_outer, xl.stride_inner, rl.inner, rl.stride_outer, rl.stride_inner)
+        grid = triton.cdiv(xl.n_rows, block_r)
         self.launch = Launch(
-            _norm_kernel, (triton.cdiv(xl.n_rows, block_r),),
-            dict(HAS_WEIGHT=weight is not None, HAS_RESIDUAL=residual is not None,
-                 X_TWO_LEVEL=xl.two_level, R_TWO_LEVEL=rl.two_level, BLOCK_R=block_r, BLOCK_N=block_n,
-                 SINGLE_TILE=single, EVEN_ROWS=LEAN_ROWS and xl.n_rows % block_r == 0, NARROW=narrow),
+            _norm_kernel, (grid,),
+            dict(N=n_cols, INV_N=1.0 / n_cols if mean else 1.0, HAS_WEIGHT=weight is not None,
+                 HAS_RESIDUAL=residual is not None, X_TWO_LEVEL=xl.two_level, R_TWO_LEVEL=rl.two_level, BLOCK_R=block_r, BLOCK_N=block_n,
+                 SINGLE_TILE=single, EVEN_ROWS=LEAN_ROWS and xl.n_rows % block_r == 0, NARROW=narrow,
+                 ONE_PROGRAM=grid == 1),
             num_warps=num_warps,
         )
 
@@ -180,5 +187,5 @@ class NormPlan:
         if self.copy_w:
             weight = weight.contiguous()
         self.launch(x, residual if residual is not None else x, weight if weight is not None else x, y,
-                    h if h is not None else y, *self.ints, self.inv_n, eps, weight_offset)
+                    h if h is not None else y, eps, weight_offset, *self.ints)
         return y, h
