@@ -177,6 +177,17 @@ def time_graph(fn: Callable, sets: Sequence[tuple], reps: int = 20) -> Optional[
     return t
 
 
+def time_graph_rounds(fns: dict[str, Callable], sets: Sequence[tuple], rounds: int) -> dict[str, float]:
+    """Best of ``rounds`` interleaved rounds of :func:`time_graph` for each function (A/B runs: every
+    candidate sees the same host and clock minutes)."""
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t = time_graph(fn, sets)
+            best[name] = min(t, best.get(name, t))
+    return best
+
+
 def host_overhead_us(fn: Callable, args: tuple, n: int = 2000, trials: int = 5) -> float:
     """Host microseconds to issue one call (no sync inside the loop): the best of ``trials`` loops of
     ``n // trials`` calls (the host is shared, and noise only adds time)."""

@@ -28,9 +28,5 @@ for n in (576, 4096, 8192):
     ref = fns["mn.rms_norm"](*sets[0]).float()
     for k, f in fns.items():
         assert (f(*sets[0]).float() - ref).abs().max().item() < 0.1, k
-    best = {}
-    for _ in range(5):
-        for k, f in fns.items():
-            t = common.time_graph(f, sets)
-            best[k] = min(t, best.get(k, t))
+    best = common.time_graph_rounds(fns, sets, 5)
     print(f"rms_norm 1x{n} graph us: " + ", ".join(f"{k} {v:.3f}" for k, v in best.items()), flush=True)

@@ -5,46 +5,16 @@ A static: n_cols, eps constexpr (inductor's form: its kernel bakes r0_numel = 57
 B runtime: n_cols, eps runtime args (5 params);
 C runtime + 16 unused int params (21 params, as many as our norm kernel's);
 """
+import os
 import sys
 sys.path.insert(0, "bench")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch
 import triton
-import triton.language as tl
 import common
 import mlx_native as mn
 from peers import compiled, torch_rms_norm
-
-
-@triton.jit
-def static_k(x_ptr, w_ptr, y_ptr, N: tl.constexpr, EPS: tl.constexpr, BLOCK: tl.constexpr):
-    cols = tl.arange(0, BLOCK)[None, :]
-    m = cols < N
-    x = tl.load(x_ptr + cols, mask=m, other=0.0).to(tl.float32)
-    w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
-    ss = tl.sum(x * x, axis=1)[:, None] / N
-    tl.store(y_ptr + cols, (x * tl.rsqrt(ss + EPS) * w).to(y_ptr.dtype.element_ty), mask=m)
-
-
-@triton.jit
-def runtime_k(x_ptr, w_ptr, y_ptr, n, eps, BLOCK: tl.constexpr):
-    cols = tl.arange(0, BLOCK)[None, :]
-    m = cols < n
-    x = tl.load(x_ptr + cols, mask=m, other=0.0).to(tl.float32)
-    w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
-    ss = tl.sum(x * x, axis=1)[:, None] / n
-    tl.store(y_ptr + cols, (x * tl.rsqrt(ss + eps) * w).to(y_ptr.dtype.element_ty), mask=m)
-
-
-@triton.jit(do_not_specialize=["a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9", "a10", "a11", "a12",
-                               "a13", "a14", "a15"])
-def many_k(x_ptr, w_ptr, y_ptr, n, eps, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
-           BLOCK: tl.constexpr):
-    cols = tl.arange(0, BLOCK)[None, :]
-    m = cols < n
-    x = tl.load(x_ptr + cols, mask=m, other=0.0).to(tl.float32)
-    w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
-    ss = tl.sum(x * x, axis=1)[:, None] / n
-    tl.store(y_ptr + cols, (x * tl.rsqrt(ss + eps) * w).to(y_ptr.dtype.element_ty), mask=m)
+from lean_norm_kernels import many_k, runtime_k, static_k
 
 
 D, DT, S = "cuda", torch.bfloat16, 32
@@ -70,9 +40,5 @@ for n in (576, 4096):
     ref = fns["mn.rms_norm"](*sets[0]).float()
     for k, f in fns.items():
         assert (f(*sets[0]).float() - ref).abs().max().item() < 0.1, k
-    best = {}
-    for rnd in range(4):
-        for k, f in fns.items():
-            t = common.time_graph(f, sets)
-            best[k] = min(t, best.get(k, t))
+    best = common.time_graph_rounds(fns, sets, 4)
     print(f"1x{n}: " + ", ".join(f"{k} {v:.3f}" for k, v in best.items()), flush=True)

@@ -1,12 +1,11 @@
-"""(kernels of lean_norm.py, importable) Why rms_norm 1x576 is 25-35 ns behind torch.compile's kernel (1.41 vs 1.38 us, graph replay; run 4):
-minimal kernels that differ in one thing each, timed against ours and torch.compile in one run.
+"""Minimal one-row rms_norm kernels that differ in one thing each (session 20 runs 6, 8-10, 14; used by
+lean_norm.py, norm_ncu.py, launch_path_ab.py, param_lines.py, early_w.py).
 
-A static: n_cols, eps constexpr (inductor's form: its kernel bakes r0_numel = 576 in), 3 pointer params;
-B runtime: n_cols, eps runtime args (5 params);
-C runtime + 16 unused int params (21 params, as many as our norm kernel's);
+static_k: row length and eps constexpr (inductor's form: its kernel bakes r0_numel = 576 in), 3 pointer params;
+runtime_k: row length and eps runtime (5 params); many_k: runtime_k + 16 unused int params;
+spread_k: runtime_k with the used params over three 64-byte constant-bank lines;
+vol_k / wvol_k / wfirst2_k: the x and w loads volatile (x first / w first) or w first without volatile.
 """
-import sys
-import torch
 import triton
 import triton.language as tl
 

@@ -16,11 +16,7 @@ nvdisasm = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", 
 for rows, n in ((16, 8192), (16, 4096)):
     sets = [(torch.randn(rows, n, device=D, dtype=DT), torch.randn(n, device=D, dtype=DT)) for _ in range(S)]
     fns = {"new": lambda x, w: mn.rms_norm(x, w, 1e-6), "main": lambda x, w: old.rms_norm(x, w, 1e-6)}
-    best = {}
-    for _ in range(6):
-        for k, f in fns.items():
-            t = common.time_graph(f, sets)
-            best[k] = min(t, best.get(k, t))
+    best = common.time_graph_rounds(fns, sets, 6)
     print(f"rms_norm {rows}x{n}: new {best['new']:.3f}, main {best['main']:.3f}", flush=True)
     for name, api in (("new", napi), ("main", oapi)):
         plan = [p for k, p in api._RMS_PLANS.plans.items() if k[0] == (rows, n)][0]

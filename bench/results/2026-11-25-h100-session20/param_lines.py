@@ -26,9 +26,5 @@ def st(x, w):
 
 
 fns = {"mn.rms_norm": lambda x, w: mn.rms_norm(x, w, 1e-6), "runtime_k": rt, "spread_k": sp, "static_k": st}
-best = {}
-for _ in range(5):
-    for k, f in fns.items():
-        t = common.time_graph(f, sets)
-        best[k] = min(t, best.get(k, t))
+best = common.time_graph_rounds(fns, sets, 5)
 print("rms_norm 1x576 graph us: " + ", ".join(f"{k} {v:.3f}" for k, v in best.items()), flush=True)

@@ -1,7 +1,7 @@
 """A/B: packed mmv with MLX scales/biases prefetched a step ahead (this tree) against main (snap/mlx_native_main),
 same run, CUDA-graph replay, 4 rotating weight sets (no L2 reuse). Also Q4_K packed rows as a control
 (unchanged by the branch)."""
-import sys, os
+import sys
 sys.path.insert(0, "bench")
 sys.path.insert(0, "snap")
 import torch

@@ -15,11 +15,7 @@ D, DT, S, BASE = "cuda", torch.bfloat16, 32, 10000.0
 def report(name, sets, fns):
     a, b = fns["new"](*sets[0]), fns["main"](*sets[0])
     same = all(torch.equal(p, q) for p, q in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)))
-    best = {}
-    for _ in range(4):
-        for k, f in fns.items():
-            t = common.time_graph(f, sets)
-            best[k] = min(t, best.get(k, t))
+    best = common.time_graph_rounds(fns, sets, 4)
     pc = best["torch.compile"]
     print(f"{name}: new {best['new']:.3f} ({pc / best['new']:.3f}x compile), main {best['main']:.3f} "
           f"({pc / best['main']:.3f}x), torch.compile {pc:.3f}, bit-identical {same}", flush=True)
