@@ -113,6 +113,11 @@ def decode_calls() -> dict[str, Callable[[], object]]:
     pos4 = torch.arange(4) + 1000
     w128, w256 = torch.randn(128, dtype=bf), torch.randn(256, dtype=bf)
     logits = torch.randn(1, 151936, dtype=bf)
+    w_q, s_q, b_q = mn.quantize(torch.randn(4096, 4096, dtype=bf) * 0.02, 64, 4)
+    qd = torch.randn(1, 32, 1, 128, dtype=bf)
+    kc, vc = torch.zeros(1, 8, 2048, 128, dtype=bf), torch.zeros(1, 8, 2048, 128, dtype=bf)
+    kn, vn = torch.randn(1, 8, 1, 128, dtype=bf), torch.randn(1, 8, 1, 128, dtype=bf)
+    lens = torch.tensor([1024], dtype=torch.int32)
     return {
         "rms_norm 1x576": lambda: mn.rms_norm(x576, w576),
         "add_rms_norm 1x576": lambda: mn.add_rms_norm(x576, x576, w576),
@@ -124,6 +129,11 @@ def decode_calls() -> dict[str, Callable[[], object]]:
         "head_norm_rope T4 H16 D256": lambda: mn.head_norm_rope(qh, w256, positions=pos4),
         "head_norm_rope_qk T1": lambda: mn.head_norm_rope_qk(q[0], k[0], w128, w128, positions=pos[0]),
         "softmax 1x151936": lambda: mn.softmax(logits),
+        "argmax 1x151936": lambda: mn.argmax(logits),
+        "quantized_matmul M1 4096x4096 g64": lambda: mn.quantized_matmul(x4k, w_q, s_q, b_q),
+        "flash_attn_decode B1 Hq32 Hkv8 kv1024 D128": lambda: mn.flash_attn_decode(qd, kc, vc, lens + 1),
+        "flash_attn_decode + append": lambda: mn.flash_attn_decode(qd, kc, vc, lens, k_new=kn, v_new=vn),
+        "kv_cache_write 1 token": lambda: mn.kv_cache_write(kc, vc, lens.clone(), kn, vn),
     }
 
 
