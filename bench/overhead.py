@@ -75,18 +75,8 @@ def _floor(fn) -> callable:
     """What one call of ``fn`` (an mlx-native op) costs the host at the least: ``torch.empty_like`` of
     each output and each of its kernel launches through Triton's C launcher, arguments prepared.
     The launches are recorded from one real call of ``fn``."""
-    recorded = []
-    call = launch_mod.Launch.__call__
-
-    def record(self, *args):
-        recorded.append((self, args))
-        call(self, *args)
-
-    launch_mod.Launch.__call__ = record
-    try:
+    with launch_mod.recording() as recorded:
         out = fn()
-    finally:
-        launch_mod.Launch.__call__ = call
     outputs = [t for t in (out if isinstance(out, tuple) else (out,)) if isinstance(t, torch.Tensor)]
     stream = torch.cuda.current_stream().cuda_stream
     launches = []

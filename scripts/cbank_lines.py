@@ -50,18 +50,6 @@ def _h100() -> None:
     env.settings = dataclasses.replace(env.settings, triton_interpret=True, nan_fill=False, backend="auto")
 
 
-def record(call: Callable[[], object]) -> list:
-    """The (Launch, args) of every kernel launch ``call`` makes; nothing runs."""
-    seen = []
-    original = launch_mod.Launch.__call__
-    launch_mod.Launch.__call__ = lambda self, *args: seen.append((self, args))
-    try:
-        call()
-    finally:
-        launch_mod.Launch.__call__ = original
-    return seen
-
-
 def compile_launch(ln, args) -> tuple[str, dict[int, str]]:
     """(SASS, {parameter offset: name}) of one recorded launch, specialized as Triton's launcher would."""
     kernel = ln.kernel
@@ -148,7 +136,9 @@ def main() -> int:
     for name, call in decode_calls().items():
         if wanted and not any(name.startswith(w) for w in wanted):
             continue
-        for ln, largs in record(call):
+        with launch_mod.recording(run=False) as launches:  # recorded, not run
+            call()
+        for ln, largs in launches:
             sass, names = compile_launch(ln, largs)
             offsets, lines = param_lines(sass)
             read = ", ".join(f"{names.get(o, '?')} {o:#x}" for o in offsets)

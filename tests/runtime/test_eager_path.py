@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import mlx_native as mn
-from mlx_native.kernels.launch import Launch
+from mlx_native.kernels.launch import Launch, recording
 from mlx_native.ops.norms import api as norms_api
 from mlx_native.runtime import env
 
@@ -57,6 +57,21 @@ def test_nan_fill_is_read_per_call(monkeypatch, device, name, call):
     torch.manual_seed(0)
     for y in _outputs(call(device)):
         assert torch.isnan(y).all(), f"{name}: output not NaN-filled"
+
+
+def test_recording_lists_launches_and_can_skip_them(monkeypatch, device):
+    """``kernels.launch.recording``: the op's launches with their arguments; ``run=False`` leaves the output as
+    allocated (NaN-filled here); ``Launch`` launches again after the block."""
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, nan_fill=True))
+    x, w = torch.randn(3, 40, device=device), torch.randn(40, device=device)
+    with recording(run=False) as seen:
+        y = mn.rms_norm(x, w)
+    assert [ln.kernel.__name__ for ln, _ in seen] == ["_norm_kernel"] and seen[0][1][0] is x
+    assert torch.isnan(y).all()
+    with recording() as seen:
+        y = mn.rms_norm(x, w)
+    assert len(seen) == 1 and torch.isfinite(y).all()
+    torch.testing.assert_close(mn.rms_norm(x, w), y)
 
 
 def _canonical(t: torch.Tensor) -> bool:

@@ -25,7 +25,8 @@ regular path is always used.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
+import contextlib
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
@@ -177,3 +178,23 @@ class Launch:
         g = self.grid
         compiled.run(g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata, meta,
                      hooks.launch_enter_hook, hooks.launch_exit_hook, *args, *self.const_values)
+
+
+@contextlib.contextmanager
+def recording(run: bool = True) -> Iterator[list]:
+    """Record every prepared launch made inside the block as ``(Launch, args)`` in the yielded list, for tools
+    that look at an op's real launches (``bench/overhead.py``'s launch floor, ``scripts/cbank_lines.py``).
+    ``run=False``: the launches are recorded, not made."""
+    seen: list = []
+    call = Launch.__call__
+
+    def record(self, *args):
+        seen.append((self, args))
+        if run:
+            call(self, *args)
+
+    Launch.__call__ = record
+    try:
+        yield seen
+    finally:
+        Launch.__call__ = call
