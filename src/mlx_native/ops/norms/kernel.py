@@ -57,7 +57,7 @@ def _norm_kernel(
     SINGLE_TILE: tl.constexpr,  # BLOCK_N >= N
     EVEN_ROWS: tl.constexpr,  # n_rows % BLOCK_R == 0: no row mask
     NARROW: tl.constexpr,  # single-level layouts whose offsets fit int32: int32 row offsets
-    ONE_PROGRAM: tl.constexpr,  # the grid is one program: row offsets known at compile time (decode latency)
+    ONE_PROGRAM: tl.constexpr,  # one program: rows from 0, so a one-row launch reads no row stride (no 2nd line)
 ):
     if ONE_PROGRAM:
         rows = tl.arange(0, BLOCK_R)
@@ -163,13 +163,14 @@ class NormPlan:
         block_r, block_n, single, num_warps = config(xl.n_rows, n_cols)
         reach = (xl.n_rows + block_r) * max(xl.stride_inner, rl.stride_inner, n_cols)  # past the last row tile
         narrow = LEAN_ROWS and not (xl.two_level or rl.two_level) and reach < 2**31
-        self.ints = (xl.n_rows, xl.inner, xl.stride_outer, xl.stride_inner, rl.inner, rl.stride_outer, rl.stride_inner)
+        self.ints = (xl.n_rows, xl.inner, xl.stride_outer, xl.stride_inner, rl.inner, rl.stride_outer,
+                     rl.stride_inner)
         grid = triton.cdiv(xl.n_rows, block_r)
         self.launch = Launch(
             _norm_kernel, (grid,),
             dict(N=n_cols, INV_N=1.0 / n_cols if mean else 1.0, HAS_WEIGHT=weight is not None,
-                 HAS_RESIDUAL=residual is not None, X_TWO_LEVEL=xl.two_level, R_TWO_LEVEL=rl.two_level, BLOCK_R=block_r, BLOCK_N=block_n,
-                 SINGLE_TILE=single, EVEN_ROWS=LEAN_ROWS and xl.n_rows % block_r == 0, NARROW=narrow,
+                 HAS_RESIDUAL=residual is not None, X_TWO_LEVEL=xl.two_level, R_TWO_LEVEL=rl.two_level,
+                 BLOCK_R=block_r, BLOCK_N=block_n, SINGLE_TILE=single, EVEN_ROWS=LEAN_ROWS and xl.n_rows % block_r == 0, NARROW=narrow,
                  ONE_PROGRAM=grid == 1),
             num_warps=num_warps,
         )
