@@ -1,6 +1,6 @@
 """Where the host time of one small eager launch goes, on the GPU host (issue 2: <= 10 us per call).
 
-    python scripts/launch_cost_probe.py      # prints a table and writes $OUT/launch_cost.json if OUT is set
+    python bench/results/2026-11-25-h100-session20/launch_cost_probe.py  # prints a table and writes $OUT/launch_cost.json if OUT is set
 
 Times (best of 5 loops, no sync inside, ``bench/common.host_overhead_us``):
 * host calibration: an empty Python call with 7 and 16 arguments, ``x.data_ptr()``, the stream query,
@@ -20,7 +20,7 @@ import tempfile
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from common import host_overhead_us  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
