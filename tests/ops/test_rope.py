@@ -314,13 +314,13 @@ def test_plan_shares_angles_across_heads():
     x = torch.randn(2, 8, 5, 64)  # [B, H, L, D], MLX mode: heads share positions
     plan = RopePlan(x, 64, _rope_view(x, None), None, 5, traditional=False, base=1e4, freqs=None, sections=None,
                     interleaved=False)
-    assert plan.ints_head[1] == 8  # n_groups: the 8 heads
+    assert plan.n_groups == 8  # the 8 heads
     xt = torch.randn(7, 16, 128)  # [T, H, D] with positions per token
     pos = torch.arange(7)
     view = lambda p: p.unsqueeze(-1).expand(7, 16).unsqueeze(0)  # noqa: E731
     plan = RopePlan(xt, 128, view, pos, 0, traditional=False, base=1e4, freqs=None, sections=None, interleaved=False,
                     norm=True)
-    assert plan.ints_head[0] == 7 and plan.ints_head[1] == 16  # 7 position rows x 16 heads
+    assert plan.n_rows == 7 and plan.n_groups == 16  # 7 position rows x 16 heads
 
 
 def test_launch_config_small_and_large_problems():

@@ -231,50 +231,55 @@ def _rope_tile(
 
 @triton.jit(do_not_specialize=["n_rows", "pos_offset"])
 def _rope_kernel(
+    # Ordered by use, so that a decode launch reads few 64-byte lines of the constant bank (about 20 ns per
+    # extra line at decode sizes, session 20): the first line (48 bytes from 0x210) holds what every launch
+    # reads, the second what one tensor adds (with its norm), the third what a q/k pair adds
+    # (scripts/cbank_lines.py). Shapes stay runtime arguments: masks that vanish when a length is a
+    # compile-time power of two made the decode launches slower (session 20, run 16).
     x_ptr,  # [R, G, D]: position row r (layout x_*), group g at + g * x_gs, unit column stride
     y_ptr,  # [R, G, D] output, layout y_*, group stride y_gs
-    w_ptr,  # [D] norm weight (DO_NORM and HAS_WEIGHT)
-    x2_ptr,  # PAIR: a second tensor [R, G2, D] with the same position rows (layout x2_*)
-    y2_ptr,  # PAIR: its output (layout y2_*)
-    w2_ptr,  # PAIR: its norm weight
     freq_ptr,  # [dims/2] fp32 inv_freq table, or MLX freqs with inv_freq = 1 / freqs (HAS_FREQS)
     pos_ptr,  # positions of row r at index p_* (3 levels); stream k at + k * p_sec (HAS_POS_TENSOR)
+    scale,
+    pos_offset,  # added to every position (MLX offset)
     n_rows,
-    n_groups,
-    n_groups2,
-    group_blocks,  # program-id-1 values of the first tensor; the rest are the second's
+    eps,
+    w_ptr,  # [D] norm weight (DO_NORM and HAS_WEIGHT)
     head_dim,
     half,  # dims / 2 rotated pairs
-    x_inner,
-    x_so,
     x_si,
     x_gs,
-    y_inner,
-    y_so,
     y_si,
     y_gs,
-    x2_inner,
-    x2_so,
+    w_offset,
+    n_groups,
+    x2_ptr,  # PAIR: a second tensor [R, G2, D] with the same position rows (layout x2_*)
+    y2_ptr,  # PAIR: its output (layout y2_*)
+    group_blocks,  # program-id-1 values of the first tensor; the rest are the second's
+    n_groups2,
     x2_si,
     x2_gs,
-    y2_inner,
-    y2_so,
     y2_si,
     y2_gs,
+    w2_ptr,  # PAIR: its norm weight
+    x_inner,
+    x_so,
+    y_inner,
+    y_so,
+    x2_inner,
+    x2_so,
+    y2_inner,
+    y2_so,
     p_n1,
     p_n2,
     p_s0,
     p_s1,
     p_s2,
     p_sec,
-    pos_offset,  # added to every position (MLX offset)
     seq_len,  # ADD_ROW_INDEX: position of row r is pos_offset + r % seq_len
     sec1,  # contiguous sections: cumulative bounds; interleaved: 3 * sections[1]
     sec2,  # contiguous: cumulative; interleaved: 3 * sections[2]
     sec3,  # contiguous: cumulative (4 sections)
-    scale,
-    eps,
-    w_offset,
     BLOCK_R: tl.constexpr,
     BLOCK_G: tl.constexpr,
     BLOCK_H: tl.constexpr,
@@ -384,10 +389,6 @@ class _Layouts:
         self.x_gs = x_strides[gd] if gd is not None else 0
         self.y_gs = y_strides[gd] if gd is not None else 0
 
-    def ints(self) -> tuple[int, ...]:
-        return (self.x.inner, self.x.stride_outer, self.x.stride_inner, self.x_gs,
-                self.y.inner, self.y.stride_outer, self.y.stride_inner, self.y_gs)
-
 
 def launch_config(n_rows: int, n_groups: int, row_elems: int, total: int, sm_count: int) -> tuple[int, int, int]:
     """(BLOCK_G, BLOCK_R, num_warps) for ``n_rows`` position rows x ``n_groups`` heads.
@@ -446,7 +447,7 @@ class RopePlan:
         self.pos_view = pos_view
         view = pos_view(pos_raw) if pos_raw is not None else None
         pos_strides = list(view.stride()[1:]) if view is not None else [0] * len(rows_shape)
-        self.p_sec = view.stride(0) if view is not None else 0
+        p_sec = view.stride(0) if view is not None else 0
 
         gd = group_dim(rows_shape, pos_strides, seq_len > 0, list(x2.shape[:-1]) if x2 is not None else None)
         if gd == -1:
@@ -460,7 +461,7 @@ class RopePlan:
         self.copy_pos = view is not None and index is None
         if self.copy_pos:
             full = contiguous_strides(view.shape)
-            self.p_sec = full[0]
+            p_sec = full[0]
             index = index_levels(sub_shape, _drop(full[1:], gd))
         index = index or index_levels(sub_shape, [0] * len(sub_shape))
 
@@ -477,9 +478,14 @@ class RopePlan:
         self.has_pos = view is not None
         self.freqs_given = freqs is not None
         self.table = None if freqs is not None else inv_freq_table(dims, base, x.device)
-        self.ints_head = (n_rows, lay.n_groups, lay2.n_groups, group_blocks, head_dim, half, *lay.ints(),
-                          *lay2.ints(), index.n1, index.n2, index.s0, index.s1, index.s2)
-        self.ints_tail = (max(seq_len, 1), sec1, sec2, sec3)
+        self.n_rows = n_rows
+        # the integer arguments in signature order, around the per-call pointers and scalars
+        self.ints_one = (head_dim, half, lay.x.stride_inner, lay.x_gs, lay.y.stride_inner, lay.y_gs)
+        self.ints_two = (group_blocks, lay2.n_groups, lay2.x.stride_inner, lay2.x_gs, lay2.y.stride_inner, lay2.y_gs)
+        self.ints_rest = (lay.x.inner, lay.x.stride_outer, lay.y.inner, lay.y.stride_outer, lay2.x.inner,
+                          lay2.x.stride_outer, lay2.y.inner, lay2.y.stride_outer, index.n1, index.n2, index.s0,
+                          index.s1, index.s2, p_sec, max(seq_len, 1), sec1, sec2, sec3)
+        self.n_groups = lay.n_groups
         levels = pos_levels(n_rows, index.n1, index.n2, index.s0, index.s1, index.s2)
         self.launch = Launch(
             _rope_kernel, (triton.cdiv(n_rows, block_r), grid_g),
@@ -511,7 +517,8 @@ class RopePlan:
         if self.copy_vectors:
             weight, weight2, freqs = (None if t is None else t.contiguous() for t in (weight, weight2, freqs))
         w = weight if weight is not None else x
-        self.launch(x, y, w, x2 if x2 is not None else x, y2 if y2 is not None else y,
-                    weight2 if weight2 is not None else w, freqs if self.freqs_given else self.table, pos,
-                    *self.ints_head, self.p_sec, offset, *self.ints_tail, scale, eps, weight_offset)
+        self.launch(x, y, freqs if self.freqs_given else self.table, pos, scale, offset, self.n_rows, eps, w,
+                    *self.ints_one, weight_offset, self.n_groups, x2 if x2 is not None else x,
+                    y2 if y2 is not None else y, *self.ints_two, weight2 if weight2 is not None else w,
+                    *self.ints_rest)
         return y if y2 is None else (y, y2)
