@@ -219,6 +219,18 @@ def _x_group(xp, m, M):
 
 
 @triton.jit
+def _x_step(x_ptr, m, g, stride_xm, M, GS: tl.constexpr, KS: tl.constexpr):
+    """x of the ``KS``-code MLX step from group ``g`` as ``[KS, MP]`` in the column order
+    ``_tile_columns(AFFINE, KS)`` (rows ``>= M``: 0): each row's codes are loaded in order (16-byte pieces),
+    then reordered in registers (code ``8 (c F + f) + 4 e + i`` -> column ``((i F + f) 4 + c) 2 + e``)."""
+    F: tl.constexpr = KS // 32
+    MP: tl.constexpr = m.shape[0]
+    xn = tl.load(x_ptr + m[:, None] * stride_xm + (g * GS + tl.arange(0, KS))[None, :], mask=(m < M)[:, None],
+                 other=0.0)
+    return tl.reshape(tl.permute(tl.reshape(xn, (MP, 4, F, 2, 4)), (4, 2, 1, 3, 0)), (KS, MP))
+
+
+@triton.jit
 def _dequantized(t, S, B, X_F16: tl.constexpr):
     """``[BN, GS]`` tile of ``OFF + q`` (16-bit floats) -> ``S q + B`` in x's dtype (``S, B``: ``[BN]`` fp32;
     ``q`` is exact after the subtraction, the FMA rounds once, as a dequantized bf16/fp16 weight)."""
@@ -449,20 +461,18 @@ def mmv_kernel(
     acc = tl.zeros([BN, MP], dtype=tl.float32)
     if PACKED:  # MLX affine or Q4_K: GPS groups a step of GPS * GS codes, x of the next step loaded before the dot
         KS: tl.constexpr = GPS * GS
-        if FMT == Q4_K:
-            kcol_s = _q4k_word_columns(KS)
-        else:
-            kcol_s = _tile_columns(FMT, KS)
-        xs = _x_group(_x_ptrs(x_ptr, m, kcol_s, g_lo, stride_xm, GS), m, tl.where(g_lo < g_hi, M, 0))
         if FMT == Q4_K:  # its headers come with the code words, through the cp.async pipeline
+            kcol_s = _q4k_word_columns(KS)
+            xs = _x_group(_x_ptrs(x_ptr, m, kcol_s, g_lo, stride_xm, GS), m, tl.where(g_lo < g_hi, M, 0))
             for g in range(g_lo, g_hi, GPS):
                 nxt = _x_group(_x_ptrs(x_ptr, m, kcol_s, g + GPS, stride_xm, GS), m, tl.where(g + GPS < g_hi, M, 0))
                 acc = _q4k_packed_step(xs, w_ptr, rows, g, stride_wn, acc, BN, X_F16, ASM)
                 xs = nxt
         else:  # scales and biases (2-byte pieces, which cp.async cannot take) loaded a step ahead too
+            xs = _x_step(x_ptr, m, g_lo, stride_xm, tl.where(g_lo < g_hi, M, 0), GS, KS)
             S, B = _affine_scales(s_ptr, b_ptr, rows, g_lo, g_hi, stride_sn, GPS)
             for g in range(g_lo, g_hi, GPS):
-                nxt = _x_group(_x_ptrs(x_ptr, m, kcol_s, g + GPS, stride_xm, GS), m, tl.where(g + GPS < g_hi, M, 0))
+                nxt = _x_step(x_ptr, m, g + GPS, stride_xm, tl.where(g + GPS < g_hi, M, 0), GS, KS)
                 S_nxt, B_nxt = _affine_scales(s_ptr, b_ptr, rows, g + GPS, g_hi, stride_sn, GPS)
                 acc = _affine_step(xs, S, B, w_ptr, rows, g, stride_wn, acc, BN, GS, KS, X_F16, ASM)
                 xs, S, B = nxt, S_nxt, B_nxt
