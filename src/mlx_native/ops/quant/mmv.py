@@ -96,20 +96,6 @@ def _tile_columns(FMT: tl.constexpr, GS: tl.constexpr):
 
 
 @triton.jit
-def _q4k_word_columns(KS: tl.constexpr):
-    """``[KS]`` offset within its ``KS``-code step (whole 32-byte chunks of a Q4_K super-block) of the code held by
-    each column of a tile of :func:`_tile` made of all four shifts of each word: word ``w`` is bytes ``4 (w % 8)``
-    to ``+ 3`` of chunk ``w // 8``, shift ``i`` takes sub-block ``2 chunk + i % 2``, values ``i // 2`` and
-    ``i // 2 + 2`` of those bytes (half ``e``)."""
-    F: tl.constexpr = KS // 32  # words per thread and row
-    col = tl.arange(0, KS)
-    i = col // (8 * F)
-    word = ((col // 2) % 4) * F + (col // 8) % F
-    e = col % 2
-    return 32 * (2 * (word // 8) + i % 2) + 4 * (word % 8) + i // 2 + 2 * e
-
-
-@triton.jit
 def _magic_pairs(w, shifts, X_F16: tl.constexpr):
     """``[BN, NW]`` int32 words, ``[NI]`` shifts -> ``[BN, NW, NI, 2]`` 16-bit floats ``OFF + q``:
     half ``e`` of ``(w >> shift) & 0x000F000F``."""
@@ -219,15 +205,24 @@ def _x_group(xp, m, M):
 
 
 @triton.jit
-def _x_step(x_ptr, m, g, stride_xm, M, GS: tl.constexpr, KS: tl.constexpr):
-    """x of the ``KS``-code MLX step from group ``g`` as ``[KS, MP]`` in the column order
-    ``_tile_columns(AFFINE, KS)`` (rows ``>= M``: 0): each row's codes are loaded in order (16-byte pieces),
-    then reordered in registers (code ``8 (c F + f) + 4 e + i`` -> column ``((i F + f) 4 + c) 2 + e``)."""
+def _x_step(x_ptr, m, g, stride_xm, M, GS: tl.constexpr, KS: tl.constexpr, FMT: tl.constexpr):
+    """x of the ``KS`` codes from group ``g`` as ``[KS, MP]`` in the column order of the tiles that meet it
+    (rows ``>= M``: 0): each row's codes are loaded in order (8- or 16-byte pieces), then reordered in registers
+    (``c = 2 c1 + c0``, ``i = 2 i1 + i0``; every order maps code -> column ``((i F + f) 4 + c) 2 + e``):
+    MLX (``_tile_columns(AFFINE, KS)``): code ``8 (c F + f) + 4 e + i``;
+    Q4_0 / Q4_1 (``_tile_columns(FMT, 32)``, ``F = 1``): code ``16 i0 + 4 c + 2 e + i1``;
+    Q4_K (the 128-code tiles of :func:`_q4k_packed_step`): code ``64 c1 + 32 i0 + 16 c0 + 4 f + 2 e + i1``."""
     F: tl.constexpr = KS // 32
     MP: tl.constexpr = m.shape[0]
     xn = tl.load(x_ptr + m[:, None] * stride_xm + (g * GS + tl.arange(0, KS))[None, :], mask=(m < M)[:, None],
                  other=0.0)
-    return tl.reshape(tl.permute(tl.reshape(xn, (MP, 4, F, 2, 4)), (4, 2, 1, 3, 0)), (KS, MP))
+    if FMT == AFFINE:  # [m, c, f, e, i] -> [i, f, c, e, m]
+        xt = tl.permute(tl.reshape(xn, (MP, 4, F, 2, 4)), (4, 2, 1, 3, 0))
+    elif FMT == Q4_K:  # [m, c1, i0, c0, f, e, i1] -> [i1, i0, f, c1, c0, e, m]
+        xt = tl.permute(tl.reshape(xn, (MP, 2, 2, 2, F, 2, 2)), (6, 2, 4, 1, 3, 5, 0))
+    else:  # [m, i0, c, e, i1] -> [i1, i0, c, e, m]
+        xt = tl.permute(tl.reshape(xn, (MP, 2, 4, 2, 2)), (4, 1, 2, 3, 0))
+    return tl.reshape(xt, (KS, MP))
 
 
 @triton.jit
@@ -332,8 +327,9 @@ def _q4k_packed_step(xs, w_ptr, rows, g, stride_wn, acc, BN: tl.constexpr, X_F16
     """``acc [BN, MP] += dot(S q + B, x)`` over half a Q4_K super-block (4 sub-blocks of 32 codes, from sub-block
     ``g``, a multiple of 4): the 16 code words of each row are one contiguous load, every shift of a word is
     dequantized (even shifts sub-block ``2 c``, odd ``2 c + 1`` of its chunk ``c``), two codes an instruction with
-    ``S = d sc``, ``B = -dmin m`` rounded to x's dtype once per sub-block; ``xs [128, MP]`` follows
-    :func:`_q4k_word_columns`."""
+    ``S = d sc``, ``B = -dmin m`` rounded to x's dtype once per sub-block; ``xs [128, MP]``: :func:`_x_step`
+    (word ``w`` of a row is bytes ``4 (w % 8)`` to ``+ 3`` of chunk ``w // 8``, shift ``i`` takes sub-block
+    ``2 chunk + i % 2``, values ``i // 2`` and ``i // 2 + 2`` of those bytes, half ``e``)."""
     dt: tl.constexpr = tl.float16 if X_F16 else tl.bfloat16
     base = (rows * stride_wn + (g // 8) * 144)[:, None]  # [BN, 1]
     d, dmin, s1, s2, s3 = _q4k_header(w_ptr, base, None)
@@ -461,18 +457,16 @@ def mmv_kernel(
     acc = tl.zeros([BN, MP], dtype=tl.float32)
     if PACKED:  # MLX affine or Q4_K: GPS groups a step of GPS * GS codes, x of the next step loaded before the dot
         KS: tl.constexpr = GPS * GS
+        xs = _x_step(x_ptr, m, g_lo, stride_xm, tl.where(g_lo < g_hi, M, 0), GS, KS, FMT)
         if FMT == Q4_K:  # its headers come with the code words, through the cp.async pipeline
-            kcol_s = _q4k_word_columns(KS)
-            xs = _x_group(_x_ptrs(x_ptr, m, kcol_s, g_lo, stride_xm, GS), m, tl.where(g_lo < g_hi, M, 0))
             for g in range(g_lo, g_hi, GPS):
-                nxt = _x_group(_x_ptrs(x_ptr, m, kcol_s, g + GPS, stride_xm, GS), m, tl.where(g + GPS < g_hi, M, 0))
+                nxt = _x_step(x_ptr, m, g + GPS, stride_xm, tl.where(g + GPS < g_hi, M, 0), GS, KS, FMT)
                 acc = _q4k_packed_step(xs, w_ptr, rows, g, stride_wn, acc, BN, X_F16, ASM)
                 xs = nxt
         else:  # scales and biases (2-byte pieces, which cp.async cannot take) loaded a step ahead too
-            xs = _x_step(x_ptr, m, g_lo, stride_xm, tl.where(g_lo < g_hi, M, 0), GS, KS)
             S, B = _affine_scales(s_ptr, b_ptr, rows, g_lo, g_hi, stride_sn, GPS)
             for g in range(g_lo, g_hi, GPS):
-                nxt = _x_step(x_ptr, m, g + GPS, stride_xm, tl.where(g + GPS < g_hi, M, 0), GS, KS)
+                nxt = _x_step(x_ptr, m, g + GPS, stride_xm, tl.where(g + GPS < g_hi, M, 0), GS, KS, FMT)
                 S_nxt, B_nxt = _affine_scales(s_ptr, b_ptr, rows, g + GPS, g_hi, stride_sn, GPS)
                 acc = _affine_step(xs, S, B, w_ptr, rows, g, stride_wn, acc, BN, GS, KS, X_F16, ASM)
                 xs, S, B = nxt, S_nxt, B_nxt
@@ -482,12 +476,11 @@ def mmv_kernel(
                             X_F16, PRESCALE)
     else:
         for g in range(g_lo, g_hi, GPS):
-            xp = _x_ptrs(x_ptr, m, kcol, g, stride_xm, GS)
-            acc = _group_step(_x_group(xp, m, M), w_ptr, s_ptr, b_ptr, rows, g, stride_wn, stride_sn, acc, FMT, BN,
-                              GS, X_F16, 0, PRESCALE)
+            acc = _group_step(_x_step(x_ptr, m, g, stride_xm, M, GS, GS, FMT), w_ptr, s_ptr, b_ptr, rows, g,
+                              stride_wn, stride_sn, acc, FMT, BN, GS, X_F16, 0, PRESCALE)
             if GPS == 2:
-                acc = _group_step(_x_group(xp + GS, m, M), w_ptr, s_ptr, b_ptr, rows, g, stride_wn, stride_sn, acc,
-                                  FMT, BN, GS, X_F16, 1, PRESCALE)
+                acc = _group_step(_x_step(x_ptr, m, g + 1, stride_xm, M, GS, GS, FMT), w_ptr, s_ptr, b_ptr, rows, g,
+                                  stride_wn, stride_sn, acc, FMT, BN, GS, X_F16, 1, PRESCALE)
     if not PRESCALE:
         acc = _offset_terms(x_ptr, w_ptr, s_ptr, b_ptr, rows, m, g_lo, g_hi, M, stride_xm, stride_wn, stride_sn,
                             acc, FMT, GS, X_F16, ONE_ROW)
