@@ -14,9 +14,8 @@ in {1, 2, 4, 8, 16}, group scales applied after the dot of raw codes or to the t
 (``PRESCALE_MIN_ROWS``), by tile and stages; the default route of the same call in the same run; outputs checked
 against the default route.
 
-``--packed``: forced on the same way for the given rows, MLX affine tiles dequantized two codes an instruction
-(``PACKED``) or not, by tile, warps, codes per step, stages and programs per SM (GGUF Q4_K: ``PACKED`` off and
-on); the default route and bf16 cuBLAS in the same run.
+``--packed``: forced on the same way for the given rows, packed tiles (``PACKED``) by tile, warps, codes per step
+(MLX), stages and programs per SM; the default route and bf16 cuBLAS in the same run.
 """
 
 from __future__ import annotations
@@ -124,17 +123,19 @@ def _knob_sweep(copy_bw: float, formats: list[str], ms, variants_of, cublas: boo
 
 PACKED_KNOBS = ("PACKED", "MMV_BN_ROWS", "MMV_WARPS_ROWS", "MMV_STEP_ROWS", "MMV_STAGES_ROWS", "PROGRAMS_PER_SM")
 PACKED_VARIANTS = [dict(zip(PACKED_KNOBS, v)) for v in (
-    (False, 64, 4, 128, 3, 2), (True, 64, 4, 128, 3, 2), (True, 64, 4, 256, 3, 2), (True, 64, 4, 512, 2, 2),
-    (True, 64, 4, 256, 4, 2), (True, 64, 4, 256, 3, 4), (True, 128, 8, 256, 3, 2), (True, 128, 8, 512, 2, 2),
-    (True, 128, 8, 128, 4, 2), (True, 128, 4, 256, 3, 2), (True, 64, 4, 512, 3, 4), (True, 128, 8, 256, 4, 1))]
+    (True, 64, 4, 128, 3, 2), (True, 64, 4, 128, 2, 2), (True, 64, 4, 128, 4, 2), (True, 64, 4, 128, 3, 1),
+    (True, 64, 4, 128, 3, 4), (True, 64, 4, 256, 3, 2), (True, 64, 4, 256, 2, 2), (True, 64, 8, 128, 3, 2),
+    (True, 32, 2, 128, 3, 2), (True, 128, 8, 128, 3, 2), (True, 128, 4, 128, 3, 2))]
+Q4K_KNOBS = ("MMV_BN_ROWS", "MMV_WARPS_ROWS", "MMV_STAGES_ROWS", "PROGRAMS_PER_SM")
+Q4K_VARIANTS = [dict(zip(Q4K_KNOBS, v)) for v in (
+    (64, 4, 3, 2), (64, 4, 2, 2), (64, 4, 4, 2), (64, 4, 3, 1), (64, 4, 3, 4), (64, 8, 3, 2), (32, 2, 3, 2),
+    (128, 8, 3, 2))]
 
 
 def _packed_variants(fmt: str) -> list[dict]:
-    """``--packed`` knob sets: the grid for MLX affine, ``PACKED`` off and on (the other knobs at their defaults)
-    for GGUF Q4_K."""
-    if fmt == "affine":
-        return PACKED_VARIANTS
-    return [{"PACKED": False}, {"PACKED": True}]
+    """``--packed`` knob sets: tile, warps, codes per step (MLX), stages and programs per SM around the defaults
+    (session 21, after x tiles were loaded in code order; sessions 19-20 swept ``PACKED`` off and on)."""
+    return PACKED_VARIANTS if fmt == "affine" else Q4K_VARIANTS
 
 
 def main() -> int:

@@ -90,5 +90,6 @@ def cases(dtype=torch.bfloat16) -> list[Case]:
         _head_norm_rope_case("decode", 1, 32, 128, dtype, lig),
         _head_norm_rope_case("decode", 16, 32, 128, dtype, lig),
         _head_norm_rope_case("decode", 4, 16, 256, dtype, lig),
+        _head_norm_rope_case("decode", 1, 8, 256, dtype, lig),  # Gemma-3-4B-like q heads at one token
     ]
     return out

@@ -339,9 +339,13 @@ def test_launch_config_small_and_large_problems():
     assert kernel.launch_config(4, 16, 256, 4 * 16 * 256, sms) == (rows, 1, warps(rows * 256))  # T4 H16 D256
     assert kernel.launch_config(1, 32, 128, 40 * 128, sms) == (rows, 1, warps(rows * 128))  # rope_qk B1 32/8
     assert kernel.launch_config(16, 32, 128, 16 * 32 * 128, sms) == (rows, 1, warps(rows * 128))  # T16 H32 D128
-    assert kernel.launch_config(7, 1, 64, 7 * 64, sms) == (1, rows, warps(rows * 64))  # no head dim: position rows
+    assert kernel.launch_config(17, 1, 64, 17 * 64, sms) == (1, rows, warps(rows * 64))  # no head dim: position rows
     # 2 heads: rows/2 position rows
-    assert kernel.launch_config(3, 2, 64, 3 * 2 * 64, sms) == (2, rows // 2, warps(rows * 64))
+    assert kernel.launch_config(9, 2, 64, 9 * 2 * 64, sms) == (2, rows // 2, warps(rows * 64))
+    # at most SMALL_ROWS head rows in all: one per program, one warp (T1 H8 D256, T7 without heads, T3 H2)
+    assert kernel.launch_config(1, 8, 256, 8 * 256, sms) == (1, 1, 1)
+    assert kernel.launch_config(7, 1, 64, 7 * 64, sms) == (1, 1, 1)
+    assert kernel.launch_config(3, 2, 64, 3 * 2 * 64, sms) == (1, 1, 1)
     assert warps(8 * 128) == 4 and warps(8 * 256) == 8  # the swept decode configs (session 6)
     # large problems keep the verified config: LARGE_GROUP heads, ELEMS_PER_THREAD per thread
     assert kernel.launch_config(8192, 32, 256, 8192 * 32 * 256, sms) == (16, 1, 4)  # T8192 H32 D256

@@ -31,7 +31,9 @@ or half a Q4_K super-block, one contiguous load of 16-byte pieces and one dot, a
 before this step's dot (registers). Offline sm_90 SASS (triton 3.6, 64-row tiles, 128 codes a step): 286
 instructions a step against 508 with the fp32 dequantization. H100 (bench/results/2026-11-25-h100-session19,
 runs 1-3): MLX 4096 x 14336 at 2 / 4 / 8 / 16 rows 25.6 / 25.6 / 26.1 / 27.1 us (the fp32 prescaled tiles: 40-47
-in the same run; cuBLAS bf16 42-43); flat in M, so the cost is the weights' stream, not the rows. Accuracy: MLX
+in the same run; cuBLAS bf16 42-43); flat in M, so the cost is the weights' stream, not the rows. Each row's x
+of a step is loaded in code order (16-byte pieces) and reordered in registers (:func:`_x_step`; session 21 run 1:
+MLX 3-16 rows 9-15% faster, 4096 x 14336 M16 26.1 -> 22.7 us; Q4_K 11-19%). Accuracy: MLX
 tiles round once, as the dequantized weight does; Q4_K's ``S = d sc`` and ``B = -dmin m`` are rounded to x's
 dtype once per sub-block, so each weight is rounded twice (on random blocks, in the interpreter's form of the same
 math, the max error was 0.75-1.95x that of a bf16 / fp16 dequantize-then-matmul in 24 cases: inside DESIGN.md's
@@ -562,7 +564,8 @@ def prefer(m: int, n: int, k: int, fmt: int = AFFINE.value) -> bool:
 
     * GGUF Q4_0 / Q4_1 blocks: never. Scales and codes interleave in 18/20-byte blocks, so the loads are 4-byte
       ones, and the word-level kernel measured faster on every Llama-3-8B shape (Q4_0 4096 x 14336 at 2-16 rows:
-      94-110 us here against 58-61 there).
+      94-110 us here against 58-61 there). Packed tiles do not change that (session 21 runs 3-4: 100-125 us with
+      pairs or fours of blocks a step): the loads are the cost, not the dequantization.
     * GGUF Q4_K, 2-16 rows: always (packed tiles, session 19 runs 6-7: 30-34 us on the 8B shapes, 12.6 on 4096 x
       4096, against the general kernel's 72-83 / 26-27); one row has its streamed kernels, two the integer-dot
       rows kernel (``q4k_idot_rows.IDOT_ROWS_MAX``).
