@@ -10,7 +10,8 @@
 # by an earlier one, so: one call carries .model_a and copies it out of the tree
 # (mkdir -p /tmp/smollm2_parts && cp .model_a/part_* /tmp/smollm2_parts/), the next one
 # (within the machine's idle time, 30 s) carries .model_b and a folder .whl_gguf with the
-# gguf wheel (the only wheel these tests need) and runs this script.
+# gguf wheel (the only wheel these tests need) and runs this script. A part is ~48 MiB and the tracked tree
+# ~12 MiB, so beside a part carry .whl_gguf (gguf, and liger-kernel for a bench), not .whl (mlx-cpu alone is 11 MB).
 #
 # Writes under $OUT (default /tmp/mlx-native-out): env.txt, smollm2_pytest.log,
 # generate.log, cli_bench.md, model_bench.log and model_bench/ (model_results.json/.md).
@@ -19,8 +20,11 @@ OUT=${OUT:-/tmp/mlx-native-out}
 mkdir -p "$OUT"
 SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 
-if ls .whl*/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl*/*.whl \
+# one file per wheel name: a .whl/ left on the machine by an earlier call may hold the same wheel again, and pip
+# refuses two copies of one version (session 21, run 8)
+wheels=$(ls .whl*/*.whl 2>/dev/null | awk -F/ '!seen[$NF]++')
+if [ -n "$wheels" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $wheels \
     && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONPATH=$PWD/src:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}
