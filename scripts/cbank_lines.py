@@ -50,8 +50,9 @@ def _h100() -> None:
     env.settings = dataclasses.replace(env.settings, triton_interpret=True, nan_fill=False, backend="auto")
 
 
-def compile_launch(ln, args) -> tuple[str, dict[int, str]]:
-    """(SASS, {parameter offset: name}) of one recorded launch, specialized as Triton's launcher would."""
+def compile_recorded(ln, args):
+    """``(compiled kernel, signature)`` of one recorded launch for sm_90, its arguments specialized as Triton's
+    launcher would (``compiled.asm`` holds ``ttgir``, ``ptx``, ``cubin``)."""
     kernel = ln.kernel
     backend = CUDABackend(TARGET)
     binder = create_function_from_signature(kernel.signature, kernel.params, backend)
@@ -59,7 +60,12 @@ def compile_launch(ln, args) -> tuple[str, dict[int, str]]:
     bound, specialization, _ = binder(*args, **kwargs)
     options, signature, constexprs, attrs = kernel._pack_args(backend, kwargs, bound, specialization, None)
     src = ASTSource(kernel, signature, constexprs, attrs)
-    compiled = triton.compile(src, target=TARGET, options=options.__dict__)
+    return triton.compile(src, target=TARGET, options=options.__dict__), signature
+
+
+def compile_launch(ln, args) -> tuple[str, dict[int, str]]:
+    """(SASS, {parameter offset: name}) of one recorded launch, specialized as Triton's launcher would."""
+    compiled, signature = compile_recorded(ln, args)
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(compiled.asm["cubin"])
     sass = subprocess.run([os.path.join(BIN, "nvdisasm"), "-c", f.name], capture_output=True, text=True).stdout
