@@ -40,8 +40,8 @@ math, the max error was 0.75-1.95x that of a bf16 / fp16 dequantize-then-matmul 
 2x bar, with little room).
 
 Column order: the dequantized group tile is permuted so that each thread's register pairs
-come straight from its own words, and ``x`` is gathered in the same order, so the dot is
-unchanged (:func:`_tile_columns`). The formats differ only in which code a nibble is: MLX puts
+come straight from its own words (:func:`_tile`), and ``x`` is reordered the same way, so the dot is
+unchanged (:func:`_x_step`; the unpacked Q4_K tiles gather x through :func:`_q4k_columns`). The formats differ only in which code a nibble is: MLX puts
 the nibbles of a word in column order, GGUF interleaves two bytes' low and high nibbles; a
 Q4_K word mixes two sub-blocks (even / odd shifts), so its tiles take two of the four shifts.
 
@@ -81,20 +81,13 @@ from .qmm import store_result
 
 
 @triton.jit
-def _tile_columns(FMT: tl.constexpr, GS: tl.constexpr):
-    """``[GS]`` offset within its group of the code held by each column of a tile of :func:`_tile`."""
-    NI: tl.constexpr = 2 if FMT == Q4_K else 4  # shifts per tile
-    F: tl.constexpr = GS // (8 * NI)  # words per thread and row
+def _q4k_columns(GS: tl.constexpr):
+    """``[GS]`` offset within its Q4_K sub-block of the code held by each column of an unpacked Q4_K tile of
+    :func:`_tile` (two shifts a word, ``F`` words per thread and row): shift ``2 i + parity`` of word ``w`` is
+    byte ``4 w + i`` (``+ 2`` for the high half). The other tiles meet x reordered in registers (:func:`_x_step`)."""
+    F: tl.constexpr = GS // 16
     col = tl.arange(0, GS)
-    i = col // (8 * F)
-    word = ((col // 2) % 4) * F + (col // 8) % F
-    e = col % 2
-    if FMT == AFFINE:
-        return 8 * word + i + 4 * e
-    elif FMT == Q4_K:  # shift 2 i + parity: byte 4 word + i (+ 2 for the high half)
-        return 4 * word + i + 2 * e
-    else:  # Q4_0 / Q4_1: shift i: byte 4 word + i // 2 + 2 e, its high nibble for odd i
-        return 4 * word + i // 2 + 2 * e + 16 * (i % 2)
+    return 4 * (((col // 2) % 4) * F + (col // 8) % F) + col // (8 * F) + 2 * (col % 2)
 
 
 @triton.jit
@@ -114,8 +107,8 @@ def _magic_pairs(w, shifts, X_F16: tl.constexpr):
 
 @triton.jit
 def _tile(d, BN: tl.constexpr, GS: tl.constexpr):
-    """``[BN, NW, NI, 2]`` pairs of :func:`_magic_pairs` -> ``[BN, GS]`` tile in column order
-    :func:`_tile_columns` (word ``c F + f``, shift ``i``, half ``e`` -> column ``((i F + f) 4 + c) 2 + e``)."""
+    """``[BN, NW, NI, 2]`` pairs of :func:`_magic_pairs` -> ``[BN, GS]`` tile, word ``c F + f``, shift ``i``,
+    half ``e`` in column ``((i F + f) 4 + c) 2 + e`` (each thread's register pairs come from its own words)."""
     NI: tl.constexpr = d.shape[2]
     F: tl.constexpr = d.shape[1] // 4
     d = tl.reshape(d, (BN, 4, F, NI, 2))
@@ -211,8 +204,8 @@ def _x_step(x_ptr, m, g, stride_xm, M, GS: tl.constexpr, KS: tl.constexpr, FMT: 
     """x of the ``KS`` codes from group ``g`` as ``[KS, MP]`` in the column order of the tiles that meet it
     (rows ``>= M``: 0): each row's codes are loaded in order (8- or 16-byte pieces), then reordered in registers
     (``c = 2 c1 + c0``, ``i = 2 i1 + i0``; every order maps code -> column ``((i F + f) 4 + c) 2 + e``):
-    MLX (``_tile_columns(AFFINE, KS)``): code ``8 (c F + f) + 4 e + i``;
-    Q4_0 / Q4_1 (``_tile_columns(FMT, 32)``, ``F = 1``): code ``16 i0 + 4 c + 2 e + i1``;
+    MLX: code ``8 (c F + f) + 4 e + i`` (the nibbles of a word in order);
+    Q4_0 / Q4_1 (one block, ``F = 1``): code ``16 i0 + 4 c + 2 e + i1`` (byte ``l``: codes ``l``, ``l + 16``);
     Q4_K (the 128-code tiles of :func:`_q4k_packed_step`): code ``64 c1 + 32 i0 + 16 c0 + 4 f + 2 e + i1``."""
     F: tl.constexpr = KS // 32
     MP: tl.constexpr = m.shape[0]
@@ -314,7 +307,7 @@ def _affine_step(xs, S, B, w_ptr, rows, g, stride_wn, acc, BN: tl.constexpr, GS:
     """``acc [BN, MP] += dot(S q + B, x)`` over the ``KS`` codes (``KS / GS`` MLX groups) of a loop step from group
     ``g``, scales and biases ``S, B [BN, KS / GS]`` in x's dtype (:func:`_affine_scales`): each row's ``KS / 8``
     words are one contiguous load, dequantized two codes an instruction (:func:`_packed_pairs`) into one tile of
-    the column order ``_tile_columns(AFFINE, KS)``, which ``xs [KS, MP]`` follows."""
+    the column order of :func:`_x_step`'s MLX case, which ``xs [KS, MP]`` follows."""
     WPS: tl.constexpr = KS // 8
     G: tl.constexpr = KS // GS
     w = tl.load(w_ptr + rows[:, None] * stride_wn + (g * (GS // 8) + tl.arange(0, WPS))[None, :])
@@ -453,7 +446,6 @@ def mmv_kernel(
     row_ok = rows < N
     rows = tl.where(row_ok, rows, 0)
     m = tl.arange(0, MP)
-    kcol = _tile_columns(FMT, GS)
     g_lo = pid_k * groups_per_split
     g_hi = tl.minimum(K // GS, g_lo + groups_per_split)
     acc = tl.zeros([BN, MP], dtype=tl.float32)
@@ -474,7 +466,7 @@ def mmv_kernel(
                 xs, S, B = nxt, S_nxt, B_nxt
     elif FMT == Q4_K:
         for g in range(g_lo, g_hi, GPS):
-            acc = _q4k_step(_x_ptrs(x_ptr, m, kcol, g, stride_xm, GS), w_ptr, rows, m, g, M, stride_wn, acc, BN,
+            acc = _q4k_step(_x_ptrs(x_ptr, m, _q4k_columns(GS), g, stride_xm, GS), w_ptr, rows, m, g, M, stride_wn, acc, BN,
                             X_F16, PRESCALE)
     else:
         for g in range(g_lo, g_hi, GPS):
