@@ -18,9 +18,9 @@ to check by hand, not findings: the streamed one-row mat-vecs (``affine_idot``, 
 ``gemv``) put consecutive words of one row on adjacent lanes of a K-major tile by design and read wrongly here,
 as do the split-K partials ``[BN, M]`` (N-major in memory) and x chunks that lie side by side. Session 21's real
 finds were the tensor-core kernel's Q4_0 code words and Q4_K headers (32 lines an instruction; fixed on branch
-``mmv-wavefronts``, not yet timed) and the general kernel's Q4_0 scales (``qmm_kernel`` ``d``). Loads touching 16 or more lines an instruction are marked ``<<``; by default only
-those are listed (``--all``: every load). Use the device's Triton 3.6 (``PYTHONPATH=/tmp/tri36/site``): layouts
-differ between versions.
+``mmv-wavefronts``, not yet timed) and the general kernel's Q4_0 scales (``qmm_kernel`` ``d``). Loads touching
+16 or more lines an instruction are marked ``<<``; by default only those are listed (``--all``: every load). Use
+the device's Triton 3.6 (``PYTHONPATH=/tmp/tri36/site``): layouts differ between versions.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ import mlx_native as mn  # noqa: E402
 from mlx_native.kernels import launch as launch_mod  # noqa: E402
 
 ELEM_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "i1": 1}
-LOAD = re.compile(r"%(\w+?)(?:_\d+)? = (tt\.load|ttg\.async_copy_global_to_local) .*?: tensor<([0-9x]+)x!tt\.ptr<(\w+)>, "
+LOAD = re.compile(r"%(\w+?)(?:_\d+)? = (tt\.load|ttg\.async_copy_global_to_local) .*?: "
+                  r"tensor<([0-9x]+)x!tt\.ptr<(\w+)>, "
                   r"(#[\w.<>{}=, \[\]#]+?)>(?: ->| loc|$)")
 BLOCKED = re.compile(r"^(#blocked\d*) = #ttg\.blocked<\{sizePerThread = \[([\d, ]+)\], threadsPerWarp = \[([\d, ]+)\], "
                      r"warpsPerCTA = \[([\d, ]+)\], order = \[([\d, ]+)\]\}>", re.M)
@@ -148,8 +149,9 @@ def main() -> int:
             for r in survey(compiled.asm["ttgir"]):
                 if args.all or r["lines"] >= HOT:
                     mark = " <<" if r["lines"] >= HOT else ""
+                    vec = f"{r['vec']}{'?' if r['guess'] else ''}"
                     print(f"| {name} | {ln.kernel.__name__} | {r['name']} | {r['op']} | {r['shape']} {r['dtype']} | "
-                          f"{r['vec']}{'?' if r['guess'] else ''} | {r['lanes_row']} | {r['rows']} | {r['lines']}{mark} |", flush=True)
+                          f"{vec} | {r['lanes_row']} | {r['rows']} | {r['lines']}{mark} |", flush=True)
     return 0
 
 

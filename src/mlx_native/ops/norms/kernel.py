@@ -170,7 +170,8 @@ class NormPlan:
             _norm_kernel, (grid,),
             dict(N=n_cols, INV_N=1.0 / n_cols if mean else 1.0, HAS_WEIGHT=weight is not None,
                  HAS_RESIDUAL=residual is not None, X_TWO_LEVEL=xl.two_level, R_TWO_LEVEL=rl.two_level,
-                 BLOCK_R=block_r, BLOCK_N=block_n, SINGLE_TILE=single, EVEN_ROWS=LEAN_ROWS and xl.n_rows % block_r == 0, NARROW=narrow,
+                 BLOCK_R=block_r, BLOCK_N=block_n, SINGLE_TILE=single,
+                 EVEN_ROWS=LEAN_ROWS and xl.n_rows % block_r == 0, NARROW=narrow,
                  ONE_PROGRAM=grid == 1),
             num_warps=num_warps,
         )

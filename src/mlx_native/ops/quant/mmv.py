@@ -41,9 +41,10 @@ math, the max error was 0.75-1.95x that of a bf16 / fp16 dequantize-then-matmul 
 
 Column order: the dequantized group tile is permuted so that each thread's register pairs
 come straight from its own words (:func:`_tile`), and ``x`` is reordered the same way, so the dot is
-unchanged (:func:`_x_step`; the unpacked Q4_K tiles gather x through :func:`_q4k_columns`). The formats differ only in which code a nibble is: MLX puts
-the nibbles of a word in column order, GGUF interleaves two bytes' low and high nibbles; a
-Q4_K word mixes two sub-blocks (even / odd shifts), so its tiles take two of the four shifts.
+unchanged (:func:`_x_step`; the unpacked Q4_K tiles gather x through :func:`_q4k_columns`). The formats
+differ only in which code a nibble is: MLX puts the nibbles of a word in column order, GGUF interleaves
+two bytes' low and high nibbles; a Q4_K word mixes two sub-blocks (even / odd shifts), so its tiles take
+two of the four shifts.
 
 Loads: every code word is an aligned int32 load, so the software pipeline streams the weights
 with ``cp.async`` (which needs 4-byte pieces). MLX words, Q4_1 codes (20-byte blocks) and Q4_K
@@ -466,8 +467,8 @@ def mmv_kernel(
                 xs, S, B = nxt, S_nxt, B_nxt
     elif FMT == Q4_K:
         for g in range(g_lo, g_hi, GPS):
-            acc = _q4k_step(_x_ptrs(x_ptr, m, _q4k_columns(GS), g, stride_xm, GS), w_ptr, rows, m, g, M, stride_wn, acc, BN,
-                            X_F16, PRESCALE)
+            acc = _q4k_step(_x_ptrs(x_ptr, m, _q4k_columns(GS), g, stride_xm, GS), w_ptr, rows, m, g, M, stride_wn,
+                            acc, BN, X_F16, PRESCALE)
     else:
         for g in range(g_lo, g_hi, GPS):
             acc = _group_step(_x_step(x_ptr, m, g, stride_xm, M, GS, GS, FMT), w_ptr, s_ptr, b_ptr, rows, g,
