@@ -133,9 +133,12 @@ def _f16(w_ptr, off, mask):
 
 
 @triton.jit
-def _i32(w_ptr, off, mask):
-    """int32 at byte offset ``off`` (4-byte aligned) of the raw blocks."""
-    return _ld((w_ptr + off).to(tl.pointer_type(tl.int32)), mask)
+def _word(w_ptr, word, mask):
+    """int32 word ``word`` of the raw blocks. Indexed by words, not by byte offsets cast to an int32 pointer:
+    only then does the compiler see the words of a row as contiguous, give them adjacent lanes and vector loads;
+    through byte offsets it put 32 rows on a warp's lanes, one 4-byte piece each (32 cache lines an instruction,
+    offline TTGIR of session 21)."""
+    return _ld(w_ptr.to(tl.pointer_type(tl.int32)) + word, mask)
 
 
 @triton.jit
@@ -150,11 +153,11 @@ def _k_scale_min(s1, s2, s3, j):
 
 
 @triton.jit
-def _q4k_header(w_ptr, off, mask):
-    """Q4_K super-block headers at byte offsets ``off [BN, NB]`` (16-byte aligned; one vector load
-    each) -> ``(d, dmin)`` fp32 and the three words ``s1, s2, s3`` of the 12 scale bytes, ``[BN, NB]``."""
+def _q4k_header(w_ptr, word, mask):
+    """Q4_K super-block headers at words ``word [BN, NB]`` (multiples of 4: one 16-byte load each) ->
+    ``(d, dmin)`` fp32 and the three words ``s1, s2, s3`` of the 12 scale bytes, ``[BN, NB]``."""
     m3 = None if mask is None else mask[:, :, None]
-    h = _i32(w_ptr, off[:, :, None] + 4 * tl.arange(0, 4)[None, None, :], m3)
+    h = _word(w_ptr, tl.multiple_of(word, (4, 4))[:, :, None] + tl.arange(0, 4)[None, None, :], m3)
     even, odd = tl.split(tl.reshape(h, (h.shape[0], h.shape[1], 2, 2)))  # words 0, 2 and 1, 3
     dd, s2 = tl.split(even)
     s1, s3 = tl.split(odd)
@@ -176,13 +179,14 @@ def _group_words(w_ptr, s_ptr, rows, g, stride_wn, stride_sn, FMT: tl.constexpr,
     else:
         base = rows * stride_wn + g * (20 if FMT == Q4_1 else 18)
         S = _f16(w_ptr, base, None)
-        if FMT == Q4_1:
-            w = _i32(w_ptr, base[:, None] + 4 + 4 * wj[None, :], None)
-        elif ODD:  # Q4_0 codes at a 4-byte boundary
-            w = _i32(w_ptr, base[:, None] + 2 + 4 * wj[None, :], None)
+        row_w = rows * (stride_wn // 4)  # a row is a whole number of words (Q4_0: an even number of blocks)
+        if FMT == Q4_1:  # block g: words 5 g (d, m) and 5 g + 1 .. 5 g + 4 (codes)
+            w = _word(w_ptr, (row_w + 5 * g + 1)[:, None] + wj[None, :], None)
+        elif ODD:  # Q4_0 codes at a 4-byte boundary: words 5-8 of the pair (g - 1, g), 9 words from 9 (g // 2)
+            w = _word(w_ptr, (row_w + 9 * (g // 2) + 5)[:, None] + wj[None, :], None)
         else:  # Q4_0 codes at 2 mod 4: word j = high half of aligned word j, low half of word j + 1
-            lo = _i32(w_ptr, base[:, None] + 4 * wj[None, :], None)
-            hi = _i32(w_ptr, base[:, None] + 4 + 4 * wj[None, :], None)
+            lo = _word(w_ptr, (row_w + 9 * (g // 2))[:, None] + wj[None, :], None)
+            hi = _word(w_ptr, (row_w + 9 * (g // 2) + 1)[:, None] + wj[None, :], None)
             w = ((lo >> 16) & 0xFFFF) | (hi << 16)
     return w, S
 
@@ -327,8 +331,7 @@ def _q4k_packed_step(xs, w_ptr, rows, g, stride_wn, acc, BN: tl.constexpr, X_F16
     (word ``w`` of a row is bytes ``4 (w % 8)`` to ``+ 3`` of chunk ``w // 8``, shift ``i`` takes sub-block
     ``2 chunk + i % 2``, values ``i // 2`` and ``i // 2 + 2`` of those bytes, half ``e``)."""
     dt: tl.constexpr = tl.float16 if X_F16 else tl.bfloat16
-    base = (rows * stride_wn + (g // 8) * 144)[:, None]  # [BN, 1]
-    d, dmin, s1, s2, s3 = _q4k_header(w_ptr, base, None)
+    d, dmin, s1, s2, s3 = _q4k_header(w_ptr, (rows * (stride_wn // 4) + (g // 8) * 36)[:, None], None)
     sc, mn = _k_scale_min(s1, s2, s3, (g % 8) + tl.arange(0, 4)[None, :])  # [BN, 4]: chunk-major, parity minor
     S2 = _pair16((d * sc.to(tl.float32)).to(dt))
     B2 = _pair16((-dmin * mn.to(tl.float32)).to(dt))
@@ -347,11 +350,11 @@ def _q4k_step(xp, w_ptr, rows, m, g, M, stride_wn, acc, BN: tl.constexpr, X_F16:
     super-block starting at group ``g`` (``xp``: :func:`_x_ptrs` of ``g``): per 32-byte chunk
     ``c``, the even shifts of its 8 words are sub-block ``2 c``, the odd ones ``2 c + 1``.
     ``PRESCALE``: ``acc += dot(S_j q_j + B_j, x_j)`` (see :func:`_group_step`)."""
-    base = (rows * stride_wn + (g // 8) * 144)[:, None]  # [BN, 1]
+    base = (rows * (stride_wn // 4) + (g // 8) * 36)[:, None]  # [BN, 1] words: 144-byte super-blocks
     d, dmin, s1, s2, s3 = _q4k_header(w_ptr, base, None)
     wj = tl.arange(0, 8)
     for c in tl.static_range(4):
-        w = _i32(w_ptr, base + 16 + 32 * c + 4 * wj[None, :], None)
+        w = _word(w_ptr, tl.multiple_of(base + 4 + 8 * c, (4, 4)) + wj[None, :], None)
         for p in tl.static_range(2):
             sc, mn = _k_scale_min(s1, s2, s3, 2 * c + p)
             xg = _x_group(xp + 32 * (2 * c + p), m, M)
@@ -369,7 +372,7 @@ def _q4k_step(xp, w_ptr, rows, m, g, M, stride_wn, acc, BN: tl.constexpr, X_F16:
 def _q4k_affine(w_ptr, rows, g0, g_hi, stride_wn, G: tl.constexpr):
     """Q4_K ``(S, B)`` fp32 ``[BN, G]`` of the groups ``g0 .. g0 + G`` (``g0``: a multiple of 8)."""
     sbi = g0 // 8 + tl.arange(0, G // 8)
-    d, dmin, s1, s2, s3 = _q4k_header(w_ptr, rows[:, None] * stride_wn + sbi[None, :] * 144,
+    d, dmin, s1, s2, s3 = _q4k_header(w_ptr, rows[:, None] * (stride_wn // 4) + sbi[None, :] * 36,
                                       (sbi * 8 < g_hi)[None, :])  # [BN, G / 8]
     sc, mn = _k_scale_min(s1[:, :, None], s2[:, :, None], s3[:, :, None], tl.arange(0, 8)[None, None, :])
     S = tl.reshape(d[:, :, None] * sc.to(tl.float32), (d.shape[0], G))
