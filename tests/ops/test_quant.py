@@ -389,11 +389,11 @@ def test_affine_idot_rows_routing(monkeypatch):
     """The multi-row integer-dot mat-vec takes 2 to IDOT_ROWS_MAX rows that the one-row one would take: not more
     rows, not an fp32 result, not rows of no whole 1024-value step, not with MLX_NATIVE_AFFINE_IDOT=0. Its rows
     run as the powers of two of M's binary digits."""
-    from mlx_native.ops.quant import affine_idot_rows as rows
+    from mlx_native.ops.quant import affine_idot_rows as rows, mmv
     from mlx_native.ops.quant.kernel import QmmPlan
 
-    def kind(m, k, out_dtype=torch.bfloat16):
-        n, gs = 24, 64
+    def kind(m, k, out_dtype=torch.bfloat16, n=24):
+        gs = 64
         w = torch.zeros(n, k // 8, dtype=torch.int32)
         s = torch.ones(n, k // gs, dtype=torch.bfloat16)
         x = torch.zeros(m, k, dtype=torch.bfloat16)
@@ -403,6 +403,8 @@ def test_affine_idot_rows_routing(monkeypatch):
     top = rows.IDOT_ROWS_MAX
     assert kind(2, 1024) == kind(2, 3072) == kind(top, 1024) == "affine_idot_rows" and kind(1, 1024) == "affine_idot"
     assert kind(3, 3072) == kind(top, 4096) == "mmv"  # from mmv.OVER_IDOT_ROWS_FROM rows where mmv.prefer (K >= 2048)
+    big = mmv.OVER_IDOT_M2_MIN_WEIGHTS // 8192  # 2 rows of a large matrix: the tensor-core kernel (flat in M)
+    assert kind(2, 8192, n=big) == "mmv" and kind(2, 8192, n=big - 64) == "affine_idot_rows"
     assert kind(top + 1, 1024) != "affine_idot_rows"
     assert kind(4, 1024, torch.float32) != "affine_idot_rows"
     assert kind(4, 768) != "affine_idot_rows"

@@ -149,7 +149,7 @@ class QmmPlan:
             and mmv.prefer(m, n, k) and w.numel() < 2**31 and qmm.CONFIG_OVERRIDE is None
         if affine_idot_rows.supports_rows(bits, group_size, transpose, x.dtype, out_dtype, m, k, w.numel()) \
                 and (m - 1) * x2.stride(0) + k < 2**31 and qmm.CONFIG_OVERRIDE is None \
-                and not (tensor_core and m >= mmv.OVER_IDOT_ROWS_FROM):
+                and not (tensor_core and mmv.over_idot_rows(m, n, k)):
             self.launch = affine_idot_rows.AffineIdotRowsLaunch(m, n, k, group_size, out_dtype, x2.stride(0),
                                                                 x.device)
             self.kind = "affine_idot_rows"

@@ -520,6 +520,16 @@ MMV_BN_ROWS = 64  # 2-16 rows: output features per program
 MMV_WARPS_ROWS = 4
 MMV_STEP_ROWS = 128  # PACKED: codes of a row per loop step (at most; whole groups dividing K)
 OVER_IDOT_ROWS_FROM = 3  # MLX affine: rows of x from which calls it prefers go here, not to affine_idot_rows
+OVER_IDOT_M2_MIN_WEIGHTS = 1 << 25  # and at 2 rows from this N x K (not yet timed at 2 rows: see over_idot_rows)
+
+
+def over_idot_rows(m: int, n: int, k: int) -> bool:
+    """Whether an MLX affine call of ``m`` rows that :func:`prefer` sends here goes here rather than to the
+    integer-dot rows kernel (``affine_idot_rows``). From ``OVER_IDOT_ROWS_FROM`` rows always; at 2 rows from
+    ``OVER_IDOT_M2_MIN_WEIGHTS`` weights: this kernel's time is flat in M (session 21 run 1, 4096 x 14336 M3 21.7
+    us, 14336 x 4096 20.4) and the integer-dot rows kernel's 2-row time is 23.7 / 25.5 there, while on 4096 x 4096
+    it wins (7.9 against 8.5 at M3)."""
+    return m >= OVER_IDOT_ROWS_FROM or (m == 2 and n * k >= OVER_IDOT_M2_MIN_WEIGHTS)
 GGUF_FORMATS = (Q4_0.value, Q4_1.value, Q4_K.value)  # GGUF type ids
 GGUF_GROUP = 32  # values per GGUF block / Q4_K sub-block
 Q4_K_GPS = 8  # Q4_K: a loop step is one 256-value super-block
@@ -569,8 +579,8 @@ def prefer(m: int, n: int, k: int, fmt: int = AFFINE.value) -> bool:
       1.51x, 576 x 49152 1.06x at g64); smaller matrices are launch and prologue bound here (576 x 576:
       6.3 against 3.3 us; 4096 x 1024: 0.77x).
     * MLX affine, 2-16 rows: from ``K >= 2048`` (K = 4096 / 14336: 1.5-3.1x the general kernel; K <= 1536:
-      0.82-0.94x, measured before the packed tiles); from ``OVER_IDOT_ROWS_FROM`` rows ahead of the integer-dot
-      rows kernel.
+      0.82-0.94x, measured before the packed tiles); ahead of the integer-dot rows kernel as
+      :func:`over_idot_rows` says.
     """
     mode = env.settings.mmv
     if mode != "auto":
