@@ -332,6 +332,7 @@ def rows_up_to_8(monkeypatch):
 
     monkeypatch.setattr(affine_idot_rows, "IDOT_ROWS_MAX", 8)
     monkeypatch.setattr(mmv, "OVER_IDOT_ROWS_FROM", 9)
+    monkeypatch.setattr(mmv, "OVER_IDOT_M2_MIN_WEIGHTS", 1 << 62)
 
 
 @pytest.mark.usefixtures("rows_up_to_8")

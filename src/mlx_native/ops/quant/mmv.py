@@ -520,15 +520,16 @@ MMV_BN_ROWS = 64  # 2-16 rows: output features per program
 MMV_WARPS_ROWS = 4
 MMV_STEP_ROWS = 128  # PACKED: codes of a row per loop step (at most; whole groups dividing K)
 OVER_IDOT_ROWS_FROM = 3  # MLX affine: rows of x from which calls it prefers go here, not to affine_idot_rows
-OVER_IDOT_M2_MIN_WEIGHTS = 1 << 25  # and at 2 rows from this N x K (not yet timed at 2 rows: see over_idot_rows)
+OVER_IDOT_M2_MIN_WEIGHTS = 1 << 25  # and at 2 rows from this N x K (see over_idot_rows)
 
 
 def over_idot_rows(m: int, n: int, k: int) -> bool:
     """Whether an MLX affine call of ``m`` rows that :func:`prefer` sends here goes here rather than to the
     integer-dot rows kernel (``affine_idot_rows``). From ``OVER_IDOT_ROWS_FROM`` rows always; at 2 rows from
-    ``OVER_IDOT_M2_MIN_WEIGHTS`` weights: this kernel's time is flat in M (session 21 run 1, 4096 x 14336 M3 21.7
-    us, 14336 x 4096 20.4) and the integer-dot rows kernel's 2-row time is 23.7 / 25.5 there, while on 4096 x 4096
-    it wins (7.9 against 8.5 at M3)."""
+    ``OVER_IDOT_M2_MIN_WEIGHTS`` weights, where this kernel's time is flat in M. Session 22 run 1 (g64, us, this
+    kernel against the rows kernel at M2): K x N 4096 x 14336 21.7 / 23.6, 14336 x 4096 20.3 / 25.4, 4096 x 8192
+    13.2 / 16.8, 8192 x 4096 13.6 / 16.0, 2048 x 16384 12.7 / 14.2; below, at 4096 x 4096, the rows kernel is
+    ahead (8.4 at M2 against 8.6 at M3 here)."""
     return m >= OVER_IDOT_ROWS_FROM or (m == 2 and n * k >= OVER_IDOT_M2_MIN_WEIGHTS)
 GGUF_FORMATS = (Q4_0.value, Q4_1.value, Q4_K.value)  # GGUF type ids
 GGUF_GROUP = 32  # values per GGUF block / Q4_K sub-block
