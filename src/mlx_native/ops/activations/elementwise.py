@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from ...kernels import math as km
+from ...kernels.dependent import enter, pdl_mode
 from ...kernels.launch import Launch
 from ...kernels.rows import row_offsets
 from ...runtime.memory import contiguous_rows, is_canonical, output_like, plan_rows
@@ -53,7 +54,9 @@ def _elementwise_kernel(
     FLAT: tl.constexpr,  # one contiguous run of n_cols elements: no row arithmetic
     BLOCK_R: tl.constexpr,
     BLOCK_C: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     pid = tl.program_id(0)
     if FLAT:
         cols = pid.to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -114,8 +117,8 @@ class ElementwisePlan:
             _elementwise_kernel, (triton.cdiv(al.n_rows, block_r) * triton.cdiv(n_cols, block_c),),
             dict(OP=op, HAS_B=b is not None, A_TWO_LEVEL=al.two_level, B_TWO_LEVEL=bl.two_level,
                  FLAT=al.n_rows == 1,
-                 BLOCK_R=block_r, BLOCK_C=block_c),
-            num_warps=num_warps,
+                 BLOCK_R=block_r, BLOCK_C=block_c, PDL=pdl_mode(a.device, True)),
+            num_warps=num_warps, pdl=pdl_mode(a.device, True) > 0,
         )
 
     def __call__(self, a: torch.Tensor, b: Optional[torch.Tensor], cap: float = 1.0) -> torch.Tensor:

@@ -49,6 +49,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ...kernels.dependent import enter
 from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
 from ..quant.qmm import store_result
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
@@ -165,10 +166,12 @@ def q4_idot_kernel(
     Q4_1: tl.constexpr, STRIDE_W: tl.constexpr, BN: tl.constexpr, G: tl.constexpr, WPL: tl.constexpr,
     EVEN_N: tl.constexpr, PREFETCH: tl.constexpr, FENCE: tl.constexpr, SPLIT_K: tl.constexpr,
     FUSE: tl.constexpr, ASM: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     """Offsets are in 32-bit words: ``STRIDE_W`` per row, ``TW`` per pair of blocks. Units are pairs of blocks:
     a loop step takes ``G = 4 WPL x warps`` of each row (one per thread), ``units_per_split`` is a multiple of
     ``G``. ``WPL``: code words per lane and block (1, 2 or 4: 8, 4 or 2 lanes a pair)."""
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
     TW: tl.constexpr = 10 if Q4_1 else 9  # words per pair
     BW: tl.constexpr = 5 if Q4_1 else 4  # block B's scale word

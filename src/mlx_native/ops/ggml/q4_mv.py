@@ -36,6 +36,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ...kernels.dependent import enter
 from ..quant.affine_mv import code_f32, row_tile
 from ..quant.qmm import store_result
 
@@ -100,11 +101,13 @@ def q4_mv_kernel(
     N, stride_x, units_per_split, magic, zero,
     Q4_1: tl.constexpr, STRIDE_H: tl.constexpr, N_UNITS: tl.constexpr, BN: tl.constexpr, UPS: tl.constexpr,
     EVEN_N: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr, MR: tl.constexpr, PRESCALE: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     """Offsets are in 16-bit halves: ``STRIDE_H`` per row, ``TH`` per block (9 / 10), the nibbles from half
     ``QH`` (1 / 2). ``N_UNITS = K / 4``; ``UPS`` (units per step) and ``units_per_split`` are multiples of 8
     (whole blocks) and ``units_per_split`` of ``UPS``. ``MR`` (1-4) rows of x; ``stride_x``, ``zero`` (0) and
     PRESCALE are read only for ``MR > 1``."""
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     TH: tl.constexpr = 10 if Q4_1 else 9
     QH: tl.constexpr = 2 if Q4_1 else 1
     pid_n = tl.program_id(0)

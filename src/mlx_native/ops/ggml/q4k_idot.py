@@ -31,6 +31,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ...kernels.dependent import enter
 from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
 from ...kernels.words import half_lo
 from ..quant.affine_idot import thread_words
@@ -183,9 +184,11 @@ def q4k_idot_kernel(
     N, steps_per_split, magic,
     STRIDE_W: tl.constexpr, BN: tl.constexpr, CH: tl.constexpr, EVEN_N: tl.constexpr, PREFETCH: tl.constexpr,
     SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ASM: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     """Steps of ``CH`` chunks (``CH / 4`` super-blocks, ``64 * CH`` values of x); ``K / 256`` is a whole number of
     steps and of ``steps_per_split``."""
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     STEP_W: tl.constexpr = CH // 4 * SBW  # words of a row per loop step

@@ -55,6 +55,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ...kernels.dependent import enter
 from ...kernels.idot import HIGH_NIBBLES, LOW_NIBBLES, dp2a
 from ...runtime.device import device_info
 from ..quant.affine_idot import thread_words
@@ -162,10 +163,12 @@ def q4k_idot_rows_kernel(
     STRIDE_W: tl.constexpr, BN: tl.constexpr, CH: tl.constexpr, EVEN_N: tl.constexpr, PREFETCH: tl.constexpr,
     SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ASM: tl.constexpr,
     R0: tl.constexpr, R1: tl.constexpr = 0, R2: tl.constexpr = 0, R3: tl.constexpr = 0,
+    PDL: tl.constexpr = False,
 ):
     """Steps of ``CH`` chunks (``CH / 4`` super-blocks, ``64 * CH`` values of each row of x); ``K / 256`` is a whole
     number of steps and of ``steps_per_split``. The rows of x are ``R0 > R1 > R2 > R3`` (powers of two, or 0: no
     such part), ``M = R0 + R1 + R2 + R3``."""
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     STEP_W: tl.constexpr = CH // 4 * SBW  # words of a row per loop step
@@ -253,7 +256,7 @@ class Q4kIdotRowsLaunch(RowsLaunch):
             prefetch = n < PREFETCH_BELOW_ROWS_PER_SM * sms
         super().__init__(q4k_idot_rows_kernel, m, n, bn or tile_rows(n, sms), k // 256 // (8 * warps), warps,
                          (programs_per_sm or PROGRAMS_PER_SM) * sms, prefetch, (n, x_row_stride), (MAGIC,),
-                         dict(STRIDE_W=k // 256 * SB_WORDS), out_dtype, device)
+                         dict(STRIDE_W=k // 256 * SB_WORDS), out_dtype, device, trigger=True)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(x, raw.view(torch.int32))

@@ -32,6 +32,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ...kernels.dependent import enter
 from ...kernels.words import half_lo
 from ..quant.affine_mv import code_f32, row_tile, word_planes
 from ..quant.qmm import store_result
@@ -105,10 +106,12 @@ def q4k_mv_kernel(
     N, words_per_split, magic,
     STRIDE_W: tl.constexpr, N_QS: tl.constexpr, BN: tl.constexpr, WPS: tl.constexpr, EVEN_N: tl.constexpr,
     SPLIT_K: tl.constexpr, FUSE: tl.constexpr, Q5K: tl.constexpr = False,
+    PDL: tl.constexpr = False,
 ):
     """Words are counted in nibble words (32 per super-block): ``N_QS = K / 8``; ``WPS`` and
     ``words_per_split`` are multiples of 32 (whole super-blocks) and ``words_per_split`` of ``WPS``. ``Q5K``:
     Q5_K super-blocks (44 words: the header's 4, 8 fifth-bit words, then the nibble words)."""
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     SBW: tl.constexpr = 44 if Q5K else 36  # words per super-block
     QS0: tl.constexpr = 12 if Q5K else 4  # its first nibble word
     pid_n = tl.program_id(0)

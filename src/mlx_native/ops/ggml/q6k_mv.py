@@ -43,6 +43,7 @@ import triton.language as tl
 
 from ..quant.affine_mv import code_f32, row_tile
 from ..quant.qmm import store_result
+from ...kernels.dependent import enter
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
 
 
@@ -145,12 +146,14 @@ def q6k_mv_kernel(
     N, blocks_per_split, magic, nib,
     N_SB: tl.constexpr, BN: tl.constexpr, SBS: tl.constexpr, UPT: tl.constexpr, EVEN_N: tl.constexpr,
     SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ASM: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     """Offsets are in 16-bit halves (105 per super-block, ``N_SB`` super-blocks per row) and x words; ``SBS``
     super-blocks per loop step (``G = 2 SBS`` slots), ``UPT`` units per thread and slot (1, 2 or 4);
     ``blocks_per_split`` is a multiple of ``SBS``. The loop runs two steps an iteration (the second one
     skipped past the split's end), so that each step's operands are loaded into registers the step before
     them has released (no copies between a prefetch and its use); ``ASM``: PTX loads (see ``_ld``)."""
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
     STRIDE_H: tl.constexpr = N_SB * 105
     pid_n = tl.program_id(0)
@@ -251,7 +254,7 @@ class Q6kMvLaunch(StreamedMvLaunch):
                          PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
                              N_SB=k // 256, BN=bn, SBS=sbs, UPT=Q6K_UPT, EVEN_N=n % bn == 0,
                              ASM=not env.settings.triton_interpret), out_dtype, device, tail_ints=(MAGIC, NIB),
-                         num_warps=Q6K_WARPS)
+                         num_warps=Q6K_WARPS, trigger=True)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(word_aligned(x), raw.view(torch.int16))

@@ -34,6 +34,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ...kernels.dependent import enter
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
 from ..quant.affine_mv import row_tile
 from ..quant.qmm import store_result
@@ -92,10 +93,12 @@ def q8_mv_kernel(
     N, units_per_split, c_lo, c_hi,
     STRIDE_W: tl.constexpr, N_UNITS: tl.constexpr, BN: tl.constexpr, UPS: tl.constexpr, WPL: tl.constexpr,
     FENCE: tl.constexpr, EVEN_N: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     """Offsets are in 32-bit words: ``STRIDE_W`` per row, 17 per pair of blocks. Units are code words (4 codes):
     ``N_UNITS = K / 4``; ``UPS`` (units per step) and ``units_per_split`` are multiples of 16 (whole pairs) and
     ``units_per_split`` of ``UPS``. ``WPL``: code words per lane and pair (1 or 2)."""
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
     pid_n = tl.program_id(0)
     G: tl.constexpr = UPS // 16  # pairs per step

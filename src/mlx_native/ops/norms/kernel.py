@@ -13,6 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ...kernels.dependent import enter, pdl_mode
 from ...kernels.launch import Launch
 from ...kernels.rows import row_offsets
 from ...runtime.memory import contiguous_rows, is_canonical, output_like, plan_rows, strided_vector
@@ -58,7 +59,9 @@ def _norm_kernel(
     EVEN_ROWS: tl.constexpr,  # n_rows % BLOCK_R == 0: no row mask
     NARROW: tl.constexpr,  # single-level layouts whose offsets fit int32: int32 row offsets
     ONE_PROGRAM: tl.constexpr,  # one program: rows from 0, so a one-row launch reads no row stride (no 2nd line)
+    PDL: tl.constexpr = False,
 ):
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     if ONE_PROGRAM:
         rows = tl.arange(0, BLOCK_R)
     else:
@@ -172,8 +175,8 @@ class NormPlan:
                  HAS_RESIDUAL=residual is not None, X_TWO_LEVEL=xl.two_level, R_TWO_LEVEL=rl.two_level,
                  BLOCK_R=block_r, BLOCK_N=block_n, SINGLE_TILE=single,
                  EVEN_ROWS=LEAN_ROWS and xl.n_rows % block_r == 0, NARROW=narrow,
-                 ONE_PROGRAM=grid == 1),
-            num_warps=num_warps,
+                 ONE_PROGRAM=grid == 1, PDL=pdl_mode(x.device, True)),
+            num_warps=num_warps, pdl=pdl_mode(x.device, True) > 0,
         )
 
     def __call__(self, x: torch.Tensor, weight: Optional[torch.Tensor], residual: Optional[torch.Tensor],

@@ -23,6 +23,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ...kernels.dependent import enter
 from ...kernels.idot import chunk_scale, word_idot, word_pairs
 from ...kernels.norm_handoff import handoff_rstd, handoff_store
 from .affine_mv import row_tile
@@ -125,8 +126,10 @@ def affine_idot_kernel(
     HAS_UP: tl.constexpr = False, ACT: tl.constexpr = 0,
     NORM_OUT: tl.constexpr = False,  # hand off a norm: out = h = out + residual, normed = h * w, parts of sum(h^2)
     NORM_IN: tl.constexpr = False, PARTS: tl.constexpr = 1, NPARTS: tl.constexpr = 1,  # x is a handed-off h * w
+    PDL: tl.constexpr = False,
 ):
     """Steps of ``4 * CH`` words; ``K / 8`` is a whole number of steps and of ``steps_per_split``."""
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     STEP: tl.constexpr = 4 * CH  # words of a row per loop step
@@ -243,7 +246,7 @@ class AffineIdotLaunch(affine_mv.StreamedMvLaunch):
         target = 1 if act is not None or hand_off else programs_per_sm * sms
         self.tiles = tiles
         super().__init__(affine_idot_kernel, n, tiles, k // 8 // step, 1, target, (n, k), constexprs, out_dtype,
-                         device, tail_ints=NO_NORM_ARGS, num_warps=warps)
+                         device, tail_ints=NO_NORM_ARGS, num_warps=warps, trigger=True)
 
     def __call__(self, x, w, s, b, w_up=None, s_up=None, b_up=None) -> torch.Tensor:
         if w_up is None:

@@ -46,6 +46,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ...kernels.dependent import enter, pdl_mode
 from ...kernels.idot import HIGH_NIBBLES, LOW_NIBBLES, dp2a, pack_pair, round_int
 from ...kernels.launch import Launch
 from ...runtime import env
@@ -194,9 +195,11 @@ def affine_idot_rows_kernel(
     STRIDE_W: tl.constexpr, STRIDE_S: tl.constexpr, BN: tl.constexpr, CH: tl.constexpr, GS: tl.constexpr,
     EVEN_N: tl.constexpr, PREFETCH: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ASM: tl.constexpr,
     R0: tl.constexpr, R1: tl.constexpr = 0, R2: tl.constexpr = 0, R3: tl.constexpr = 0,
+    PDL: tl.constexpr = False,
 ):
     """Steps of ``4 * CH`` words; ``K / 8`` is a whole number of steps and of ``steps_per_split``. The rows of x
     are ``R0 > R1 > R2 > R3`` (powers of two, or 0: no such part), ``M = R0 + R1 + R2 + R3``."""
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     STEP: tl.constexpr = 4 * CH  # words of a row per loop step
@@ -269,11 +272,12 @@ class RowsLaunch:
     (the smallest divisor of the steps giving about ``programs`` programs) and summed in the same launch
     (``qmm.SplitK`` with a counter per row tile and part: the plan owns them, so it must not run on two streams
     at once). The kernel takes ``(*inputs, out, part, cnt, *lead_ints, steps_per_split, *tail_ints)``, the
-    ``constexprs`` given and BN, CH, EVEN_N, PREFETCH, SPLIT_K, FUSE, ASM, R0-R3; :meth:`run` returns
-    ``[m, n]`` of ``out_dtype``."""
+    ``constexprs`` given and BN, CH, EVEN_N, PREFETCH, SPLIT_K, FUSE, ASM, R0-R3, PDL (``trigger``: as
+    ``affine_mv.StreamedMvLaunch``'s); :meth:`run` returns ``[m, n]`` of ``out_dtype``."""
 
     def __init__(self, kernel, m: int, n: int, bn: int, steps: int, warps: int, programs: int, prefetch: bool,
-                 lead_ints: tuple, tail_ints: tuple, constexprs: dict, out_dtype: torch.dtype, device):
+                 lead_ints: tuple, tail_ints: tuple, constexprs: dict, out_dtype: torch.dtype, device,
+                 trigger: bool = False):
         parts = row_parts(m)
         tiles = triton.cdiv(n, bn)
         split = split_count(steps, tiles, programs)
@@ -284,7 +288,9 @@ class RowsLaunch:
                           FUSE=self.splitk is not None and self.splitk.fused, ASM=not env.settings.triton_interpret,
                           **{f"R{i}": parts[i] if i < len(parts) else 0 for i in range(4)})  # all: Launch passes
         # every constexpr to the compiled kernel, defaults included
-        self.launch = Launch(kernel, (tiles, split), constexprs, num_warps=warps, num_stages=1)
+        pdl = pdl_mode(torch.device(device), trigger)
+        self.launch = Launch(kernel, (tiles, split), dict(constexprs, PDL=pdl), num_warps=warps, num_stages=1,
+                             pdl=pdl > 0)
 
     def run(self, *inputs: torch.Tensor) -> torch.Tensor:
         out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)

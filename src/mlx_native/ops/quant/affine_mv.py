@@ -25,6 +25,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ...kernels.dependent import enter
 from .qmm import store_result
 
 
@@ -91,8 +92,10 @@ def affine_mv_kernel(
     STRIDE_W: tl.constexpr, STRIDE_S: tl.constexpr, BN: tl.constexpr, WPS: tl.constexpr, GS: tl.constexpr,
     EVEN_N: tl.constexpr, PREFETCH: tl.constexpr,
     SPLIT_K: tl.constexpr, FUSE: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     """``words_per_split``: a multiple of ``WPS``, and ``K / 8`` a multiple of it (whole steps)."""
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     WPG: tl.constexpr = GS // 8
@@ -139,6 +142,7 @@ def affine_mv_kernel(
 
 import torch  # noqa: E402
 
+from ...kernels.dependent import pdl_mode  # noqa: E402
 from ...kernels.launch import Launch  # noqa: E402
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
@@ -196,18 +200,22 @@ class StreamedMvLaunch:
     signature: ``tiles`` programs of ``BN`` rows each run ``steps`` loop steps of ``step`` units, split over K
     (the smallest divisor of ``steps`` giving about ``target`` programs) and summed in the same launch
     (``qmm.SplitK``: the plan owns the arrival counters, so it must not run on two streams at once). The
-    kernel takes ``(*inputs, out, part, cnt, *lead_ints, units_per_split, *tail_ints)``; calls return
+    kernel takes ``(*inputs, out, part, cnt, *lead_ints, units_per_split, *tail_ints)`` and the ``PDL`` constexpr
+    (it starts with ``kernels.dependent.enter``: on sm_90 a programmatic dependent launch; ``trigger``: one that
+    lets the next launch be scheduled at its start, chosen per kernel from session 22 run 6); calls return
     ``[1, n]`` of ``out_dtype``."""
 
     def __init__(self, kernel, n: int, tiles: int, steps: int, step: int, target: int, lead_ints: tuple,
-                 constexprs: dict, out_dtype: torch.dtype, device, tail_ints: tuple = (MAGIC,), num_warps=AMV_WARPS):
+                 constexprs: dict, out_dtype: torch.dtype, device, tail_ints: tuple = (MAGIC,), num_warps=AMV_WARPS,
+                 trigger: bool = False):
         split = split_count(steps, tiles, target)
         self.n, self.out_dtype, self.device, self.split = n, out_dtype, device, split
         self.ints = (*lead_ints, steps // split * step, *tail_ints)
         self.splitk = SplitK(split, 1, n, False, 0, device, tiles=tiles) if split > 1 else None
+        pdl = pdl_mode(torch.device(device), trigger)
         self.launch = Launch(kernel, (tiles, split), dict(
-            constexprs, SPLIT_K=split > 1, FUSE=self.splitk is not None and self.splitk.fused),
-            num_warps=num_warps, num_stages=1)
+            constexprs, SPLIT_K=split > 1, FUSE=self.splitk is not None and self.splitk.fused, PDL=pdl),
+            num_warps=num_warps, num_stages=1, pdl=pdl > 0)
 
     def run(self, *inputs: torch.Tensor) -> torch.Tensor:
         out = empty((1, self.n), dtype=self.out_dtype, device=self.device)

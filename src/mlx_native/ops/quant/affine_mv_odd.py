@@ -48,6 +48,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ...kernels.dependent import enter
 from ...kernels.words import word_aligned, x_pair
 from .affine_mv import code_f32, row_tile
 from .qmm import store_result
@@ -128,10 +129,12 @@ def affine_mv_odd_kernel(
     BITS: tl.constexpr, N_UNITS: tl.constexpr, GS: tl.constexpr, BN: tl.constexpr, RT: tl.constexpr,
     T: tl.constexpr, EVEN_N: tl.constexpr, PREFETCH: tl.constexpr, FENCE: tl.constexpr, PAIRS: tl.constexpr,
     SPLIT_K: tl.constexpr, FUSE: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     """Units of 32 codes (``BITS`` words): ``N_UNITS = K / 32`` per row, ``T`` per loop step; ``units_per_split``
     is a multiple of ``T`` and ``N_UNITS`` of it (whole steps). ``BN = W RT`` rows: tiles ``[T, W, RT]``, row
     ``w RT + r`` at ``[:, w, r]``."""
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
     STRIDE_W: tl.constexpr = N_UNITS * BITS  # words per row
     UPG: tl.constexpr = GS // 32  # units per scale group

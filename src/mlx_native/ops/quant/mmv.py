@@ -77,6 +77,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ...kernels.dependent import enter
 from .gemv import AFFINE, Q4_0, Q4_1, Q4_K
 from .qmm import store_result
 
@@ -437,6 +438,7 @@ def mmv_kernel(
     FMT: tl.constexpr, BN: tl.constexpr, GS: tl.constexpr, MP: tl.constexpr, GPS: tl.constexpr,
     X_F16: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ONE_ROW: tl.constexpr,
     PRESCALE: tl.constexpr = False, PACKED: tl.constexpr = False, ASM: tl.constexpr = True,
+    PDL: tl.constexpr = False,
 ):
     """``FMT``: ``gemv.AFFINE`` or the GGUF type id (Q4_0, Q4_1, Q4_K); ``stride_wn``: in words
     (MLX) or bytes (GGUF). ``GPS``: groups per loop step (1 or 2; Q4_K: 8, a super-block; ``PACKED``: the
@@ -444,6 +446,7 @@ def mmv_kernel(
     ``M == 1``. ``FUSE`` (with ``SPLIT_K``): the last split of each tile to arrive sums the tile's partials into
     ``out``. ``PACKED``: MLX affine or Q4_K tiles of :func:`_affine_step` / :func:`_q4k_packed_step` (``ASM``:
     their PTX, else the interpreter's fp32 form of the same math)."""
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rows = pid_n * BN + tl.arange(0, BN)
@@ -493,6 +496,7 @@ from typing import Optional  # noqa: E402
 
 import torch  # noqa: E402
 
+from ...kernels.dependent import pdl_mode  # noqa: E402
 from ...kernels.launch import Launch  # noqa: E402
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
@@ -533,6 +537,7 @@ def over_idot_rows(m: int, n: int, k: int) -> bool:
     return m >= OVER_IDOT_ROWS_FROM or (m == 2 and n * k >= OVER_IDOT_M2_MIN_WEIGHTS)
 GGUF_FORMATS = (Q4_0.value, Q4_1.value, Q4_K.value)  # GGUF type ids
 GGUF_GROUP = 32  # values per GGUF block / Q4_K sub-block
+MMV_TRIGGER = False  # PDL: let the next launch be scheduled at the start (session 22: 0.80-0.84x when on)
 Q4_K_GPS = 8  # Q4_K: a loop step is one 256-value super-block
 
 
@@ -646,11 +651,12 @@ class MmvLaunch:
         self.m, self.n, self.out_dtype, self.device = m, n, out_dtype, device
         self.ints = (m, n, k, *strides, per_split)
         self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
+        pdl = pdl_mode(torch.device(device), MMV_TRIGGER)
         self.launch = Launch(mmv_kernel, (tiles, self.split), dict(
             FMT=fmt, BN=bn, GS=group_size, MP=16, GPS=gps, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
             FUSE=self.splitk is not None and self.splitk.fused, ONE_ROW=m == 1, PRESCALE=prescale, PACKED=packed,
-            ASM=not env.settings.triton_interpret),
-            num_warps=warps, num_stages=MMV_STAGES if m == 1 else MMV_STAGES_ROWS)
+            ASM=not env.settings.triton_interpret, PDL=pdl),
+            num_warps=warps, num_stages=MMV_STAGES if m == 1 else MMV_STAGES_ROWS, pdl=pdl > 0)
 
     def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
         out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)

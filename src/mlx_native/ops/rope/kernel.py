@@ -21,6 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ...kernels.dependent import enter, pdl_mode
 from ...kernels.launch import Launch
 from ...kernels.math import sincos
 from ...kernels.rows import row_offsets
@@ -302,7 +303,9 @@ def _rope_kernel(
     P_L1: tl.constexpr,
     P_L2: tl.constexpr,
     POLY_SINCOS: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     pid_r = tl.program_id(0)
     pid_g = tl.program_id(1)
     second = False
@@ -498,8 +501,8 @@ class RopePlan:
                  PAIR=x2 is not None, HAS_POS_TENSOR=view is not None, ADD_ROW_INDEX=seq_len > 0,
                  TRADITIONAL=traditional, HAS_FREQS=freqs is not None, DO_NORM=norm, HAS_WEIGHT=weight is not None,
                  HAS_TAIL=tail > 0, N_SECTIONS=1 if sections is None else len(sections), INTERLEAVED=interleaved,
-                 P_L0=levels[0], P_L1=levels[1], P_L2=levels[2], POLY_SINCOS=POLY_SINCOS),
-            num_warps=num_warps,
+                 P_L0=levels[0], P_L1=levels[1], P_L2=levels[2], POLY_SINCOS=POLY_SINCOS, PDL=pdl_mode(x.device, True)),
+            num_warps=num_warps, pdl=pdl_mode(x.device, True) > 0,
         )
 
     def __call__(self, x: torch.Tensor, pos_raw: Optional[torch.Tensor], offset: int, scale: float,

@@ -1,0 +1,113 @@
+"""Decode kernels as programmatic dependent launches (``kernels/dependent.py``): which launches are, and that a
+chain of them computes the same bits as plain launches (eagerly and in CUDA-graph replay)."""
+
+import pytest
+import torch
+
+import mlx_native as mn
+from helpers import randn
+from mlx_native.kernels import dependent
+from mlx_native.ops.ggml import formats
+from mlx_native.kernels.launch import pdl_available, recording
+from mlx_native.runtime import env, plans
+
+# op -> whether its kernel lets the next launch be scheduled at its start (the per-kernel choice of session 22)
+TRIGGERS = {"_norm_kernel": True, "_rope_kernel": True, "_elementwise_kernel": True, "affine_idot_kernel": True,
+            "q6k_mv_kernel": True, "q4k_idot_rows_kernel": True, "q4_idot_kernel": False, "q4_mv_kernel": False,
+            "q8_mv_kernel": False, "mmv_kernel": False, "affine_idot_rows_kernel": False}
+
+
+def gguf_blocks(name: str, n: int, k: int, device) -> torch.Tensor:
+    """Random GGUF blocks of an ``[n, k]`` weight with small fp16 scales (the one scale field of Q4_0 / Q8_0 at
+    byte 0, of Q6_K at byte 208)."""
+    t = formats.BY_NAME[name]
+    gen = torch.Generator().manual_seed(7)
+    raw = torch.randint(0, 256, (n * k // t.block_elems, t.block_bytes), dtype=torch.uint8, generator=gen)
+    at = 208 if name == "Q6_K" else 0
+    d = (torch.rand(raw.shape[0], generator=gen) * 0.01 + 1e-3).to(torch.float16)
+    raw[:, at:at + 2] = d.view(torch.uint8).view(-1, 2)
+    return raw.reshape(-1).to(device)
+
+
+def _chain_ops(device, k=1024, n=256):
+    """One call of each decode op with a dependent kernel, at sizes that take those kernels."""
+    w = randn(n, k, dtype=torch.bfloat16, device=device, scale=0.02)
+    wq, s, b = mn.quantize(w, 64, 4)
+    nw = randn(k, dtype=torch.bfloat16, device=device)
+    x1 = randn(1, k, dtype=torch.bfloat16, device=device)
+    x3 = randn(3, k, dtype=torch.bfloat16, device=device)
+    q6 = gguf_blocks("Q6_K", n, k, device)
+    q8 = gguf_blocks("Q8_0", n, k, device)
+    q40 = gguf_blocks("Q4_0", n, k, device)
+    pos = torch.arange(1, device=device) + 5
+
+    def chain():
+        h = mn.rms_norm(x1, nw)
+        g = mn.quantized_matmul(h, wq, s, b)
+        r = mn.head_norm_rope(g.view(1, n // 128, 128), nw[:128], positions=pos).view(1, n)
+        a = mn.silu_mul(r, mn.ggml_matmul(h, q6, "Q6_K", (n, k)))
+        c = mn.ggml_matmul(h, q8, "Q8_0", (n, k)) + mn.ggml_matmul(h, q40, "Q4_0", (n, k))
+        h3 = mn.rms_norm(x3, nw)
+        return a, c, mn.quantized_matmul(h3, wq, s, b), mn.ggml_matmul(h3[:2], q40, "Q4_0", (n, k))
+
+    return chain
+
+
+def test_pdl_mode(device):
+    """0 where the device (or the interpreter) has no PDL; else 2 with the trigger asked and allowed, 1 without."""
+    dev = torch.device(device)
+    assert dependent.pdl_mode(torch.device("cpu"), True) == 0
+    if not pdl_available(dev):
+        assert dependent.pdl_mode(dev, True) == dependent.pdl_mode(dev, False) == 0
+        return
+    assert dependent.pdl_mode(dev, True) == 2 and dependent.pdl_mode(dev, False) == 1
+    env_trigger = dependent.EARLY_TRIGGER
+    try:
+        dependent.EARLY_TRIGGER = False
+        assert dependent.pdl_mode(dev, True) == 1
+    finally:
+        dependent.EARLY_TRIGGER = env_trigger
+
+
+def test_decode_launches_are_dependents(device):
+    """Every launch of the chain whose kernel starts with ``enter`` is a PDL launch exactly where the device has
+    PDL, with the kernel's trigger choice; on the CPU interpreter none is."""
+    plans.clear_all()
+    with recording(run=False) as seen:
+        _chain_ops(device, *((4096, 4096) if device == "cuda" else ()))()  # the GPU's routes at real sizes
+    names = {ln.kernel.__name__ for ln, _ in seen}
+    assert set(TRIGGERS) - {"q4k_idot_rows_kernel", "affine_idot_rows_kernel"} <= names, names
+    on = pdl_available(torch.device(device))
+    for ln, _ in seen:
+        name = ln.kernel.__name__
+        if name in TRIGGERS:
+            assert ln.pdl == on, name
+            assert ln.constexprs["PDL"] == (0 if not on else 2 if TRIGGERS[name] else 1), name
+    plans.clear_all()
+
+
+@pytest.mark.gpu
+def test_gpu_dependent_chain_matches_plain_launches(monkeypatch):
+    """The chain with its dependent launches gives the bits of the same chain launched in plain stream order
+    (``MLX_NATIVE_PDL=0``), over repeated eager calls and CUDA-graph replays: no kernel reads its input before
+    the launch that writes it has finished."""
+    chain = _chain_ops("cuda", k=4096, n=4096)
+    plans.clear_all()
+    monkeypatch.setenv("MLX_NATIVE_PDL", "0")
+    env.reload_settings()
+    try:
+        plain = chain()
+    finally:
+        monkeypatch.delenv("MLX_NATIVE_PDL")
+        env.reload_settings()
+        plans.clear_all()
+    for _ in range(3):
+        assert all(torch.equal(a, b) for a, b in zip(chain(), plain))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        replayed = chain()
+    for _ in range(3):
+        for t in replayed:
+            t.fill_(float("nan"))
+        graph.replay()
+        assert all(torch.equal(a, b) for a, b in zip(replayed, plain))
