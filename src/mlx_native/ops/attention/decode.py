@@ -31,6 +31,9 @@ two ways (:func:`merge_mode`):
   looping over the splits, is the whole tail: B1 Hkv8 kv8k D128 on the H100 took 20.6 us in the fused decode
   kernel against 15.7 us without the merge + 2.2 us for the reduce launch. On sm_90+ the reduce is a
   programmatic dependent launch (PDL): its programs are resident before the splits end and wait in the kernel.
+
+On sm_90+ the decode launch is itself a programmatic dependent of the launch before it (``kernels/dependent.py``):
+it is scheduled while that one finishes and waits for it in the kernel.
 """
 
 from __future__ import annotations
@@ -40,9 +43,10 @@ from typing import Optional
 import torch
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+from triton.language.extra.cuda import gdc_wait
 
 from ...kernels.arrival import arrive_last, can_fuse, counters, rearm
+from ...kernels.dependent import enter, pdl_mode
 from ...kernels.launch import Launch, pdl_available
 from ...kernels.math import tanh
 from ...kernels.rotary import rope_operands, rope_rotate
@@ -269,10 +273,10 @@ def _decode_kernel(
     ROPE_TRADITIONAL: tl.constexpr,
     ROPE_FREQS: tl.constexpr,
     BLOCK_L: tl.constexpr,  # next_pow2(Lq), at least 16 (APPEND)
-    PDL: tl.constexpr,  # the reduce launch is a programmatic dependent: let it launch (it waits for this grid)
+    PDL: tl.constexpr,  # kernels/dependent.py: 1 a programmatic dependent launch, 2 one that also lets the reduce
+    # launch (a programmatic dependent) be scheduled at its start
 ):
-    if PDL:
-        gdc_launch_dependents()
+    enter(PDL)
     pid_s = tl.program_id(0)
     pid_bh = tl.program_id(1)
     pid_m = tl.program_id(2)
@@ -621,8 +625,8 @@ class DecodePlan:
                  BLOCK_S=block_s, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d,
                  PRECISION="ieee" if q.dtype == torch.float32 else "tf32", APPEND=append, ROPE=rope is not None,
                  ROPE_TRADITIONAL=traditional, ROPE_FREQS=has_freqs, BLOCK_L=max(16, next_pow2(lq)),
-                 PDL=reduce_pdl),
-            num_warps=warps, num_stages=stages,
+                 PDL=pdl_mode(q.device, reduce_pdl)),
+            num_warps=warps, num_stages=stages, pdl=pdl_mode(q.device, reduce_pdl) > 0,
         )
         self.reduce = None
         if multi and not fuse:

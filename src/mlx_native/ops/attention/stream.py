@@ -27,6 +27,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.arrival import arrive_last, can_fuse, counters, rearm
+from ...kernels.dependent import enter, pdl_mode
 from ...kernels.launch import Launch
 from ...runtime import env
 from ...runtime.device import device_info
@@ -131,7 +132,9 @@ def _stream_kernel(
     HEAD_D: tl.constexpr,
     EVEN_D: tl.constexpr,
     PRECISION: tl.constexpr,
+    PDL: tl.constexpr = 0,  # kernels/dependent.py: 1 a programmatic dependent launch that waits first
 ):
+    enter(PDL)
     p = tl.program_id(0)
     cols = (Hq // G) * m_blocks  # columns per sequence
     seq = tl.arange(0, BLOCK_B)
@@ -282,8 +285,9 @@ class StreamPlan:
         self.launch = Launch(
             _stream_kernel, (self.programs,),
             dict(G=g, WINDOW=window > 0, MULTI_Q=lq > 1, SOFTCAP=softcap > 0, BLOCK_B=next_pow2(b), BLOCK_M=block_m,
-                 BLOCK_N=block_n, UNIT=unit, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d, PRECISION="tf32"),
-            num_warps=warps, num_stages=stages,
+                 BLOCK_N=block_n, UNIT=unit, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d, PRECISION="tf32",
+                 PDL=pdl_mode(q.device, False)),
+            num_warps=warps, num_stages=stages, pdl=pdl_mode(q.device, False) > 0,
         )
 
     def __call__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_lens: torch.Tensor,
