@@ -37,5 +37,5 @@ for b, kv in [(8, 32768), (1, 8192), (1, 32768), (1, 131072)]:
     mb = 2 * b * hkv * kv * d * 2 / 1e6
     print(f"decode B{b} Hq{hq} Hkv{hkv} kv{kv} D{d}: " + ", ".join(f"{k_} {v:.2f}" for k_, v in best.items())
           + f" us; best SDPA / new {peer / best['new']:.4f}, / main {peer / best['main']:.4f}; "
-          f"new {mb / best['new'] / 1e6 * 1e6 / 1e6:.3f} TB/s; new == main bits {same}, max |diff| vs flash {err:.2e}",
+          f"new {mb / best['new']:.3f} TB/s; new == main bits {same}, max |diff| vs flash {err:.2e}",
           flush=True)
