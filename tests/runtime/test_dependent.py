@@ -40,11 +40,15 @@ def _chain_ops(device, k=1024, n=256):
     q8 = gguf_blocks("Q8_0", n, k, device)
     q40 = gguf_blocks("Q4_0", n, k, device)
     pos = torch.arange(1, device=device) + 5
+    kc, vc = (randn(1, 2, 300, 128, dtype=torch.bfloat16, device=device) for _ in range(2))
+    lens = torch.tensor([300], dtype=torch.int32, device=device)
 
     def chain():
         h = mn.rms_norm(x1, nw)
         g = mn.quantized_matmul(h, wq, s, b)
-        r = mn.head_norm_rope(g.view(1, n // 128, 128), nw[:128], positions=pos).view(1, n)
+        r = mn.head_norm_rope(g.view(1, n // 128, 128), nw[:128], positions=pos)
+        o = mn.flash_attn_decode(r.view(1, -1, 1, 128)[:, :8], kc, vc, lens).reshape(1, -1)  # [1, <= 8 heads]
+        r = o.repeat(1, n // o.shape[1])
         a = mn.silu_mul(r, mn.ggml_matmul(h, q6, "Q6_K", (n, k)))
         c = mn.ggml_matmul(h, q8, "Q8_0", (n, k)) + mn.ggml_matmul(h, q40, "Q4_0", (n, k))
         h3 = mn.rms_norm(x3, nw)

@@ -10,6 +10,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 import common
 import mlx_native as new
 import mlx_native_main as old
+try:  # run 12: a copy of src with stream.STREAM_TRIGGER = True
+    import mlx_native_trig as trig
+except ImportError:
+    trig = None
 
 DT = torch.bfloat16
 
@@ -21,13 +25,14 @@ def sdpa(backend):
     return run
 
 
-for b, kv in [(8, 32768), (1, 8192), (1, 32768), (1, 131072)]:
+for b, kv in [(8, 32768), (8, 8192), (32, 8192)] if trig else [(8, 32768), (1, 8192), (1, 32768), (1, 131072)]:
     hq, hkv, d = 64, 8, 128
     sets = [(torch.randn(b, hq, 1, d, device="cuda", dtype=DT), torch.randn(b, hkv, kv, d, device="cuda", dtype=DT),
              torch.randn(b, hkv, kv, d, device="cuda", dtype=DT), torch.full((b,), kv, device="cuda", dtype=torch.int32))
             for _ in range(4)]
     fns = {"new": lambda q, k, v, l: new.flash_attn_decode(q, k, v, l),
            "main": lambda q, k, v, l: old.flash_attn_decode(q, k, v, l),
+           **({"trigger": lambda q, k, v, l: trig.flash_attn_decode(q, k, v, l)} if trig else {}),
            "sdpa cudnn": sdpa(SDPBackend.CUDNN_ATTENTION), "sdpa flash": sdpa(SDPBackend.FLASH_ATTENTION)}
     outs = {k_: f(*sets[0]).float() for k_, f in fns.items()}
     err = max((o - outs["sdpa flash"]).abs().max().item() for o in outs.values())

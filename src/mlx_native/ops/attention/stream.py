@@ -205,6 +205,9 @@ def _stream_kernel(
         cur = seg_hi
 
 
+STREAM_TRIGGER = False  # PDL: let the next launch be scheduled at the start (kernels/dependent.py)
+
+
 def use_stream(q: torch.Tensor, k_cache: torch.Tensor, window: int) -> bool:
     """Whether ``flash_attn_decode`` runs the stream-K kernel instead of the split decode.
 
@@ -286,8 +289,8 @@ class StreamPlan:
             _stream_kernel, (self.programs,),
             dict(G=g, WINDOW=window > 0, MULTI_Q=lq > 1, SOFTCAP=softcap > 0, BLOCK_B=next_pow2(b), BLOCK_M=block_m,
                  BLOCK_N=block_n, UNIT=unit, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d, PRECISION="tf32",
-                 PDL=pdl_mode(q.device, False)),
-            num_warps=warps, num_stages=stages, pdl=pdl_mode(q.device, False) > 0,
+                 PDL=pdl_mode(q.device, STREAM_TRIGGER)),
+            num_warps=warps, num_stages=stages, pdl=pdl_mode(q.device, STREAM_TRIGGER) > 0,
         )
 
     def __call__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_lens: torch.Tensor,
