@@ -55,9 +55,9 @@ class Settings:
             where their rows split into its steps; 0 keeps them on ``q4k_mv`` / ``q4_mv``.
         pdl: ``MLX_NATIVE_PDL``: launch chains written for it (``moe_ffn``: route, gate/up, down; the batch-1
             split merge of decode attention) and the decode kernels that start with ``kernels.dependent.enter``
-            (quantized mat-vecs, norms, rope, elementwise) run as programmatic dependent launches on sm_90+ GPUs
-            (each is scheduled while the one before finishes and waits for its results in the kernel); 0
-            launches them in plain stream order.
+            (quantized mat-vecs, norms, rope, elementwise, decode attention) run as programmatic dependent
+            launches on sm_90+ GPUs (each is scheduled while the one before finishes and waits for its results
+            in the kernel); 0 launches them in plain stream order.
     """
 
     backend: str = "auto"
