@@ -11,10 +11,10 @@ from mlx_native.ops.ggml import formats
 from mlx_native.kernels.launch import pdl_available, recording
 from mlx_native.runtime import env, plans
 
-# op -> whether its kernel lets the next launch be scheduled at its start (the per-kernel choice of session 22)
-TRIGGERS = {"_norm_kernel": True, "_rope_kernel": True, "_elementwise_kernel": True, "affine_idot_kernel": True,
-            "q6k_mv_kernel": True, "q4k_idot_rows_kernel": True, "q4_idot_kernel": False, "q4_mv_kernel": False,
-            "q8_mv_kernel": False, "mmv_kernel": False, "affine_idot_rows_kernel": False}
+# kernel -> its PDL mode on sm_90: 2 lets the next launch be scheduled at its start, 3 after its main loop
+TRIGGERS = {"_norm_kernel": 2, "_rope_kernel": 2, "_elementwise_kernel": 2, "affine_idot_kernel": 2,
+            "q6k_mv_kernel": 2, "q4k_idot_rows_kernel": 2, "q4_idot_kernel": 3, "q4_mv_kernel": 3,
+            "q8_mv_kernel": 3, "mmv_kernel": 3, "affine_idot_rows_kernel": 3}
 
 
 def gguf_blocks(name: str, n: int, k: int, device) -> torch.Tensor:
@@ -58,17 +58,19 @@ def _chain_ops(device, k=1024, n=256):
 
 
 def test_pdl_mode(device):
-    """0 where the device (or the interpreter) has no PDL; else 2 with the trigger asked and allowed, 1 without."""
+    """0 where the device (or the interpreter) has no PDL; else 2 with the trigger asked and allowed, 3 with a late
+    one, 1 without."""
     dev = torch.device(device)
     assert dependent.pdl_mode(torch.device("cpu"), True) == 0
     if not pdl_available(dev):
         assert dependent.pdl_mode(dev, True) == dependent.pdl_mode(dev, False) == 0
         return
     assert dependent.pdl_mode(dev, True) == 2 and dependent.pdl_mode(dev, False) == 1
+    assert dependent.pdl_mode(dev, "late") == 3
     env_trigger = dependent.EARLY_TRIGGER
     try:
         dependent.EARLY_TRIGGER = False
-        assert dependent.pdl_mode(dev, True) == 1
+        assert dependent.pdl_mode(dev, True) == dependent.pdl_mode(dev, "late") == 1
     finally:
         dependent.EARLY_TRIGGER = env_trigger
 
@@ -86,7 +88,7 @@ def test_decode_launches_are_dependents(device):
         name = ln.kernel.__name__
         if name in TRIGGERS:
             assert ln.pdl == on, name
-            assert ln.constexprs["PDL"] == (0 if not on else 2 if TRIGGERS[name] else 1), name
+            assert ln.constexprs["PDL"] == (TRIGGERS[name] if on else 0), name
     plans.clear_all()
 
 

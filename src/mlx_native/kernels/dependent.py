@@ -31,13 +31,16 @@ from .launch import pdl_available
 EARLY_TRIGGER = True  # False: no kernel lets the next launch be scheduled before its programs exit
 
 
-def pdl_mode(device: torch.device, trigger: bool) -> int:
+def pdl_mode(device: torch.device, trigger) -> int:
     """The ``PDL`` constexpr of a kernel that starts with :func:`enter`: 0 a plain launch, 1 a programmatic
     dependent launch (where :func:`~mlx_native.kernels.launch.pdl_available`) that waits first, 2 one that also
-    lets the next launch be scheduled right after (``trigger``). Launch it with ``pdl=mode > 0``."""
+    lets the next launch be scheduled right after (``trigger`` True), 3 one that does so after its main loop
+    (``trigger == "late"``; the kernel calls :func:`leave_loop` there). Launch it with ``pdl=mode > 0``."""
     if not pdl_available(device):
         return 0
-    return 2 if trigger and EARLY_TRIGGER else 1
+    if not trigger or not EARLY_TRIGGER:
+        return 1
+    return 3 if trigger == "late" else 2
 
 
 @triton.jit
@@ -47,4 +50,12 @@ def enter(PDL: tl.constexpr):
     if PDL >= 1:
         gdc_wait()
     if PDL == 2:
+        gdc_launch_dependents()
+
+
+@triton.jit
+def leave_loop(PDL: tl.constexpr):
+    """``PDL`` 3: let the next dependent launch be scheduled now (call it after the main loop, before the
+    epilogue: the next launch's programs then take SM slots only as this one's programs finish streaming)."""
+    if PDL == 3:
         gdc_launch_dependents()

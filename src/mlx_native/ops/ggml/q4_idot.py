@@ -49,7 +49,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.dependent import enter
+from ...kernels.dependent import enter, leave_loop
 from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
 from ..quant.qmm import store_result
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
@@ -225,6 +225,7 @@ def q4_idot_kernel(
             w0, w1, w2, w3 = _spliced(w0, w1, w2, w3, sw, splice, Q4_1, WPL)
             acc = _step(acc, w0, w1, w2, w3, sw, xw_ptr + 32 * j, oa0, ob0, oa1, ob1, oa2, ob2, oa3, ob3, d_sh,
                         Q4_1, WPL, X_BF16, ASM)
+    leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
     res = tl.sum(tl.sum(acc, axis=0), axis=0)
     store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
                  row_ok, N, SPLIT_K, FUSE, False, 0)
@@ -308,7 +309,7 @@ class Q4IdotLaunch(StreamedMvLaunch):
                           EVEN_N=n % bn == 0, PREFETCH=prefetch, FENCE=Q4I_FENCE if fence is None else fence,
                           ASM=not env.settings.triton_interpret)
         super().__init__(q4_idot_kernel, n, tiles, steps, g, target, (n,), constexprs, out_dtype, device,
-                         tail_ints=(), num_warps=warps)
+                         tail_ints=(), num_warps=warps, trigger="late")
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(word_aligned(x), raw.view(torch.int32))

@@ -36,7 +36,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.dependent import enter
+from ...kernels.dependent import enter, leave_loop
 from ..quant.affine_mv import code_f32, row_tile
 from ..quant.qmm import store_result
 
@@ -150,6 +150,7 @@ def q4_mv_kernel(
             d = d_n
             if Q4_1:
                 m = m_n
+        leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
         res = tl.sum(tl.sum(acc, axis=0), axis=0)
         store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res,
                      pid_n * BN + tl.arange(0, BN).to(tl.int64), row_ok, N, SPLIT_K, FUSE, False, 0)
@@ -193,6 +194,7 @@ def q4_mv_kernel(
             d = d_n
             if Q4_1:
                 m = m_n
+        leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
         cols = pid_n * BN + tl.arange(0, BN).to(tl.int64)
         if MR == 2:
             res = tl.sum(tl.sum(tl.join(acc, acc1), axis=0), axis=0)  # [BN, 2]: rows 0, 1 of x
@@ -284,7 +286,7 @@ class Q4MvLaunch(StreamedMvLaunch):
         constexprs = dict(Q4_1=ggml_type == 3, STRIDE_H=k // 32 * Q4_IDS[ggml_type], N_UNITS=k // 4, BN=bn, UPS=ups,
                           EVEN_N=n % bn == 0, MR=m, PRESCALE=m > 1 and m >= PRESCALE_MIN_ROWS[ggml_type])
         super().__init__(q4_mv_kernel, n, tiles, k // 4 // ups, ups, pps * device_info(device).sm_count, (n, stride_x),
-                         constexprs, out_dtype, device, tail_ints=(MAGIC, 0))
+                         constexprs, out_dtype, device, tail_ints=(MAGIC, 0), trigger="late")
         self.m = m
         if m > 1 and self.splitk is not None:  # partials [split, m, n]; the counters as the base class's
             self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.dependent import enter
+from ...kernels.dependent import enter, leave_loop
 from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
 from ...kernels.words import half_lo
 from ..quant.affine_idot import thread_words
@@ -211,6 +211,7 @@ def q4k_idot_kernel(
         for s in range(i_lo + 1, i_hi):
             wa, wb, h = step_tiles(w_ptr, w_off, h_off, s * STEP_W)
             acc = _step(acc, wa, wb, h, sa, sh, keep, magic, x_ptr + s * (CH * 64), x_off, ASM)
+    leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
     res = tl.sum(acc, axis=0)
     store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
                  row_ok, N, SPLIT_K, FUSE, False, 0)
@@ -267,7 +268,7 @@ class Q4kIdotLaunch(StreamedMvLaunch):
         constexprs = dict(STRIDE_W=k // 256 * SB_WORDS, BN=bn, CH=32 * warps, EVEN_N=n % bn == 0, PREFETCH=prefetch,
                           ASM=not env.settings.triton_interpret)
         super().__init__(q4k_idot_kernel, n, tiles, steps, 1, target, (n,), constexprs, out_dtype, device,
-                         num_warps=warps)
+                         num_warps=warps, trigger="late")
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(x, raw.view(torch.int32))

@@ -34,7 +34,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.dependent import enter
+from ...kernels.dependent import enter, leave_loop
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
 from ..quant.affine_mv import row_tile
 from ..quant.qmm import store_result
@@ -147,6 +147,7 @@ def q8_mv_kernel(
         if WPL == 2:
             w1 = w1_n
         sw = sw_n
+    leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
     res = tl.sum(tl.sum(acc, axis=0), axis=0)
     store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
                  row_ok, N, SPLIT_K, FUSE, False, 0)
@@ -204,7 +205,7 @@ class Q8MvLaunch(StreamedMvLaunch):
                          PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
                              STRIDE_W=k // 64 * 17, N_UNITS=k // 4, BN=Q8_BN, UPS=ups, WPL=Q8_WPL,
                              FENCE=Q8_FENCE, EVEN_N=n % Q8_BN == 0), out_dtype, device, tail_ints=(C_LO, C_HI),
-                         num_warps=Q8_WARPS)
+                         num_warps=Q8_WARPS, trigger="late")
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(word_aligned(x), raw.view(torch.int32))

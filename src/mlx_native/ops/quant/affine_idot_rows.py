@@ -46,7 +46,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...kernels.dependent import enter, pdl_mode
+from ...kernels.dependent import enter, leave_loop, pdl_mode
 from ...kernels.idot import HIGH_NIBBLES, LOW_NIBBLES, dp2a, pack_pair, round_int
 from ...kernels.launch import Launch
 from ...runtime import env
@@ -232,6 +232,7 @@ def affine_idot_rows_kernel(
             w, S, B = _tiles(w_ptr, s_ptr, b_ptr, w_off + i * STEP, s_off + i * SSTEP)
             acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, w, S, B, x_ptr + i * (STEP * 8), c_off, stride_x,
                                            R1, R2, R3, ASM)
+    leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
     store_parts(out_ptr, part_ptr, cnt_ptr + pid_n * PARTS, acc0, acc1, acc2, acc3, pid_n, row_ok, N, R1, R2, R3,
                 SPLIT_K, FUSE)
 
@@ -277,7 +278,7 @@ class RowsLaunch:
 
     def __init__(self, kernel, m: int, n: int, bn: int, steps: int, warps: int, programs: int, prefetch: bool,
                  lead_ints: tuple, tail_ints: tuple, constexprs: dict, out_dtype: torch.dtype, device,
-                 trigger: bool = False):
+                 trigger=False):
         parts = row_parts(m)
         tiles = triton.cdiv(n, bn)
         split = split_count(steps, tiles, programs)
@@ -311,7 +312,8 @@ class AffineIdotRowsLaunch(RowsLaunch):
             prefetch = n < PREFETCH_BELOW_ROWS_PER_SM * sms
         super().__init__(affine_idot_rows_kernel, m, n, bn or IDOT_ROWS_BN, k // 8 // (128 * warps), warps,
                          (programs_per_sm or PROGRAMS_PER_SM) * sms, prefetch, (n, k, stride_x), (),
-                         dict(STRIDE_W=k // 8, STRIDE_S=k // group_size, GS=group_size), out_dtype, device)
+                         dict(STRIDE_W=k // 8, STRIDE_S=k // group_size, GS=group_size), out_dtype, device,
+                         trigger="late")
 
     def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
         return self.run(x, w, s, b)

@@ -201,13 +201,14 @@ class StreamedMvLaunch:
     (the smallest divisor of ``steps`` giving about ``target`` programs) and summed in the same launch
     (``qmm.SplitK``: the plan owns the arrival counters, so it must not run on two streams at once). The
     kernel takes ``(*inputs, out, part, cnt, *lead_ints, units_per_split, *tail_ints)`` and the ``PDL`` constexpr
-    (it starts with ``kernels.dependent.enter``: on sm_90 a programmatic dependent launch; ``trigger``: one that
-    lets the next launch be scheduled at its start, chosen per kernel from session 22 run 6); calls return
-    ``[1, n]`` of ``out_dtype``."""
+    (it starts with ``kernels.dependent.enter``: on sm_90 a programmatic dependent launch; ``trigger`` True: one that
+    lets the next launch be scheduled at its start, ``"late"``: after its main loop (the kernel calls
+    ``kernels.dependent.leave_loop``), chosen per kernel from session 22 run 6); calls return ``[1, n]`` of
+    ``out_dtype``."""
 
     def __init__(self, kernel, n: int, tiles: int, steps: int, step: int, target: int, lead_ints: tuple,
                  constexprs: dict, out_dtype: torch.dtype, device, tail_ints: tuple = (MAGIC,), num_warps=AMV_WARPS,
-                 trigger: bool = False):
+                 trigger=False):
         split = split_count(steps, tiles, target)
         self.n, self.out_dtype, self.device, self.split = n, out_dtype, device, split
         self.ints = (*lead_ints, steps // split * step, *tail_ints)
