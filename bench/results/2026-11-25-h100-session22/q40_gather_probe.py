@@ -1,4 +1,5 @@
-"""Offline probe (session 22): how triton 3.6 lowers tl.gather of Q4_0 code words from a 16-byte-vector load of an 8-block chunk (sm_90 SASS op counts). Run with PYTHONPATH=<triton 3.6 site>."""
+"""Offline probe (session 22): how triton 3.6 lowers tl.gather of Q4_0 code words from a 16-byte-vector load of
+an 8-block chunk (sm_90 SASS op counts). Run with PYTHONPATH=<a triton 3.6 site-packages>."""
 import triton, triton.language as tl, torch
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
