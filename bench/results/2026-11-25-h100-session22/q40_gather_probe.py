@@ -30,5 +30,6 @@ with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
     f.write(c.asm["cubin"])
 bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin")
 sass = subprocess.run([os.path.join(bin_dir, "nvdisasm"), "-c", f.name], capture_output=True, text=True).stdout
-ops = collections.Counter(re.findall(r"\b(SHFL\.[A-Z]+|LDS[.A-Z0-9]*|STS[.A-Z0-9]*|LDG[.A-Z0-9]*|SEL|BAR[.A-Z]*)\b", sass))
+OPS = r"\b(SHFL\.[A-Z]+|LDS[.A-Z0-9]*|STS[.A-Z0-9]*|LDG[.A-Z0-9]*|SEL|BAR[.A-Z]*)\b"
+ops = collections.Counter(re.findall(OPS, sass))
 print(len(sass.splitlines()), "lines", ops.most_common(12))
