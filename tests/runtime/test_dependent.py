@@ -14,7 +14,7 @@ from mlx_native.runtime import env, plans
 # kernel -> its PDL mode on sm_90: 2 lets the next launch be scheduled at its start, 3 after its main loop
 TRIGGERS = {"_norm_kernel": 2, "_rope_kernel": 2, "_elementwise_kernel": 2, "affine_idot_kernel": 2,
             "q6k_mv_kernel": 2, "q4k_idot_rows_kernel": 2, "q4_idot_kernel": 3, "q4_mv_kernel": 3,
-            "q8_mv_kernel": 3, "mmv_kernel": 3, "affine_idot_rows_kernel": 3}
+            "q8_mv_kernel": 3, "mmv_kernel": 1, "affine_idot_rows_kernel": 3}
 
 
 def gguf_blocks(name: str, n: int, k: int, device) -> torch.Tensor:

@@ -13,7 +13,10 @@ decode norms, head_norm_rope and silu_mul 1.15-1.37x faster with the early trigg
 1.20 us; 1.33 us waiting only). The mat-vecs gain 1-5% from waiting first; the early trigger added 2-4% on
 some (the one-row MLX kernel on the 8B MLP shapes, Q6_K, the Q4_K rows kernel) and cost 4-17% on others
 (Q4_0 / Q4_1 and Q8_0 one-row kernels on 14336 x 4096 and 4096 x 4096, the MLX rows kernel, the tensor-core
-decode kernel 16-20%), so each plan says whether it triggers.
+decode kernel 16-20%), so each plan says whether it triggers. Those (but the tensor-core kernel) trigger after
+their main loop instead (``PDL`` 3, :func:`leave_loop`; session 23 run 1, on an H200, against waiting only):
+one-row Q4_0 / Q4_K / Q8_0 1-4% faster, MLX 2-row 4096 x 4096 3.7%; the tensor-core kernel gained 3% on
+4096 x 14336 but lost 4-6% on 14336 x 4096 and 4096 x 4096, so it only waits.
 
 Tried and dropped (branch ``mv-pdl``): asking L2 for the program's weight bytes
 (``cp.async.bulk.prefetch.L2``, safe before the wait since L2 is coherent) made the one-row MLX mat-vec

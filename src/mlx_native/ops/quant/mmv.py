@@ -77,7 +77,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...kernels.dependent import enter, leave_loop
+from ...kernels.dependent import enter
 from .gemv import AFFINE, Q4_0, Q4_1, Q4_K
 from .qmm import store_result
 
@@ -482,7 +482,6 @@ def mmv_kernel(
             if GPS == 2:
                 acc = _group_step(_x_step(x_ptr, m, g + 1, stride_xm, M, GS, GS, FMT), w_ptr, s_ptr, b_ptr, rows, g,
                                   stride_wn, stride_sn, acc, FMT, BN, GS, X_F16, 1, PRESCALE)
-    leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
     if not PRESCALE:
         acc = _offset_terms(x_ptr, w_ptr, s_ptr, b_ptr, rows, m, g_lo, g_hi, M, stride_xm, stride_wn, stride_sn,
                             acc, FMT, GS, X_F16, ONE_ROW)
@@ -537,7 +536,7 @@ def over_idot_rows(m: int, n: int, k: int) -> bool:
     return m >= OVER_IDOT_ROWS_FROM or (m == 2 and n * k >= OVER_IDOT_M2_MIN_WEIGHTS)
 GGUF_FORMATS = (Q4_0.value, Q4_1.value, Q4_K.value)  # GGUF type ids
 GGUF_GROUP = 32  # values per GGUF block / Q4_K sub-block
-MMV_TRIGGER = "late"  # PDL: the next launch scheduled after the main loop (at the start: 0.80-0.84x, session 22)
+MMV_TRIGGER = False  # PDL trigger: at the start 0.80-0.84x (session 22), after the loop 0.94-1.03x (session 23)
 Q4_K_GPS = 8  # Q4_K: a loop step is one 256-value super-block
 
 
