@@ -28,8 +28,8 @@ def sdpa(backend):
 for b, kv in [(8, 32768), (8, 8192), (32, 8192)] if trig else [(8, 32768), (1, 8192), (1, 32768), (1, 131072)]:
     hq, hkv, d = 64, 8, 128
     sets = [(torch.randn(b, hq, 1, d, device="cuda", dtype=DT), torch.randn(b, hkv, kv, d, device="cuda", dtype=DT),
-             torch.randn(b, hkv, kv, d, device="cuda", dtype=DT), torch.full((b,), kv, device="cuda", dtype=torch.int32))
-            for _ in range(4)]
+             torch.randn(b, hkv, kv, d, device="cuda", dtype=DT),
+             torch.full((b,), kv, device="cuda", dtype=torch.int32)) for _ in range(4)]
     fns = {"new": lambda q, k, v, l: new.flash_attn_decode(q, k, v, l),
            "main": lambda q, k, v, l: old.flash_attn_decode(q, k, v, l),
            **({"trigger": lambda q, k, v, l: trig.flash_attn_decode(q, k, v, l)} if trig else {}),

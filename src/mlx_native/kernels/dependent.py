@@ -2,7 +2,7 @@
 
 A decode step is a chain of small launches, and each one's launch latency and ramp sit between the
 previous launch's last wave and its own first loads. Launched as a programmatic dependent
-(``Launch(pdl=True)``), a kernel's programs can be scheduled while the launch before it finishes. Such a
+(:func:`dependent_launch`), a kernel's programs can be scheduled while the launch before it finishes. Such a
 program must not read what that launch writes, nor write anything, before ``griddepcontrol.wait``; a
 kernel that starts with :func:`enter` does nothing at all before it, so it is safe after any launch.
 ``launch_dependents`` (``PDL`` 2) then lets the next dependent launch be scheduled as soon as every program
@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
-from .launch import pdl_available
+from .launch import Launch, pdl_available
 
 
 EARLY_TRIGGER = True  # False: no kernel lets the next launch be scheduled before its programs exit
@@ -34,10 +34,17 @@ EARLY_TRIGGER = True  # False: no kernel lets the next launch be scheduled befor
 def pdl_mode(device: torch.device, trigger: bool) -> int:
     """The ``PDL`` constexpr of a kernel that starts with :func:`enter`: 0 a plain launch, 1 a programmatic
     dependent launch (where :func:`~mlx_native.kernels.launch.pdl_available`) that waits first, 2 one that also
-    lets the next launch be scheduled right after (``trigger``). Launch it with ``pdl=mode > 0``."""
+    lets the next launch be scheduled right after (``trigger``); :func:`dependent_launch` launches it so."""
     if not pdl_available(device):
         return 0
     return 2 if trigger and EARLY_TRIGGER else 1
+
+
+def dependent_launch(kernel, grid, constexprs: dict, device, trigger: bool, **options) -> Launch:
+    """A :class:`~mlx_native.kernels.launch.Launch` of a kernel that starts with :func:`enter`: its ``PDL``
+    constexpr is :func:`pdl_mode` and it is launched as a programmatic dependent exactly when that is nonzero."""
+    mode = pdl_mode(torch.device(device), trigger)
+    return Launch(kernel, grid, dict(constexprs, PDL=mode), pdl=mode > 0, **options)
 
 
 @triton.jit

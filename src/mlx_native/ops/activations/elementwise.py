@@ -14,8 +14,7 @@ import triton
 import triton.language as tl
 
 from ...kernels import math as km
-from ...kernels.dependent import enter, pdl_mode
-from ...kernels.launch import Launch
+from ...kernels.dependent import dependent_launch, enter
 from ...kernels.rows import row_offsets
 from ...runtime.memory import contiguous_rows, is_canonical, output_like, plan_rows
 from ...runtime.device import device_info
@@ -113,12 +112,12 @@ class ElementwisePlan:
         self.has_b = b is not None
         self.ints = (al.n_rows, n_cols, al.inner, al.stride_outer, al.stride_inner, bl.inner, bl.stride_outer,
                      bl.stride_inner)
-        self.launch = Launch(
+        self.launch = dependent_launch(
             _elementwise_kernel, (triton.cdiv(al.n_rows, block_r) * triton.cdiv(n_cols, block_c),),
             dict(OP=op, HAS_B=b is not None, A_TWO_LEVEL=al.two_level, B_TWO_LEVEL=bl.two_level,
                  FLAT=al.n_rows == 1,
-                 BLOCK_R=block_r, BLOCK_C=block_c, PDL=pdl_mode(a.device, True)),
-            num_warps=num_warps, pdl=pdl_mode(a.device, True) > 0,
+                 BLOCK_R=block_r, BLOCK_C=block_c),
+            a.device, True, num_warps=num_warps,
         )
 
     def __call__(self, a: torch.Tensor, b: Optional[torch.Tensor], cap: float = 1.0) -> torch.Tensor:

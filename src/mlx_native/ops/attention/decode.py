@@ -46,7 +46,7 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_wait
 
 from ...kernels.arrival import arrive_last, can_fuse, counters, rearm
-from ...kernels.dependent import enter, pdl_mode
+from ...kernels.dependent import dependent_launch, enter
 from ...kernels.launch import Launch, pdl_available
 from ...kernels.math import tanh
 from ...kernels.rotary import rope_operands, rope_rotate
@@ -618,15 +618,14 @@ class DecodePlan:
         fuse, reduce_pdl = mode == "fused", mode == "pdl"
         block_s = next_pow2(self.splits)
         self.counters = counters((b * hkv, m_blocks), q.device) if fuse else None
-        self.launch = Launch(
+        self.launch = dependent_launch(
             _decode_kernel, (self.splits, b * hkv, m_blocks),
             dict(G=g, SINGLE=not multi, FUSE=fuse, WINDOW=window > 0, MULTI_Q=lq > 1, SOFTCAP=softcap > 0,
                  BALANCE=balance, BLOCK_B=next_pow2(b) if balance else 1, BLOCK_M=block_m, BLOCK_N=block_n,
                  BLOCK_S=block_s, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d,
                  PRECISION="ieee" if q.dtype == torch.float32 else "tf32", APPEND=append, ROPE=rope is not None,
-                 ROPE_TRADITIONAL=traditional, ROPE_FREQS=has_freqs, BLOCK_L=max(16, next_pow2(lq)),
-                 PDL=pdl_mode(q.device, reduce_pdl)),
-            num_warps=warps, num_stages=stages, pdl=pdl_mode(q.device, reduce_pdl) > 0,
+                 ROPE_TRADITIONAL=traditional, ROPE_FREQS=has_freqs, BLOCK_L=max(16, next_pow2(lq))),
+            q.device, reduce_pdl, num_warps=warps, num_stages=stages,
         )
         self.reduce = None
         if multi and not fuse:

@@ -27,8 +27,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.arrival import arrive_last, can_fuse, counters, rearm
-from ...kernels.dependent import enter, pdl_mode
-from ...kernels.launch import Launch
+from ...kernels.dependent import dependent_launch, enter
 from ...runtime import env
 from ...runtime.device import device_info
 from ...runtime.memory import empty
@@ -285,12 +284,11 @@ class StreamPlan:
         self.block_m = block_m
         self.counters = counters((b * hkv * m_blocks,), q.device)
         self.ints = (*q.stride()[:3], *k_cache.stride()[:3], *v_cache.stride()[:3], hq, lq, cap, window, b, m_blocks)
-        self.launch = Launch(
+        self.launch = dependent_launch(
             _stream_kernel, (self.programs,),
             dict(G=g, WINDOW=window > 0, MULTI_Q=lq > 1, SOFTCAP=softcap > 0, BLOCK_B=next_pow2(b), BLOCK_M=block_m,
-                 BLOCK_N=block_n, UNIT=unit, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d, PRECISION="tf32",
-                 PDL=pdl_mode(q.device, STREAM_TRIGGER)),
-            num_warps=warps, num_stages=stages, pdl=pdl_mode(q.device, STREAM_TRIGGER) > 0,
+                 BLOCK_N=block_n, UNIT=unit, BLOCK_D=block_d, HEAD_D=d, EVEN_D=block_d == d, PRECISION="tf32"),
+            q.device, STREAM_TRIGGER, num_warps=warps, num_stages=stages,
         )
 
     def __call__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_lens: torch.Tensor,

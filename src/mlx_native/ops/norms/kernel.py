@@ -13,8 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...kernels.dependent import enter, pdl_mode
-from ...kernels.launch import Launch
+from ...kernels.dependent import dependent_launch, enter
 from ...kernels.rows import row_offsets
 from ...runtime.memory import contiguous_rows, is_canonical, output_like, plan_rows, strided_vector
 from ..common import next_pow2
@@ -169,14 +168,14 @@ class NormPlan:
         self.ints = (xl.n_rows, xl.inner, xl.stride_outer, xl.stride_inner, rl.inner, rl.stride_outer,
                      rl.stride_inner)
         grid = triton.cdiv(xl.n_rows, block_r)
-        self.launch = Launch(
+        self.launch = dependent_launch(
             _norm_kernel, (grid,),
             dict(N=n_cols, INV_N=1.0 / n_cols if mean else 1.0, HAS_WEIGHT=weight is not None,
                  HAS_RESIDUAL=residual is not None, X_TWO_LEVEL=xl.two_level, R_TWO_LEVEL=rl.two_level,
                  BLOCK_R=block_r, BLOCK_N=block_n, SINGLE_TILE=single,
                  EVEN_ROWS=LEAN_ROWS and xl.n_rows % block_r == 0, NARROW=narrow,
-                 ONE_PROGRAM=grid == 1, PDL=pdl_mode(x.device, True)),
-            num_warps=num_warps, pdl=pdl_mode(x.device, True) > 0,
+                 ONE_PROGRAM=grid == 1),
+            x.device, True, num_warps=num_warps,
         )
 
     def __call__(self, x: torch.Tensor, weight: Optional[torch.Tensor], residual: Optional[torch.Tensor],

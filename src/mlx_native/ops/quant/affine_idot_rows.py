@@ -46,9 +46,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ...kernels.dependent import enter, pdl_mode
+from ...kernels.dependent import dependent_launch, enter
 from ...kernels.idot import HIGH_NIBBLES, LOW_NIBBLES, dp2a, pack_pair, round_int
-from ...kernels.launch import Launch
 from ...runtime import env
 from ...runtime.device import device_info
 from ...runtime.memory import empty
@@ -288,9 +287,8 @@ class RowsLaunch:
                           FUSE=self.splitk is not None and self.splitk.fused, ASM=not env.settings.triton_interpret,
                           **{f"R{i}": parts[i] if i < len(parts) else 0 for i in range(4)})  # all: Launch passes
         # every constexpr to the compiled kernel, defaults included
-        pdl = pdl_mode(torch.device(device), trigger)
-        self.launch = Launch(kernel, (tiles, split), dict(constexprs, PDL=pdl), num_warps=warps, num_stages=1,
-                             pdl=pdl > 0)
+        self.launch = dependent_launch(kernel, (tiles, split), constexprs, device, trigger, num_warps=warps,
+                                       num_stages=1)
 
     def run(self, *inputs: torch.Tensor) -> torch.Tensor:
         out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)

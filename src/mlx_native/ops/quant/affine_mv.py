@@ -142,8 +142,7 @@ def affine_mv_kernel(
 
 import torch  # noqa: E402
 
-from ...kernels.dependent import pdl_mode  # noqa: E402
-from ...kernels.launch import Launch  # noqa: E402
+from ...kernels.dependent import dependent_launch  # noqa: E402
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from ...runtime.memory import empty  # noqa: E402
@@ -212,10 +211,9 @@ class StreamedMvLaunch:
         self.n, self.out_dtype, self.device, self.split = n, out_dtype, device, split
         self.ints = (*lead_ints, steps // split * step, *tail_ints)
         self.splitk = SplitK(split, 1, n, False, 0, device, tiles=tiles) if split > 1 else None
-        pdl = pdl_mode(torch.device(device), trigger)
-        self.launch = Launch(kernel, (tiles, split), dict(
-            constexprs, SPLIT_K=split > 1, FUSE=self.splitk is not None and self.splitk.fused, PDL=pdl),
-            num_warps=num_warps, num_stages=1, pdl=pdl > 0)
+        self.launch = dependent_launch(kernel, (tiles, split), dict(
+            constexprs, SPLIT_K=split > 1, FUSE=self.splitk is not None and self.splitk.fused), device, trigger,
+            num_warps=num_warps, num_stages=1)
 
     def run(self, *inputs: torch.Tensor) -> torch.Tensor:
         out = empty((1, self.n), dtype=self.out_dtype, device=self.device)

@@ -538,8 +538,7 @@ from typing import Optional  # noqa: E402
 
 import torch  # noqa: E402
 
-from ...kernels.dependent import pdl_mode  # noqa: E402
-from ...kernels.launch import Launch  # noqa: E402
+from ...kernels.dependent import dependent_launch  # noqa: E402
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from ...runtime.memory import empty  # noqa: E402
@@ -704,12 +703,11 @@ class MmvLaunch:
         self.m, self.n, self.out_dtype, self.device = m, n, out_dtype, device
         self.ints = (m, n, k, *strides, per_split)
         self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
-        pdl = pdl_mode(torch.device(device), MMV_TRIGGER)
-        self.launch = Launch(mmv_kernel, (tiles, self.split), dict(
+        self.launch = dependent_launch(mmv_kernel, (tiles, self.split), dict(
             FMT=fmt, BN=bn, GS=group_size, MP=16, GPS=gps, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
             FUSE=self.splitk is not None and self.splitk.fused, ONE_ROW=m == 1, PRESCALE=prescale, PACKED=packed,
-            ASM=not env.settings.triton_interpret, PDL=pdl),
-            num_warps=warps, num_stages=MMV_STAGES if m == 1 else MMV_STAGES_ROWS, pdl=pdl > 0)
+            ASM=not env.settings.triton_interpret), device, MMV_TRIGGER,
+            num_warps=warps, num_stages=MMV_STAGES if m == 1 else MMV_STAGES_ROWS)
 
     def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
         out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)

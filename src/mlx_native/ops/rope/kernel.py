@@ -21,8 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...kernels.dependent import enter, pdl_mode
-from ...kernels.launch import Launch
+from ...kernels.dependent import dependent_launch, enter
 from ...kernels.math import sincos
 from ...kernels.rows import row_offsets
 from ...runtime.device import device_info
@@ -494,15 +493,15 @@ class RopePlan:
                           index.s1, index.s2, p_sec, max(seq_len, 1), sec1, sec2, sec3)
         self.n_groups = lay.n_groups
         levels = pos_levels(n_rows, index.n1, index.n2, index.s0, index.s1, index.s2)
-        self.launch = Launch(
+        self.launch = dependent_launch(
             _rope_kernel, (triton.cdiv(n_rows, block_r), grid_g),
             dict(BLOCK_R=block_r, BLOCK_G=block_g, BLOCK_H=block_h, BLOCK_T=block_t, X_TWO_LEVEL=lay.x.two_level,
                  Y_TWO_LEVEL=lay.y.two_level, X2_TWO_LEVEL=lay2.x.two_level, Y2_TWO_LEVEL=lay2.y.two_level,
                  PAIR=x2 is not None, HAS_POS_TENSOR=view is not None, ADD_ROW_INDEX=seq_len > 0,
                  TRADITIONAL=traditional, HAS_FREQS=freqs is not None, DO_NORM=norm, HAS_WEIGHT=weight is not None,
                  HAS_TAIL=tail > 0, N_SECTIONS=1 if sections is None else len(sections), INTERLEAVED=interleaved,
-                 P_L0=levels[0], P_L1=levels[1], P_L2=levels[2], POLY_SINCOS=POLY_SINCOS, PDL=pdl_mode(x.device, True)),
-            num_warps=num_warps, pdl=pdl_mode(x.device, True) > 0,
+                 P_L0=levels[0], P_L1=levels[1], P_L2=levels[2], POLY_SINCOS=POLY_SINCOS),
+            x.device, True, num_warps=num_warps,
         )
 
     def __call__(self, x: torch.Tensor, pos_raw: Optional[torch.Tensor], offset: int, scale: float,
