@@ -577,8 +577,8 @@ def over_idot_rows(m: int, n: int, k: int) -> bool:
     ahead (8.4 at M2 against 8.6 at M3 here)."""
     return m >= OVER_IDOT_ROWS_FROM or (m == 2 and n * k >= OVER_IDOT_M2_MIN_WEIGHTS)
 GGUF_FORMATS = (Q4_0.value, Q4_1.value, Q4_K.value)  # GGUF type ids
-Q41_MIN_ROWS = 8  # Q4_1 rows of x from which prefer() sends calls here (packed tiles)
-Q41_MIN_WEIGHTS = 1 << 25  # ... of a matrix of at least this many weights
+Q41_MIN_ROWS = 5  # Q4_1 rows of x from which prefer() sends calls here (packed tiles)
+Q41_MIN_WEIGHTS = 1 << 24  # ... of a matrix of at least this many weights
 GGUF_GROUP = 32  # values per GGUF block / Q4_K sub-block
 MMV_TRIGGER = False  # PDL: let the next launch be scheduled at the start (session 22: 0.80-0.84x when on)
 Q4_K_GPS = 8  # Q4_K: a loop step is one 256-value super-block
@@ -621,9 +621,10 @@ def prefer(m: int, n: int, k: int, fmt: int = AFFINE.value) -> bool:
       word-level kernel measured faster on every Llama-3-8B shape (4096 x 14336 at 5-16 rows: 71-72 us here since
       the word-indexed loads of session 22, 59-62 there).
     * GGUF Q4_1, from ``Q41_MIN_ROWS`` rows of a matrix of ``>= Q41_MIN_WEIGHTS`` weights and an even number of
-      blocks a row (packed tiles, 4 blocks a step): session 22 run 1, 4096 x 14336 M8 / M16 59.4 / 59.3 us against
-      the general kernel's 64.3 / 78.6, 14336 x 4096 53.6 / 53.5 against 65.8 / 70.3 (a branch: not yet timed at
-      5-7 rows or on smaller matrices).
+      blocks a row (packed tiles, 4 blocks a step; 2-4 rows have ``q4_mv``'s rows kernel): session 23 run 1 (H200,
+      us, here against the general kernel) 4096 x 14336 M5 / M8 / M16 60.1 / 60.4 / 60.3 against 63.9 / 64.8 /
+      80.0, 14336 x 4096 54.5 / 54.4 / 54.3 against 59.4 / 65.1 / 71.7, 4096 x 4096 and 2048 x 8192 at 5-16 rows
+      18.5-19.0 against 20.8-22.5 (1.06-1.33x; smaller matrices not timed).
     * GGUF Q4_K, 2-16 rows: always (packed tiles, session 19 runs 6-7: 30-34 us on the 8B shapes, 12.6 on 4096 x
       4096, against the general kernel's 72-83 / 26-27); one row has its streamed kernels, two the integer-dot
       rows kernel (``q4k_idot_rows.IDOT_ROWS_MAX``).
