@@ -214,13 +214,17 @@ def mmv_launches(monkeypatch, request):
     built = spy_plans(monkeypatch, mmv.MmvLaunch)
     yield built
     assert all(p.launch.constexprs["PRESCALE"] is request.param for p in built)
-    # prescaled Q4_K tiles are packed (two codes an instruction; in fp32 under the interpreter), Q4_0 / Q4_1 not
-    assert all(p.launch.constexprs["PACKED"] is (request.param and p.launch.constexprs["FMT"] == Q4_K_ID)
+    # prescaled Q4_K and Q4_1 tiles (Q4_1 rows of an even number of blocks) are packed (two codes an instruction;
+    # in fp32 under the interpreter), Q4_0 not
+    assert all(p.launch.constexprs["PACKED"] is (request.param and (p.launch.constexprs["FMT"] == Q4_K_ID or
+                                                                   p.launch.constexprs["FMT"] == Q4_1_ID and
+                                                                   p.launch.constexprs["GPS"] in (2, 4)))
                for p in built)
     plans.clear_all()
 
 
 Q4_K_ID = formats.BY_NAME["Q4_K"].id
+Q4_1_ID = formats.BY_NAME["Q4_1"].id
 
 
 def _streamed_modules():
@@ -451,6 +455,7 @@ def test_matmul_tensor_core_decode(device, mmv_launches, name, m, dtype, request
 @pytest.mark.parametrize("name, k", [
     ("Q4_0", 576),  # 18 blocks: 9 two-block steps, split 10 + 8
     ("Q4_1", 608),  # 19 blocks: one-block steps, split unevenly
+    ("Q4_1", 576),  # 18 blocks: packed two-block steps (prescaled rows), split unevenly
     ("Q4_K", 1280),  # 5 super-blocks: split 3 + 2
 ])
 @pytest.mark.parametrize("m, dtype", [(1, torch.bfloat16), (16, torch.float16)])
@@ -462,7 +467,7 @@ def test_matmul_tensor_core_decode_uneven_split(device, mmv_launches, name, k, m
     assert split > 1 and (k // 32) % per_split != 0, (split, per_split)
 
 
-@pytest.mark.parametrize("name, k", [("Q4_0", 128), ("Q4_1", 96), ("Q4_K", 256)])
+@pytest.mark.parametrize("name, k", [("Q4_0", 128), ("Q4_1", 96), ("Q4_1", 128), ("Q4_K", 256)])
 def test_matmul_tensor_core_decode_no_split(device, mmv_launches, name, k, request):
     """A K too short to split: one program per tile stores the 16-bit output itself (3 tiles,
     the last one partial; x with a leading batch dim: 2 x 3 rows)."""

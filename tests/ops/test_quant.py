@@ -940,8 +940,13 @@ def test_splitk_plan_built_in_capture_uses_two_launches(monkeypatch):
     ("auto", 1, 1024, 4096, "affine", False),  # 0.77x
     ("auto", 16, 1024, 4096, "affine", True),  # 1.53x the general kernel
     ("auto", 16, 576, 1536, "affine", False),  # K <= 1536: 0.82-0.94x
-    ("auto", 1, 14336, 4096, "Q4_0", False),  # GGUF Q4_0 / Q4_1 blocks: the word-level kernel wins
-    ("auto", 8, 14336, 4096, "Q4_1", False),
+    ("auto", 1, 14336, 4096, "Q4_0", False),  # GGUF Q4_0 blocks: the word-level kernel wins
+    ("auto", 16, 14336, 4096, "Q4_0", False),
+    ("auto", 5, 14336, 4096, "Q4_1", True),  # Q4_1 from 5 rows of >= 2^24 weights: packed tiles, 54 against 59 us
+    ("auto", 4, 14336, 4096, "Q4_1", False),  # 2-4 rows: q4_mv's rows kernel
+    ("auto", 8, 4096, 4096, "Q4_1", True),
+    ("auto", 8, 4096, 2048, "Q4_1", False),  # below 2^24 weights: not timed
+    ("auto", 8, 14336, 4128, "Q4_1", False),  # 129 blocks a row: no packed tiles
     ("auto", 1, 14336, 4096, "Q4_K", False),  # one row: the streamed Q4_K kernels
     ("auto", 2, 14336, 4096, "Q4_K", True),  # prescaled tiles: 65-79 against 72-83 us
     ("on", 1, 576, 576, "Q4_0", True),

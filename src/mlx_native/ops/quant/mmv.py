@@ -24,7 +24,8 @@ are one more (fp32) dot after the loop::
     acc = sum_g S_g * dot(OFF + q_g, x_g)  +  (B - OFF * S) @ [sum_{k in g} x_k]_g
 
 Packed tiles (``PACKED``, from 2 rows of x): MLX affine with scales and biases in x's dtype (which a 16-bit
-result implies) and GGUF Q4_K. The pair ``OFF + q`` minus ``OFF`` is ``q`` exactly and ``fma(q, S, B)`` rounds
+result implies), GGUF Q4_K, and GGUF Q4_1 rows of an even number of blocks (2 or 4 blocks a step, their codes as
+word loads inside each 20-byte block). The pair ``OFF + q`` minus ``OFF`` is ``q`` exactly and ``fma(q, S, B)`` rounds
 once, both as ``bf16x2`` / ``f16x2`` FMAs (two codes an instruction, PTX through ``inline_asm_elementwise``; the
 interpreter runs the same math in fp32). A loop step is ``MMV_STEP_ROWS`` codes of each MLX row (whole groups)
 or half a Q4_K super-block, one contiguous load of 16-byte pieces and one dot, and x of the next step is loaded
@@ -211,7 +212,9 @@ def _x_step(x_ptr, m, g, stride_xm, M, GS: tl.constexpr, KS: tl.constexpr, FMT: 
     (rows ``>= M``: 0): each row's codes are loaded in order (8- or 16-byte pieces), then reordered in registers
     (``c = 2 c1 + c0``, ``i = 2 i1 + i0``; every order maps code -> column ``((i F + f) 4 + c) 2 + e``):
     MLX: code ``8 (c F + f) + 4 e + i`` (the nibbles of a word in order);
-    Q4_0 / Q4_1 (one block, ``F = 1``): code ``16 i0 + 4 c + 2 e + i1`` (byte ``l``: codes ``l``, ``l + 16``);
+    Q4_0 / Q4_1, ``F = KS / 32`` blocks of words ``4 b + j`` (one block: :func:`_group_step`, ``j = c``; 2 or 4:
+    :func:`_q41_packed_step`; byte ``l`` of a block holds codes ``l``, ``l + 16``): code ``32 b + 4 j + 16 i0 + 2 e +
+    i1``, with ``c F + f = 4 b + j``;
     Q4_K (the 128-code tiles of :func:`_q4k_packed_step`): code ``64 c1 + 32 i0 + 16 c0 + 4 f + 2 e + i1``."""
     F: tl.constexpr = KS // 32
     MP: tl.constexpr = m.shape[0]
@@ -221,8 +224,12 @@ def _x_step(x_ptr, m, g, stride_xm, M, GS: tl.constexpr, KS: tl.constexpr, FMT: 
         xt = tl.permute(tl.reshape(xn, (MP, 4, F, 2, 4)), (4, 2, 1, 3, 0))
     elif FMT == Q4_K:  # [m, c1, i0, c0, f, e, i1] -> [i1, i0, f, c1, c0, e, m]
         xt = tl.permute(tl.reshape(xn, (MP, 2, 2, 2, F, 2, 2)), (6, 2, 4, 1, 3, 5, 0))
-    else:  # [m, i0, c, e, i1] -> [i1, i0, c, e, m]
+    elif F == 1:  # [m, i0, c, e, i1] -> [i1, i0, c, e, m]
         xt = tl.permute(tl.reshape(xn, (MP, 2, 4, 2, 2)), (4, 1, 2, 3, 0))
+    elif F == 2:  # c = 2 b + j1, f = j0: [m, b, i0, j1, j0, e, i1] -> [i1, i0, j0, b, j1, e, m]
+        xt = tl.permute(tl.reshape(xn, (MP, 2, 2, 2, 2, 2, 2)), (6, 2, 4, 1, 3, 5, 0))
+    else:  # F = 4: c = b, f = j: [m, b, i0, j, e, i1] -> [i1, i0, j, b, e, m]
+        xt = tl.permute(tl.reshape(xn, (MP, 4, 2, 4, 2, 2)), (5, 2, 3, 1, 4, 0))
     return tl.reshape(xt, (KS, MP))
 
 
@@ -296,6 +303,34 @@ def _group_step(xg, w_ptr, s_ptr, b_ptr, rows, g, stride_wn, stride_sn, acc, FMT
         B = _group_bias(w_ptr, b_ptr, rows, g + J, S, stride_wn, stride_sn, FMT)
         return tl.dot(_dequantized(t, S, B, X_F16), xg, acc)
     return acc + S[:, None] * tl.dot(t, xg)
+
+
+@triton.jit
+def _q41_scales(w_ptr, rows, g, g_hi, stride_wn, NB: tl.constexpr, X_F16: tl.constexpr):
+    """GGUF Q4_1 ``d, m [BN, NB]`` in x's dtype of the ``NB`` blocks from ``g`` (0 from ``g_hi`` on): 2-byte loads,
+    which ``cp.async`` cannot take, so the loop makes them a step ahead."""
+    dt: tl.constexpr = tl.float16 if X_F16 else tl.bfloat16
+    j = g + tl.arange(0, NB)
+    off = rows[:, None] * stride_wn + j[None, :] * 20
+    ok = (j < g_hi)[None, :]
+    return _f16(w_ptr, off, ok).to(dt), _f16(w_ptr, off + 2, ok).to(dt)
+
+
+@triton.jit
+def _q41_packed_step(xs, S, B, w_ptr, rows, g, stride_wn, acc, NB: tl.constexpr, BN: tl.constexpr,
+                     X_F16: tl.constexpr, ASM: tl.constexpr):
+    """``acc [BN, MP] += dot(d q + m, x)`` over the ``NB`` (2 or 4) Q4_1 blocks from ``g`` of each row as one tile
+    of words ``4 b + j`` (``xs [32 NB, MP]``: :func:`_x_step`; ``S, B [BN, NB]``: :func:`_q41_scales`). A 20-byte
+    block holds its codes in words 1-4, which these word loads stay inside. (Q4_0's 18-byte blocks put half of
+    them at 2 mod 4, and a word-aligned form reads past its pair; session 22 run 1 faulted on it.)"""
+    j = tl.arange(0, 4)[None, None, :]
+    row_w = (rows * (stride_wn // 4))[:, None, None]  # words (a row is a whole number of them)
+    w = _word(w_ptr, row_w + 5 * g + 5 * tl.arange(0, NB)[None, :, None] + 1 + j, None)
+    w = tl.reshape(w, (BN, 4 * NB))
+    S2 = tl.reshape(tl.broadcast_to(_pair16(S)[:, :, None], (BN, NB, 4)), (BN, 4 * NB))
+    B2 = tl.reshape(tl.broadcast_to(_pair16(B)[:, :, None], (BN, NB, 4)), (BN, 4 * NB))
+    return tl.dot(_tile(_packed_pairs(w, 4 * tl.arange(0, 4), S2[:, :, None], B2[:, :, None], X_F16, ASM), BN,
+                        32 * NB), xs, acc)
 
 
 @triton.jit
@@ -456,7 +491,7 @@ def mmv_kernel(
     g_lo = pid_k * groups_per_split
     g_hi = tl.minimum(K // GS, g_lo + groups_per_split)
     acc = tl.zeros([BN, MP], dtype=tl.float32)
-    if PACKED:  # MLX affine or Q4_K: GPS groups a step of GPS * GS codes, x of the next step loaded before the dot
+    if PACKED and FMT != Q4_1:  # MLX affine or Q4_K: GPS groups a step of GPS * GS codes, x of the next step first
         KS: tl.constexpr = GPS * GS
         xs = _x_step(x_ptr, m, g_lo, stride_xm, tl.where(g_lo < g_hi, M, 0), GS, KS, FMT)
         if FMT == Q4_K:  # its headers come with the code words, through the cp.async pipeline
@@ -471,6 +506,13 @@ def mmv_kernel(
                 S_nxt, B_nxt = _affine_scales(s_ptr, b_ptr, rows, g + GPS, g_hi, stride_sn, GPS)
                 acc = _affine_step(xs, S, B, w_ptr, rows, g, stride_wn, acc, BN, GS, KS, X_F16, ASM)
                 xs, S, B = nxt, S_nxt, B_nxt
+    elif PACKED:  # Q4_1, GPS (2 or 4) blocks a step: d and m loaded a step ahead
+        S, B = _q41_scales(w_ptr, rows, g_lo, g_hi, stride_wn, GPS, X_F16)
+        for g in range(g_lo, g_hi, GPS):
+            S_nxt, B_nxt = _q41_scales(w_ptr, rows, g + GPS, g_hi, stride_wn, GPS, X_F16)
+            acc = _q41_packed_step(_x_step(x_ptr, m, g, stride_xm, M, GS, GPS * GS, FMT), S, B, w_ptr, rows, g,
+                                   stride_wn, acc, GPS, BN, X_F16, ASM)
+            S, B = S_nxt, B_nxt
     elif FMT == Q4_K:
         for g in range(g_lo, g_hi, GPS):
             acc = _q4k_step(_x_ptrs(x_ptr, m, _q4k_columns(GS), g, stride_xm, GS), w_ptr, rows, m, g, M, stride_wn,
@@ -518,7 +560,7 @@ MMV_STAGES_ROWS = 3  # 2-16 rows
 PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
 MAX_ROWS = 16
 PRESCALE_MIN_ROWS = 2  # rows of x from which the tiles are dequantized before the dot
-PACKED = True  # prescaled MLX affine (scales in x's dtype) and Q4_K tiles: dequantized two codes an instruction
+PACKED = True  # prescaled MLX affine (scales in x's dtype), Q4_K and Q4_1 tiles: dequantized two codes an instruction
 MMV_BN_ROWS = 64  # 2-16 rows: output features per program
 MMV_WARPS_ROWS = 4
 MMV_STEP_ROWS = 128  # PACKED: codes of a row per loop step (at most; whole groups dividing K)
@@ -535,6 +577,8 @@ def over_idot_rows(m: int, n: int, k: int) -> bool:
     ahead (8.4 at M2 against 8.6 at M3 here)."""
     return m >= OVER_IDOT_ROWS_FROM or (m == 2 and n * k >= OVER_IDOT_M2_MIN_WEIGHTS)
 GGUF_FORMATS = (Q4_0.value, Q4_1.value, Q4_K.value)  # GGUF type ids
+Q41_MIN_ROWS = 5  # Q4_1 rows of x from which prefer() sends calls here (packed tiles)
+Q41_MIN_WEIGHTS = 1 << 24  # ... of a matrix of at least this many weights
 GGUF_GROUP = 32  # values per GGUF block / Q4_K sub-block
 MMV_TRIGGER = False  # PDL trigger: at the start 0.80-0.84x (session 22), after the loop 0.94-1.03x (session 23)
 Q4_K_GPS = 8  # Q4_K: a loop step is one 256-value super-block
@@ -573,10 +617,14 @@ def prefer(m: int, n: int, k: int, fmt: int = AFFINE.value) -> bool:
     of ``bench/decode_route.py`` (bench/results/2026-11-22-h100-session3/) and ``bench/mmv_sweep.py --prescale``
     (bench/results/2026-11-25-h100-session17/run1):
 
-    * GGUF Q4_0 / Q4_1 blocks: never. Scales and codes interleave in 18/20-byte blocks, so the loads are 4-byte
-      ones, and the word-level kernel measured faster on every Llama-3-8B shape (Q4_0 4096 x 14336 at 2-16 rows:
-      94-110 us here against 58-61 there). Packed tiles do not change that (session 21 runs 3-4: 100-125 us with
-      pairs or fours of blocks a step): the loads are the cost, not the dequantization.
+    * GGUF Q4_0: never. Scales and codes interleave in 18-byte blocks, so the loads are 4-byte ones, and the
+      word-level kernel measured faster on every Llama-3-8B shape (4096 x 14336 at 5-16 rows: 71-72 us here since
+      the word-indexed loads of session 22, 59-62 there).
+    * GGUF Q4_1, from ``Q41_MIN_ROWS`` rows of a matrix of ``>= Q41_MIN_WEIGHTS`` weights and an even number of
+      blocks a row (packed tiles, 4 blocks a step; 2-4 rows have ``q4_mv``'s rows kernel): session 23 run 1 (H200,
+      us, here against the general kernel) 4096 x 14336 M5 / M8 / M16 60.1 / 60.4 / 60.3 against 63.9 / 64.8 /
+      80.0, 14336 x 4096 54.5 / 54.4 / 54.3 against 59.4 / 65.1 / 71.7, 4096 x 4096 and 2048 x 8192 at 5-16 rows
+      18.5-19.0 against 20.8-22.5 (1.06-1.33x; smaller matrices not timed).
     * GGUF Q4_K, 2-16 rows: always (packed tiles, session 19 runs 6-7: 30-34 us on the 8B shapes, 12.6 on 4096 x
       4096, against the general kernel's 72-83 / 26-27); one row has its streamed kernels, two the integer-dot
       rows kernel (``q4k_idot_rows.IDOT_ROWS_MAX``).
@@ -592,6 +640,8 @@ def prefer(m: int, n: int, k: int, fmt: int = AFFINE.value) -> bool:
         return mode == "on"
     if fmt == Q4_K.value:
         return m >= 2
+    if fmt == Q4_1.value:
+        return m >= Q41_MIN_ROWS and n * k >= Q41_MIN_WEIGHTS and k % (2 * GGUF_GROUP) == 0
     if fmt != AFFINE.value:
         return False
     return n * k >= PREFER_MIN_WEIGHTS if m == 1 else k >= PREFER_MIN_K
@@ -631,12 +681,16 @@ class MmvLaunch:
         bn, warps = (MMV_BN, MMV_WARPS) if m == 1 else (MMV_BN_ROWS, MMV_WARPS_ROWS)
         if prescale is None:
             prescale = m >= PRESCALE_MIN_ROWS
-        packed = PACKED and prescale and (fmt == AFFINE.value and scale_dtype == x_dtype or fmt == Q4_K.value)
         groups = k // group_size
+        packed = PACKED and prescale and (fmt == AFFINE.value and scale_dtype == x_dtype or fmt == Q4_K.value
+                                          or fmt == Q4_1.value and groups % 2 == 0)
         if fmt == Q4_K.value and packed:  # half super-blocks, at least 2 a split
             gps, min_steps = Q4_K_GPS // 2, 2
         elif fmt == Q4_K.value:  # at least 2 super-blocks per split: the 512 values of 4 MLX g64 steps (not swept)
             gps, min_steps = Q4_K_GPS, 2
+        elif packed and fmt == Q4_1.value:  # 4 blocks a step where they divide the row, else 2; >= 256 codes a split
+            gps = 4 if groups % 4 == 0 else 2
+            min_steps = 8 // gps
         elif packed:  # the widest step of whole groups dividing K, splits of at least 512 codes
             step = MMV_STEP_ROWS
             while step > group_size and k % step:
