@@ -14,7 +14,7 @@ from mlx_native.runtime import env, plans
 # kernel -> its PDL mode on sm_90: 2 lets the next launch be scheduled at its start, 3 after its main loop
 TRIGGERS = {"_norm_kernel": 2, "_rope_kernel": 2, "_elementwise_kernel": 2, "affine_idot_kernel": 2,
             "q6k_mv_kernel": 2, "q4k_idot_rows_kernel": 2, "q4_idot_kernel": 3, "q4_mv_kernel": 3,
-            "q8_mv_kernel": 3, "mmv_kernel": 1, "affine_idot_rows_kernel": 3}
+            "q8_mv_kernel": 3, "mmv_kernel": 1, "affine_idot_rows_kernel": 3, "gemv_kernel": 3}
 
 
 def gguf_blocks(name: str, n: int, k: int, device) -> torch.Tensor:
@@ -39,6 +39,7 @@ def _chain_ops(device, k=1024, n=256):
     q6 = gguf_blocks("Q6_K", n, k, device)
     q8 = gguf_blocks("Q8_0", n, k, device)
     q40 = gguf_blocks("Q4_0", n, k, device)
+    q8s = gguf_blocks("Q8_0", n, 576, device)  # K 576 as SmolLM2's: the word-level kernel
     pos = torch.arange(1, device=device) + 5
     kc, vc = (randn(1, 2, 300, 128, dtype=torch.bfloat16, device=device) for _ in range(2))
     lens = torch.tensor([300], dtype=torch.int32, device=device)
@@ -51,6 +52,7 @@ def _chain_ops(device, k=1024, n=256):
         r = o.repeat(1, n // o.shape[1])
         a = mn.silu_mul(r, mn.ggml_matmul(h, q6, "Q6_K", (n, k)))
         c = mn.ggml_matmul(h, q8, "Q8_0", (n, k)) + mn.ggml_matmul(h, q40, "Q4_0", (n, k))
+        c = c + mn.ggml_matmul(h[:, :576], q8s, "Q8_0", (n, 576))
         h3 = mn.rms_norm(x3, nw)
         return a, c, mn.quantized_matmul(h3, wq, s, b), mn.ggml_matmul(h3[:2], q40, "Q4_0", (n, k))
 

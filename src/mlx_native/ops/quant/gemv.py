@@ -34,6 +34,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ...kernels.dependent import enter, leave_loop
 from .qmm import store_result
 
 AFFINE: tl.constexpr = tl.constexpr(-1)
@@ -253,6 +254,7 @@ def gemv_kernel(
     FMT: tl.constexpr, BITS: tl.constexpr, GS: tl.constexpr, ROUTED: tl.constexpr, HAS_XROW: tl.constexpr,
     HAS_UP: tl.constexpr, ACT: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr, BN: tl.constexpr,
     NW: tl.constexpr, KSTEP: tl.constexpr, EVEN: tl.constexpr,
+    PDL: tl.constexpr,  # kernels/dependent.py
 ):
     """Programs: axis 0 = (row, column tile) with rows outermost; axis 1 = K split.
 
@@ -260,6 +262,7 @@ def gemv_kernel(
     every row exists (no masks). ``FUSE`` (with ``SPLIT_K``): the last split of each axis-0
     program to arrive sums its tile's partials into ``out``.
     """
+    enter(PDL)
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
     num_n = tl.cdiv(N, BN)
@@ -297,6 +300,7 @@ def gemv_kernel(
         acc = gemv_step(wb, sb, bb, w_off, s_off, n_ok, c, k0, k_hi, x_row, acc, FMT, BITS, GS, EVEN)
         if HAS_UP:
             acc2 = gemv_step(wb2, sb2, bb2, w_off, s_off, n_ok, c, k0, k_hi, x_row, acc2, FMT, BITS, GS, EVEN)
+    leave_loop(PDL)
     res = tl.sum(acc, axis=1)
     res2 = tl.sum(acc2, axis=1)
     if ROUTED:
@@ -312,7 +316,7 @@ def gemv_kernel(
 
 import torch  # noqa: E402
 
-from ...kernels.launch import Launch  # noqa: E402
+from ...kernels.dependent import dependent_launch  # noqa: E402
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from ...runtime.memory import empty  # noqa: E402
@@ -336,6 +340,7 @@ GEMV_BNS = (16, 8, 4)  # row tiles, largest first: the largest giving TILES_PER_
 TILES_PER_SM = 2
 GEMV_WORDS = 128  # words per row per K step
 GEMV_WARPS = 4
+GEMV_TRIGGER = "late"  # PDL (kernels/dependent.py): False waits only, True / "late" let the next launch in early
 PROGRAMS_PER_SM = 4  # split K until about this many programs per SM ...
 SPLIT_MIN_K = 2048  # ... in rows of at least this many columns
 
@@ -409,10 +414,10 @@ class GemvLaunch:
         stride_xm, x_div, stride_we, stride_wr, stride_se, stride_sr, n_experts = strides
         self.ints = (n_rows, n, k, stride_xm, x_div, stride_we, stride_wr, stride_se, stride_sr, n_experts, k_per_split)
         self.splitk = SplitK(self.split, n_rows, n, has_up, act, device, tiles=tiles) if self.split > 1 else None
-        self.launch = Launch(gemv_kernel, (tiles, self.split), dict(
+        self.launch = dependent_launch(gemv_kernel, (tiles, self.split), dict(
             FMT=code, BITS=bits, GS=group_size, ROUTED=routed, HAS_XROW=has_xrow, HAS_UP=has_up, ACT=act,
             SPLIT_K=self.split > 1, FUSE=self.splitk is not None and self.splitk.fused, BN=bn, NW=nw, KSTEP=kstep,
-            EVEN=even), num_warps=GEMV_WARPS, num_stages=1)
+            EVEN=even), device, GEMV_TRIGGER, num_warps=GEMV_WARPS, num_stages=1)
 
     def __call__(self, x, w, s, b, w2=None, s2=None, b2=None, erow=None, xrow=None) -> torch.Tensor:
         out = empty((self.n_rows, self.n), dtype=self.out_dtype, device=self.device)
