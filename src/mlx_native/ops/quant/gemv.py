@@ -336,8 +336,10 @@ from .qmm import SplitK  # noqa: E402
 # Both apply to the GGUF formats only: MLX affine words with fewer than 8 words per group (2-bit, 4-bit
 # group 32) gave wrong results on the H100 with 4-row tiles (Triton 3.6; right under the interpreter), so
 # affine rows keep the rule the GPU tests verified before (16-row tiles, a K split from any K).
-GEMV_BNS = (16, 8, 4)  # row tiles, largest first: the largest giving TILES_PER_SM tiles per SM
-TILES_PER_SM = 2
+# Session 23 run 8 (H100, SmolLM2-shaped decode, gemv a PDL dependent): 2-row tiles and 4 tiles per SM 1568 ->
+# 1580 tok/s; 2 or 1 warps, 64-word steps, (16, 8) tiles or 1 tile per SM all slower (1405-1537).
+GEMV_BNS = (16, 8, 4, 2)  # row tiles, largest first: the largest giving TILES_PER_SM tiles per SM
+TILES_PER_SM = 4
 GEMV_WORDS = 128  # words per row per K step
 GEMV_WARPS = 4
 GEMV_TRIGGER = "late"  # PDL (kernels/dependent.py): False waits only, True / "late" let the next launch in early
