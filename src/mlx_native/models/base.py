@@ -19,7 +19,9 @@ import mlx_native as mn
 
 from ..errors import FormatError, InvalidArgumentError, UnsupportedError
 from ..formats.weights import AffineWeight, Checkpoint, DenseWeight, GGMLWeight, Weight
+from ..ops.ggml import q4k_idot
 from ..ops.ggml.kernel import takes_streamed
+from ..ops.ggml.matmul_norm import ggml_matmul_add_rms_norm_handoff, handoff_ggml_matmul
 from ..ops.quant import affine_idot
 from ..ops.quant.matmul_norm import NormHandoff, handoff_matmul, matmul_add_rms_norm_handoff
 
@@ -60,7 +62,7 @@ class LoadOptions:
             blocks too (their row lookup would round through the fp16 scales).
         fused_decode_attention: decode steps rotate q and the new k, write the KV
             cache and attend in one launch (``flash_attn_decode(k_new=, rope=)``).
-        norm_handoff: for a decode row on MLX affine 4-bit weights, an o / down
+        norm_handoff: for a decode row on MLX affine 4-bit or GGUF Q4_K weights, an o / down
             projection hands the residual add + RMS norm after it to the next
             projections' launch when they take it (``kernels/norm_handoff.py``: no norm
             launch; 8B-shaped model 2729 against 2616 tok/s on the H100); False launches
@@ -151,6 +153,9 @@ class Linear:
             if isinstance(w, AffineWeight):
                 y = handoff_matmul(x, w.weight, w.scales, w.biases, group_size=w.group_size, bits=w.bits)
                 return y if self.bias is None else y + self.bias
+            if isinstance(w, GGMLWeight):
+                y = handoff_ggml_matmul(x, w.raw, w.ggml_type, w.shape)
+                return y if self.bias is None else y + self.bias
             x = x.normed()
         if isinstance(w, DenseWeight):
             y = torch.nn.functional.linear(x, self._wt)
@@ -164,23 +169,29 @@ class Linear:
         return y
 
     def takes_handoff(self, dtype: torch.dtype) -> bool:
-        """A one-row :class:`NormHandoff` of ``dtype`` activations runs in this projection's launch (MLX affine
-        weights the integer-dot mat-vec takes); else the call would first materialize the normed row."""
+        """A one-row :class:`NormHandoff` of ``dtype`` activations runs in this projection's launch (MLX affine or
+        GGUF Q4_K weights the integer-dot mat-vecs take); else the call would first materialize the normed row."""
         w = self.weight
+        if isinstance(w, GGMLWeight):
+            return len(w.shape) == 2 and q4k_idot.supports(w.ggml_type, dtype, dtype, 1, w.shape[1], w.raw.numel())
         return isinstance(w, AffineWeight) and w.scales.dtype == dtype and w.biases.dtype == dtype and \
             affine_idot.supports(w.bits, w.group_size, True, dtype, dtype, 1, w.shape[1], w.weight.numel())
 
     def matmul_add_rms_norm(self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
                             handoff: bool = False) -> tuple[Union[torch.Tensor, NormHandoff], torch.Tensor]:
         """``add_rms_norm(self(x), residual, weight, eps)`` -> ``(normed, h)``. For a decode row on MLX affine
-        4-bit weights, with ``handoff`` (the caller feeds ``normed`` to projections whose ``takes_handoff``),
-        ``normed`` is a :class:`NormHandoff` that the next projection's launch finishes; else the two ops."""
+        4-bit or GGUF Q4_K weights, with ``handoff`` (the caller feeds ``normed`` to projections whose
+        ``takes_handoff``), ``normed`` is a :class:`NormHandoff` that the next projection's launch finishes; else
+        the two ops."""
         w = self.weight
+        hand = None
         if handoff and isinstance(w, AffineWeight) and self.bias is None:
             hand = matmul_add_rms_norm_handoff(x, w.weight, w.scales, w.biases, residual, weight, eps,
                                                group_size=w.group_size, bits=w.bits)
-            if hand is not None:
-                return hand, hand.h
+        elif handoff and isinstance(w, GGMLWeight) and self.bias is None and len(w.shape) == 2:
+            hand = ggml_matmul_add_rms_norm_handoff(x, w.raw, w.ggml_type, w.shape, residual, weight, eps)
+        if hand is not None:
+            return hand, hand.h
         return mn.add_rms_norm(self(x), residual, weight, eps)
 
     @staticmethod
@@ -256,8 +267,12 @@ class GatedMLP:
                 w, GGMLWeight) else w.weight.device)
 
     def takes_handoff(self, dtype: torch.dtype) -> bool:
-        """A one-row :class:`NormHandoff` runs in the fused gate/up launch (see :meth:`Linear.takes_handoff`)."""
-        return self.fused is not None and self.fused[0] == "affine" and self.gate_up.takes_handoff(dtype)
+        """A one-row :class:`NormHandoff` runs in the fused gate/up launch (MLX affine) or in the gate/up
+        projection's (GGUF Q4_K, then the activation; see :meth:`Linear.takes_handoff`)."""
+        if self.fused is not None:
+            return self.fused[0] == "affine" and self.gate_up.takes_handoff(dtype)
+        return self.gate_up is not None and isinstance(self.gate_up.weight, GGMLWeight) and \
+            self.gate_up.takes_handoff(dtype)
 
     def _act(self, g: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         if self.activation == "silu":
@@ -274,6 +289,9 @@ class GatedMLP:
             if f is not None and f[0] == "affine":
                 return handoff_matmul(x, f[1][0], f[2][0], f[3][0], group_size=f[7], bits=f[8],
                                       up=(f[4][0], f[5][0], f[6][0]), activation=self.activation)
+            if f is None and self.gate_up is not None:  # Linear takes it or materializes the normed row
+                gu = self.gate_up(x)
+                return self._act(gu[..., : self.inter], gu[..., self.inter:])
             x = x.normed()
         rows = x.numel() // x.shape[-1]
         if self.fused is not None and rows <= self.fused_rows:

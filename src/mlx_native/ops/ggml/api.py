@@ -122,8 +122,7 @@ def _shape_list(shape) -> list[int]:
 
 # --------------------------------------------------------------------------- ggml_matmul
 
-def _validate_mm(x, raw, type_id, shape):
-    op = "ggml_matmul"
+def _validate_mm(x, raw, type_id, shape, op: str = "ggml_matmul"):
     t = formats.parse_type(op, type_id)
     dims = formats.parse_shape(op, shape, t, min_ndim=2)
     if len(dims) != 2:

@@ -33,6 +33,7 @@ import triton.language as tl
 
 from ...kernels.dependent import enter, leave_loop
 from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
+from ...kernels.norm_handoff import handoff_rstd, handoff_store
 from ...kernels.words import half_lo
 from ..quant.affine_idot import thread_words
 from ..quant.affine_mv import row_tile
@@ -182,12 +183,18 @@ def q4k_idot_kernel(
     part_ptr,  # [split, N] fp32 partials (SPLIT_K)
     cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters (FUSE)
     N, steps_per_split, magic,
+    res_ptr, nw_ptr, scaled_ptr,  # NORM_OUT: [N] residual, [N] norm weight, [N] h * (weight + w_offset)
+    parts_ptr,  # NORM_OUT: [tiles] fp32 sums of h^2 (written); NORM_IN: [NPARTS] (read)
+    eps, w_offset,  # NORM_IN / NORM_OUT
     STRIDE_W: tl.constexpr, BN: tl.constexpr, CH: tl.constexpr, EVEN_N: tl.constexpr, PREFETCH: tl.constexpr,
     SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ASM: tl.constexpr,
+    NORM_OUT: tl.constexpr = False,  # hand off a norm: out = h = out + residual, normed = h * w, parts of sum(h^2)
+    NORM_IN: tl.constexpr = False, PARTS: tl.constexpr = 1, NPARTS: tl.constexpr = 1,  # x is a handed-off h * w
     PDL: tl.constexpr = False,
 ):
     """Steps of ``CH`` chunks (``CH / 4`` super-blocks, ``64 * CH`` values of x); ``K / 256`` is a whole number of
-    steps and of ``steps_per_split``."""
+    steps and of ``steps_per_split``. ``NORM_OUT`` / ``NORM_IN``: the norm handoff of ``affine_idot_kernel``
+    (``kernels/norm_handoff.py``)."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -198,6 +205,8 @@ def q4k_idot_kernel(
     i_hi = i_lo + steps_per_split
     acc = tl.zeros([CH, BN], dtype=tl.float32)
     wa, wb, h = step_tiles(w_ptr, w_off, h_off, i_lo * STEP_W)
+    if NORM_IN:  # read while the first weights are in flight
+        rstd = handoff_rstd(parts_ptr, STRIDE_W // SBW * 256, eps, PARTS, NPARTS)
     if PREFETCH:
         for s in range(i_lo, i_hi):
             nxt = tl.minimum(s + 1, i_hi - 1)  # the last step reloads itself
@@ -213,8 +222,14 @@ def q4k_idot_kernel(
             acc = _step(acc, wa, wb, h, sa, sh, keep, magic, x_ptr + s * (CH * 64), x_off, ASM)
     leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
     res = tl.sum(acc, axis=0)
-    store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
-                 row_ok, N, SPLIT_K, FUSE, False, 0)
+    if NORM_IN:  # the norm's 1 / rms is a factor of the whole (linear) product
+        res = res * rstd
+    offs = pid_n * BN + tl.arange(0, BN).to(tl.int64)
+    if NORM_OUT:  # no K split
+        handoff_store(out_ptr, res_ptr, nw_ptr, scaled_ptr, parts_ptr + pid_n, res, offs, row_ok, w_offset)
+    else:
+        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, offs, row_ok, N, SPLIT_K, FUSE, False,
+                     0)
 
 
 # ----------------------------------------------------------------------------- launch plans
@@ -225,7 +240,7 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ..quant.affine_mv import StreamedMvLaunch, split_count  # noqa: E402
+from ..quant.affine_mv import MAGIC, NO_NORM_ARGS, HandoffMvLaunch, split_count  # noqa: E402
 from . import q4k_mv  # noqa: E402
 from ...kernels import idot  # noqa: E402
 
@@ -253,22 +268,38 @@ def supports(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, m: in
             and step_warps(k) > 0 and q4k_mv.supports(ggml_type, x_dtype, m, k, raw_bytes))
 
 
-class Q4kIdotLaunch(StreamedMvLaunch):
+class Q4kIdotLaunch(HandoffMvLaunch):
     """:func:`q4k_idot_kernel` for ``(x [1, k], raw [n * k / 256 * 144] uint8)``; the raw rows are read as int32
-    words (144-byte blocks keep each chunk's words 16-byte aligned)."""
+    words (144-byte blocks keep each chunk's words 16-byte aligned). ``hand_off``: the producer of a norm handoff
+    (:meth:`hand_off`, one program per row tile); ``take_parts``: a consumer of one with this many parts
+    (:meth:`take`)."""
 
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device, bn: int = 0, warps: int = 0,
-                 programs_per_sm: int = 0, prefetch: Optional[bool] = None):
+                 programs_per_sm: int = 0, prefetch: Optional[bool] = None, hand_off: bool = False,
+                 take_parts: int = 0):
         warps = warps or step_warps(k)
         sms = device_info(device).sm_count
         bn = bn or (BIG_BN if triton.cdiv(n, BIG_BN) >= BIG_TILES_PER_SM * sms else IDOT_BN)
-        tiles, steps, target = triton.cdiv(n, bn), k // 256 // (8 * warps), (programs_per_sm or PROGRAMS_PER_SM) * sms
+        tiles, steps = triton.cdiv(n, bn), k // 256 // (8 * warps)
+        target = 1 if hand_off else (programs_per_sm or PROGRAMS_PER_SM) * sms
         if prefetch is None:  # from PREFETCH_MIN_STEPS steps per program, after the split StreamedMvLaunch takes
             prefetch = steps // split_count(steps, tiles, target) >= PREFETCH_MIN_STEPS
         constexprs = dict(STRIDE_W=k // 256 * SB_WORDS, BN=bn, CH=32 * warps, EVEN_N=n % bn == 0, PREFETCH=prefetch,
-                          ASM=not env.settings.triton_interpret)
+                          ASM=not env.settings.triton_interpret, NORM_OUT=hand_off, NORM_IN=take_parts > 0,
+                          PARTS=triton.next_power_of_2(max(take_parts, 1)), NPARTS=max(take_parts, 1))
+        self.tiles = tiles
         super().__init__(q4k_idot_kernel, n, tiles, steps, 1, target, (n,), constexprs, out_dtype, device,
-                         num_warps=warps, trigger="late")
+                         tail_ints=(MAGIC, *NO_NORM_ARGS), num_warps=warps, trigger="late")
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(x, raw.view(torch.int32))
+
+    def hand_off(self, x, raw, residual, norm_weight,
+                 weight_offset: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The producer of a norm handoff: see :meth:`~mlx_native.ops.quant.affine_mv.HandoffMvLaunch.run_hand_off`."""
+        return self.run_hand_off((x, raw.view(torch.int32)), residual, norm_weight, weight_offset)
+
+    def take(self, scaled, parts, eps: float, raw) -> torch.Tensor:
+        """The consumer of a norm handoff: ``rms_norm(h) * weight @ W^T`` from ``scaled = h * weight`` and ``h``'s
+        parts."""
+        return self.run_take(scaled, parts, eps, (raw.view(torch.int32),))

@@ -27,7 +27,7 @@ from ...kernels.dependent import enter
 from ...kernels.idot import chunk_scale, word_idot, word_pairs
 from ...kernels.norm_handoff import handoff_rstd, handoff_store
 from .affine_mv import row_tile
-from .qmm import run_split, store_result
+from .qmm import store_result
 
 
 @triton.jit
@@ -186,7 +186,6 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ...runtime.memory import empty  # noqa: E402
 from . import affine_mv  # noqa: E402
 from ...kernels import idot  # noqa: E402
 
@@ -202,8 +201,6 @@ PREFETCH_BELOW_TILES_PER_SM = 4  # register prefetch with fewer row tiles than t
 # program, the same 4 rows per tile as a single matrix. K 4096 x I 14336: 25.2 us against 27.1 with 4 + 4 rows
 # and 28.5 for the [2 I, K] mat-vec plus silu_mul.
 IDOT_GLU_BN = 2
-# the kernel's norm arguments (residual, weight, scaled, parts, eps, weight offset) in plans without a handoff
-NO_NORM_ARGS = (0, 0, 0, 0, 0.0, 0.0)
 
 
 def step_warps(k: int) -> int:
@@ -220,7 +217,7 @@ def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, 
             and affine_mv.supports(bits, group_size, transpose, x_dtype, m, k, words))
 
 
-class AffineIdotLaunch(affine_mv.StreamedMvLaunch):
+class AffineIdotLaunch(affine_mv.HandoffMvLaunch):
     """:func:`affine_idot_kernel` for ``(x [1, k], w [n, k / 8] int32, scales, biases [n, k / group_size])``,
     all contiguous. With ``act`` (an activation code of ``qmm.ACT_CODES``) calls take the up projection's
     ``(w_up, scales_up, biases_up)`` too and return ``act(x W^T) * (x Wu^T)``; K is not split then."""
@@ -246,7 +243,7 @@ class AffineIdotLaunch(affine_mv.StreamedMvLaunch):
         target = 1 if act is not None or hand_off else programs_per_sm * sms
         self.tiles = tiles
         super().__init__(affine_idot_kernel, n, tiles, k // 8 // step, 1, target, (n, k), constexprs, out_dtype,
-                         device, tail_ints=NO_NORM_ARGS, num_warps=warps, trigger=True)
+                         device, tail_ints=affine_mv.NO_NORM_ARGS, num_warps=warps, trigger=True)
 
     def __call__(self, x, w, s, b, w_up=None, s_up=None, b_up=None) -> torch.Tensor:
         if w_up is None:
@@ -255,22 +252,13 @@ class AffineIdotLaunch(affine_mv.StreamedMvLaunch):
 
     def hand_off(self, x, w, s, b, residual, norm_weight,
                  weight_offset: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The producer of a norm handoff (a plan built with ``hand_off``; ``kernels/norm_handoff.py``):
-        ``h = x @ W^T + residual`` -> ``(h * (norm_weight + weight_offset) [1, n], h [1, n], parts [tiles])``,
-        ``parts`` fp32 sums of ``h^2``."""
-        h = empty((1, self.n), dtype=self.out_dtype, device=self.device)
-        scaled = empty((1, self.n), dtype=self.out_dtype, device=self.device)
-        parts = empty((self.tiles,), dtype=torch.float32, device=self.device)
-        self.launch(x, w, s, b, w, s, b, h, h, h, *self.ints[:-len(NO_NORM_ARGS)], residual, norm_weight,
-                    scaled, parts, 0.0, weight_offset)
-        return scaled, h, parts
+        """The producer of a norm handoff (a plan built with ``hand_off``): see
+        :meth:`~mlx_native.ops.quant.affine_mv.HandoffMvLaunch.run_hand_off`."""
+        return self.run_hand_off((x, w, s, b, w, s, b), residual, norm_weight, weight_offset)
 
     def take(self, scaled, parts, eps: float, w, s, b, w_up=None, s_up=None, b_up=None) -> torch.Tensor:
         """The consumer of a norm handoff (a plan built with ``take_parts``): ``rms_norm(h) * weight`` times
         ``W^T`` (and the up projection's, as :meth:`__call__`) from ``scaled = h * weight`` and ``h``'s parts."""
         if w_up is None:
             w_up, s_up, b_up = w, s, b
-        tail = (0, 0, 0, parts, eps, 0.0)
-        out = empty((1, self.n), dtype=self.out_dtype, device=self.device)
-        return run_split(self.launch, self.splitk, (scaled, w, s, b, w_up, s_up, b_up), out,
-                         (*self.ints[:-len(NO_NORM_ARGS)], *tail))
+        return self.run_take(scaled, parts, eps, (w, s, b, w_up, s_up, b_up))

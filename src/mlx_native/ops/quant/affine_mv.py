@@ -221,6 +221,36 @@ class StreamedMvLaunch:
         return run_split(self.launch, self.splitk, inputs, out, self.ints)
 
 
+# a norm-handoff kernel's norm arguments (residual, weight, scaled, parts, eps, weight offset), last among its ints,
+# in launches that neither hand off nor take a norm (``kernels/norm_handoff.py``)
+NO_NORM_ARGS = (0, 0, 0, 0, 0.0, 0.0)
+
+
+class HandoffMvLaunch(StreamedMvLaunch):
+    """A streamed one-row mat-vec whose kernel can hand off a norm or take one (``kernels/norm_handoff.py``; its
+    ints end with :data:`NO_NORM_ARGS`): a plan built as the producer (``NORM_OUT``, one program per row tile,
+    ``tiles`` of them) runs :meth:`run_hand_off`, one built as a consumer (``NORM_IN``) :meth:`run_take`."""
+
+    tiles: int
+
+    def run_hand_off(self, inputs: tuple, residual: torch.Tensor, norm_weight: torch.Tensor,
+                     weight_offset: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``h = x @ W^T + residual`` from ``inputs`` (x first) -> ``(h * (norm_weight + weight_offset) [1, n],
+        h [1, n], parts [tiles])``, ``parts`` fp32 sums of ``h^2``."""
+        h = empty((1, self.n), dtype=self.out_dtype, device=self.device)
+        scaled = empty((1, self.n), dtype=self.out_dtype, device=self.device)
+        parts = empty((self.tiles,), dtype=torch.float32, device=self.device)
+        self.launch(*inputs, h, h, h, *self.ints[:-len(NO_NORM_ARGS)], residual, norm_weight, scaled, parts, 0.0,
+                    weight_offset)
+        return scaled, h, parts
+
+    def run_take(self, scaled: torch.Tensor, parts: torch.Tensor, eps: float, weights: tuple) -> torch.Tensor:
+        """``rms_norm(h) * weight`` times the weights' ``W^T`` from ``scaled = h * weight`` and ``h``'s parts."""
+        out = empty((1, self.n), dtype=self.out_dtype, device=self.device)
+        return run_split(self.launch, self.splitk, (scaled, *weights), out,
+                         (*self.ints[:-len(NO_NORM_ARGS)], 0, 0, 0, parts, eps, 0.0))
+
+
 class AffineMvLaunch(StreamedMvLaunch):
     """:func:`affine_mv_kernel` for ``(x [1, k], w [n, k / 8] int32, scales, biases [n, k / group_size])``, all
     contiguous (the row strides are compile-time constants)."""

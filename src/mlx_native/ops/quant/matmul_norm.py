@@ -27,17 +27,23 @@ OP = "matmul_add_rms_norm_handoff"
 TAKE_OP = "handoff_matmul"
 
 
+def check_norm_args(op: str, x: torch.Tensor, n: int, residual: torch.Tensor, weight: torch.Tensor,
+                    eps: float) -> None:
+    """The residual ``[..., N]`` (x's leading dims), norm weight ``[N]`` and eps of a producer's call."""
+    checks.check_tensor(op, "residual", residual)
+    checks.check_tensor(op, "weight", weight)
+    checks.check_same_device(op, "x", x, residual=residual, weight=weight)
+    if tuple(residual.shape) != (*x.shape[:-1], n):
+        raise InvalidArgumentError(f"{op}: residual has shape {tuple(residual.shape)}, expected "
+                                   f"{[*x.shape[:-1], n]} (the projection's output)")
+    checks.check_vector(op, "weight", weight, n, "one weight per output feature")
+    checks.check_finite_float(op, "eps", eps)
+    checks.check_positive(op, "eps", eps)
+
+
 def _validate(x, w, scales, biases, residual, weight, eps, group_size, bits) -> tuple[int, int]:
     n, k = _validate_qmm(OP, x, w, scales, biases, True, group_size, bits)
-    checks.check_tensor(OP, "residual", residual)
-    checks.check_tensor(OP, "weight", weight)
-    checks.check_same_device(OP, "x", x, residual=residual, weight=weight)
-    if tuple(residual.shape) != (*x.shape[:-1], n):
-        raise InvalidArgumentError(f"{OP}: residual has shape {tuple(residual.shape)}, expected "
-                                   f"{[*x.shape[:-1], n]} (the projection's output)")
-    checks.check_vector(OP, "weight", weight, n, "one weight per output feature")
-    checks.check_finite_float(OP, "eps", eps)
-    checks.check_positive(OP, "eps", eps)
+    check_norm_args(OP, x, n, residual, weight, eps)
     return n, k
 
 

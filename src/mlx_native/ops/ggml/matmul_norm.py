@@ -1,0 +1,87 @@
+"""The norm handoff of ``quant/matmul_norm.py`` on GGUF Q4_K rows (``kernels/norm_handoff.py``).
+
+:func:`ggml_matmul_add_rms_norm_handoff` is ``add_rms_norm(ggml_matmul(x, raw, ...), residual, w)`` for one row of
+x in one launch of the Q4_K integer-dot mat-vec (``q4k_idot.py``), returning ``h`` and a
+:class:`~mlx_native.ops.quant.matmul_norm.NormHandoff`; :func:`handoff_ggml_matmul` is the next projection of the
+normed row, ``1 / rms(h)`` applied to its result in its own launch. Both fall back to the separate ops where the
+kernel does not apply (other types, several rows, an fp32 x).
+
+These are the model runner's decode-step fusions (plain launches, CUDA-graph safe), not registered ops.
+"""
+
+from typing import Optional, Sequence
+
+import torch
+
+from ...runtime.dispatch import use_triton
+from ...runtime.plans import PlanCache, tensor_key
+from ..quant.matmul_norm import NormHandoff, check_norm_args
+from . import q4k_idot
+from .api import TypeArg, _shape_list, _type_id, _validate_mm, ggml_matmul
+
+OP = "ggml_matmul_add_rms_norm_handoff"
+TAKE_OP = "handoff_ggml_matmul"
+
+
+def _takes(t, x_dtype: torch.dtype, k: int, raw: torch.Tensor) -> bool:
+    """One row of x against Q4_K rows the integer-dot mat-vec takes, with a result in x's dtype."""
+    return raw.is_contiguous() and q4k_idot.supports(t.id, x_dtype, x_dtype, 1, k, raw.numel())
+
+
+def _handoff_plan(x, raw, type_id, shape, residual, weight, eps) -> Optional[q4k_idot.Q4kIdotLaunch]:
+    """The producer's plan where the one-launch kernel applies, else None (the two ops)."""
+    t, n, k = _validate_mm(x, raw, type_id, shape, OP)
+    check_norm_args(OP, x, n, residual, weight, eps)
+    dense = all(v.is_contiguous() for v in (x, residual, weight))
+    if x.numel() == k and n > 0 and dense and residual.dtype == x.dtype and _takes(t, x.dtype, k, raw):
+        return q4k_idot.Q4kIdotLaunch(n, k, x.dtype, x.device, hand_off=True)
+    return None
+
+
+_HANDOFF_PLANS = PlanCache(_handoff_plan)
+
+
+def ggml_matmul_add_rms_norm_handoff(x: torch.Tensor, raw: torch.Tensor, ggml_type: TypeArg, shape: Sequence[int],
+                                     residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *,
+                                     weight_offset: float = 0.0) -> Optional[NormHandoff]:
+    """``add_rms_norm(ggml_matmul(x, raw, ggml_type, shape), residual, weight, eps)`` for a consumer that takes the
+    norm as a :class:`NormHandoff` (:func:`handoff_ggml_matmul`).
+
+    Args:
+        x: ``[..., K]`` (one row); raw, ggml_type, shape: a GGUF matrix ``(N, K)`` as for :func:`ggml_matmul`;
+            residual: ``[..., N]`` in x's dtype; weight: ``[N]`` norm weight; eps, weight_offset: as in
+            :func:`add_rms_norm`.
+
+    Returns:
+        The handoff (its ``h`` is ``x W^T + residual``) from one launch, or None where the kernel does not apply
+        (then run the two ops)."""
+    eps, weight_offset = float(eps), float(weight_offset)
+    type_id, dims = _type_id(OP, ggml_type), _shape_list(shape)
+    plan = _HANDOFF_PLANS.get((tensor_key(x), tensor_key(raw), type_id, tuple(dims), tensor_key(residual),
+                               tensor_key(weight), eps), x, raw, type_id, dims, residual, weight, eps)
+    if plan is None or not use_triton(OP, x):
+        return None
+    scaled, h, parts = plan.hand_off(x, raw, residual, weight, weight_offset)
+    return NormHandoff(scaled.view(residual.shape), h.view(residual.shape), parts, eps)
+
+
+def _take_plan(hand: NormHandoff, raw, type_id, shape) -> Optional[q4k_idot.Q4kIdotLaunch]:
+    t, n, k = _validate_mm(hand.scaled, raw, type_id, shape, TAKE_OP)
+    if n > 0 and hand.scaled.numel() == k and _takes(t, hand.scaled.dtype, k, raw):
+        return q4k_idot.Q4kIdotLaunch(n, k, hand.scaled.dtype, hand.scaled.device, take_parts=hand.parts.numel())
+    return None
+
+
+_TAKE_PLANS = PlanCache(_take_plan)
+
+
+def handoff_ggml_matmul(hand: NormHandoff, raw: torch.Tensor, ggml_type: TypeArg,
+                        shape: Sequence[int]) -> torch.Tensor:
+    """``ggml_matmul(hand.normed(), raw, ggml_type, shape)``, one launch where the Q4_K integer-dot mat-vec
+    applies. Result ``[..., N]`` like ``hand.h``."""
+    type_id, dims = _type_id(TAKE_OP, ggml_type), _shape_list(shape)
+    plan = _TAKE_PLANS.get((tensor_key(hand.scaled), hand.parts.numel(), tensor_key(raw), type_id, tuple(dims)),
+                           hand, raw, type_id, dims)
+    if plan is None or not use_triton(TAKE_OP, hand.scaled):
+        return ggml_matmul(hand.normed(), raw, type_id, dims)
+    return plan.take(hand.scaled, hand.parts, hand.eps, raw).view(*hand.h.shape[:-1], plan.n)
