@@ -1,4 +1,4 @@
-"""Decode steps of a Llama-family model on MLX 4-bit or GGUF Q4_K weights with and without
+"""Decode steps of a Llama-family model on MLX 4-bit or GGUF Q4_0 weights with and without
 ``LoadOptions.norm_handoff``.
 
 The handoff (the default) gives each residual add + RMS norm after an o / down projection to the next
@@ -16,7 +16,7 @@ import mlx_native as mn
 from helpers import assert_error_bar, spy_plans
 from mlx_native.formats.weights import AffineWeight, Checkpoint, DenseWeight, GGMLWeight
 from mlx_native.models import LoadOptions, build_model
-from mlx_native.ops.ggml import formats, q4k_idot
+from mlx_native.ops.ggml import formats, q4_idot
 from mlx_native.ops.quant import affine_idot
 
 # hidden and intermediate sizes of 1024: the integer-dot mat-vec takes rows of whole 1024-value steps
@@ -100,51 +100,41 @@ def test_no_handoff_to_projections_that_cannot_take_it():
     assert model.handoff == [(False, False)] * CONFIG["num_hidden_layers"]
 
 
-# Q4_K: the integer-dot mat-vec takes rows of whole 2048-value steps
-Q4K_CONFIG = dict(CONFIG, hidden_size=2048, intermediate_size=2048, num_attention_heads=16)
+def _q4_0_blocks(rows: int, cols: int, g: torch.Generator) -> GGMLWeight:
+    """Random Q4_0 blocks with small scales ``d`` (|w| ~ 0.02)."""
+    t = formats.BY_NAME["Q4_0"]
+    raw = torch.randint(0, 256, (rows * cols // 32, t.block_bytes), dtype=torch.uint8, generator=g)
+    d = (torch.rand(raw.shape[0], 1, generator=g) * 4e-3 + 1e-3).to(torch.float16)
+    raw[:, :2] = d.view(torch.uint8).view(-1, 2)
+    return GGMLWeight(raw.reshape(rows, -1), t.id, "Q4_0", (rows, cols))
 
 
-def _q4k_blocks(rows: int, cols: int, g: torch.Generator) -> GGMLWeight:
-    """Random Q4_K blocks (codes, 6-bit scales and mins) with small ``d`` / ``dmin`` (|w| ~ 0.02)."""
-    t = formats.BY_NAME["Q4_K"]
-    raw = torch.randint(0, 256, (rows * cols // 256, t.block_bytes), dtype=torch.uint8, generator=g)
-    d = (torch.rand(raw.shape[0], 2, generator=g) * 3e-4 + 1e-4).to(torch.float16)
-    raw[:, :4] = d.view(torch.uint8).view(-1, 4)
-    return GGMLWeight(raw.reshape(rows, -1), t.id, "Q4_K", (rows, cols))
-
-
-def _q4k_checkpoint() -> Checkpoint:
+def _q4_0_checkpoint() -> Checkpoint:
+    """:func:`_checkpoint`'s model on GGUF Q4_0 projections (dense embeddings and head)."""
     g = torch.Generator().manual_seed(0)
-    c = Q4K_CONFIG
-    h, inter, kvd = c["hidden_size"], c["intermediate_size"], c["num_key_value_heads"] * 128
-    w = {"model.embed_tokens.weight": DenseWeight(torch.randn(c["vocab_size"], h, generator=g) * 0.5),
-         "lm_head.weight": DenseWeight(torch.randn(c["vocab_size"], h, generator=g) * 0.05),
-         "model.norm.weight": DenseWeight(torch.rand(h, generator=g) + 0.5)}
-    for layer in range(c["num_hidden_layers"]):
-        p = f"model.layers.{layer}"
-        w[f"{p}.input_layernorm.weight"] = DenseWeight(torch.rand(h, generator=g) + 0.5)
-        w[f"{p}.post_attention_layernorm.weight"] = DenseWeight(torch.rand(h, generator=g) + 0.5)
-        for n, (r, cols) in {"self_attn.q_proj": (h, h), "self_attn.k_proj": (kvd, h), "self_attn.v_proj": (kvd, h),
-                             "self_attn.o_proj": (h, h), "mlp.gate_proj": (inter, h), "mlp.up_proj": (inter, h),
-                             "mlp.down_proj": (h, inter)}.items():
-            w[f"{p}.{n}.weight"] = _q4k_blocks(r, cols, g)
-    return Checkpoint(path="<random>", format="synthetic", config=c, weights=w, metadata={}, tokenizer={})
+    ckpt = _checkpoint()
+    w = dict(ckpt.weights)
+    for name, weight in ckpt.weights.items():
+        if isinstance(weight, AffineWeight):
+            w[name] = DenseWeight(torch.randn(*weight.shape, generator=g) * 0.5) if "embed" in name or \
+                "lm_head" in name else _q4_0_blocks(*weight.shape, g)
+    return Checkpoint(path="<random>", format="synthetic", config=CONFIG, weights=w, metadata={}, tokenizer={})
 
 
-def test_q4k_decode_with_the_norm_handed_to_the_next_projection(device, monkeypatch):
-    """GGUF Q4_K: o / down hand their norm to the fused q/k/v and gate/up projections (the activation after)."""
+def test_gguf_decode_with_the_norm_handed_to_the_next_projection(device, monkeypatch):
+    """GGUF Q4_0 (the integer-dot kernels of Q4_0 / Q4_1 / Q4_K take the handoff): o / down hand their norm to the
+    fused q/k/v and gate/up projections (the activation after)."""
     if device == "cpu":  # fewer programs for the interpreter
-        monkeypatch.setattr(q4k_idot, "IDOT_BN", 128)
-        monkeypatch.setattr(q4k_idot, "BIG_BN", 128)
-    ckpt = _q4k_checkpoint()
+        monkeypatch.setattr(q4_idot, "Q4I_BN", 64)
+    ckpt = _q4_0_checkpoint()
     ids = torch.randint(0, CONFIG["vocab_size"], (1, PROMPT + DECODE), generator=torch.Generator().manual_seed(1))
     with mn.use_backend("reference"):
         oracle = _decode_logits(ckpt, "cpu", torch.float32, False, ids).double()
     base = _decode_logits(ckpt, device, torch.bfloat16, True, ids, norm_handoff=False)
-    built = spy_plans(monkeypatch, q4k_idot.Q4kIdotLaunch)
+    built = spy_plans(monkeypatch, q4_idot.Q4IdotLaunch)
     model = build_model(ckpt, LoadOptions(torch.device(device), torch.bfloat16, True))
-    assert model.handoff == [(True, True)] * Q4K_CONFIG["num_hidden_layers"]
+    assert model.handoff == [(True, True)] * CONFIG["num_hidden_layers"]
     ours = _decode_logits(ckpt, device, torch.bfloat16, True, ids)
     kinds = {(p.launch.constexprs["NORM_OUT"], p.launch.constexprs["NORM_IN"]) for p in built}
     assert {(True, False), (False, True)} <= kinds, kinds  # producers (o, down) and consumers (qkv, gate/up)
-    assert_error_bar(ours, oracle, base, what="Q4_K decode logits with the norm handoff")
+    assert_error_bar(ours, oracle, base, what="Q4_0 decode logits with the norm handoff")

@@ -1,4 +1,5 @@
-"""The norm handoff on GGUF Q4_K rows (``ops/ggml/matmul_norm.py``, ``kernels/norm_handoff.py``): an o / down
+"""The norm handoff on GGUF Q4_K / Q4_0 / Q4_1 rows (``ops/ggml/matmul_norm.py``, ``kernels/norm_handoff.py``): an
+o / down
 projection's launch adds the residual and hands ``h * w`` and parts of ``sum(h^2)`` to the next projection's
 launch, which applies ``1 / rms(h)`` to its result. Oracle: h as the two ops round it, then the norm and the
 consumer in fp64 on gguf.quants' values; error bar of norm -> ggml_matmul in the same dtype."""
@@ -8,10 +9,14 @@ import torch
 
 import mlx_native as mn
 from helpers import assert_error_bar, randn, spy_plans
-from mlx_native.ops.ggml import matmul_norm, q4k_idot
+from mlx_native.ops.ggml import matmul_norm, q4_idot, q4k_idot
 from test_ggml import gguf_values, raw_tensor, rng_for, valid_blocks
 
-N, K = 2048, 2048  # the producer [N, K]; consumers are [n2, N] (rows of whole 2048-value steps)
+N, K = 2048, 2048  # the producer [N, K]; consumers are [n2, N] (Q4_K: rows of whole 2048-value steps)
+N4 = 1024  # Q4_0 / Q4_1: [N4, N4] and [n2, N4] (rows of whole 1024-value steps)
+
+
+LAUNCHES = {"Q4_K": q4k_idot.Q4kIdotLaunch, "Q4_0": q4_idot.Q4IdotLaunch, "Q4_1": q4_idot.Q4IdotLaunch}
 
 
 @pytest.fixture
@@ -19,51 +24,54 @@ def few_programs(monkeypatch):
     """32-row tiles: fewer programs for the interpreter (64 parts of sum(h^2))."""
     monkeypatch.setattr(q4k_idot, "IDOT_BN", 32)
     monkeypatch.setattr(q4k_idot, "BIG_BN", 32)
+    monkeypatch.setattr(q4_idot, "Q4I_BN", 32)
 
 
-def _case(request, dtype, device, n2, consumer="Q4_K"):
+def _case(request, dtype, device, n2, consumer="Q4_K", producer="Q4_K", n=N, k=K):
     rng = rng_for(request)
-    raw, raw2 = valid_blocks("Q4_K", N, K, rng), valid_blocks(consumer, n2, N, rng)
-    x, r = randn(1, K, dtype=dtype, device=device), randn(1, N, dtype=dtype, device=device)
-    nw = (torch.rand(N) + 0.5).to(device)
+    raw, raw2 = valid_blocks(producer, n, k, rng), valid_blocks(consumer, n2, n, rng)
+    x, r = randn(1, k, dtype=dtype, device=device), randn(1, n, dtype=dtype, device=device)
+    nw = (torch.rand(n) + 0.5).to(device)
     return x, raw, r, nw, raw2
 
 
-@pytest.mark.parametrize("n2,dtype,offset", [(40, torch.bfloat16, 0.0), (36, torch.float16, 1.0)])
-def test_q4k_norm_handoff_equals_norm_then_matmul(device, monkeypatch, few_programs, request, n2, dtype, offset):
+@pytest.mark.parametrize("name,n2,dtype,offset", [("Q4_K", 40, torch.bfloat16, 0.0), ("Q4_0", 36, torch.float16, 1.0),
+                                                  ("Q4_1", 24, torch.bfloat16, 0.0)])
+def test_norm_handoff_equals_norm_then_matmul(device, monkeypatch, few_programs, request, name, n2, dtype, offset):
     """Producer: h exactly as ``add_rms_norm(ggml_matmul(...))`` gives it, parts summing to ``sum(h^2)``;
     consumer: within the error bar of the normed row's ``ggml_matmul`` in the same dtype against fp64."""
     eps = 1e-5
-    x, raw, r, nw, raw2 = _case(request, dtype, device, n2)
-    built = spy_plans(monkeypatch, q4k_idot.Q4kIdotLaunch)
-    hand = matmul_norm.ggml_matmul_add_rms_norm_handoff(x, raw_tensor(raw, device), "Q4_K", (N, K), r, nw, eps,
+    n = k = K if name == "Q4_K" else N4
+    x, raw, r, nw, raw2 = _case(request, dtype, device, n2, name, name, n, k)
+    built = spy_plans(monkeypatch, LAUNCHES[name])
+    hand = matmul_norm.ggml_matmul_add_rms_norm_handoff(x, raw_tensor(raw, device), name, (n, k), r, nw, eps,
                                                         weight_offset=offset)
-    assert hand is not None and hand.parts.shape == (N // 32,)
-    normed2, h2 = mn.add_rms_norm(mn.ggml_matmul(x, raw_tensor(raw, device), "Q4_K", (N, K)), r, nw, eps,
+    assert hand is not None and hand.parts.shape == (n // 32,)
+    normed2, h2 = mn.add_rms_norm(mn.ggml_matmul(x, raw_tensor(raw, device), name, (n, k)), r, nw, eps,
                                   weight_offset=offset)
     assert torch.equal(hand.h, h2), "h = round(round(x W^T) + residual), as the two ops"
     torch.testing.assert_close(hand.parts.sum(), h2.float().pow(2).sum(), rtol=1e-5, atol=0)
-    out = matmul_norm.handoff_ggml_matmul(hand, raw_tensor(raw2, device), "Q4_K", (n2, N))
+    out = matmul_norm.handoff_ggml_matmul(hand, raw_tensor(raw2, device), name, (n2, n))
     assert [(p.launch.constexprs["NORM_OUT"], p.launch.constexprs["NORM_IN"]) for p in built] == [
         (True, False), (False, False), (False, True)], "producer, the check's matmul, the consumer"
     assert built[0].split == 1, "the producer's programs each own whole rows"
-    w2 = torch.from_numpy(gguf_values(raw2, "Q4_K", (n2, N))).double()
+    w2 = torch.from_numpy(gguf_values(raw2, name, (n2, n))).double()
     h = h2.double().cpu()
     oracle = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * (nw.double().cpu() + offset) @ w2.T
-    base = mn.ggml_matmul(normed2, raw_tensor(raw2, device), "Q4_K", (n2, N))
+    base = mn.ggml_matmul(normed2, raw_tensor(raw2, device), name, (n2, n))
     assert out.shape == (1, n2) and out.dtype == dtype
     assert_error_bar(out.cpu(), oracle, base.cpu(), what="handoff consumer")
 
 
-def test_q4k_norm_handoff_consumer_that_cannot_take_it_gets_the_normed_row(device, few_programs, request):
-    """A Q8_0 consumer (not the Q4_K kernel) runs ``ggml_matmul`` on ``hand.normed()``."""
-    x, raw, r, nw, raw2 = _case(request, torch.bfloat16, device, 16, consumer="Q8_0")
-    hand = matmul_norm.ggml_matmul_add_rms_norm_handoff(x, raw_tensor(raw, device), "Q4_K", (N, K), r, nw)
-    out = matmul_norm.handoff_ggml_matmul(hand, raw_tensor(raw2, device), "Q8_0", (16, N))
-    assert torch.equal(out, mn.ggml_matmul(hand.normed(), raw_tensor(raw2, device), "Q8_0", (16, N)))
+def test_norm_handoff_consumer_that_cannot_take_it_gets_the_normed_row(device, few_programs, request):
+    """A Q8_0 consumer (no integer-dot kernel with the handoff) runs ``ggml_matmul`` on ``hand.normed()``."""
+    x, raw, r, nw, raw2 = _case(request, torch.bfloat16, device, 16, "Q8_0", "Q4_0", N4, N4)
+    hand = matmul_norm.ggml_matmul_add_rms_norm_handoff(x, raw_tensor(raw, device), "Q4_0", (N4, N4), r, nw)
+    out = matmul_norm.handoff_ggml_matmul(hand, raw_tensor(raw2, device), "Q8_0", (16, N4))
+    assert torch.equal(out, mn.ggml_matmul(hand.normed(), raw_tensor(raw2, device), "Q8_0", (16, N4)))
 
 
-def test_q4k_norm_handoff_not_for_other_types_or_rows(device, request):
+def test_norm_handoff_not_for_other_types_or_rows(device, request):
     """Several rows of x, or a type without the integer-dot kernel: None (the caller runs the two ops)."""
     rng = rng_for(request)
     raw = raw_tensor(valid_blocks("Q4_K", 64, K, rng), device)
@@ -76,7 +84,7 @@ def test_q4k_norm_handoff_not_for_other_types_or_rows(device, request):
                                                         r2[:1].bfloat16(), nw) is None
 
 
-def test_q4k_norm_handoff_bad_input(device, request):
+def test_norm_handoff_bad_input(device, request):
     op = "ggml_matmul_add_rms_norm_handoff"
     raw = raw_tensor(valid_blocks("Q4_K", 64, K, rng_for(request)), device)
     x, r = randn(1, K, dtype=torch.bfloat16, device=device), randn(1, 64, dtype=torch.bfloat16, device=device)

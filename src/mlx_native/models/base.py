@@ -19,9 +19,8 @@ import mlx_native as mn
 
 from ..errors import FormatError, InvalidArgumentError, UnsupportedError
 from ..formats.weights import AffineWeight, Checkpoint, DenseWeight, GGMLWeight, Weight
-from ..ops.ggml import q4k_idot
 from ..ops.ggml.kernel import takes_streamed
-from ..ops.ggml.matmul_norm import ggml_matmul_add_rms_norm_handoff, handoff_ggml_matmul
+from ..ops.ggml.matmul_norm import ggml_matmul_add_rms_norm_handoff, handoff_ggml_matmul, kernel_takes
 from ..ops.quant import affine_idot
 from ..ops.quant.matmul_norm import NormHandoff, handoff_matmul, matmul_add_rms_norm_handoff
 
@@ -62,7 +61,7 @@ class LoadOptions:
             blocks too (their row lookup would round through the fp16 scales).
         fused_decode_attention: decode steps rotate q and the new k, write the KV
             cache and attend in one launch (``flash_attn_decode(k_new=, rope=)``).
-        norm_handoff: for a decode row on MLX affine 4-bit or GGUF Q4_K weights, an o / down
+        norm_handoff: for a decode row on MLX affine 4-bit or GGUF Q4_K / Q4_0 / Q4_1 weights, an o / down
             projection hands the residual add + RMS norm after it to the next
             projections' launch when they take it (``kernels/norm_handoff.py``: no norm
             launch; 8B-shaped model 2729 against 2616 tok/s on the H100); False launches
@@ -170,17 +169,18 @@ class Linear:
 
     def takes_handoff(self, dtype: torch.dtype) -> bool:
         """A one-row :class:`NormHandoff` of ``dtype`` activations runs in this projection's launch (MLX affine or
-        GGUF Q4_K weights the integer-dot mat-vecs take); else the call would first materialize the normed row."""
+        GGUF Q4_K / Q4_0 / Q4_1 weights the integer-dot mat-vecs take); else the call would first materialize the
+        normed row."""
         w = self.weight
         if isinstance(w, GGMLWeight):
-            return len(w.shape) == 2 and q4k_idot.supports(w.ggml_type, dtype, dtype, 1, w.shape[1], w.raw.numel())
+            return len(w.shape) == 2 and kernel_takes(w.ggml_type, dtype, *w.shape, w.raw)
         return isinstance(w, AffineWeight) and w.scales.dtype == dtype and w.biases.dtype == dtype and \
             affine_idot.supports(w.bits, w.group_size, True, dtype, dtype, 1, w.shape[1], w.weight.numel())
 
     def matmul_add_rms_norm(self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
                             handoff: bool = False) -> tuple[Union[torch.Tensor, NormHandoff], torch.Tensor]:
         """``add_rms_norm(self(x), residual, weight, eps)`` -> ``(normed, h)``. For a decode row on MLX affine
-        4-bit or GGUF Q4_K weights, with ``handoff`` (the caller feeds ``normed`` to projections whose
+        4-bit or GGUF Q4_K / Q4_0 / Q4_1 weights, with ``handoff`` (the caller feeds ``normed`` to projections whose
         ``takes_handoff``), ``normed`` is a :class:`NormHandoff` that the next projection's launch finishes; else
         the two ops."""
         w = self.weight
@@ -268,7 +268,7 @@ class GatedMLP:
 
     def takes_handoff(self, dtype: torch.dtype) -> bool:
         """A one-row :class:`NormHandoff` runs in the fused gate/up launch (MLX affine) or in the gate/up
-        projection's (GGUF Q4_K, then the activation; see :meth:`Linear.takes_handoff`)."""
+        projection's (GGUF, then the activation; see :meth:`Linear.takes_handoff`)."""
         if self.fused is not None:
             return self.fused[0] == "affine" and self.gate_up.takes_handoff(dtype)
         return self.gate_up is not None and isinstance(self.gate_up.weight, GGMLWeight) and \

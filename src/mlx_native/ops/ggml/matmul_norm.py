@@ -1,7 +1,7 @@
-"""The norm handoff of ``quant/matmul_norm.py`` on GGUF Q4_K rows (``kernels/norm_handoff.py``).
+"""The norm handoff of ``quant/matmul_norm.py`` on GGUF Q4_K, Q4_0 and Q4_1 rows (``kernels/norm_handoff.py``).
 
 :func:`ggml_matmul_add_rms_norm_handoff` is ``add_rms_norm(ggml_matmul(x, raw, ...), residual, w)`` for one row of
-x in one launch of the Q4_K integer-dot mat-vec (``q4k_idot.py``), returning ``h`` and a
+x in one launch of the integer-dot mat-vec (``q4k_idot.py``, ``q4_idot.py``), returning ``h`` and a
 :class:`~mlx_native.ops.quant.matmul_norm.NormHandoff`; :func:`handoff_ggml_matmul` is the next projection of the
 normed row, ``1 / rms(h)`` applied to its result in its own launch. Both fall back to the separate ops where the
 kernel does not apply (other types, several rows, an fp32 x).
@@ -13,28 +13,40 @@ from typing import Optional, Sequence
 
 import torch
 
+from ...runtime.device import device_info
 from ...runtime.dispatch import use_triton
 from ...runtime.plans import PlanCache, tensor_key
 from ..quant.matmul_norm import NormHandoff, check_norm_args
-from . import q4k_idot
+from . import q4_idot, q4k_idot, q4k_mv
 from .api import TypeArg, _shape_list, _type_id, _validate_mm, ggml_matmul
 
 OP = "ggml_matmul_add_rms_norm_handoff"
 TAKE_OP = "handoff_ggml_matmul"
 
 
-def _takes(t, x_dtype: torch.dtype, k: int, raw: torch.Tensor) -> bool:
-    """One row of x against Q4_K rows the integer-dot mat-vec takes, with a result in x's dtype."""
-    return raw.is_contiguous() and q4k_idot.supports(t.id, x_dtype, x_dtype, 1, k, raw.numel())
+def kernel_takes(ggml_type: int, x_dtype: torch.dtype, n: int, k: int, raw: torch.Tensor) -> bool:
+    """Whether one row of ``x_dtype`` x against these ``(n, k)`` rows runs an integer-dot mat-vec that can hand
+    off or take a norm (Q4_K, Q4_0, Q4_1), with a result in x's dtype."""
+    return raw.is_contiguous() and (
+        q4k_idot.supports(ggml_type, x_dtype, x_dtype, 1, k, raw.numel())
+        or q4_idot.supports(ggml_type, x_dtype, x_dtype, 1, n, k, raw.numel(), device_info(raw.device).sm_count))
 
 
-def _handoff_plan(x, raw, type_id, shape, residual, weight, eps) -> Optional[q4k_idot.Q4kIdotLaunch]:
+def _launch(type_id: int, n: int, k: int, dtype: torch.dtype, device, **role):
+    """The integer-dot plan of :func:`kernel_takes`' rows, as a producer (``hand_off``) or consumer
+    (``take_parts``)."""
+    if type_id == q4k_mv.Q4K_ID:
+        return q4k_idot.Q4kIdotLaunch(n, k, dtype, device, **role)
+    return q4_idot.Q4IdotLaunch(type_id, n, k, dtype, device, **role)
+
+
+def _handoff_plan(x, raw, type_id, shape, residual, weight, eps):
     """The producer's plan where the one-launch kernel applies, else None (the two ops)."""
     t, n, k = _validate_mm(x, raw, type_id, shape, OP)
     check_norm_args(OP, x, n, residual, weight, eps)
     dense = all(v.is_contiguous() for v in (x, residual, weight))
-    if x.numel() == k and n > 0 and dense and residual.dtype == x.dtype and _takes(t, x.dtype, k, raw):
-        return q4k_idot.Q4kIdotLaunch(n, k, x.dtype, x.device, hand_off=True)
+    if x.numel() == k and n > 0 and dense and residual.dtype == x.dtype and kernel_takes(t.id, x.dtype, n, k, raw):
+        return _launch(t.id, n, k, x.dtype, x.device, hand_off=True)
     return None
 
 
@@ -65,10 +77,10 @@ def ggml_matmul_add_rms_norm_handoff(x: torch.Tensor, raw: torch.Tensor, ggml_ty
     return NormHandoff(scaled.view(residual.shape), h.view(residual.shape), parts, eps)
 
 
-def _take_plan(hand: NormHandoff, raw, type_id, shape) -> Optional[q4k_idot.Q4kIdotLaunch]:
+def _take_plan(hand: NormHandoff, raw, type_id, shape):
     t, n, k = _validate_mm(hand.scaled, raw, type_id, shape, TAKE_OP)
-    if n > 0 and hand.scaled.numel() == k and _takes(t, hand.scaled.dtype, k, raw):
-        return q4k_idot.Q4kIdotLaunch(n, k, hand.scaled.dtype, hand.scaled.device, take_parts=hand.parts.numel())
+    if n > 0 and hand.scaled.numel() == k and kernel_takes(t.id, hand.scaled.dtype, n, k, raw):
+        return _launch(t.id, n, k, hand.scaled.dtype, hand.scaled.device, take_parts=hand.parts.numel())
     return None
 
 
@@ -77,8 +89,8 @@ _TAKE_PLANS = PlanCache(_take_plan)
 
 def handoff_ggml_matmul(hand: NormHandoff, raw: torch.Tensor, ggml_type: TypeArg,
                         shape: Sequence[int]) -> torch.Tensor:
-    """``ggml_matmul(hand.normed(), raw, ggml_type, shape)``, one launch where the Q4_K integer-dot mat-vec
-    applies. Result ``[..., N]`` like ``hand.h``."""
+    """``ggml_matmul(hand.normed(), raw, ggml_type, shape)``, one launch where an integer-dot mat-vec applies
+    (:func:`kernel_takes`). Result ``[..., N]`` like ``hand.h``."""
     type_id, dims = _type_id(TAKE_OP, ggml_type), _shape_list(shape)
     plan = _TAKE_PLANS.get((tensor_key(hand.scaled), hand.parts.numel(), tensor_key(raw), type_id, tuple(dims)),
                            hand, raw, type_id, dims)

@@ -51,6 +51,7 @@ import triton.language as tl
 
 from ...kernels.dependent import enter, leave_loop
 from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
+from ...kernels.norm_handoff import handoff_rstd, handoff_store
 from ..quant.qmm import store_result
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
 from .q8_mv import pair_lanes
@@ -163,14 +164,20 @@ def q4_idot_kernel(
     part_ptr,  # [split, N] fp32 partials (SPLIT_K)
     cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters (FUSE)
     N, units_per_split,
+    res_ptr, nw_ptr, scaled_ptr,  # NORM_OUT: [N] residual, [N] norm weight, [N] h * (weight + w_offset)
+    parts_ptr,  # NORM_OUT: [tiles] fp32 sums of h^2 (written); NORM_IN: [NPARTS] (read)
+    eps, w_offset,  # NORM_IN / NORM_OUT
     Q4_1: tl.constexpr, STRIDE_W: tl.constexpr, BN: tl.constexpr, G: tl.constexpr, WPL: tl.constexpr,
     EVEN_N: tl.constexpr, PREFETCH: tl.constexpr, FENCE: tl.constexpr, SPLIT_K: tl.constexpr,
     FUSE: tl.constexpr, ASM: tl.constexpr,
+    NORM_OUT: tl.constexpr = False,  # hand off a norm: out = h = out + residual, normed = h * w, parts of sum(h^2)
+    NORM_IN: tl.constexpr = False, PARTS: tl.constexpr = 1, NPARTS: tl.constexpr = 1,  # x is a handed-off h * w
     PDL: tl.constexpr = False,
 ):
     """Offsets are in 32-bit words: ``STRIDE_W`` per row, ``TW`` per pair of blocks. Units are pairs of blocks:
     a loop step takes ``G = 4 WPL x warps`` of each row (one per thread), ``units_per_split`` is a multiple of
-    ``G``. ``WPL``: code words per lane and block (1, 2 or 4: 8, 4 or 2 lanes a pair)."""
+    ``G``. ``WPL``: code words per lane and block (1, 2 or 4: 8, 4 or 2 lanes a pair). ``NORM_OUT`` / ``NORM_IN``:
+    the norm handoff of ``affine_idot_kernel`` (``kernels/norm_handoff.py``)."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
     TW: tl.constexpr = 10 if Q4_1 else 9  # words per pair
@@ -204,6 +211,8 @@ def q4_idot_kernel(
     j_lo = tl.program_id(1) * units_per_split
     j_hi = j_lo + units_per_split
     acc = tl.zeros([L, G, BN], dtype=tl.float32)
+    if NORM_IN:  # read before the loop: its loads go out with the first weights'
+        rstd = handoff_rstd(parts_ptr, STRIDE_W // TW * 64, eps, PARTS, NPARTS)
     if PREFETCH:
         w0, w1, w2, w3, sw = _words(w_ptr, c_off, s_off, j_lo * TW, H, WPL)
         for j in range(j_lo, j_hi, G):
@@ -227,8 +236,14 @@ def q4_idot_kernel(
                         Q4_1, WPL, X_BF16, ASM)
     leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
     res = tl.sum(tl.sum(acc, axis=0), axis=0)
-    store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
-                 row_ok, N, SPLIT_K, FUSE, False, 0)
+    if NORM_IN:  # the norm's 1 / rms is a factor of the whole (linear) product
+        res = res * rstd
+    offs = pid_n * BN + tl.arange(0, BN).to(tl.int64)
+    if NORM_OUT:  # no K split
+        handoff_store(out_ptr, res_ptr, nw_ptr, scaled_ptr, parts_ptr + pid_n, res, offs, row_ok, w_offset)
+    else:
+        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, offs, row_ok, N, SPLIT_K, FUSE, False,
+                     0)
 
 
 # ----------------------------------------------------------------------------- launch plans
@@ -239,7 +254,7 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ..quant.affine_mv import StreamedMvLaunch, split_count  # noqa: E402
+from ..quant.affine_mv import NO_NORM_ARGS, HandoffMvLaunch, split_count  # noqa: E402
 from ...kernels import idot  # noqa: E402
 
 # From the H100 sweep (bench/gguf_mv_sweep.py --types Q4_0,Q4_1, bench/results/2026-11-25-h100-session17/run4;
@@ -285,16 +300,18 @@ def supports(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, m: in
             and tiling(k)[0] > 0 and raw_bytes < 2**31)
 
 
-class Q4IdotLaunch(StreamedMvLaunch):
+class Q4IdotLaunch(HandoffMvLaunch):
     """:func:`q4_idot_kernel` for ``(x [1, k], raw [n * k / 32 * block_bytes] uint8, 4-byte aligned)``; the raw
     rows are read as int32 words (``k % 64 == 0``: whole pairs of blocks). Knobs for the sweep (0 / None: the
     module's defaults): ``bn`` rows per program, ``warps`` (at most: the most up to it whose step divides the
     row), ``wpl`` code words per lane and block (1, 2, 4),
-    ``programs_per_sm`` (the K split's target), ``prefetch`` and ``fence``."""
+    ``programs_per_sm`` (the K split's target), ``prefetch`` and ``fence``. ``hand_off``: the producer of a norm
+    handoff (:meth:`hand_off`, one program per row tile); ``take_parts``: a consumer of one with this many parts
+    (:meth:`take`)."""
 
     def __init__(self, ggml_type: int, n: int, k: int, out_dtype: torch.dtype, device, bn: int = 0, warps: int = 0,
                  wpl: int = 0, programs_per_sm: int = 0, prefetch: Optional[bool] = None,
-                 fence: Optional[bool] = None):
+                 fence: Optional[bool] = None, hand_off: bool = False, take_parts: int = 0):
         bn = bn or Q4I_BN
         sms = device_info(device).sm_count
         tiles = triton.cdiv(n, bn)
@@ -302,14 +319,27 @@ class Q4IdotLaunch(StreamedMvLaunch):
         if not wpl:
             raise ValueError(f"q4_idot: rows of {k} columns take no whole step")
         g = 4 * wpl * warps  # pairs of blocks per step
-        steps, target = k // 64 // g, (programs_per_sm or PROGRAMS_PER_SM) * sms
+        steps = k // 64 // g
+        target = 1 if hand_off else (programs_per_sm or PROGRAMS_PER_SM) * sms
         if prefetch is None:  # from PREFETCH_MIN_STEPS steps per program, after the split StreamedMvLaunch takes
             prefetch = steps // split_count(steps, tiles, target) >= PREFETCH_MIN_STEPS
         constexprs = dict(Q4_1=ggml_type == 3, STRIDE_W=k // 64 * Q4_IDS[ggml_type], BN=bn, G=g, WPL=wpl,
                           EVEN_N=n % bn == 0, PREFETCH=prefetch, FENCE=Q4I_FENCE if fence is None else fence,
-                          ASM=not env.settings.triton_interpret)
+                          ASM=not env.settings.triton_interpret, NORM_OUT=hand_off, NORM_IN=take_parts > 0,
+                          PARTS=triton.next_power_of_2(max(take_parts, 1)), NPARTS=max(take_parts, 1))
+        self.tiles = tiles
         super().__init__(q4_idot_kernel, n, tiles, steps, g, target, (n,), constexprs, out_dtype, device,
-                         tail_ints=(), num_warps=warps, trigger="late")
+                         tail_ints=NO_NORM_ARGS, num_warps=warps, trigger="late")
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(word_aligned(x), raw.view(torch.int32))
+
+    def hand_off(self, x, raw, residual, norm_weight,
+                 weight_offset: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The producer of a norm handoff: see :meth:`~mlx_native.ops.quant.affine_mv.HandoffMvLaunch.run_hand_off`."""
+        return self.run_hand_off((word_aligned(x), raw.view(torch.int32)), residual, norm_weight, weight_offset)
+
+    def take(self, scaled, parts, eps: float, raw) -> torch.Tensor:
+        """The consumer of a norm handoff: ``rms_norm(h) * weight @ W^T`` from ``scaled = h * weight`` and ``h``'s
+        parts."""
+        return self.run_take(scaled, parts, eps, (raw.view(torch.int32),))
