@@ -33,11 +33,11 @@ import triton.language as tl
 
 from ...kernels.dependent import enter, leave_loop
 from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
-from ...kernels.norm_handoff import handoff_rstd, handoff_store
+from ...kernels.norm_handoff import handoff_rstd
 from ...kernels.words import half_lo
 from ..quant.affine_idot import thread_words
 from ..quant.affine_mv import row_tile
-from ..quant.qmm import store_result
+from ..quant.qmm import store_or_hand_off
 from .q4k_mv import SB_WORDS
 
 SBW = tl.constexpr(SB_WORDS)  # 32-bit words per super-block
@@ -224,12 +224,9 @@ def q4k_idot_kernel(
     res = tl.sum(acc, axis=0)
     if NORM_IN:  # the norm's 1 / rms is a factor of the whole (linear) product
         res = res * rstd
-    offs = pid_n * BN + tl.arange(0, BN).to(tl.int64)
-    if NORM_OUT:  # no K split
-        handoff_store(out_ptr, res_ptr, nw_ptr, scaled_ptr, parts_ptr + pid_n, res, offs, row_ok, w_offset)
-    else:
-        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, offs, row_ok, N, SPLIT_K, FUSE, False,
-                     0)
+    store_or_hand_off(out_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
+                      row_ok, N, res_ptr, nw_ptr, scaled_ptr, parts_ptr + pid_n, w_offset, SPLIT_K, FUSE, False, 0,
+                      NORM_OUT)
 
 
 # ----------------------------------------------------------------------------- launch plans

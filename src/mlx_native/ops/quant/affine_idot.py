@@ -25,9 +25,9 @@ import triton.language as tl
 
 from ...kernels.dependent import enter
 from ...kernels.idot import chunk_scale, word_idot, word_pairs
-from ...kernels.norm_handoff import handoff_rstd, handoff_store
+from ...kernels.norm_handoff import handoff_rstd
 from .affine_mv import row_tile
-from .qmm import store_result
+from .qmm import store_or_hand_off
 
 
 @triton.jit
@@ -170,12 +170,9 @@ def affine_idot_kernel(
     if NORM_IN:  # the norm's 1 / rms is a factor of the whole (linear) product
         res = res * rstd
         res_up = res_up * rstd
-    offs = pid_n * BN + tl.arange(0, BN).to(tl.int64)
-    if NORM_OUT:  # no K split, no up projection
-        handoff_store(out_ptr, res_ptr, nw_ptr, scaled_ptr, parts_ptr + pid_n, res, offs, row_ok, w_offset)
-    else:
-        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res_up, offs, row_ok, N, SPLIT_K, FUSE,
-                     HAS_UP, ACT)
+    store_or_hand_off(out_ptr, part_ptr, cnt_ptr + pid_n, res, res_up, pid_n * BN + tl.arange(0, BN).to(tl.int64),
+                      row_ok, N, res_ptr, nw_ptr, scaled_ptr, parts_ptr + pid_n, w_offset, SPLIT_K, FUSE, HAS_UP, ACT,
+                      NORM_OUT)
 
 
 # ----------------------------------------------------------------------------- launch plans

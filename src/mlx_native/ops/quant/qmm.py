@@ -29,6 +29,7 @@ import triton.language as tl
 
 from ...kernels.arrival import arrive_last, rearm
 from ...kernels.math import gated_act
+from ...kernels.norm_handoff import handoff_store
 from ..ggml.tiles import ggml_decode, ggml_load, planes_of
 from .tiles import affine_decode, affine_gemv_compute, affine_load, affine_tile
 
@@ -352,6 +353,21 @@ def store_result(out_ptr, part_ptr, part2_ptr, cnt_ptr, res, res2, offs, mask, s
                 total = splitk_sum(part_ptr, part2_ptr, offs, mask, split_stride, n_split, HAS_UP, ACT)
                 tl.store(out_ptr + offs, total.to(out_ptr.dtype.element_ty), mask=mask)
                 rearm(cnt_ptr)
+
+
+@triton.jit
+def store_or_hand_off(out_ptr, part_ptr, cnt_ptr, res, res2, offs, mask, split_stride, res_ptr, nw_ptr, scaled_ptr,
+                      sum_ptr, w_offset, SPLIT_K: tl.constexpr, FUSE: tl.constexpr, HAS_UP: tl.constexpr,
+                      ACT: tl.constexpr, NORM_OUT: tl.constexpr):
+    """A one-row mat-vec's result tile: :func:`store_result` (the up projection's partials beside ``part_ptr``'s),
+    or with ``NORM_OUT`` (no K split, no up projection) a norm handoff's producer tile
+    (``kernels/norm_handoff.handoff_store``: ``h`` at ``out_ptr``, ``h * w`` at ``scaled_ptr``, the tile's
+    ``sum(h^2)`` at ``sum_ptr``)."""
+    if NORM_OUT:
+        handoff_store(out_ptr, res_ptr, nw_ptr, scaled_ptr, sum_ptr, res, offs, mask, w_offset)
+    else:
+        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr, res, res2, offs, mask, split_stride, SPLIT_K, FUSE,
+                     HAS_UP, ACT)
 
 
 @triton.jit(do_not_specialize=["numel", "n_split"])
