@@ -9,7 +9,8 @@ import torch
 
 import mlx_native as mn
 from helpers import assert_error_bar, randn, spy_plans
-from mlx_native.ops.ggml import matmul_norm, q4_idot, q4k_idot
+from mlx_native.ops.ggml import matmul_norm, q4_idot, q4_mv, q4k_idot
+from mlx_native.ops.quant import affine_mv
 from test_ggml import gguf_values, raw_tensor, rng_for, valid_blocks
 
 N, K = 2048, 2048  # the producer [N, K]; consumers are [n2, N] (Q4_K: rows of whole 2048-value steps)
@@ -21,10 +22,15 @@ LAUNCHES = {"Q4_K": q4k_idot.Q4kIdotLaunch, "Q4_0": q4_idot.Q4IdotLaunch, "Q4_1"
 
 @pytest.fixture
 def few_programs(monkeypatch):
-    """32-row tiles: fewer programs for the interpreter (64 parts of sum(h^2))."""
+    """32-row tiles: fewer programs for the interpreter (64 parts of sum(h^2)); the two ops' matmul runs the
+    producer's kernel (on a GPU these small Q4_0 / Q4_1 matrices would take the word-level one) without a K split,
+    so it sums K in the producer's order (a split or another kernel may round differently)."""
     monkeypatch.setattr(q4k_idot, "IDOT_BN", 32)
     monkeypatch.setattr(q4k_idot, "BIG_BN", 32)
     monkeypatch.setattr(q4_idot, "Q4I_BN", 32)
+    for module in (affine_mv, q4_idot, q4k_idot):  # the split, and the prefetch choice that follows it
+        monkeypatch.setattr(module, "split_count", lambda steps, tiles, target: 1)
+    monkeypatch.setattr(q4_mv, "MIN_TILES_PER_SM", 0)  # small Q4_0 / Q4_1 matrices take the integer-dot kernel
 
 
 def _case(request, dtype, device, n2, consumer="Q4_K", producer="Q4_K", n=N, k=K):
@@ -82,6 +88,16 @@ def test_norm_handoff_not_for_other_types_or_rows(device, request):
                                                         nw) is None
     assert matmul_norm.ggml_matmul_add_rms_norm_handoff(x2[:1].bfloat16(), raw8, "Q8_0", (64, K),
                                                         r2[:1].bfloat16(), nw) is None
+
+
+def test_norm_handoff_not_where_the_word_level_kernel_serves(device, monkeypatch, request):
+    """Q4_0 / Q4_1 matrices too small for the streamed kernels (``q4_mv.MIN_TILES_PER_SM`` row tiles a SM) run
+    ``ggml_matmul``'s word-level kernel, and keep the norm launch: None."""
+    monkeypatch.setattr(q4_mv, "MIN_TILES_PER_SM", 10**6)
+    raw = raw_tensor(valid_blocks("Q4_0", 64, N4, rng_for(request)), device)
+    x, r = randn(1, N4, dtype=torch.bfloat16, device=device), randn(1, 64, dtype=torch.bfloat16, device=device)
+    assert matmul_norm.ggml_matmul_add_rms_norm_handoff(x, raw, "Q4_0", (64, N4), r, torch.ones(64, device=device)) \
+        is None
 
 
 def test_norm_handoff_bad_input(device, request):

@@ -17,7 +17,7 @@ from ...runtime.device import device_info
 from ...runtime.dispatch import use_triton
 from ...runtime.plans import PlanCache, tensor_key
 from ..quant.matmul_norm import NormHandoff, check_norm_args
-from . import q4_idot, q4k_idot, q4k_mv
+from . import q4_idot, q4_mv, q4k_idot, q4k_mv
 from .api import TypeArg, _shape_list, _type_id, _validate_mm, ggml_matmul
 
 OP = "ggml_matmul_add_rms_norm_handoff"
@@ -25,11 +25,15 @@ TAKE_OP = "handoff_ggml_matmul"
 
 
 def kernel_takes(ggml_type: int, x_dtype: torch.dtype, n: int, k: int, raw: torch.Tensor) -> bool:
-    """Whether one row of ``x_dtype`` x against these ``(n, k)`` rows runs an integer-dot mat-vec that can hand
-    off or take a norm (Q4_K, Q4_0, Q4_1), with a result in x's dtype."""
+    """Whether ``ggml_matmul`` of one row of ``x_dtype`` x against these ``(n, k)`` rows runs an integer-dot
+    mat-vec that can hand off or take a norm (Q4_K, Q4_0, Q4_1; ``kernel.streamed_launch``'s choice: small Q4_0 /
+    Q4_1 matrices stay on the word-level kernel, and so does their norm), with a result in x's dtype."""
+    raw_bytes, sms = raw.numel(), device_info(raw.device).sm_count
     return raw.is_contiguous() and (
-        q4k_idot.supports(ggml_type, x_dtype, x_dtype, 1, k, raw.numel())
-        or q4_idot.supports(ggml_type, x_dtype, x_dtype, 1, n, k, raw.numel(), device_info(raw.device).sm_count))
+        (q4k_mv.supports(ggml_type, x_dtype, 1, k, raw_bytes)
+         and q4k_idot.supports(ggml_type, x_dtype, x_dtype, 1, k, raw_bytes))
+        or (q4_mv.supports(ggml_type, x_dtype, 1, n, k, raw_bytes, sms)
+            and q4_idot.supports(ggml_type, x_dtype, x_dtype, 1, n, k, raw_bytes, sms)))
 
 
 def _launch(type_id: int, n: int, k: int, dtype: torch.dtype, device, **role):
