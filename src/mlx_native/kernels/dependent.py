@@ -21,7 +21,12 @@ one-row Q4_0 / Q4_K / Q8_0 1-4% faster, MLX 2-row 4096 x 4096 3.7%; the tensor-c
 Tried and dropped (branch ``mv-pdl``): asking L2 for the program's weight bytes
 (``cp.async.bulk.prefetch.L2``, safe before the wait since L2 is coherent) made the one-row MLX mat-vec
 8-19% slower than waiting first: every program, not only the first wave, issued them, each through a loop
-over the warp's distinct addresses (the instruction takes warp-uniform operands)."""
+over the warp's distinct addresses (the instruction takes warp-uniform operands). Also dropped (branch
+``weights-first``, session 24 run 5, H100): the one-row integer-dot mat-vecs loading their first weight tiles
+before the wait (safe only where the launch before does not write the weights, so it would have needed an
+opt-in). Alone in a chain the MLX kernel gained 10% at 4096 x 4096 (62.8 -> 69.1% of copy) and 1-2% on the 8B
+MLP shapes, Q4_0 0-1%, and Q4_K lost 4-30%; in the 8B-shaped decode MLX lost 1.1%, Q4_K 2.1%, Q4_0 gained
+0.9%."""
 
 import torch
 import triton
