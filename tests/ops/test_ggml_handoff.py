@@ -118,3 +118,64 @@ def test_norm_handoff_bad_input(device, request):
     hand = matmul_norm.NormHandoff(x, x, torch.ones(4, device=device), 1e-6)
     with pytest.raises(mn.InvalidArgumentError, match="handoff_ggml_matmul: x has 2048 features"):
         matmul_norm.handoff_ggml_matmul(hand, raw, "Q4_K", (32, 4096))
+
+
+def _gated_oracle(x: torch.Tensor, w: torch.Tensor, activation: str) -> torch.Tensor:
+    """fp64 ``act(x G^T) * (x U^T)`` of a stacked ``[2 I, K]`` weight."""
+    y = x.double().cpu() @ w.T
+    g, u = y.chunk(2, dim=-1)
+    act = torch.nn.functional.silu(g) if activation == "silu" else torch.nn.functional.gelu(g, approximate="tanh")
+    return act * u
+
+
+@pytest.mark.parametrize("name,inter,dtype,activation", [("Q4_K", 37, torch.bfloat16, "silu"),
+                                                         ("Q4_0", 36, torch.float16, "gelu_tanh"),
+                                                         ("Q4_1", 21, torch.bfloat16, "silu")])
+def test_gated_matmul_in_one_launch(device, monkeypatch, few_programs, request, name, inter, dtype, activation):
+    """``ggml_gated_matmul``: the stacked gate/up rows of a program's outputs in one launch (ragged last tile),
+    within the error bar of ``ggml_matmul`` + the activation in the same dtype against fp64."""
+    k = K if name == "Q4_K" else N4
+    raw = valid_blocks(name, 2 * inter, k, rng_for(request))
+    x = randn(1, k, dtype=dtype, device=device)
+    built = spy_plans(monkeypatch, LAUNCHES[name])
+    out = matmul_norm.ggml_gated_matmul(x, raw_tensor(raw, device), name, (2 * inter, k), activation)
+    assert [(p.launch.constexprs["GLU"], p.n, p.split) for p in built] == [(True, inter, 1)]
+    y = mn.ggml_matmul(x, raw_tensor(raw, device), name, (2 * inter, k))
+    base = mn.silu_mul(y[:, :inter], y[:, inter:]) if activation == "silu" else mn.gelu_mul(y[:, :inter],
+                                                                                             y[:, inter:])
+    oracle = _gated_oracle(x, torch.from_numpy(gguf_values(raw, name, (2 * inter, k))).double(), activation)
+    assert out.shape == (1, inter) and out.dtype == dtype
+    assert_error_bar(out.cpu(), oracle, base.cpu(), what="gated matmul")
+
+
+def test_gated_matmul_takes_the_norm_handoff(device, few_programs, request):
+    """A handed-off norm into the stacked gate/up launch: ``act(normed G^T) * (normed U^T)`` with ``1 / rms`` applied
+    to both before the activation; within the error bar of the three ops against fp64."""
+    eps, inter = 1e-5, 20
+    x, raw, r, nw, raw2 = _case(request, torch.bfloat16, device, 2 * inter, "Q4_0", "Q4_0", N4, N4)
+    hand = matmul_norm.ggml_matmul_add_rms_norm_handoff(x, raw_tensor(raw, device), "Q4_0", (N4, N4), r, nw, eps)
+    out = matmul_norm.handoff_ggml_matmul(hand, raw_tensor(raw2, device), "Q4_0", (2 * inter, N4), activation="silu")
+    normed = hand.normed()
+    y = mn.ggml_matmul(normed, raw_tensor(raw2, device), "Q4_0", (2 * inter, N4))
+    base = mn.silu_mul(y[:, :inter], y[:, inter:])
+    h = hand.h.double().cpu()
+    normed64 = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * nw.double().cpu()
+    oracle = _gated_oracle(normed64, torch.from_numpy(gguf_values(raw2, "Q4_0", (2 * inter, N4))).double(), "silu")
+    assert out.shape == (1, inter)
+    assert_error_bar(out.cpu(), oracle, base.cpu(), what="handoff into the gated matmul")
+
+
+def test_gated_matmul_falls_back_and_rejects_bad_input(device, request):
+    """Several rows of x, or a type without the integer-dot kernel: ``ggml_matmul`` + the activation, exactly;
+    an unknown activation or an odd number of stacked rows: a typed error naming the op."""
+    rng = rng_for(request)
+    raw8 = raw_tensor(valid_blocks("Q8_0", 32, N4, rng), device)
+    x = randn(3, N4, dtype=torch.bfloat16, device=device)
+    y = mn.ggml_matmul(x, raw8, "Q8_0", (32, N4))
+    out = matmul_norm.ggml_gated_matmul(x, raw8, "Q8_0", (32, N4), "gelu_tanh")
+    assert torch.equal(out, mn.gelu_mul(y[:, :16], y[:, 16:], "tanh"))
+    with pytest.raises(mn.InvalidArgumentError, match="ggml_gated_matmul: activation"):
+        matmul_norm.ggml_gated_matmul(x, raw8, "Q8_0", (32, N4), "relu")
+    raw = raw_tensor(valid_blocks("Q4_0", 31, N4, rng), device)
+    with pytest.raises(mn.InvalidArgumentError, match="ggml_gated_matmul: a stacked gate/up matrix"):
+        matmul_norm.ggml_gated_matmul(x[:1], raw, "Q4_0", (31, N4))

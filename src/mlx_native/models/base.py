@@ -19,8 +19,10 @@ import mlx_native as mn
 
 from ..errors import FormatError, InvalidArgumentError, UnsupportedError
 from ..formats.weights import AffineWeight, Checkpoint, DenseWeight, GGMLWeight, Weight
+from ..ops.activations.api import gated_mul
 from ..ops.ggml.kernel import takes_streamed
-from ..ops.ggml.matmul_norm import ggml_matmul_add_rms_norm_handoff, handoff_ggml_matmul, kernel_takes
+from ..ops.ggml.matmul_norm import (ggml_gated_matmul, ggml_matmul_add_rms_norm_handoff, handoff_ggml_matmul,
+                                    kernel_takes)
 from ..ops.quant import affine_idot
 from ..ops.quant.matmul_norm import NormHandoff, handoff_matmul, matmul_add_rms_norm_handoff
 
@@ -274,10 +276,15 @@ class GatedMLP:
         return self.gate_up is not None and isinstance(self.gate_up.weight, GGMLWeight) and \
             self.gate_up.takes_handoff(dtype)
 
+    def _ggml_gate_up(self) -> Optional[GGMLWeight]:
+        """The stacked GGUF gate/up weight (no bias), which ``ggml_gated_matmul`` runs with the activation."""
+        g = self.gate_up
+        if g is not None and g.bias is None and isinstance(g.weight, GGMLWeight) and len(g.weight.shape) == 2:
+            return g.weight
+        return None
+
     def _act(self, g: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        if self.activation == "silu":
-            return mn.silu_mul(g, u)
-        return mn.gelu_mul(g, u, "tanh")
+        return gated_mul(g, u, self.activation)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return self.down(self.hidden(x))
@@ -289,6 +296,9 @@ class GatedMLP:
             if f is not None and f[0] == "affine":
                 return handoff_matmul(x, f[1][0], f[2][0], f[3][0], group_size=f[7], bits=f[8],
                                       up=(f[4][0], f[5][0], f[6][0]), activation=self.activation)
+            if f is None and self._ggml_gate_up() is not None:  # in the gate/up launch, or the two ops
+                w = self._ggml_gate_up()
+                return handoff_ggml_matmul(x, w.raw, w.ggml_type, w.shape, activation=self.activation)
             if f is None and self.gate_up is not None:  # Linear takes it or materializes the normed row
                 gu = self.gate_up(x)
                 return self._act(gu[..., : self.inter], gu[..., self.inter:])
@@ -304,6 +314,9 @@ class GatedMLP:
                 h = mn.moe_qmm(x2, ids, f[1], f[2], f[3], group_size=f[7], bits=f[8], w_up=f[4], scales_up=f[5],
                                biases_up=f[6], activation=self.activation)
             return h.reshape(*x.shape[:-1], self.inter)
+        w = self._ggml_gate_up()
+        if w is not None:  # one launch for a decode row where the integer-dot kernels take it
+            return ggml_gated_matmul(x, w.raw, w.ggml_type, w.shape, self.activation)
         if self.gate_up is not None:
             gu = self.gate_up(x)
             return self._act(gu[..., : self.inter], gu[..., self.inter:])

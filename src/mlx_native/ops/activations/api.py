@@ -129,6 +129,12 @@ def gelu_mul(gate: torch.Tensor, up: torch.Tensor, approximate: str = "tanh") ->
     return _gelu_mul.eager(gate, up, approximate)
 
 
+def gated_mul(gate: torch.Tensor, up: torch.Tensor, activation: str) -> torch.Tensor:
+    """``act(gate) * up`` for a gated MLP's ``activation``: "silu" (:func:`silu_mul`) or "gelu_tanh"
+    (:func:`gelu_mul` with the tanh approximation)."""
+    return silu_mul(gate, up) if activation == "silu" else gelu_mul(gate, up, "tanh")
+
+
 # --------------------------------------------------------------------------- sigmoid_mul
 
 def _fake_sigmoid_mul(x, gate):

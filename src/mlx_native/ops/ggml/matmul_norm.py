@@ -1,10 +1,13 @@
-"""The norm handoff of ``quant/matmul_norm.py`` on GGUF Q4_K, Q4_0 and Q4_1 rows (``kernels/norm_handoff.py``).
+"""The norm handoff of ``quant/matmul_norm.py`` on GGUF Q4_K, Q4_0 and Q4_1 rows (``kernels/norm_handoff.py``), and
+the gated MLP's gate/up projection + activation in one launch of the same kernels.
 
 :func:`ggml_matmul_add_rms_norm_handoff` is ``add_rms_norm(ggml_matmul(x, raw, ...), residual, w)`` for one row of
 x in one launch of the integer-dot mat-vec (``q4k_idot.py``, ``q4_idot.py``), returning ``h`` and a
 :class:`~mlx_native.ops.quant.matmul_norm.NormHandoff`; :func:`handoff_ggml_matmul` is the next projection of the
 normed row, ``1 / rms(h)`` applied to its result in its own launch. Both fall back to the separate ops where the
-kernel does not apply (other types, several rows, an fp32 x).
+kernel does not apply (other types, several rows, an fp32 x). :func:`ggml_gated_matmul` (and
+:func:`handoff_ggml_matmul` with an ``activation``) runs ``act(x G^T) * (x U^T)`` on a matrix that stacks the gate
+and up projections, each program taking gate and up rows of the same outputs.
 
 These are the model runner's decode-step fusions (plain launches, CUDA-graph safe), not registered ops.
 """
@@ -13,15 +16,19 @@ from typing import Optional, Sequence
 
 import torch
 
+from ...errors import InvalidArgumentError
 from ...runtime.device import device_info
 from ...runtime.dispatch import use_triton
 from ...runtime.plans import PlanCache, tensor_key
+from ..activations.api import gated_mul
 from ..quant.matmul_norm import NormHandoff, check_norm_args
+from ..quant.qmm import ACT_CODES
 from . import q4_idot, q4_mv, q4k_idot, q4k_mv
 from .api import TypeArg, _shape_list, _type_id, _validate_mm, ggml_matmul
 
 OP = "ggml_matmul_add_rms_norm_handoff"
 TAKE_OP = "handoff_ggml_matmul"
+GATED_OP = "ggml_gated_matmul"
 
 
 def kernel_takes(ggml_type: int, x_dtype: torch.dtype, n: int, k: int, raw: torch.Tensor) -> bool:
@@ -81,23 +88,79 @@ def ggml_matmul_add_rms_norm_handoff(x: torch.Tensor, raw: torch.Tensor, ggml_ty
     return NormHandoff(scaled.view(residual.shape), h.view(residual.shape), parts, eps)
 
 
-def _take_plan(hand: NormHandoff, raw, type_id, shape):
+def _act_code(op: str, activation: Optional[str]) -> Optional[int]:
+    if activation is None:
+        return None
+    if activation not in ACT_CODES:
+        raise InvalidArgumentError(f"{op}: activation must be one of {sorted(ACT_CODES)}, got {activation!r}")
+    return ACT_CODES[activation]
+
+
+def _gated_rows(op: str, n: int, act: Optional[int]) -> int:
+    """Outputs of an ``(n, K)`` matrix: ``n``, or ``n / 2`` where it stacks gate and up (``act`` given)."""
+    if act is None:
+        return n
+    if n % 2:
+        raise InvalidArgumentError(f"{op}: a stacked gate/up matrix has an even number of rows, got {n}")
+    return n // 2
+
+
+def _gated(y: torch.Tensor, act: Optional[int], activation: Optional[str]) -> torch.Tensor:
+    """The two-op fallback's ``act(gate) * up`` of a stacked result ``[..., 2 I]``."""
+    if act is None:
+        return y
+    i = y.shape[-1] // 2
+    return gated_mul(y[..., :i], y[..., i:], activation)
+
+
+def _take_plan(hand: NormHandoff, raw, type_id, shape, act):
     t, n, k = _validate_mm(hand.scaled, raw, type_id, shape, TAKE_OP)
+    outs = _gated_rows(TAKE_OP, n, act)
     if n > 0 and hand.scaled.numel() == k and kernel_takes(t.id, hand.scaled.dtype, n, k, raw):
-        return _launch(t.id, n, k, hand.scaled.dtype, hand.scaled.device, take_parts=hand.parts.numel())
+        return _launch(t.id, outs, k, hand.scaled.dtype, hand.scaled.device, take_parts=hand.parts.numel(), act=act)
     return None
 
 
 _TAKE_PLANS = PlanCache(_take_plan)
 
 
-def handoff_ggml_matmul(hand: NormHandoff, raw: torch.Tensor, ggml_type: TypeArg,
-                        shape: Sequence[int]) -> torch.Tensor:
+def handoff_ggml_matmul(hand: NormHandoff, raw: torch.Tensor, ggml_type: TypeArg, shape: Sequence[int], *,
+                        activation: Optional[str] = None) -> torch.Tensor:
     """``ggml_matmul(hand.normed(), raw, ggml_type, shape)``, one launch where an integer-dot mat-vec applies
-    (:func:`kernel_takes`). Result ``[..., N]`` like ``hand.h``."""
-    type_id, dims = _type_id(TAKE_OP, ggml_type), _shape_list(shape)
-    plan = _TAKE_PLANS.get((tensor_key(hand.scaled), hand.parts.numel(), tensor_key(raw), type_id, tuple(dims)),
-                           hand, raw, type_id, dims)
+    (:func:`kernel_takes`). Result ``[..., N]`` like ``hand.h``; with ``activation`` ("silu", "gelu_tanh") the
+    ``(N, K)`` matrix stacks gate and up and the result is ``act(normed G^T) * (normed U^T)``, ``[..., N / 2]``."""
+    type_id, dims, act = _type_id(TAKE_OP, ggml_type), _shape_list(shape), _act_code(TAKE_OP, activation)
+    plan = _TAKE_PLANS.get((tensor_key(hand.scaled), hand.parts.numel(), tensor_key(raw), type_id, tuple(dims), act),
+                           hand, raw, type_id, dims, act)
     if plan is None or not use_triton(TAKE_OP, hand.scaled):
-        return ggml_matmul(hand.normed(), raw, type_id, dims)
+        return _gated(ggml_matmul(hand.normed(), raw, type_id, dims), act, activation)
     return plan.take(hand.scaled, hand.parts, hand.eps, raw).view(*hand.h.shape[:-1], plan.n)
+
+
+def _gated_plan(x, raw, type_id, shape, act):
+    t, n, k = _validate_mm(x, raw, type_id, shape, GATED_OP)
+    outs = _gated_rows(GATED_OP, n, act)
+    if n > 0 and x.numel() == k and x.is_contiguous() and kernel_takes(t.id, x.dtype, n, k, raw):
+        return _launch(t.id, outs, k, x.dtype, x.device, act=act)
+    return None
+
+
+_GATED_PLANS = PlanCache(_gated_plan)
+
+
+def ggml_gated_matmul(x: torch.Tensor, raw: torch.Tensor, ggml_type: TypeArg, shape: Sequence[int],
+                      activation: str = "silu") -> torch.Tensor:
+    """A gated MLP's ``act(x G^T) * (x U^T)`` from a GGUF matrix stacking gate and up.
+
+    Args:
+        x: ``[..., K]``; raw, ggml_type, shape: a GGUF matrix ``(2 I, K)`` as for :func:`ggml_matmul`, gate rows
+            first; activation: "silu" or "gelu_tanh".
+
+    Returns:
+        ``[..., I]`` in x's dtype: one launch of the integer-dot mat-vec for one row of x where it applies
+        (:func:`kernel_takes`), else ``ggml_matmul`` and the activation."""
+    type_id, dims, act = _type_id(GATED_OP, ggml_type), _shape_list(shape), _act_code(GATED_OP, activation)
+    plan = _GATED_PLANS.get((tensor_key(x), tensor_key(raw), type_id, tuple(dims), act), x, raw, type_id, dims, act)
+    if plan is None or not use_triton(GATED_OP, x):
+        return _gated(ggml_matmul(x, raw, type_id, dims), act, activation)
+    return plan(x, raw).view(*x.shape[:-1], plan.n)

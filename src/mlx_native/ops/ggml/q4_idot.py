@@ -52,7 +52,8 @@ import triton.language as tl
 from ...kernels.dependent import enter, leave_loop
 from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
 from ...kernels.norm_handoff import handoff_rstd
-from ..quant.qmm import store_or_hand_off
+from ..quant.affine_mv import glu_outputs
+from ..quant.qmm import store_or_hand_off, store_result
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
 from .q8_mv import pair_lanes
 
@@ -172,12 +173,14 @@ def q4_idot_kernel(
     FUSE: tl.constexpr, ASM: tl.constexpr,
     NORM_OUT: tl.constexpr = False,  # hand off a norm: out = h = out + residual, normed = h * w, parts of sum(h^2)
     NORM_IN: tl.constexpr = False, PARTS: tl.constexpr = 1, NPARTS: tl.constexpr = 1,  # x is a handed-off h * w
+    GLU: tl.constexpr = False, ACT: tl.constexpr = 0,  # w is a [2 N, K] gate/up pair: out = act(gate) * up
     PDL: tl.constexpr = False,
 ):
     """Offsets are in 32-bit words: ``STRIDE_W`` per row, ``TW`` per pair of blocks. Units are pairs of blocks:
     a loop step takes ``G = 4 WPL x warps`` of each row (one per thread), ``units_per_split`` is a multiple of
     ``G``. ``WPL``: code words per lane and block (1, 2 or 4: 8, 4 or 2 lanes a pair). ``NORM_OUT`` / ``NORM_IN``:
-    the norm handoff of ``affine_idot_kernel`` (``kernels/norm_handoff.py``)."""
+    the norm handoff of ``affine_idot_kernel`` (``kernels/norm_handoff.py``). ``GLU`` (no K split): ``BN // 2``
+    outputs a program (``affine_mv.glu_row_tile``; ``ACT`` a code of ``qmm.ACT_CODES``)."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
     TW: tl.constexpr = 10 if Q4_1 else 9  # words per pair
@@ -185,7 +188,7 @@ def q4_idot_kernel(
     L: tl.constexpr = 8 // WPL  # lanes per pair: the first half on block A, the second on B
     H: tl.constexpr = L // 2
     pid_n = tl.program_id(0)
-    w_ptr, rows, row_ok, b, m, p_off = pair_lanes(w_ptr, pid_n, N, STRIDE_W, BN, EVEN_N, L, G, TW)
+    w_ptr, rows, row_ok, b, m, p_off = pair_lanes(w_ptr, pid_n, N, STRIDE_W, BN, EVEN_N, L, G, TW, GLU)
     # [L, G, BN] word offsets at the step's first pair: the lane's first code word (its others: + i H) and its
     # block's scale word
     c_off = p_off + (1 + BW * b + m)[:, None, None]
@@ -238,9 +241,13 @@ def q4_idot_kernel(
     res = tl.sum(tl.sum(acc, axis=0), axis=0)
     if NORM_IN:  # the norm's 1 / rms is a factor of the whole (linear) product
         res = res * rstd
-    store_or_hand_off(out_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
-                      row_ok, N, res_ptr, nw_ptr, scaled_ptr, parts_ptr + pid_n, w_offset, SPLIT_K, FUSE, False, 0,
-                      NORM_OUT)
+    if GLU:
+        gate, up, outs, ok = glu_outputs(res, N, BN)
+        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr, gate, up, outs, ok, N, False, False, True, ACT)
+    else:
+        store_or_hand_off(out_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
+                          row_ok, N, res_ptr, nw_ptr, scaled_ptr, parts_ptr + pid_n, w_offset, SPLIT_K, FUSE, False,
+                          0, NORM_OUT)
 
 
 # ----------------------------------------------------------------------------- launch plans
@@ -304,26 +311,30 @@ class Q4IdotLaunch(HandoffMvLaunch):
     row), ``wpl`` code words per lane and block (1, 2, 4),
     ``programs_per_sm`` (the K split's target), ``prefetch`` and ``fence``. ``hand_off``: the producer of a norm
     handoff (:meth:`hand_off`, one program per row tile); ``take_parts``: a consumer of one with this many parts
-    (:meth:`take`)."""
+    (:meth:`take`); ``act`` (a code of ``qmm.ACT_CODES``): ``raw`` holds ``2 n`` rows, gate then up, and calls
+    return ``act(x G^T) * (x U^T)`` (``n`` outputs; no K split)."""
 
     def __init__(self, ggml_type: int, n: int, k: int, out_dtype: torch.dtype, device, bn: int = 0, warps: int = 0,
                  wpl: int = 0, programs_per_sm: int = 0, prefetch: Optional[bool] = None,
-                 fence: Optional[bool] = None, hand_off: bool = False, take_parts: int = 0):
+                 fence: Optional[bool] = None, hand_off: bool = False, take_parts: int = 0,
+                 act: Optional[int] = None):
         bn = bn or Q4I_BN
         sms = device_info(device).sm_count
-        tiles = triton.cdiv(n, bn)
+        outs = bn if act is None else bn // 2  # outputs a program
+        tiles = triton.cdiv(n, outs)
         wpl, warps = tiling(k, wpl, warps or (FEW_TILES_MAX_WARPS if tiles < FEW_TILES_PER_SM * sms else 0))
         if not wpl:
             raise ValueError(f"q4_idot: rows of {k} columns take no whole step")
         g = 4 * wpl * warps  # pairs of blocks per step
         steps = k // 64 // g
-        target = 1 if hand_off else (programs_per_sm or PROGRAMS_PER_SM) * sms
+        target = 1 if hand_off or act is not None else (programs_per_sm or PROGRAMS_PER_SM) * sms
         if prefetch is None:  # from PREFETCH_MIN_STEPS steps per program, after the split StreamedMvLaunch takes
             prefetch = steps // split_count(steps, tiles, target) >= PREFETCH_MIN_STEPS
         constexprs = dict(Q4_1=ggml_type == 3, STRIDE_W=k // 64 * Q4_IDS[ggml_type], BN=bn, G=g, WPL=wpl,
-                          EVEN_N=n % bn == 0, PREFETCH=prefetch, FENCE=Q4I_FENCE if fence is None else fence,
+                          EVEN_N=n % outs == 0, PREFETCH=prefetch, FENCE=Q4I_FENCE if fence is None else fence,
                           ASM=not env.settings.triton_interpret, NORM_OUT=hand_off, NORM_IN=take_parts > 0,
-                          PARTS=triton.next_power_of_2(max(take_parts, 1)), NPARTS=max(take_parts, 1))
+                          PARTS=triton.next_power_of_2(max(take_parts, 1)), NPARTS=max(take_parts, 1),
+                          GLU=act is not None, ACT=act or 0)
         self.tiles = tiles
         super().__init__(q4_idot_kernel, n, tiles, steps, g, target, (n,), constexprs, out_dtype, device,
                          tail_ints=NO_NORM_ARGS, num_warps=warps, trigger="late")

@@ -36,8 +36,8 @@ from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
 from ...kernels.norm_handoff import handoff_rstd
 from ...kernels.words import half_lo
 from ..quant.affine_idot import thread_words
-from ..quant.affine_mv import row_tile
-from ..quant.qmm import store_or_hand_off
+from ..quant.affine_mv import glu_outputs, glu_row_tile, row_tile
+from ..quant.qmm import store_or_hand_off, store_result
 from .q4k_mv import SB_WORDS
 
 SBW = tl.constexpr(SB_WORDS)  # 32-bit words per super-block
@@ -190,16 +190,21 @@ def q4k_idot_kernel(
     SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ASM: tl.constexpr,
     NORM_OUT: tl.constexpr = False,  # hand off a norm: out = h = out + residual, normed = h * w, parts of sum(h^2)
     NORM_IN: tl.constexpr = False, PARTS: tl.constexpr = 1, NPARTS: tl.constexpr = 1,  # x is a handed-off h * w
+    GLU: tl.constexpr = False, ACT: tl.constexpr = 0,  # w is a [2 N, K] gate/up pair: out = act(gate) * up
     PDL: tl.constexpr = False,
 ):
     """Steps of ``CH`` chunks (``CH / 4`` super-blocks, ``64 * CH`` values of x); ``K / 256`` is a whole number of
     steps and of ``steps_per_split``. ``NORM_OUT`` / ``NORM_IN``: the norm handoff of ``affine_idot_kernel``
-    (``kernels/norm_handoff.py``)."""
+    (``kernels/norm_handoff.py``). ``GLU`` (no K split): ``BN // 2`` outputs a program (``affine_mv.glu_row_tile``;
+    ``ACT`` a code of ``qmm.ACT_CODES``)."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     STEP_W: tl.constexpr = CH // 4 * SBW  # words of a row per loop step
-    rows, row_ok = row_tile(N, BN, EVEN_N)
+    if GLU:
+        rows, row_ok = glu_row_tile(N, BN, EVEN_N)
+    else:
+        rows, row_ok = row_tile(N, BN, EVEN_N)
     sa, sh, keep, h_off, w_off, x_off = tile_offsets(rows, STRIDE_W, CH)
     i_lo = pid_k * steps_per_split
     i_hi = i_lo + steps_per_split
@@ -224,9 +229,13 @@ def q4k_idot_kernel(
     res = tl.sum(acc, axis=0)
     if NORM_IN:  # the norm's 1 / rms is a factor of the whole (linear) product
         res = res * rstd
-    store_or_hand_off(out_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
-                      row_ok, N, res_ptr, nw_ptr, scaled_ptr, parts_ptr + pid_n, w_offset, SPLIT_K, FUSE, False, 0,
-                      NORM_OUT)
+    if GLU:
+        gate, up, outs, ok = glu_outputs(res, N, BN)
+        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr, gate, up, outs, ok, N, False, False, True, ACT)
+    else:
+        store_or_hand_off(out_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
+                          row_ok, N, res_ptr, nw_ptr, scaled_ptr, parts_ptr + pid_n, w_offset, SPLIT_K, FUSE, False,
+                          0, NORM_OUT)
 
 
 # ----------------------------------------------------------------------------- launch plans
@@ -269,21 +278,25 @@ class Q4kIdotLaunch(HandoffMvLaunch):
     """:func:`q4k_idot_kernel` for ``(x [1, k], raw [n * k / 256 * 144] uint8)``; the raw rows are read as int32
     words (144-byte blocks keep each chunk's words 16-byte aligned). ``hand_off``: the producer of a norm handoff
     (:meth:`hand_off`, one program per row tile); ``take_parts``: a consumer of one with this many parts
-    (:meth:`take`)."""
+    (:meth:`take`); ``act`` (a code of ``qmm.ACT_CODES``): ``raw`` holds ``2 n`` rows, gate then up, and calls
+    return ``act(x G^T) * (x U^T)`` (``n`` outputs; no K split)."""
 
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device, bn: int = 0, warps: int = 0,
                  programs_per_sm: int = 0, prefetch: Optional[bool] = None, hand_off: bool = False,
-                 take_parts: int = 0):
+                 take_parts: int = 0, act: Optional[int] = None):
         warps = warps or step_warps(k)
         sms = device_info(device).sm_count
-        bn = bn or (BIG_BN if triton.cdiv(n, BIG_BN) >= BIG_TILES_PER_SM * sms else IDOT_BN)
-        tiles, steps = triton.cdiv(n, bn), k // 256 // (8 * warps)
-        target = 1 if hand_off else (programs_per_sm or PROGRAMS_PER_SM) * sms
+        rows = n if act is None else 2 * n
+        bn = bn or (BIG_BN if triton.cdiv(rows, BIG_BN) >= BIG_TILES_PER_SM * sms else IDOT_BN)
+        outs = bn if act is None else bn // 2  # outputs a program
+        tiles, steps = triton.cdiv(n, outs), k // 256 // (8 * warps)
+        target = 1 if hand_off or act is not None else (programs_per_sm or PROGRAMS_PER_SM) * sms
         if prefetch is None:  # from PREFETCH_MIN_STEPS steps per program, after the split StreamedMvLaunch takes
             prefetch = steps // split_count(steps, tiles, target) >= PREFETCH_MIN_STEPS
-        constexprs = dict(STRIDE_W=k // 256 * SB_WORDS, BN=bn, CH=32 * warps, EVEN_N=n % bn == 0, PREFETCH=prefetch,
-                          ASM=not env.settings.triton_interpret, NORM_OUT=hand_off, NORM_IN=take_parts > 0,
-                          PARTS=triton.next_power_of_2(max(take_parts, 1)), NPARTS=max(take_parts, 1))
+        constexprs = dict(STRIDE_W=k // 256 * SB_WORDS, BN=bn, CH=32 * warps, EVEN_N=n % outs == 0,
+                          PREFETCH=prefetch, ASM=not env.settings.triton_interpret, NORM_OUT=hand_off,
+                          NORM_IN=take_parts > 0, PARTS=triton.next_power_of_2(max(take_parts, 1)),
+                          NPARTS=max(take_parts, 1), GLU=act is not None, ACT=act or 0)
         self.tiles = tiles
         super().__init__(q4k_idot_kernel, n, tiles, steps, 1, target, (n,), constexprs, out_dtype, device,
                          tail_ints=(MAGIC, *NO_NORM_ARGS), num_warps=warps, trigger="late")

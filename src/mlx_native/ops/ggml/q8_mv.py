@@ -36,7 +36,7 @@ import triton.language as tl
 
 from ...kernels.dependent import enter, leave_loop
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
-from ..quant.affine_mv import row_tile
+from ..quant.affine_mv import glu_row_tile, row_tile
 from ..quant.qmm import store_result
 
 PAIR_WORDS: tl.constexpr = tl.constexpr(17)  # 32-bit words per pair of blocks
@@ -52,14 +52,18 @@ def _q8(w, S: tl.constexpr, c):
 
 @triton.jit
 def pair_lanes(w_ptr, pid_n, N, STRIDE_W: tl.constexpr, BN: tl.constexpr, EVEN_N: tl.constexpr, L: tl.constexpr,
-               G: tl.constexpr, TW: tl.constexpr):
+               G: tl.constexpr, TW: tl.constexpr, GLU: tl.constexpr = False):
     """The tiles of kernels that read pairs of blocks (A, B) of ``TW`` words, ``L`` lanes a pair (the first half on
     block A, the second on B), ``G`` pairs a step, ``BN`` rows of ``STRIDE_W`` words: ``(w_ptr, rows, row_ok, b,
     m, p_off)`` with ``b [L]`` each lane's block (0: A, 1: B), ``m [L]`` its index among the block's lanes, and
     ``p_off [1, G, BN]`` int64 word offsets of the step's first pairs from ``w_ptr`` (with ``EVEN_N`` moved to the
-    tile's first row, so that the row offsets are constants folded into the loads' addresses)."""
-    rows, row_ok = row_tile(N, BN, EVEN_N)
-    if EVEN_N:
+    tile's first row, so that the row offsets are constants folded into the loads' addresses). ``GLU``: the rows of
+    ``affine_mv.glu_row_tile`` (a gate/up pair of ``N`` rows each)."""
+    if GLU:
+        rows, row_ok = glu_row_tile(N, BN, EVEN_N)
+    else:
+        rows, row_ok = row_tile(N, BN, EVEN_N)
+    if EVEN_N and not GLU:
         w_ptr += (pid_n * BN).to(tl.int64) * STRIDE_W
         r_off = tl.arange(0, BN).to(tl.int64) * STRIDE_W
     else:

@@ -80,6 +80,28 @@ def row_tile(N, BN: tl.constexpr, EVEN_N: tl.constexpr):
     return rows, row_ok
 
 
+@triton.jit
+def glu_row_tile(N, BN: tl.constexpr, EVEN_N: tl.constexpr):
+    """:func:`row_tile` of a gate/up pair stacked in one ``[2 N, K]`` matrix: the program's ``BN // 2`` outputs
+    ``i`` each take gate row ``i`` (even tile rows) and up row ``N + i`` (odd ones); ``EVEN_N``: ``N`` is a multiple
+    of ``BN // 2``. Returns ``(rows [BN], row_ok [BN])``; :func:`glu_outputs` gives the result's tiles."""
+    j = tl.arange(0, BN)
+    out = tl.program_id(0) * (BN // 2) + j // 2
+    row_ok = out < N
+    if not EVEN_N:
+        out = tl.where(row_ok, out, 0)
+    return out + (j % 2) * N, row_ok
+
+
+@triton.jit
+def glu_outputs(res, N, BN: tl.constexpr):
+    """The results ``res [BN]`` of :func:`glu_row_tile`'s rows -> ``(gate [BN // 2], up [BN // 2], outputs
+    [BN // 2] int64, mask)``."""
+    gate, up = tl.split(tl.reshape(res, (BN // 2, 2)))
+    outs = tl.program_id(0) * (BN // 2) + tl.arange(0, BN // 2)
+    return gate, up, outs.to(tl.int64), outs < N
+
+
 @triton.jit(do_not_specialize=["words_per_split", "magic"])
 def affine_mv_kernel(
     x_ptr,  # [K] activations, bf16 or fp16

@@ -18,7 +18,7 @@ from ...errors import InvalidArgumentError
 from ...runtime import checks
 from ...runtime.dispatch import use_triton
 from ...runtime.plans import PlanCache, tensor_key
-from ..activations.api import gelu_mul, silu_mul
+from ..activations.api import gated_mul
 from . import affine_idot
 from .api import _validate_qmm, out_dtype, quantized_matmul
 from .qmm import ACT_CODES
@@ -145,7 +145,7 @@ def handoff_matmul(hand: NormHandoff, w: torch.Tensor, scales: torch.Tensor, bia
         if up is None:
             return y
         u = quantized_matmul(x, *up, transpose=True, group_size=group_size, bits=bits)
-        return silu_mul(y, u) if activation == "silu" else gelu_mul(y, u, "tanh")
+        return gated_mul(y, u, activation)
     words = [t.view(torch.int32) if t.dtype == torch.uint32 else t for t in (w, *(up[:1] if up else ()))]
     if up is None:
         y = plan.take(hand.scaled, hand.parts, hand.eps, words[0], scales, biases)
