@@ -174,6 +174,7 @@ def q4_idot_kernel(
     NORM_OUT: tl.constexpr = False,  # hand off a norm: out = h = out + residual, normed = h * w, parts of sum(h^2)
     NORM_IN: tl.constexpr = False, PARTS: tl.constexpr = 1, NPARTS: tl.constexpr = 1,  # x is a handed-off h * w
     GLU: tl.constexpr = False, ACT: tl.constexpr = 0,  # w is a [2 N, K] gate/up pair: out = act(gate) * up
+    UP_ROWS: tl.constexpr = 0,  # GLU: N
     PDL: tl.constexpr = False,
 ):
     """Offsets are in 32-bit words: ``STRIDE_W`` per row, ``TW`` per pair of blocks. Units are pairs of blocks:
@@ -188,7 +189,7 @@ def q4_idot_kernel(
     L: tl.constexpr = 8 // WPL  # lanes per pair: the first half on block A, the second on B
     H: tl.constexpr = L // 2
     pid_n = tl.program_id(0)
-    w_ptr, rows, row_ok, b, m, p_off = pair_lanes(w_ptr, pid_n, N, STRIDE_W, BN, EVEN_N, L, G, TW, GLU)
+    w_ptr, rows, row_ok, b, m, p_off = pair_lanes(w_ptr, pid_n, N, STRIDE_W, BN, EVEN_N, L, G, TW, UP_ROWS)
     # [L, G, BN] word offsets at the step's first pair: the lane's first code word (its others: + i H) and its
     # block's scale word
     c_off = p_off + (1 + BW * b + m)[:, None, None]
@@ -334,7 +335,7 @@ class Q4IdotLaunch(HandoffMvLaunch):
                           EVEN_N=n % outs == 0, PREFETCH=prefetch, FENCE=Q4I_FENCE if fence is None else fence,
                           ASM=not env.settings.triton_interpret, NORM_OUT=hand_off, NORM_IN=take_parts > 0,
                           PARTS=triton.next_power_of_2(max(take_parts, 1)), NPARTS=max(take_parts, 1),
-                          GLU=act is not None, ACT=act or 0)
+                          GLU=act is not None, ACT=act or 0, UP_ROWS=n if act is not None else 0)
         self.tiles = tiles
         super().__init__(q4_idot_kernel, n, tiles, steps, g, target, (n,), constexprs, out_dtype, device,
                          tail_ints=NO_NORM_ARGS, num_warps=warps, trigger="late")

@@ -52,20 +52,24 @@ def _q8(w, S: tl.constexpr, c):
 
 @triton.jit
 def pair_lanes(w_ptr, pid_n, N, STRIDE_W: tl.constexpr, BN: tl.constexpr, EVEN_N: tl.constexpr, L: tl.constexpr,
-               G: tl.constexpr, TW: tl.constexpr, GLU: tl.constexpr = False):
+               G: tl.constexpr, TW: tl.constexpr, UP_ROWS: tl.constexpr = 0):
     """The tiles of kernels that read pairs of blocks (A, B) of ``TW`` words, ``L`` lanes a pair (the first half on
     block A, the second on B), ``G`` pairs a step, ``BN`` rows of ``STRIDE_W`` words: ``(w_ptr, rows, row_ok, b,
     m, p_off)`` with ``b [L]`` each lane's block (0: A, 1: B), ``m [L]`` its index among the block's lanes, and
     ``p_off [1, G, BN]`` int64 word offsets of the step's first pairs from ``w_ptr`` (with ``EVEN_N`` moved to the
-    tile's first row, so that the row offsets are constants folded into the loads' addresses). ``GLU``: the rows of
-    ``affine_mv.glu_row_tile`` (a gate/up pair of ``N`` rows each)."""
-    if GLU:
+    tile's first row, so that the row offsets are constants folded into the loads' addresses). ``UP_ROWS = N > 0``:
+    the rows of ``affine_mv.glu_row_tile`` (a gate/up pair of ``N`` rows each; ``N`` a constant, so that with
+    ``EVEN_N`` the up rows' offsets fold too)."""
+    if UP_ROWS > 0:
         rows, row_ok = glu_row_tile(N, BN, EVEN_N)
+        j = tl.arange(0, BN)
+        first, tile_rows = pid_n * (BN // 2), j // 2 + (j % 2) * UP_ROWS  # the tile's rows from its first
     else:
         rows, row_ok = row_tile(N, BN, EVEN_N)
-    if EVEN_N and not GLU:
-        w_ptr += (pid_n * BN).to(tl.int64) * STRIDE_W
-        r_off = tl.arange(0, BN).to(tl.int64) * STRIDE_W
+        first, tile_rows = pid_n * BN, tl.arange(0, BN)
+    if EVEN_N:
+        w_ptr += first.to(tl.int64) * STRIDE_W
+        r_off = tile_rows.to(tl.int64) * STRIDE_W
     else:
         r_off = rows.to(tl.int64) * STRIDE_W
     li = tl.arange(0, L)
