@@ -52,8 +52,7 @@ import triton.language as tl
 from ...kernels.dependent import enter, leave_loop
 from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
 from ...kernels.norm_handoff import handoff_rstd
-from ..quant.affine_mv import glu_outputs
-from ..quant.qmm import store_or_hand_off, store_result
+from ..quant.affine_mv import store_row_tile
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
 from .q8_mv import pair_lanes
 
@@ -242,13 +241,8 @@ def q4_idot_kernel(
     res = tl.sum(tl.sum(acc, axis=0), axis=0)
     if NORM_IN:  # the norm's 1 / rms is a factor of the whole (linear) product
         res = res * rstd
-    if GLU:
-        gate, up, outs, ok = glu_outputs(res, N, BN)
-        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr, gate, up, outs, ok, N, False, False, True, ACT)
-    else:
-        store_or_hand_off(out_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
-                          row_ok, N, res_ptr, nw_ptr, scaled_ptr, parts_ptr + pid_n, w_offset, SPLIT_K, FUSE, False,
-                          0, NORM_OUT)
+    store_row_tile(out_ptr, part_ptr, cnt_ptr, res, row_ok, N, res_ptr, nw_ptr, scaled_ptr, parts_ptr, w_offset, BN,
+                   SPLIT_K, FUSE, NORM_OUT, GLU, ACT)
 
 
 # ----------------------------------------------------------------------------- launch plans

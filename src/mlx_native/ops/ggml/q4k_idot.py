@@ -36,8 +36,7 @@ from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
 from ...kernels.norm_handoff import handoff_rstd
 from ...kernels.words import half_lo
 from ..quant.affine_idot import thread_words
-from ..quant.affine_mv import glu_outputs, glu_row_tile, row_tile
-from ..quant.qmm import store_or_hand_off, store_result
+from ..quant.affine_mv import glu_row_tile, row_tile, store_row_tile
 from .q4k_mv import SB_WORDS
 
 SBW = tl.constexpr(SB_WORDS)  # 32-bit words per super-block
@@ -198,7 +197,6 @@ def q4k_idot_kernel(
     (``kernels/norm_handoff.py``). ``GLU`` (no K split): ``BN // 2`` outputs a program (``affine_mv.glu_row_tile``;
     ``ACT`` a code of ``qmm.ACT_CODES``)."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
-    pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     STEP_W: tl.constexpr = CH // 4 * SBW  # words of a row per loop step
     if GLU:
@@ -229,13 +227,8 @@ def q4k_idot_kernel(
     res = tl.sum(acc, axis=0)
     if NORM_IN:  # the norm's 1 / rms is a factor of the whole (linear) product
         res = res * rstd
-    if GLU:
-        gate, up, outs, ok = glu_outputs(res, N, BN)
-        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr, gate, up, outs, ok, N, False, False, True, ACT)
-    else:
-        store_or_hand_off(out_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
-                          row_ok, N, res_ptr, nw_ptr, scaled_ptr, parts_ptr + pid_n, w_offset, SPLIT_K, FUSE, False,
-                          0, NORM_OUT)
+    store_row_tile(out_ptr, part_ptr, cnt_ptr, res, row_ok, N, res_ptr, nw_ptr, scaled_ptr, parts_ptr, w_offset, BN,
+                   SPLIT_K, FUSE, NORM_OUT, GLU, ACT)
 
 
 # ----------------------------------------------------------------------------- launch plans

@@ -26,7 +26,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import enter
-from .qmm import store_result
+from .qmm import store_or_hand_off, store_result
 
 
 @triton.jit
@@ -100,6 +100,23 @@ def glu_outputs(res, N, BN: tl.constexpr):
     gate, up = tl.split(tl.reshape(res, (BN // 2, 2)))
     outs = tl.program_id(0) * (BN // 2) + tl.arange(0, BN // 2)
     return gate, up, outs.to(tl.int64), outs < N
+
+
+@triton.jit
+def store_row_tile(out_ptr, part_ptr, cnt_ptr, res, row_ok, N, res_ptr, nw_ptr, scaled_ptr, parts_ptr, w_offset,
+                   BN: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr, NORM_OUT: tl.constexpr,
+                   GLU: tl.constexpr, ACT: tl.constexpr):
+    """The GGUF integer-dot mat-vecs' epilogue: the program's fp32 results ``res [BN]`` of :func:`row_tile`'s rows
+    (``qmm.store_or_hand_off``: stored, split-K partials or a norm handoff's producer tile) or, with ``GLU``, of
+    :func:`glu_row_tile`'s (``act(gate) * up`` of its ``BN // 2`` outputs; no K split)."""
+    pid_n = tl.program_id(0)
+    if GLU:
+        gate, up, outs, ok = glu_outputs(res, N, BN)
+        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr, gate, up, outs, ok, N, False, False, True, ACT)
+    else:
+        store_or_hand_off(out_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
+                          row_ok, N, res_ptr, nw_ptr, scaled_ptr, parts_ptr + pid_n, w_offset, SPLIT_K, FUSE, False,
+                          0, NORM_OUT)
 
 
 @triton.jit(do_not_specialize=["words_per_split", "magic"])
