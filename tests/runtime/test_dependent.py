@@ -8,13 +8,15 @@ import mlx_native as mn
 from helpers import randn
 from mlx_native.kernels import dependent
 from mlx_native.ops.ggml import formats
+from mlx_native.kernels.increment import increment_
 from mlx_native.kernels.launch import pdl_available, recording
 from mlx_native.runtime import env, plans
 
 # kernel -> its PDL mode on sm_90: 2 lets the next launch be scheduled at its start, 3 after its main loop
 TRIGGERS = {"_norm_kernel": 2, "_rope_kernel": 2, "_elementwise_kernel": 2, "affine_idot_kernel": 2,
             "q6k_mv_kernel": 2, "q4k_idot_rows_kernel": 2, "q4_idot_kernel": 3, "q4_mv_kernel": 3,
-            "q8_mv_kernel": 3, "mmv_kernel": 1, "affine_idot_rows_kernel": 3, "gemv_kernel": 3}
+            "q8_mv_kernel": 3, "mmv_kernel": 1, "affine_idot_rows_kernel": 3, "gemv_kernel": 3, "_argmax_kernel": 2,
+            "_dequant_kernel": 2, "_increment_kernel": 2}  # _dequant_kernel: the embedding lookups'
 
 
 def gguf_blocks(name: str, n: int, k: int, device) -> torch.Tensor:
@@ -43,6 +45,7 @@ def _chain_ops(device, k=1024, n=256):
     pos = torch.arange(1, device=device) + 5
     kc, vc = (randn(1, 2, 300, 128, dtype=torch.bfloat16, device=device) for _ in range(2))
     lens = torch.tensor([300], dtype=torch.int32, device=device)
+    counts = torch.zeros(2, 1, dtype=torch.int32, device=device)
 
     def chain():
         h = mn.rms_norm(x1, nw)
@@ -54,7 +57,12 @@ def _chain_ops(device, k=1024, n=256):
         c = mn.ggml_matmul(h, q8, "Q8_0", (n, k)) + mn.ggml_matmul(h, q40, "Q4_0", (n, k))
         c = c + mn.ggml_matmul(h[:, :576], q8s, "Q8_0", (n, 576))
         h3 = mn.rms_norm(x3, nw)
-        return a, c, mn.quantized_matmul(h3, wq, s, b), mn.ggml_matmul(h3[:2], q40, "Q4_0", (n, k))
+        tok = mn.argmax(c).clamp(0, n - 1)  # a decode step's tail: the token (clamped: recorded calls do not run),
+        # the next step's embedding, the positions
+        e = mn.ggml_embedding(tok, q8, "Q8_0", (n, k), dtype=torch.bfloat16) + mn.quantized_embedding(tok, wq, s, b)
+        counts.zero_()
+        increment_(counts)
+        return a, c, mn.quantized_matmul(h3, wq, s, b), mn.ggml_matmul(h3[:2], q40, "Q4_0", (n, k)), e, counts
 
     return chain
 
@@ -119,3 +127,18 @@ def test_gpu_dependent_chain_matches_plain_launches(monkeypatch):
             t.fill_(float("nan"))
         graph.replay()
         assert all(torch.equal(a, b) for a, b in zip(replayed, plain))
+
+
+def test_increment_adds_one_in_place(device):
+    """``kernels.increment.increment_``: the decode step's position counters ``[2, B]`` advance by one in place
+    (a programmatic dependent launch on sm_90); other tensors take ``Tensor.add_``."""
+    counts = torch.tensor([[3, 7, 0], [4, 8, 1]], dtype=torch.int32, device=device)
+    lens = counts[0]
+    assert increment_(counts) is counts
+    assert counts.cpu().tolist() == [[4, 8, 1], [5, 9, 2]] and lens.cpu().tolist() == [4, 8, 1]
+    big = torch.arange(5000, dtype=torch.int32, device=device)
+    increment_(big)
+    assert torch.equal(big.cpu(), torch.arange(1, 5001, dtype=torch.int32))
+    f = torch.zeros(3, device=device)
+    increment_(f)
+    assert f.cpu().tolist() == [1.0, 1.0, 1.0]

@@ -19,6 +19,7 @@ import mlx_native as mn
 
 from ..errors import FormatError, InvalidArgumentError, UnsupportedError
 from ..formats.weights import AffineWeight, Checkpoint, DenseWeight, GGMLWeight, Weight
+from ..kernels.increment import increment_
 from ..ops.activations.api import gated_mul
 from ..ops.ggml.kernel import takes_streamed
 from ..ops.ggml.matmul_norm import (ggml_gated_matmul, ggml_matmul_add_rms_norm_handoff, handoff_ggml_matmul,
@@ -447,7 +448,7 @@ class ModelCache:
     def advance(self, length: int) -> None:
         """``lens += length`` on the device (no host sync; one launch when ``length`` is 1)."""
         if length == 1:
-            self.counts.add_(1)
+            increment_(self.counts)  # a programmatic dependent launch (kernels/increment.py)
         else:
             self.lens.add_(length)
             torch.add(self.lens, 1, out=self.next_lens)

@@ -9,6 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ...kernels.dependent import dependent_launch, enter
 from ...kernels.launch import Launch
 from ...runtime.device import device_info
 from ...runtime.memory import empty
@@ -27,8 +28,9 @@ def _dequant_kernel(
     ids_ptr,  # [n_rows] row ids (HAS_IDS: embedding lookup)
     out_ptr,  # [n_rows, K] contiguous
     n_rows, n_table, row_bytes, K,
-    FMT: tl.constexpr, HAS_IDS: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
+    FMT: tl.constexpr, HAS_IDS: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr, PDL: tl.constexpr = 0,
 ):
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
     cols = tl.program_id(1) * BC + tl.arange(0, BC)
     row_ok = rows < n_rows
@@ -112,7 +114,9 @@ def aligned(raw: torch.Tensor) -> torch.Tensor:
     return raw if raw.data_ptr() % 16 == 0 else raw.clone()
 
 
-def _dequant_launch(t, n_rows: int, n_table: int, k: int, has_ids: bool) -> tuple[Launch, tuple]:
+def _dequant_launch(t, n_rows: int, n_table: int, k: int, has_ids: bool, device=None) -> tuple[Launch, tuple]:
+    """The dequantize launch of ``n_rows`` rows (``has_ids``: an embedding lookup, a programmatic dependent on
+    ``device``: a decode step's first launch) and its ints."""
     if not has_ids and t.id in STRUCTURED:
         planes, run = planes_of(t.id)
         unit = 64 if t.id in (12, 13) else 32
@@ -123,8 +127,9 @@ def _dequant_launch(t, n_rows: int, n_table: int, k: int, has_ids: bool) -> tupl
         return launch, (n_rows, formats.row_bytes(t, k), k)
     bc = min(1024, next_pow2(k))
     br = max(1, min(next_pow2(n_rows), 4096 // bc))
-    launch = Launch(_dequant_kernel, (triton.cdiv(n_rows, br), triton.cdiv(k, bc)),
-                    dict(FMT=t.id, HAS_IDS=has_ids, BR=br, BC=bc), num_warps=4)
+    grid, constexprs = (triton.cdiv(n_rows, br), triton.cdiv(k, bc)), dict(FMT=t.id, HAS_IDS=has_ids, BR=br, BC=bc)
+    launch = (dependent_launch(_dequant_kernel, grid, constexprs, device, True, num_warps=4) if has_ids
+              else Launch(_dequant_kernel, grid, constexprs, num_warps=4))
     return launch, (n_rows, n_table, formats.row_bytes(t, k), k)
 
 
@@ -151,7 +156,7 @@ class EmbeddingPlan:
         self.numel = math.prod(self.out_shape)
         if self.numel == 0:
             return
-        self.launch, self.ints = _dequant_launch(t, ids.numel(), shape[0], shape[1], True)
+        self.launch, self.ints = _dequant_launch(t, ids.numel(), shape[0], shape[1], True, raw.device)
 
     def __call__(self, ids, raw):
         out = empty(self.out_shape, dtype=self.dtype, device=raw.device)

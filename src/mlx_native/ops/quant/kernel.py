@@ -11,6 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ...kernels.dependent import dependent_launch, enter
 from ...kernels.launch import Launch
 from ...runtime.memory import empty
 from ..common import next_pow2
@@ -28,7 +29,9 @@ def _dequant_kernel(
     out_ptr,  # [n_rows, C] contiguous
     n_rows, n_table, n_cols, stride_wr, stride_sr,
     BITS: tl.constexpr, GS: tl.constexpr, HAS_IDS: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
+    PDL: tl.constexpr = 0,
 ):
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
     c0 = tl.program_id(1) * BC
     row_ok = rows < n_rows
@@ -45,12 +48,16 @@ def _dequant_kernel(
     tl.store(out_ptr + rows.to(tl.int64)[:, None] * n_cols + cols[None, :], v.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def dequant_launch(rows: int, width: int, group_size: int, bits: int, has_ids: bool) -> Launch:
-    """:func:`_dequant_kernel` over ``rows x width`` outputs: tiles of up to 1024 columns, 4096 values."""
+def dequant_launch(rows: int, width: int, group_size: int, bits: int, has_ids: bool, device=None) -> Launch:
+    """:func:`_dequant_kernel` over ``rows x width`` outputs: tiles of up to 1024 columns, 4096 values
+    (``has_ids``: an embedding lookup, a programmatic dependent on ``device``: a decode step's first launch)."""
     bc = max(group_size, min(1024, next_pow2(width)))
     br = max(1, min(next_pow2(rows), 4096 // bc))
-    return Launch(_dequant_kernel, (triton.cdiv(rows, br), triton.cdiv(width, bc)),
-                  dict(BITS=bits, GS=group_size, HAS_IDS=has_ids, BR=br, BC=bc), num_warps=4)
+    grid = (triton.cdiv(rows, br), triton.cdiv(width, bc))
+    constexprs = dict(BITS=bits, GS=group_size, HAS_IDS=has_ids, BR=br, BC=bc)
+    if has_ids:
+        return dependent_launch(_dequant_kernel, grid, constexprs, device, True, num_warps=4)
+    return Launch(_dequant_kernel, grid, constexprs, num_warps=4)
 
 
 def _words(w: torch.Tensor) -> torch.Tensor:
@@ -93,7 +100,7 @@ class EmbeddingPlan:
         if self.numel == 0:
             return
         self.ints = (ids.numel(), w.shape[0], width, w.stride(0), scales.stride(0))
-        self.launch = dequant_launch(ids.numel(), width, group_size, bits, True)
+        self.launch = dequant_launch(ids.numel(), width, group_size, bits, True, w.device)
 
     def __call__(self, ids, w, scales, biases):
         out = empty(self.out_shape, dtype=self.dtype, device=w.device)

@@ -28,6 +28,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.arrival import arrive_last, can_fuse, counters, rearm
+from ...kernels.dependent import dependent_launch, enter
 from ...kernels.launch import Launch
 from ...runtime.device import device_info
 from ...runtime.memory import empty
@@ -78,7 +79,9 @@ def _argmax_kernel(
     BLOCK: tl.constexpr,
     SPLIT: tl.constexpr,  # P > 1 programs per row; the last to arrive merges (kernels/arrival.py)
     BLOCK_P: tl.constexpr,  # next_pow2(P)
+    PDL: tl.constexpr = 0,
 ):
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     row = tl.program_id(0)
     part = tl.program_id(1)
     base = x_ptr + row.to(tl.int64) * stride_r
@@ -250,8 +253,9 @@ class ArgmaxPlan:
         self.chunk = chunk
         split = self.parts > 1
         self.counters = counters((self.rows,), x.device) if split else None
-        self.launch = Launch(_argmax_kernel, (self.rows, self.parts),
-                             dict(BLOCK=block, SPLIT=split, BLOCK_P=next_pow2(self.parts)), num_warps=NUM_WARPS)
+        self.launch = dependent_launch(_argmax_kernel, (self.rows, self.parts),
+                                       dict(BLOCK=block, SPLIT=split, BLOCK_P=next_pow2(self.parts)), x.device, True,
+                                       num_warps=NUM_WARPS)
 
     def __call__(self, x2d: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Indices ``[*lead]`` int64, written into ``out`` (``[rows]`` int64, contiguous) when given."""
