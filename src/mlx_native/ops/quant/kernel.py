@@ -57,7 +57,7 @@ def dequant_launch(rows: int, width: int, group_size: int, bits: int, has_ids: b
     constexprs = dict(BITS=bits, GS=group_size, HAS_IDS=has_ids, BR=br, BC=bc)
     if has_ids:
         return dependent_launch(_dequant_kernel, grid, constexprs, device, True, num_warps=4)
-    return Launch(_dequant_kernel, grid, constexprs, num_warps=4)
+    return Launch(_dequant_kernel, grid, dict(constexprs, PDL=0), num_warps=4)
 
 
 def _words(w: torch.Tensor) -> torch.Tensor:
