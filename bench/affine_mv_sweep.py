@@ -90,7 +90,7 @@ IDOT_GRID += [(4, 2, 1, 3), (8, 1, 0, 3), (8, 2, 0, 3), (16, 1, 0, 3), (16, 4, 1
 
 # (BN, warps, prefetch, pps) of the Q4_K integer-dot kernel; 1-warp steps are 8 super-blocks (K = 14336: 7 steps),
 # 2-warp ones 16 (K = 4096: one step, so prefetch only reloads it and runs only with a K split)
-Q4K_IDOT_GRID = [(bn, w, pf, 1) for bn in (4, 8, 16) for w in (1, 2) for pf in (0, 1)]
+Q4K_IDOT_GRID = [(bn, w, pf, 1) for bn in (2, 4, 8, 16) for w in (1, 2) for pf in (0, 1)]
 Q4K_IDOT_GRID += [(4, 1, 0, 2), (8, 1, 0, 2), (8, 2, 0, 2), (8, 1, 1, 2), (16, 1, 0, 2)]
 Q4K_MV_GRID = [(bn, pps) for bn in (8, 16) for pps in (1, 2)]  # (BN, pps) of q4k_mv
 
