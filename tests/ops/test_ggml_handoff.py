@@ -174,8 +174,9 @@ def test_gated_matmul_falls_back_and_rejects_bad_input(device, request):
     y = mn.ggml_matmul(x, raw8, "Q8_0", (32, N4))
     out = matmul_norm.ggml_gated_matmul(x, raw8, "Q8_0", (32, N4), "gelu_tanh")
     assert torch.equal(out, mn.gelu_mul(y[:, :16], y[:, 16:], "tanh"))
-    with pytest.raises(mn.InvalidArgumentError, match="ggml_gated_matmul: activation"):
-        matmul_norm.ggml_gated_matmul(x, raw8, "Q8_0", (32, N4), "relu")
+    for bad in ("relu", None):
+        with pytest.raises(mn.InvalidArgumentError, match="ggml_gated_matmul: activation"):
+            matmul_norm.ggml_gated_matmul(x, raw8, "Q8_0", (32, N4), bad)
     raw = raw_tensor(valid_blocks("Q4_0", 31, N4, rng), device)
     with pytest.raises(mn.InvalidArgumentError, match="ggml_gated_matmul: a stacked gate/up matrix"):
         matmul_norm.ggml_gated_matmul(x[:1], raw, "Q4_0", (31, N4))

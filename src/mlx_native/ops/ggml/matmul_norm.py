@@ -88,8 +88,8 @@ def ggml_matmul_add_rms_norm_handoff(x: torch.Tensor, raw: torch.Tensor, ggml_ty
     return NormHandoff(scaled.view(residual.shape), h.view(residual.shape), parts, eps)
 
 
-def _act_code(op: str, activation: Optional[str]) -> Optional[int]:
-    if activation is None:
+def _act_code(op: str, activation: Optional[str], required: bool = False) -> Optional[int]:
+    if activation is None and not required:
         return None
     if activation not in ACT_CODES:
         raise InvalidArgumentError(f"{op}: activation must be one of {sorted(ACT_CODES)}, got {activation!r}")
@@ -159,7 +159,7 @@ def ggml_gated_matmul(x: torch.Tensor, raw: torch.Tensor, ggml_type: TypeArg, sh
     Returns:
         ``[..., I]`` in x's dtype: one launch of the integer-dot mat-vec for one row of x where it applies
         (:func:`kernel_takes`), else ``ggml_matmul`` and the activation."""
-    type_id, dims, act = _type_id(GATED_OP, ggml_type), _shape_list(shape), _act_code(GATED_OP, activation)
+    type_id, dims, act = _type_id(GATED_OP, ggml_type), _shape_list(shape), _act_code(GATED_OP, activation, True)
     plan = _GATED_PLANS.get((tensor_key(x), tensor_key(raw), type_id, tuple(dims), act), x, raw, type_id, dims, act)
     if plan is None or not use_triton(GATED_OP, x):
         return _gated(ggml_matmul(x, raw, type_id, dims), act, activation)
