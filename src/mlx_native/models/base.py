@@ -67,8 +67,9 @@ class LoadOptions:
         norm_handoff: for a decode row on MLX affine 4-bit or GGUF Q4_K / Q4_0 / Q4_1 weights, an o / down
             projection hands the residual add + RMS norm after it to the next
             projections' launch when they take it (``kernels/norm_handoff.py``: no norm
-            launch; 8B-shaped model 2729 against 2616 tok/s on the H100); False launches
-            ``add_rms_norm``.
+            launch; 8B-shaped model on the H100 2729 against 2616 tok/s before the decode kernels were
+            programmatic dependents, +0.2-0.9% since: bench/results/2026-11-26-session24, run 4); False
+            launches ``add_rms_norm``.
     """
 
     device: torch.device
