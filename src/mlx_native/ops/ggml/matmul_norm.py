@@ -17,14 +17,14 @@ from typing import Optional, Sequence
 import torch
 
 from ...errors import InvalidArgumentError
-from ...runtime.device import device_info
 from ...runtime.dispatch import use_triton
 from ...runtime.plans import PlanCache, tensor_key
 from ..activations.api import gated_mul
 from ..quant.matmul_norm import NormHandoff, check_norm_args
 from ..quant.qmm import ACT_CODES
-from . import q4_idot, q4_mv, q4k_idot, q4k_mv
+from . import q4_idot, q4k_idot, q4k_mv
 from .api import TypeArg, _shape_list, _type_id, _validate_mm, ggml_matmul
+from .kernel import streamed_plan_class
 
 OP = "ggml_matmul_add_rms_norm_handoff"
 TAKE_OP = "handoff_ggml_matmul"
@@ -33,14 +33,10 @@ GATED_OP = "ggml_gated_matmul"
 
 def kernel_takes(ggml_type: int, x_dtype: torch.dtype, n: int, k: int, raw: torch.Tensor) -> bool:
     """Whether ``ggml_matmul`` of one row of ``x_dtype`` x against these ``(n, k)`` rows runs an integer-dot
-    mat-vec that can hand off or take a norm (Q4_K, Q4_0, Q4_1; ``kernel.streamed_launch``'s choice: small Q4_0 /
+    mat-vec, which can hand off or take a norm (Q4_K, Q4_0, Q4_1; ``kernel.streamed_launch``'s choice: small Q4_0 /
     Q4_1 matrices stay on the word-level kernel, and so does their norm), with a result in x's dtype."""
-    raw_bytes, sms = raw.numel(), device_info(raw.device).sm_count
-    return raw.is_contiguous() and (
-        (q4k_mv.supports(ggml_type, x_dtype, 1, k, raw_bytes)
-         and q4k_idot.supports(ggml_type, x_dtype, x_dtype, 1, k, raw_bytes))
-        or (q4_mv.supports(ggml_type, x_dtype, 1, n, k, raw_bytes, sms)
-            and q4_idot.supports(ggml_type, x_dtype, x_dtype, 1, n, k, raw_bytes, sms)))
+    return raw.is_contiguous() and streamed_plan_class(ggml_type, x_dtype, 1, n, k, raw.device) in (
+        q4k_idot.Q4kIdotLaunch, q4_idot.Q4IdotLaunch)
 
 
 def _launch(type_id: int, n: int, k: int, dtype: torch.dtype, device, **role):
