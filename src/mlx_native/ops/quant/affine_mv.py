@@ -111,12 +111,11 @@ def store_row_tile(out_ptr, part_ptr, cnt_ptr, res, row_ok, N, res_ptr, nw_ptr, 
     :func:`glu_row_tile`'s (``act(gate) * up`` of its ``BN // 2`` outputs; no K split)."""
     pid_n = tl.program_id(0)
     if GLU:
-        gate, up, outs, ok = glu_outputs(res, N, BN)
-        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr, gate, up, outs, ok, N, False, False, True, ACT)
+        res, res2, offs, mask = glu_outputs(res, N, BN)
     else:
-        store_or_hand_off(out_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
-                          row_ok, N, res_ptr, nw_ptr, scaled_ptr, parts_ptr + pid_n, w_offset, SPLIT_K, FUSE, False,
-                          0, NORM_OUT)
+        res2, offs, mask = res, pid_n * BN + tl.arange(0, BN).to(tl.int64), row_ok
+    store_or_hand_off(out_ptr, part_ptr, cnt_ptr + pid_n, res, res2, offs, mask, N, res_ptr, nw_ptr, scaled_ptr,
+                      parts_ptr + pid_n, w_offset, SPLIT_K, FUSE, GLU, ACT, NORM_OUT)
 
 
 @triton.jit(do_not_specialize=["words_per_split", "magic"])
