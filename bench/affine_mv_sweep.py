@@ -86,6 +86,7 @@ def idot_launcher(n, k, bn, warps, prefetch, pps):
 
 IDOT_GRID = [(bn, w, pf, 1) for bn in (4, 8, 16) for w in (1, 2) for pf in (0, 1)]  # (BN, warps, prefetch, pps)
 IDOT_GRID += [(4, 2, 1, 3), (8, 1, 0, 3), (8, 2, 0, 3), (16, 1, 0, 3), (16, 4, 1, 1), (8, 4, 0, 1)]
+IDOT_GRID += [(2, 2, 0, 1), (2, 4, 0, 1), (4, 4, 0, 1), (4, 4, 1, 1), (4, 2, 0, 2), (4, 2, 1, 2), (2, 2, 1, 1)]
 
 
 # (BN, warps, prefetch, pps) of the Q4_K integer-dot kernel; 1-warp steps are 8 super-blocks (K = 14336: 7 steps),
@@ -254,6 +255,8 @@ def main() -> int:
                          "and cuBLAS)")
     ap.add_argument("--rows", help="rows of x for the multi-row integer-dot kernel, e.g. 2,3,4,8 (instead of "
                                    "--kernel)")
+    ap.add_argument("--grid", help="--kernel idot / q4k_idot: the (BN, warps, prefetch, programs per SM) sets to run "
+                                   "instead of the built-in grid, e.g. 4,2,0,1;8,4,0,1")
     args = ap.parse_args()
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     if args.kernel.startswith("q4k"):
@@ -270,6 +273,8 @@ def main() -> int:
         if args.out:
             common.save_json(args.out, dict(copy_bandwidth=copy, rows=rows))
         return 0
+    if args.grid:
+        IDOT_GRID[:] = Q4K_IDOT_GRID[:] = [tuple(int(v) for v in g.split(",")) for g in args.grid.split(";")]
     if args.kernel == "idot":
         idot_code_check(4096, 14336)
         variants = [(dict(kernel="affine_idot", bn=bn, warps=w, prefetch=pf, pps=pps),

@@ -33,7 +33,7 @@ from mlx_native.runtime import env, plans  # noqa: E402
 
 DT = torch.bfloat16
 SHAPES = [(4096, 4096), (4096, 1024), (4096, 14336), (14336, 4096), (4096, 128256)]  # (K, N)
-_Q4 = (q4_idot, dict(Q4I_BN=(8, 16), Q4I_WPL=(2, 4), Q4I_MAX_WARPS=(2, 4), FEW_TILES_PER_SM=(0, 8)))
+_Q4 = (q4_idot, dict(Q4I_BN=(4, 8, 16), Q4I_WPL=(2, 4), Q4I_MAX_WARPS=(2, 4, 8)))
 GRIDS = {  # type -> (module, {constant: values})
     "Q4_K": (q4k_mv, dict(Q4K_BN=(8, 16), PROGRAMS_PER_SM=(1, 2))),
     "Q4_0": _Q4, "Q4_1": _Q4,
@@ -53,7 +53,13 @@ def main() -> int:
     ap.add_argument("--types", default="Q4_K,Q4_0,Q4_1")
     ap.add_argument("--shapes", default="", help="KxN,KxN,... (default: SHAPES)")
     ap.add_argument("--rows", default="1", help="rows of x, comma-separated")
+    ap.add_argument("--grid", help="one-row knobs instead of GRIDS' for every type run, e.g. "
+                                   "'Q4I_BN=4,8;Q4I_MAX_WARPS=2,8'")
     args = ap.parse_args()
+    if args.grid:
+        knobs = {c: tuple(int(v) for v in vals.split(",")) for c, vals in (g.split("=") for g in args.grid.split(";"))}
+        for name in args.types.split(","):
+            GRIDS[name] = (GRIDS[name][0], knobs)
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     copy = common.copy_bandwidth()
     print(f"copy bandwidth {copy / 1e12:.3f} TB/s", flush=True)

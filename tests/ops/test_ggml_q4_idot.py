@@ -46,6 +46,7 @@ def one_sm(monkeypatch):
     (37, 2048),  # one 4-warp step (32 pairs), ragged
     (5, 1536),  # 24 pairs: three 1-warp steps, fewer rows than a tile
     (16, 6144),  # three 4-warp steps (96 pairs)
+    (13, 4096),  # one 8-warp step (64 pairs), ragged
 ])
 @pytest.mark.parametrize("name", ["Q4_0", "Q4_1"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -60,7 +61,7 @@ def test_q4_idot_error_bar(device, monkeypatch, name, n, k, dtype, request):
     w = _weight(raw, name, n, k)
     plan = _plan(device, name, n, k, dtype)
     c = plan.launch.constexprs
-    wpl, warps = q4_idot.tiling(k, 0, q4_idot.FEW_TILES_MAX_WARPS)  # a few rows: few tiles per SM
+    wpl, warps = q4_idot.tiling(k)
     steps = k // 64 // (4 * wpl * warps)
     assert (c["WPL"], c["G"], c["BN"]) == (q4_idot.Q4I_WPL, 4 * wpl * warps, q4_idot.Q4I_BN)
     assert c["Q4_1"] == (name == "Q4_1") and c["EVEN_N"] == (n % c["BN"] == 0)
@@ -237,10 +238,10 @@ def test_q4_idot_x_at_odd_element(device, request):
 
 
 def test_q4_idot_plan_choices(device, one_sm):
-    """The launch's defaults on one SM: 2 warps from FEW_TILES_PER_SM row tiles per SM, up to 4 below; the split
+    """The launch's defaults on one SM: the most warps, up to Q4I_MAX_WARPS, whose step divides the row; the split
     only below PROGRAMS_PER_SM programs per SM; register prefetch from PREFETCH_MIN_STEPS steps per program."""
     q4_idot = _q4_idot()
-    bn, few = q4_idot.Q4I_BN, q4_idot.FEW_TILES_PER_SM
+    bn = q4_idot.Q4I_BN
     bf = torch.bfloat16
 
     def choice(n, k, **knobs):
@@ -248,27 +249,27 @@ def test_q4_idot_plan_choices(device, one_sm):
         c = plan.launch.constexprs
         return plan.launch.options["num_warps"], c["G"], plan.split, c["PREFETCH"]
 
-    assert choice(few * bn, 4096) == (2, 16, 1, True)  # 4 steps
-    assert choice((few - 2) * bn + 3, 4096) == (4, 32, 1, True)  # 2 steps
-    assert choice((few - 2) * bn + 3, 1536) == (1, 8, 1, True)  # 24 pairs: 3 steps of one warp
-    assert choice((few - 2) * bn + 3, 1024) == (2, 16, 1, False)  # one step
-    assert choice(few * bn, 4096, warps=1) == (1, 8, 1, True)
-    assert choice(few * bn, 4096, wpl=4, warps=4) == (4, 64, 1, False)
-    assert choice(few * bn, 4096, programs_per_sm=4 * few) == (2, 16, 4, False)  # 4 splits of one step
-    assert choice(few * bn, 4096, programs_per_sm=2 * few) == (2, 16, 2, True)  # 2 splits of 2 steps
-    assert choice(few * bn, 4096, bn=16) == (4, 32, 1, True)  # 4 tiles of 16 rows: few
+    assert choice(8 * bn, 4096) == (8, 64, 1, False)  # the whole row in one step
+    assert choice(6 * bn + 3, 6144) == (4, 32, 1, True)  # 96 pairs: 3 steps
+    assert choice(6 * bn + 3, 1536) == (1, 8, 1, True)  # 24 pairs: 3 steps of one warp
+    assert choice(6 * bn + 3, 1024) == (2, 16, 1, False)  # one step
+    assert choice(8 * bn, 4096, warps=1) == (1, 8, 1, True)
+    assert choice(8 * bn, 4096, warps=2) == (2, 16, 1, True)  # 4 steps
+    assert choice(8 * bn, 4096, wpl=4, warps=4) == (4, 64, 1, False)
+    assert choice(8 * bn, 4096, warps=2, programs_per_sm=32) == (2, 16, 4, False)  # 4 splits of one step
+    assert choice(8 * bn, 4096, warps=2, programs_per_sm=16) == (2, 16, 2, True)  # 2 splits of 2 steps
 
 
 def test_q4_idot_tiling():
     """Steps are ``4 wpl`` pairs of blocks of a row per warp, up to Q4I_MAX_WARPS warps; rows that take no step of
     the default code words per lane take fewer, and rows of no whole step of 4 pairs none."""
     q4_idot = _q4_idot()
-    assert q4_idot.Q4I_WPL == 2 and q4_idot.Q4I_MAX_WARPS == 2
-    assert q4_idot.tiling(4096) == (2, 2) and q4_idot.tiling(14336) == (2, 2)  # 64 / 224 pairs
+    assert q4_idot.Q4I_WPL == 2 and q4_idot.Q4I_MAX_WARPS == 8
+    assert q4_idot.tiling(4096) == (2, 8) and q4_idot.tiling(14336) == (2, 4)  # 64 / 224 pairs
     assert q4_idot.tiling(1536) == (2, 1)  # 24 pairs: 3 x 8
     assert q4_idot.tiling(11008) == (1, 1)  # 172 pairs = 43 x 4
     assert q4_idot.tiling(256) == (1, 1)
-    assert q4_idot.tiling(4096, wpl=4) == (4, 2) and q4_idot.tiling(4096, wpl=4, warps=1) == (4, 1)
+    assert q4_idot.tiling(4096, wpl=4) == (4, 4) and q4_idot.tiling(4096, wpl=4, warps=1) == (4, 1)
     assert q4_idot.tiling(1536, wpl=4) == (0, 0)  # no fallback for an explicit wpl
     for k in (64, 128, 192, 320, 576, 2880, 4000, 100):  # 1 / 2 / 3 / 5 / 9 / 45 pairs, K % 64
         assert q4_idot.tiling(k) == (0, 0), k

@@ -240,7 +240,9 @@ def test_affine_mv_one_row(device, monkeypatch, affine_mv_plans, n, k, gs, dtype
     (37, 1024, 64, torch.bfloat16),  # N not a multiple of the row tile, one 1-warp step
     (24, 2048, 128, torch.float16),  # one 2-warp step, a scale group spans 4 x chunks
     (40, 1024, 32, torch.bfloat16),  # one x chunk per group
-    (8, 8192, 64, torch.bfloat16),  # long rows: 16 steps, split over K
+    (8, 8192, 64, torch.bfloat16),  # a row of 1024 words: one 8-warp step
+    (37, 4096, 64, torch.float16),  # one 4-warp step, 8-row tiles (the last one ragged) on a few SMs
+    (8, 14336, 64, torch.bfloat16),  # long rows: seven 2-warp steps, split over K
     (16, 768 * 4, 64, torch.float16),  # 384 words: three 1-warp steps
 ])
 def test_affine_idot_one_row(device, affine_mv_plans, n, k, gs, dtype):
@@ -313,12 +315,17 @@ def test_affine_idot_gate_up_pair(device, affine_mv_plans, n, k, gs, dtype, act)
 
 
 def test_affine_idot_step_rule():
-    """Steps are 128 words of a row per warp, up to 2 warps; rows that take no whole 128-word step stay on
-    affine_mv, and so does an fp32 result."""
+    """Steps are 128 words of a row per warp, up to 2 warps, or the whole row of 256-1024 words; rows that take no
+    whole 128-word step stay on affine_mv, and so does an fp32 result."""
     from mlx_native.ops.quant import affine_idot
 
     assert affine_idot.step_warps(4096) == 2 and affine_idot.step_warps(14336) == 2  # 1792 words = 7 x 256
     assert affine_idot.step_warps(3072) == 1 and affine_idot.step_warps(768) == 0
+    sms = 132  # whole-row steps: 8-row tiles while they give a tile per SM, up to 32 tiles per SM (H100 sweeps)
+    assert affine_idot.tile_shape(4096, 4096, sms) == (8, 4) and affine_idot.tile_shape(2048, 8192, sms) == (8, 8)
+    assert affine_idot.tile_shape(1024, 4096, sms) == (4, 4) and affine_idot.tile_shape(8192, 2048, sms) == (8, 2)
+    assert affine_idot.tile_shape(128256, 4096, sms) == (4, 2)  # the head: too many tiles
+    assert affine_idot.tile_shape(4096, 14336, sms) == (4, 2) and affine_idot.tile_shape(4096, 3072, sms) == (4, 1)
     assert affine_idot.supports(4, 64, True, torch.bfloat16, torch.bfloat16, 1, 4096, 10)
     assert not affine_idot.supports(4, 64, True, torch.bfloat16, torch.float32, 1, 4096, 10)
     assert not affine_idot.supports(4, 64, True, torch.bfloat16, torch.bfloat16, 2, 4096, 10)
@@ -785,7 +792,7 @@ SPLITK_CASES = {  # m, n, k, group_size, bits, dtype, plan: a K split in a decod
     "mmv-16rows": (16, 72, 1152, 64, 4, torch.float16, "MmvLaunch"),  # 18 groups: 10 + 8
     "gemv-8bit": (1, 40, 2048, 64, 8, torch.bfloat16, "GemvLaunch"),  # 4 splits of a 512-column step
     "affine-mv": (1, 20, 2048, 64, 4, torch.bfloat16, "AffineMvLaunch"),  # 2 splits of one 128-word step, 3 tiles
-    "affine-idot": (1, 20, 4096, 64, 4, torch.bfloat16, "AffineIdotLaunch"),  # 2 splits of 256-word steps, 3 tiles
+    "affine-idot": (1, 20, 3072, 64, 4, torch.bfloat16, "AffineIdotLaunch"),  # 3 splits of 128-word steps, 5 tiles
 }
 
 

@@ -262,15 +262,15 @@ from ...kernels import idot  # noqa: E402
 # Q4_0 4096 x 14336 / 14336 x 4096 / 4096 x 4096: 16.9 / 15.8 / 7.2 us (65 / 70 / 44% of copy) against 22.4 /
 # 22.9 / 10.0 for q4_mv; Q4_1 17.4 / 16.6 / 7.3 against 21.9 / 23.0 / 9.0. The rules: 8-row tiles (x's
 # quantization shared by 8 rows), 2 code words per lane and block (4 lanes a pair, 8 pairs = 512 values of a row
-# per warp and step), 2 warps (4 with fewer than FEW_TILES_PER_SM row tiles per SM: 14336 x 4096 15.8 against 17.8
-# us with 2), register prefetch from PREFETCH_MIN_STEPS steps per program with the fence, K split only below one
-# program per SM.
+# per warp and step), register prefetch from PREFETCH_MIN_STEPS steps per program with the fence, K split only below
+# one program per SM. Warps: the most, up to 8, whose step divides the row (a K = 4096 row is one step of 8 warps;
+# session 25 run 6, 16 variants, us, against 2 warps and 4 below 8 tiles per SM before: Q4_0 4096 x 14336 16.60 ->
+# 14.44, 4096 x 4096 6.76 -> 5.93, 14336 x 4096 (4 warps) 15.42 -> 15.30, 4096 x 128256 107.4 -> 106.7).
 Q4_IDS = {2: 9, 3: 10}  # Q4_0, Q4_1 -> 32-bit words per pair of blocks
 Q4I_BN = 8  # rows per program
 Q4I_WPL = 2  # code words per lane and block (1, 2, 4); rows that take no step with it try fewer
-Q4I_MAX_WARPS = 2  # a loop step is 4 WPL pairs of blocks of each row per warp
-FEW_TILES_PER_SM = 8  # fewer row tiles than this per SM ...
-FEW_TILES_MAX_WARPS = 4  # ... take up to this many warps
+Q4I_MAX_WARPS = 8  # a loop step is 4 WPL pairs of blocks of each row per warp
+Q4I_GLU_MAX_WARPS = 2  # gate/up pairs (act): 8B-shaped Q4_0 decode 2535-2541 tok/s with 8, 2653-2655 with 2 (run 7)
 Q4I_FENCE = True  # a CTA barrier after the prefetch loads
 PROGRAMS_PER_SM = 1  # split K only below this many programs per SM
 PREFETCH_MIN_STEPS = 2  # register prefetch from this many loop steps per program (after the split)
@@ -317,7 +317,7 @@ class Q4IdotLaunch(HandoffMvLaunch):
         sms = device_info(device).sm_count
         outs = bn if act is None else bn // 2  # outputs a program
         tiles = triton.cdiv(n, outs)
-        wpl, warps = tiling(k, wpl, warps or (FEW_TILES_MAX_WARPS if tiles < FEW_TILES_PER_SM * sms else 0))
+        wpl, warps = tiling(k, wpl, warps or (Q4I_GLU_MAX_WARPS if act is not None else 0))
         if not wpl:
             raise ValueError(f"q4_idot: rows of {k} columns take no whole step")
         g = 4 * wpl * warps  # pairs of blocks per step

@@ -198,11 +198,30 @@ PREFETCH_BELOW_TILES_PER_SM = 4  # register prefetch with fewer row tiles than t
 # program, the same 4 rows per tile as a single matrix. K 4096 x I 14336: 25.2 us against 27.1 with 4 + 4 rows
 # and 28.5 for the [2 I, K] mat-vec plus silu_mul.
 IDOT_GLU_BN = 2
+# Whole-row steps (bench/results/2026-11-26-session25, runs 3-4, H100, us, default -> whole row): a row of 256, 512 or
+# 1024 words is one loop step of 2, 4 or 8 warps, so a program issues all its loads at once; 8-row tiles where that
+# still gives a tile per SM. K x N 4096 x 1024 3.34 -> 2.73 (4 rows), 4096 x 4096 5.88 -> 5.28, 4096 x 14336 14.16 ->
+# 13.96, 2048 x 8192 5.78 -> 5.17, 8192 x 8192 17.04 -> 16.64, 8192 x 2048 7.84 -> 5.40; beyond 32 tiles per SM
+# (the 128k-vocab head, 4096 x 128256: 97.7 -> 98.6) the 2-warp steps stay. 14336 (1792 words) has no whole-row step.
+WHOLE_ROW_WORDS = (256, 512, 1024)
+WHOLE_ROW_BN = 8
+WHOLE_ROW_MAX_TILES_PER_SM = 32
 
 
 def step_warps(k: int) -> int:
     """Warps for rows of ``k`` columns (``kernels.idot.step_warps``; 128 words of a row per warp and step)."""
     return idot.step_warps(k // 8, 128, IDOT_MAX_WARPS)
+
+
+def tile_shape(n: int, k: int, sms: int) -> tuple[int, int]:
+    """``(rows per program, warps)`` of an ``n x k`` matrix on ``sms`` SMs: whole-row steps (see
+    ``WHOLE_ROW_WORDS``) where they apply, with ``WHOLE_ROW_BN`` rows when that gives a tile per SM, else
+    ``IDOT_BN`` rows and :func:`step_warps`. (Not for gate/up pairs: with whole-row steps the 8B-shaped MLX decode
+    lost 3%, session 25 run 5: 2760 against 2844-2853 tok/s; plain matrices only: 2863.)"""
+    words = k // 8
+    if words in WHOLE_ROW_WORDS and triton.cdiv(n, WHOLE_ROW_BN) <= WHOLE_ROW_MAX_TILES_PER_SM * sms:
+        return (WHOLE_ROW_BN if triton.cdiv(n, WHOLE_ROW_BN) >= sms else IDOT_BN), words // 128
+    return IDOT_BN, step_warps(k)
 
 
 def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int,
@@ -224,14 +243,14 @@ class AffineIdotLaunch(affine_mv.HandoffMvLaunch):
                  act: Optional[int] = None, hand_off: bool = False, take_parts: int = 0):
         """``hand_off``: the producer of a norm handoff (:meth:`hand_off`); ``take_parts``: a consumer of a handoff
         with this many parts (:meth:`take`)."""
-        bn = bn or (IDOT_BN if act is None else IDOT_GLU_BN)
-        warps = warps or step_warps(k)
+        sms = device_info(device).sm_count
+        auto_bn, auto_warps = tile_shape(n, k, sms) if act is None else (IDOT_GLU_BN, step_warps(k))
+        bn, warps = bn or auto_bn, warps or auto_warps
         programs_per_sm = programs_per_sm or PROGRAMS_PER_SM
         step = 128 * warps
-        sms = device_info(device).sm_count
         tiles = triton.cdiv(n, bn)
-        if prefetch is None:
-            prefetch = tiles < PREFETCH_BELOW_TILES_PER_SM * sms
+        if prefetch is None:  # (a row of one step would only reload it)
+            prefetch = tiles < PREFETCH_BELOW_TILES_PER_SM * sms and k // 8 > step
         constexprs = dict(STRIDE_W=k // 8, STRIDE_S=k // group_size, BN=bn, CH=32 * warps, GS=group_size,
                           EVEN_N=n % bn == 0, PREFETCH=prefetch, ASM=not env.settings.triton_interpret,
                           HAS_UP=act is not None, ACT=act or 0, NORM_OUT=hand_off, NORM_IN=take_parts > 0,
