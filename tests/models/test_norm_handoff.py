@@ -16,7 +16,7 @@ import mlx_native as mn
 from helpers import assert_error_bar, spy_plans
 from mlx_native.formats.weights import AffineWeight, Checkpoint, DenseWeight, GGMLWeight
 from mlx_native.models import LoadOptions, build_model
-from mlx_native.ops.ggml import formats, q4_idot, q4_mv
+from mlx_native.ops.ggml import formats, q4_idot
 from mlx_native.ops.quant import affine_idot
 
 # hidden and intermediate sizes of 1024: the integer-dot mat-vec takes rows of whole 1024-value steps
@@ -126,7 +126,6 @@ def test_gguf_decode_with_the_norm_handed_to_the_next_projection(device, monkeyp
     fused q/k/v and gate/up projections (the activation after)."""
     if device == "cpu":  # fewer programs for the interpreter
         monkeypatch.setattr(q4_idot, "Q4I_BN", 64)
-    monkeypatch.setattr(q4_mv, "MIN_TILES_PER_SM", 0)  # on a GPU, 1024 rows would take the word-level kernel
     ckpt = _q4_0_checkpoint()
     ids = torch.randint(0, CONFIG["vocab_size"], (1, PROMPT + DECODE), generator=torch.Generator().manual_seed(1))
     with mn.use_backend("reference"):

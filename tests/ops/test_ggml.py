@@ -252,7 +252,6 @@ def test_streamed_gguf_matvec(device, monkeypatch, name, n, k, dtype, request):
                                 (q4_mv, q4_mv.Q4MvLaunch, q4_mv.step_units, 4))
     monkeypatch.setattr(mod, "PROGRAMS_PER_SM", 64)
     monkeypatch.setattr(mod, "LONG_PROGRAMS_PER_SM", 64, raising=False)
-    monkeypatch.setattr(q4_mv, "MIN_TILES_PER_SM", 0)  # small matrices too, whatever the SM count
     built = spy_plans(monkeypatch, cls)
     request.addfinalizer(plans.clear_all)
     _check_matmul(device, name, 1, n, k, dtype, rng_for(request))
@@ -278,20 +277,26 @@ def test_streamed_gguf_matvec_switch(device, monkeypatch, name, request):
 
 
 def test_q4_streamed_matvec_leaves_small_matrices(device, monkeypatch, request):
-    """Q4_0/Q4_1 rows that take no whole step of 8 blocks (K = 576, SmolLM2), or too few rows for a tile per
-    SM, stay on the word-level kernel, whose small tiles serve latency-bound matrices better."""
+    """Q4_0/Q4_1 rows that take no whole step of 8 blocks (K = 576, SmolLM2), or several rows of x against too
+    few weight rows for a tile per SM, stay on the word-level kernel; one row of x takes the streamed kernels
+    whatever the row count (on the H100 2-2.7x faster than the word-level kernel on 256-1024 rows)."""
+    from mlx_native.ops.ggml import q4_idot
     from mlx_native.ops.quant import gemv
     from mlx_native.runtime import env, plans
     from mlx_native.runtime.device import device_info
 
     q4_mv, _ = _streamed_modules()
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="off"))  # the default's choice
-    built = spy_plans(monkeypatch, q4_mv.Q4MvLaunch, gemv.GemvLaunch)
+    built = spy_plans(monkeypatch, q4_mv.Q4MvLaunch, q4_idot.Q4IdotLaunch, gemv.GemvLaunch)
     request.addfinalizer(plans.clear_all)
-    few = q4_mv.Q4_BN * (device_info(torch.device(device)).sm_count - 1)  # one tile short of a tile per SM
+    sms = device_info(torch.device(device)).sm_count
+    few = q4_mv.ROWS_BN[2] * (sms - 1)  # one tile short of a tile per SM
     _check_matmul(device, "Q4_1", 1, 40, 576, torch.bfloat16, rng_for(request))
-    _check_matmul(device, "Q4_0", 1, few, 512, torch.bfloat16, rng_for(request))
-    assert [type(p).__name__ for p in built] == ["GemvLaunch", "GemvLaunch"]
+    _check_matmul(device, "Q4_0", 1, 16, 512, torch.bfloat16, rng_for(request))
+    assert [type(p).__name__ for p in built] == ["GemvLaunch", "Q4IdotLaunch"]
+    q4_0 = formats.BY_NAME["Q4_0"]
+    assert not q4_mv.supports(q4_0.id, torch.bfloat16, 2, few, 512, few * formats.row_bytes(q4_0, 512), sms)
+    assert q4_mv.supports(q4_0.id, torch.bfloat16, 2, few + 8, 512, (few + 8) * formats.row_bytes(q4_0, 512), sms)
 
 
 @pytest.fixture
@@ -642,7 +647,7 @@ def test_matmul_routes_to_streamed_kernels(device, monkeypatch, name, m, k, expe
     from mlx_native.ops.quant import gemv, mmv
     from mlx_native.runtime import plans
 
-    monkeypatch.setattr(q4_mv, "MIN_TILES_PER_SM", 0)  # small matrices too, whatever the SM count
+    monkeypatch.setattr(q4_mv, "ROWS_MIN_TILES_PER_SM", 0)  # small matrices too, whatever the SM count
     built = spy_plans(monkeypatch, q4_mv.Q4MvLaunch, q4_idot.Q4IdotLaunch, q4k_idot.Q4kIdotLaunch,
                       q4k_idot_rows.Q4kIdotRowsLaunch,
                       q4k_mv.Q5kMvLaunch, q6k_mv.Q6kMvLaunch, q8_mv.Q8MvLaunch, mmv.MmvLaunch, gemv.GemvLaunch)
@@ -658,10 +663,8 @@ def test_matmul_routes_to_streamed_kernels(device, monkeypatch, name, m, k, expe
 def test_matmul_streamed_x_at_odd_element(device, monkeypatch, name, k, request):
     """The streamed kernels that read x as int32 words (pairs of values: q8_mv, q6k_mv, q4_idot) take an x view that
     starts at an odd element (copied first: a misaligned word load faults on the GPU)."""
-    from mlx_native.ops.ggml import q4_mv
     from mlx_native.runtime import plans
 
-    monkeypatch.setattr(q4_mv, "MIN_TILES_PER_SM", 0)
     request.addfinalizer(plans.clear_all)
     raw = valid_blocks(name, 24, k, rng_for(request))
     w = torch.from_numpy(gguf_values(raw, name, (24, k)))
@@ -679,7 +682,7 @@ def test_streamed_rows_refuse_x_offsets_past_int32(monkeypatch, name):
     elements leaves the call to the other kernels (the plan is never built)."""
     from mlx_native.ops.ggml import kernel, q4_mv
 
-    monkeypatch.setattr(q4_mv, "MIN_TILES_PER_SM", 0)
+    monkeypatch.setattr(q4_mv, "ROWS_MIN_TILES_PER_SM", 0)
     tid, cpu = formats.BY_NAME[name].id, torch.device("cpu")
     assert kernel.streamed_launch(tid, torch.bfloat16, 2, 24, 2048, 2048, cpu) is not None
     assert kernel.streamed_launch(tid, torch.bfloat16, 2, 24, 2048, 2**31 - 2049, cpu) is not None  # 2**31 - 1

@@ -23,14 +23,13 @@ LAUNCHES = {"Q4_K": q4k_idot.Q4kIdotLaunch, "Q4_0": q4_idot.Q4IdotLaunch, "Q4_1"
 @pytest.fixture
 def few_programs(monkeypatch):
     """32-row tiles: fewer programs for the interpreter (64 parts of sum(h^2)); the two ops' matmul runs the
-    producer's kernel (on a GPU these small Q4_0 / Q4_1 matrices would take the word-level one) without a K split,
-    so it sums K in the producer's order (a split or another kernel may round differently)."""
+    producer's kernel without a K split, so it sums K in the producer's order (a split or another kernel may round
+    differently)."""
     monkeypatch.setattr(q4k_idot, "IDOT_BN", 32)
     monkeypatch.setattr(q4k_idot, "BIG_BN", 32)
     monkeypatch.setattr(q4_idot, "Q4I_BN", 32)
     for module in (affine_mv, q4_idot, q4k_idot):  # the split, and the prefetch choice that follows it
         monkeypatch.setattr(module, "split_count", lambda steps, tiles, target: 1)
-    monkeypatch.setattr(q4_mv, "MIN_TILES_PER_SM", 0)  # small Q4_0 / Q4_1 matrices take the integer-dot kernel
 
 
 def _case(request, dtype, device, n2, consumer="Q4_K", producer="Q4_K", n=N, k=K):

@@ -41,7 +41,7 @@ def q4_rows(monkeypatch, request):
     from mlx_native.runtime import plans
 
     q4_mv = _q4_mv()
-    monkeypatch.setattr(q4_mv, "MIN_TILES_PER_SM", 0)
+    monkeypatch.setattr(q4_mv, "ROWS_MIN_TILES_PER_SM", 0)
     request.addfinalizer(plans.clear_all)
 
     class Knobs:

@@ -231,7 +231,11 @@ PROGRAMS_PER_SM = 1  # ... and the K split target (programs per SM)
 LONG_K = 8192  # from this many columns:
 LONG_BN = 16
 LONG_PROGRAMS_PER_SM = 2
-MIN_TILES_PER_SM = 1  # fewer row tiles than this per SM: latency bound, the word-level kernel's small tiles
+# Fewer row tiles than this per SM go to the word-level kernel. One row: none since session 25 (run 8, H100, us,
+# word-level -> here: Q4_0 K x N 4096 x 1024 7.84 -> 2.93, 4096 x 512 5.40 -> 2.32, 8192 x 1024 12.12 -> 5.52, 2048 x
+# 256 3.18 -> 1.40, 1536 x 576 3.02 -> 3.21; Q4_1 1.13-2.47x, 1536 x 576 3.30 -> 2.92). 2-4 rows: not measured, kept.
+MIN_TILES_PER_SM = 0
+ROWS_MIN_TILES_PER_SM = 1
 
 # 2 to ROWS_MAX rows of x (a few tokens decoded at once). H100, bf16 x, CUDA graph, weights rotating through
 # 130 MB (helper sweep, session 17; one row: 21.6-23.0 us, the routes these calls take today: 53-63 us), us for
@@ -260,12 +264,12 @@ def step_units(k: int) -> int:
 
 def supports(ggml_type: int, x_dtype: torch.dtype, m: int, n: int, k: int, raw_bytes: int, sms: int) -> bool:
     """``1 <= m <= ROWS_MAX`` rows of bf16/fp16 x against Q4_0/Q4_1 rows long enough for whole
-    steps of 8-16 blocks and numerous enough for ``MIN_TILES_PER_SM`` row tiles per SM (the small matrices of
-    SmolLM2-like models are latency bound: the word-level kernel's small tiles serve them better; several rows
-    of x count their own tiles, ``ROWS_BN``). ``MLX_NATIVE_GGUF_MV=0`` turns it off."""
+    steps of 8-16 blocks and, for several rows of x, numerous enough for ``ROWS_MIN_TILES_PER_SM`` row tiles per SM
+    (their tiles: ``ROWS_BN``; ``MIN_TILES_PER_SM`` for one row). ``MLX_NATIVE_GGUF_MV=0`` turns it off."""
+    min_tiles = MIN_TILES_PER_SM if m == 1 else ROWS_MIN_TILES_PER_SM
     return (env.settings.gguf_mv and ggml_type in Q4_IDS and 1 <= m <= ROWS_MAX
             and x_dtype in (torch.bfloat16, torch.float16) and step_units(k) > 0
-            and triton.cdiv(n, tiling(k, m)[0]) >= MIN_TILES_PER_SM * sms and raw_bytes < 2**31)
+            and triton.cdiv(n, tiling(k, m)[0]) >= min_tiles * sms and raw_bytes < 2**31)
 
 
 class Q4MvLaunch(StreamedMvLaunch):
