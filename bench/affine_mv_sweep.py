@@ -77,7 +77,7 @@ def launcher(n, k, bn, wps, prefetch, warps, pps, sms):
 
 def idot_launcher(n, k, bn, warps, prefetch, pps):
     """(``f(x, w, s, b)``, split) of the integer-dot kernel in one configuration, or None if it does not fit."""
-    if (k // 8) % (128 * warps):
+    if k // 8 < 128 * warps:
         return None
     plan = AffineIdotLaunch(n, k, GS, DT, torch.device("cuda"), bn=bn, warps=warps, programs_per_sm=pps,
                             prefetch=bool(prefetch))

@@ -244,6 +244,9 @@ def test_affine_mv_one_row(device, monkeypatch, affine_mv_plans, n, k, gs, dtype
     (37, 4096, 64, torch.float16),  # one 4-warp step, 8-row tiles (the last one ragged) on a few SMs
     (8, 14336, 64, torch.bfloat16),  # long rows: seven 2-warp steps, split over K
     (16, 768 * 4, 64, torch.float16),  # 384 words: three 1-warp steps
+    (9, 1536, 32, torch.float16),  # 192 words: one 1-warp step and a partial one (64 words)
+    (11, 2880, 64, torch.bfloat16),  # 360 words: one 2-warp step and a partial one (104 words)
+    (6, 11008, 128, torch.bfloat16),  # few tiles: one 8-warp step and a partial one (352 words, whole groups)
 ])
 def test_affine_idot_one_row(device, affine_mv_plans, n, k, gs, dtype):
     """One row of 4-bit MLX weights with a bf16/fp16 result takes the integer-dot mat-vec
@@ -315,8 +318,9 @@ def test_affine_idot_gate_up_pair(device, affine_mv_plans, n, k, gs, dtype, act)
 
 
 def test_affine_idot_step_rule():
-    """Steps are 128 words of a row per warp, up to 2 warps, or the whole row of 256-1024 words; rows that take no
-    whole 128-word step stay on affine_mv, and so does an fp32 result."""
+    """Steps are 128 words of a row per warp, up to 2 warps, or the whole row of 256-1024 words, or 8 warps for long
+    rows of few tiles; a row of no whole number of steps ends in a partial one (not for gate/up pairs and the
+    multi-row kernel); rows under one 128-word step stay on affine_mv, and so does an fp32 result."""
     from mlx_native.ops.quant import affine_idot
 
     assert affine_idot.step_warps(4096) == 2 and affine_idot.step_warps(14336) == 2  # 1792 words = 7 x 256
@@ -326,6 +330,11 @@ def test_affine_idot_step_rule():
     assert affine_idot.tile_shape(1024, 4096, sms) == (4, 4) and affine_idot.tile_shape(8192, 2048, sms) == (8, 2)
     assert affine_idot.tile_shape(128256, 4096, sms) == (4, 2)  # the head: too many tiles
     assert affine_idot.tile_shape(4096, 14336, sms) == (4, 2) and affine_idot.tile_shape(4096, 3072, sms) == (4, 1)
+    assert affine_idot.tile_shape(1024, 14336, sms) == (4, 8)  # long rows, few tiles
+    assert affine_idot.tile_shape(4096, 11008, sms) == (4, 2) and affine_idot.tile_shape(576, 1536, sms) == (4, 1)
+    assert affine_idot.supports(4, 64, True, torch.bfloat16, torch.bfloat16, 1, 1536, 10)  # a partial step
+    assert not affine_idot.supports(4, 64, True, torch.bfloat16, torch.bfloat16, 1, 1536, 10, pairs=True)
+    assert not affine_idot.supports(4, 64, True, torch.bfloat16, torch.bfloat16, 1, 768, 10)  # under one step
     assert affine_idot.supports(4, 64, True, torch.bfloat16, torch.bfloat16, 1, 4096, 10)
     assert not affine_idot.supports(4, 64, True, torch.bfloat16, torch.float32, 1, 4096, 10)
     assert not affine_idot.supports(4, 64, True, torch.bfloat16, torch.bfloat16, 2, 4096, 10)
@@ -425,7 +434,8 @@ def test_affine_idot_rows_routing(monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("nk", [(4096, 4096), (14336, 4096), (4096, 14336), (32000, 4096), (576, 1536)])
+@pytest.mark.parametrize("nk", [(4096, 4096), (14336, 4096), (4096, 14336), (32000, 4096), (576, 1536), (4096, 11008),
+                                (1024, 14336), (4096, 5376)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("idot", [True, False])
 def test_gpu_affine_mv_real_sizes(monkeypatch, affine_mv_plans, nk, dtype, idot):
@@ -441,7 +451,8 @@ def test_gpu_affine_mv_real_sizes(monkeypatch, affine_mv_plans, nk, dtype, idot)
         out = mn.quantized_matmul(x, wq, s, b)
         w64 = ref.dequantize(wq, s, b, 64, 4, dtype=torch.float64, compute=torch.float64)
         assert_error_bar(out, x.double() @ w64.T, lowp_qmm(x, wq, s, b, 64, 4))
-    expect = "AffineIdotLaunch" if idot and affine_idot.step_warps(k) else "AffineMvLaunch"
+    expect = "AffineIdotLaunch" if idot and affine_idot.supports(4, 64, True, dtype, dtype, 1, k, wq.numel()) \
+        else "AffineMvLaunch"
     assert _plan_names(affine_mv_plans) == [expect]
 
 

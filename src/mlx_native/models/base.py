@@ -252,7 +252,7 @@ class GatedMLP:
         if fused_decode is None:  # LoadOptions.fused_mlp_decode's default, for activations of act_dtype
             if isinstance(w, AffineWeight):
                 fused_decode = affine_idot.supports(w.bits, w.group_size, True, act_dtype, act_dtype, 1, w.shape[1],
-                                                    w.weight.numel() // 2)
+                                                    w.weight.numel() // 2, pairs=True)
                 self.fused_rows = 1
             else:
                 fused_decode = isinstance(w, GGMLWeight) and not takes_streamed(

@@ -177,7 +177,7 @@ class MoeQmmPlan:
         fast = contiguous and qmm.CONFIG_OVERRIDE is None
         act = ACT_CODES[activation] if has_up else None
         if fast and has_up and w.shape[0] == 1 and t * k == 1 \
-                and affine_idot.supports(bits, group_size, True, x.dtype, x.dtype, 1, kf, w.numel()):
+                and affine_idot.supports(bits, group_size, True, x.dtype, x.dtype, 1, kf, w.numel(), pairs=True):
             # one expert and one row: a dense gate/up pair, the integer-dot mat-vec
             self.launch = affine_idot.AffineIdotLaunch(n, kf, group_size, x.dtype, x.device, act=act)
             self.kind = "dense_glu"

@@ -77,13 +77,23 @@ def step_x(acc, w, S, B, x0, x1, x2, x3, ASM: tl.constexpr):
 
 
 @triton.jit
-def _step(acc, w, S, B, x_ptr, x_off, ASM: tl.constexpr):
-    """:func:`step_x` with x at ``x_ptr + x_off`` (``[CH, 8]``: word 0 of each chunk)."""
-    x0 = tl.load(x_ptr + x_off).to(tl.float32)
-    x1 = tl.load(x_ptr + x_off + 8).to(tl.float32)
-    x2 = tl.load(x_ptr + x_off + 16).to(tl.float32)
-    x3 = tl.load(x_ptr + x_off + 24).to(tl.float32)
+def _step(acc, w, S, B, x_ptr, x_off, ASM: tl.constexpr, x_mask=None):
+    """:func:`step_x` with x at ``x_ptr + x_off`` (``[CH, 8]``: word 0 of each chunk; ``x_mask [CH, 1]``: chunks
+    to load, 0 elsewhere)."""
+    x0 = _masked(x_ptr + x_off, x_mask).to(tl.float32)
+    x1 = _masked(x_ptr + x_off + 8, x_mask).to(tl.float32)
+    x2 = _masked(x_ptr + x_off + 16, x_mask).to(tl.float32)
+    x3 = _masked(x_ptr + x_off + 24, x_mask).to(tl.float32)
     return step_x(acc, w, S, B, x0, x1, x2, x3, ASM)
+
+
+@triton.jit
+def _masked(p, mask):
+    """``p``'s values, 0 where ``mask`` is False (None: an unmasked load)."""
+    if mask is None:
+        return tl.load(p)
+    else:
+        return tl.load(p, mask=mask, other=0)
 
 
 @triton.jit
@@ -126,9 +136,10 @@ def affine_idot_kernel(
     HAS_UP: tl.constexpr = False, ACT: tl.constexpr = 0,
     NORM_OUT: tl.constexpr = False,  # hand off a norm: out = h = out + residual, normed = h * w, parts of sum(h^2)
     NORM_IN: tl.constexpr = False, PARTS: tl.constexpr = 1, NPARTS: tl.constexpr = 1,  # x is a handed-off h * w
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr = False, TAIL: tl.constexpr = 0,
 ):
-    """Steps of ``4 * CH`` words; ``K / 8`` is a whole number of steps and of ``steps_per_split``."""
+    """Steps of ``4 * CH`` words: ``steps_per_split`` whole ones, then (``TAIL``, unsplit K, no ``HAS_UP``) one step
+    of only its first ``TAIL`` words, loaded with the first step's."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -148,6 +159,11 @@ def affine_idot_kernel(
     wp, sp, bp = w_ptr + w_off, s_ptr + s_off, b_ptr + s_off  # the first step's pointer tiles (see _tiles)
     wup, sup, bup = wu_ptr + w_off, su_ptr + s_off, bu_ptr + s_off
     w, S, B = _tiles(wp, sp, bp, wup, sup, bup, i_lo * STEP, i_lo * SSTEP, HAS_UP)
+    if TAIL:  # the row's last, partial step: its words, scales and biases in flight with the first step's
+        tail_chunk = (c < TAIL // 4)[:, None]
+        w_t = tl.load(wp + i_hi * STEP, mask=(tl.arange(0, 4 * CH) < TAIL)[:, None], other=0)
+        S_t = tl.load(sp + i_hi * SSTEP, mask=tail_chunk, other=0)
+        B_t = tl.load(bp + i_hi * SSTEP, mask=tail_chunk, other=0)
     if NORM_IN:  # read while the first weights are in flight
         rstd = handoff_rstd(parts_ptr, K, eps, PARTS, NPARTS)
     if PREFETCH:
@@ -163,6 +179,8 @@ def affine_idot_kernel(
         for i in range(i_lo + 1, i_hi):
             w, S, B = _tiles(wp, sp, bp, wup, sup, bup, i * STEP, i * SSTEP, HAS_UP)
             acc = _step(acc, w, S, B, x_ptr + i * (STEP * 8), x_off, ASM)
+    if TAIL:
+        acc = _step(acc, w_t, S_t, B_t, x_ptr + i_hi * (STEP * 8), x_off, ASM, tail_chunk)
     res = tl.sum(acc, axis=0)
     res_up = res
     if HAS_UP:
@@ -206,6 +224,14 @@ IDOT_GLU_BN = 2
 WHOLE_ROW_WORDS = (256, 512, 1024)
 WHOLE_ROW_BN = 8
 WHOLE_ROW_MAX_TILES_PER_SM = 32
+# Rows of no whole number of 128-word steps (any whole number of 32-column chunks from 1024 columns on) end in a
+# partial step (the kernel's TAIL), of steps of up to PARTIAL_MAX_WARPS warps; before session 25 they ran
+# affine_mv. Run 11 (H100, us, affine_mv -> here): K x N 11008 x 4096 (Llama-2-7B's down projection) 40.6 -> 12.4,
+# 5376 x 4096 14.0 -> 7.5, 5376 x 21504 39.8 -> 28.6, 2880 x 2880 9.2 -> 4.3, 1536 x 576 3.2 -> 2.0.
+PARTIAL_MAX_WARPS = 2
+# Long rows and fewer than FEW_TILES_PER_SM 4-row tiles per SM: 8-warp steps (run 10: 14336 x 1024, 1.9 tiles per
+# SM, 9.50 -> 5.58 us; 14336 x 4096, 7.8 tiles per SM, stays at 2 warps: 14.9 against 15.9-16.1)
+FEW_TILES_PER_SM = 4
 
 
 def step_warps(k: int) -> int:
@@ -215,22 +241,27 @@ def step_warps(k: int) -> int:
 
 def tile_shape(n: int, k: int, sms: int) -> tuple[int, int]:
     """``(rows per program, warps)`` of an ``n x k`` matrix on ``sms`` SMs: whole-row steps (see
-    ``WHOLE_ROW_WORDS``) where they apply, with ``WHOLE_ROW_BN`` rows when that gives a tile per SM, else
-    ``IDOT_BN`` rows and :func:`step_warps`. (Not for gate/up pairs: with whole-row steps the 8B-shaped MLX decode
-    lost 3%, session 25 run 5: 2760 against 2844-2853 tok/s; plain matrices only: 2863.)"""
+    ``WHOLE_ROW_WORDS``) where they apply, with ``WHOLE_ROW_BN`` rows when that gives a tile per SM; else
+    ``IDOT_BN`` rows and :func:`step_warps` (8 warps for long rows of few tiles, ``PARTIAL_MAX_WARPS`` for rows of no
+    whole step). (Not for gate/up pairs: with whole-row steps the 8B-shaped MLX decode lost 3%, session 25 run 5:
+    2760 against 2844-2853 tok/s; plain matrices only: 2863.)"""
     words = k // 8
     if words in WHOLE_ROW_WORDS and triton.cdiv(n, WHOLE_ROW_BN) <= WHOLE_ROW_MAX_TILES_PER_SM * sms:
         return (WHOLE_ROW_BN if triton.cdiv(n, WHOLE_ROW_BN) >= sms else IDOT_BN), words // 128
-    return IDOT_BN, step_warps(k)
+    if words >= 1024 and triton.cdiv(n, IDOT_BN) < FEW_TILES_PER_SM * sms:
+        return IDOT_BN, 8
+    return IDOT_BN, step_warps(k) or min(PARTIAL_MAX_WARPS, words // 128)
 
 
 def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int,
-             k: int, words: int) -> bool:
+             k: int, words: int, pairs: bool = False) -> bool:
     """What ``affine_mv`` takes (one row of bf16/fp16 x, MLX affine 4-bit), with a bf16/fp16 result (fp32
-    scales ask for an fp32 result, which x's int16 quantization would not meet) and rows of whole steps;
-    ``MLX_NATIVE_AFFINE_IDOT=0`` turns it off."""
-    return (env.settings.affine_idot and out_dtype != torch.float32 and step_warps(k) > 0
-            and affine_mv.supports(bits, group_size, transpose, x_dtype, m, k, words))
+    scales ask for an fp32 result, which x's int16 quantization would not meet) and rows of at least one 128-word
+    step, whole 32-column chunks (a partial last step); ``pairs``: for gate/up pairs (``act``) and the multi-row
+    kernel, which take rows of whole steps only. ``MLX_NATIVE_AFFINE_IDOT=0`` turns it off."""
+    steps = step_warps(k) > 0 or not pairs and k % 32 == 0 and k // 8 >= 128
+    return (env.settings.affine_idot and out_dtype != torch.float32 and steps
+            and affine_mv.supports(bits, group_size, transpose, x_dtype, m, k, words, any_step=True))
 
 
 class AffineIdotLaunch(affine_mv.HandoffMvLaunch):
@@ -248,15 +279,18 @@ class AffineIdotLaunch(affine_mv.HandoffMvLaunch):
         bn, warps = bn or auto_bn, warps or auto_warps
         programs_per_sm = programs_per_sm or PROGRAMS_PER_SM
         step = 128 * warps
+        tail = k // 8 % step  # words of a last, partial step (then K is not split)
+        if tail and (act is not None or k // 8 < step):
+            raise ValueError(f"affine_idot: {warps}-warp steps of a {k}-column row leave a partial step")
         tiles = triton.cdiv(n, bn)
-        if prefetch is None:  # (a row of one step would only reload it)
-            prefetch = tiles < PREFETCH_BELOW_TILES_PER_SM * sms and k // 8 > step
+        if prefetch is None:  # (a row of one whole step would only reload it)
+            prefetch = tiles < PREFETCH_BELOW_TILES_PER_SM * sms and k // 8 // step > 1
         constexprs = dict(STRIDE_W=k // 8, STRIDE_S=k // group_size, BN=bn, CH=32 * warps, GS=group_size,
                           EVEN_N=n % bn == 0, PREFETCH=prefetch, ASM=not env.settings.triton_interpret,
                           HAS_UP=act is not None, ACT=act or 0, NORM_OUT=hand_off, NORM_IN=take_parts > 0,
-                          PARTS=triton.next_power_of_2(max(take_parts, 1)), NPARTS=max(take_parts, 1))
-        # gate/up pairs and the handoff producer: one program per row tile (no K split)
-        target = 1 if act is not None or hand_off else programs_per_sm * sms
+                          PARTS=triton.next_power_of_2(max(take_parts, 1)), NPARTS=max(take_parts, 1), TAIL=tail)
+        # gate/up pairs, the handoff producer and rows with a partial step: one program per row tile (no K split)
+        target = 1 if act is not None or hand_off or tail else programs_per_sm * sms
         self.tiles = tiles
         super().__init__(affine_idot_kernel, n, tiles, k // 8 // step, 1, target, (n, k), constexprs, out_dtype,
                          device, tail_ints=affine_mv.NO_NORM_ARGS, num_warps=warps, trigger=True)

@@ -263,7 +263,7 @@ def supports_rows(bits: int, group_size: int, transpose: bool, x_dtype: torch.dt
     (:func:`affine_idot.supports`: MLX affine 4-bit, bf16/fp16 x and result, rows of whole steps;
     ``MLX_NATIVE_AFFINE_IDOT=0`` and ``MLX_NATIVE_AFFINE_MV=0`` turn it off)."""
     return 2 <= m <= IDOT_ROWS_MAX and affine_idot.supports(bits, group_size, transpose, x_dtype, out_dtype, 1, k,
-                                                            words)
+                                                            words, pairs=True)
 
 
 class RowsLaunch:

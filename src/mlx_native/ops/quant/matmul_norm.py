@@ -119,7 +119,7 @@ def _take_plan(hand: NormHandoff, w, scales, biases, group_size, bits, up, act):
     od = out_dtype(scaled, scales, biases)
     dense = all(t.is_contiguous() for t in (w, scales, biases, *(up or ())))
     if (n > 0 and dense and od == scaled.dtype and scaled.numel() == k
-            and affine_idot.supports(bits, group_size, True, scaled.dtype, od, 1, k, w.numel())):
+            and affine_idot.supports(bits, group_size, True, scaled.dtype, od, 1, k, w.numel(), pairs=act is not None)):
         return affine_idot.AffineIdotLaunch(n, k, group_size, od, scaled.device, act=act,
                                             take_parts=hand.parts.numel())
     return None
