@@ -319,12 +319,14 @@ def _plan_names(built):
     (8, 6144, torch.bfloat16),  # 24 super-blocks: three 1-warp steps
     (5, 8192, torch.float16),  # two 2-warp steps
     (3, 14336, torch.bfloat16),  # Llama-3-8B's down projection rows: seven 1-warp steps
+    (6, 2304, torch.float16),  # 9 super-blocks: one 1-warp step and a partial one (one super-block)
+    (9, 5376, torch.bfloat16),  # 21 super-blocks: one 2-warp step and a partial one (5), ragged
 ])
 def test_q4k_idot_one_row(device, monkeypatch, q4k_plans, n, k, dtype, request):
-    """One row of bf16/fp16 x against Q4_K rows of whole integer-dot steps takes ops/ggml/q4k_idot.py: x quantized
-    to int16 per 32-value sub-block stays within the error bar (random scale bytes: all eight sub-block
-    encodings), with K split as far as the steps allow (merged in the launch; a second call with new x finds the
-    counters rearmed)."""
+    """One row of bf16/fp16 x against Q4_K rows of at least one integer-dot step takes ops/ggml/q4k_idot.py: x
+    quantized to int16 per 32-value sub-block stays within the error bar (random scale bytes: all eight sub-block
+    encodings), with K split as far as whole steps allow (merged in the launch; a second call with new x finds the
+    counters rearmed); a row of no whole number of steps ends in a partial one, unsplit."""
     from mlx_native.ops.ggml import q4k_idot
     from test_quant import assert_merged_in_launch
 
@@ -337,8 +339,9 @@ def test_q4k_idot_one_row(device, monkeypatch, q4k_plans, n, k, dtype, request):
     assert plan.launch.constexprs["EVEN_N"] == (n % plan.launch.constexprs["BN"] == 0)
     assert not plan.launch.constexprs["PREFETCH"]  # one step per program
     steps = k // 256 // (plan.launch.constexprs["CH"] // 4)
-    assert plan.split == steps
-    if steps > 1:
+    tail = plan.launch.constexprs["TAIL"]
+    assert tail == k // 256 % (plan.launch.constexprs["CH"] // 4) * 4 and plan.split == (1 if tail else steps)
+    if plan.split > 1:
         assert_merged_in_launch(plan)
 
 
@@ -410,8 +413,8 @@ def test_q4k_idot_keeps_inf_and_nan(device, q4k_plans, dtype, request):
 
 
 def test_q4k_idot_switch(device, monkeypatch, q4k_plans, request):
-    """``MLX_NATIVE_GGML_IDOT=0`` (settings.ggml_idot) keeps one-row Q4_K matmuls on q4k_mv; rows that take no
-    whole integer-dot step (K = 1280: 5 super-blocks) stay there with it on."""
+    """``MLX_NATIVE_GGML_IDOT=0`` (settings.ggml_idot) keeps one-row Q4_K matmuls on q4k_mv; rows under one
+    integer-dot step (K = 1280: 5 super-blocks) stay there with it on."""
     from mlx_native.runtime import env, plans
 
     assert not env.parse_settings({"MLX_NATIVE_GGML_IDOT": "0"}).ggml_idot
@@ -426,7 +429,8 @@ def test_q4k_idot_switch(device, monkeypatch, q4k_plans, request):
 
 
 def test_q4k_idot_step_rule():
-    """Steps are 8 super-blocks of a row per warp, up to 2 warps; rows that take no whole step, an fp32 result,
+    """Steps are 8 super-blocks of a row per warp, up to 2 warps; rows of no whole number of steps end in a partial
+    one, except for gate/up pairs and the multi-row kernel (``pairs``); rows under one step, an fp32 result,
     several rows of x and other types are not taken."""
     from mlx_native.ops.ggml import q4k_idot
 
@@ -441,6 +445,9 @@ def test_q4k_idot_step_rule():
     assert not q4k_idot.supports(q4k, bf16, bf16, 2, 4096, 10)
     assert not q4k_idot.supports(formats.BY_NAME["Q4_0"].id, bf16, bf16, 1, 4096, 10)
     assert not q4k_idot.supports(q4k, bf16, bf16, 1, 1536, 10)
+    assert q4k_idot.partial_warps(5376) == 2 and q4k_idot.partial_warps(2304) == 1 and q4k_idot.partial_warps(1536) == 0
+    assert q4k_idot.supports(q4k, bf16, bf16, 1, 5376, 10) and q4k_idot.supports(q4k, bf16, bf16, 1, 11008, 10)
+    assert not q4k_idot.supports(q4k, bf16, bf16, 1, 5376, 10, pairs=True)
 
 
 MMV_TYPES = ("Q4_0", "Q4_1", "Q4_K")

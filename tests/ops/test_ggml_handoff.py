@@ -165,9 +165,15 @@ def test_gated_matmul_takes_the_norm_handoff(device, few_programs, request):
 
 
 def test_gated_matmul_falls_back_and_rejects_bad_input(device, request):
-    """Several rows of x, or a type without the integer-dot kernel: ``ggml_matmul`` + the activation, exactly;
-    an unknown activation or an odd number of stacked rows: a typed error naming the op."""
+    """Several rows of x, a type without the integer-dot kernel, or Q4_K rows of no whole number of integer-dot
+    steps (one row of a plain matrix of them ends in a partial step; gate/up pairs do not): ``ggml_matmul`` + the
+    activation, exactly; an unknown activation or an odd number of stacked rows: a typed error naming the op."""
     rng = rng_for(request)
+    rawk = raw_tensor(valid_blocks("Q4_K", 12, 2304, rng), device)  # 9 super-blocks
+    xk = randn(1, 2304, dtype=torch.bfloat16, device=device)
+    yk = mn.ggml_matmul(xk, rawk, "Q4_K", (12, 2304))
+    assert torch.equal(matmul_norm.ggml_gated_matmul(xk, rawk, "Q4_K", (12, 2304), "silu"),
+                       mn.silu_mul(yk[:, :6], yk[:, 6:]))
     raw8 = raw_tensor(valid_blocks("Q8_0", 32, N4, rng), device)
     x = randn(3, N4, dtype=torch.bfloat16, device=device)
     y = mn.ggml_matmul(x, raw8, "Q8_0", (32, N4))

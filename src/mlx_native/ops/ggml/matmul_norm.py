@@ -31,11 +31,14 @@ TAKE_OP = "handoff_ggml_matmul"
 GATED_OP = "ggml_gated_matmul"
 
 
-def kernel_takes(ggml_type: int, x_dtype: torch.dtype, n: int, k: int, raw: torch.Tensor) -> bool:
+def kernel_takes(ggml_type: int, x_dtype: torch.dtype, n: int, k: int, raw: torch.Tensor,
+                 pairs: bool = False) -> bool:
     """Whether ``ggml_matmul`` of one row of ``x_dtype`` x against these ``(n, k)`` rows runs an integer-dot
     mat-vec, which can hand off or take a norm (Q4_K, Q4_0, Q4_1; ``kernel.streamed_launch``'s choice: small Q4_0 /
-    Q4_1 matrices stay on the word-level kernel, and so does their norm), with a result in x's dtype."""
-    return raw.is_contiguous() and streamed_plan_class(ggml_type, x_dtype, 1, n, k, raw.device) in (
+    Q4_1 matrices stay on the word-level kernel, and so does their norm), with a result in x's dtype; ``pairs``:
+    stacked gate/up rows, which need rows of whole steps (Q4_K rows may end in a partial one)."""
+    whole = not pairs or ggml_type != q4k_mv.Q4K_ID or q4k_idot.step_warps(k) > 0
+    return whole and raw.is_contiguous() and streamed_plan_class(ggml_type, x_dtype, 1, n, k, raw.device) in (
         q4k_idot.Q4kIdotLaunch, q4_idot.Q4IdotLaunch)
 
 
@@ -112,7 +115,7 @@ def _gated(y: torch.Tensor, act: Optional[int], activation: Optional[str]) -> to
 def _take_plan(hand: NormHandoff, raw, type_id, shape, act):
     t, n, k = _validate_mm(hand.scaled, raw, type_id, shape, TAKE_OP)
     outs = _gated_rows(TAKE_OP, n, act)
-    if n > 0 and hand.scaled.numel() == k and kernel_takes(t.id, hand.scaled.dtype, n, k, raw):
+    if n > 0 and hand.scaled.numel() == k and kernel_takes(t.id, hand.scaled.dtype, n, k, raw, act is not None):
         return _launch(t.id, outs, k, hand.scaled.dtype, hand.scaled.device, take_parts=hand.parts.numel(), act=act)
     return None
 
@@ -136,7 +139,7 @@ def handoff_ggml_matmul(hand: NormHandoff, raw: torch.Tensor, ggml_type: TypeArg
 def _gated_plan(x, raw, type_id, shape, act):
     t, n, k = _validate_mm(x, raw, type_id, shape, GATED_OP)
     outs = _gated_rows(GATED_OP, n, act)
-    if n > 0 and x.numel() == k and x.is_contiguous() and kernel_takes(t.id, x.dtype, n, k, raw):
+    if n > 0 and x.numel() == k and x.is_contiguous() and kernel_takes(t.id, x.dtype, n, k, raw, act is not None):
         return _launch(t.id, outs, k, x.dtype, x.device, act=act)
     return None
 

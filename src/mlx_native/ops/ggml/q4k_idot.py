@@ -43,11 +43,14 @@ SBW = tl.constexpr(SB_WORDS)  # 32-bit words per super-block
 
 
 @triton.jit
-def _x_pairs(x_ptr, x_off):
+def _x_pairs(x_ptr, x_off, mask=None):
     """``(even, odd)``, ``[..., 4]`` fp32 each: values ``2 j`` and ``2 j + 1`` of the 8 x values at
     ``x_ptr + x_off`` (``[..., 8]``: ``[CH, 8]`` here, ``[R, CH, 8]`` in ``q4k_idot_rows.py``; one 16-byte load
-    per thread and row)."""
-    v = tl.load(x_ptr + x_off)
+    per thread and row; 0 where ``mask`` is False)."""
+    if mask is None:
+        v = tl.load(x_ptr + x_off)
+    else:
+        v = tl.load(x_ptr + x_off, mask=mask, other=0)
     if x_ptr.dtype.element_ty == tl.bfloat16:  # bf16 -> fp32 is a shift of the bits
         e, o = tl.split(tl.reshape(v.to(tl.uint16, bitcast=True).to(tl.int32), v.shape[:-1] + [4, 2]))
         return (e << 16).to(tl.float32, bitcast=True), (o << 16).to(tl.float32, bitcast=True)
@@ -56,14 +59,14 @@ def _x_pairs(x_ptr, x_off):
 
 
 @triton.jit
-def x_chunk(x_ptr, x_off, ASM: tl.constexpr):
+def x_chunk(x_ptr, x_off, ASM: tl.constexpr, mask=None):
     """The 32 x values of each thread's sub-block at ``x_ptr + x_off + [0, 32)`` (``x_off [..., 8]``) as int16
     pairs of consecutive values, ``[..., 4]`` per 8 values (``p_u``: values ``8 u .. 8 u + 7``), with their scale
-    and float sum (``[...]``)."""
-    e0, o0 = _x_pairs(x_ptr, x_off)
-    e1, o1 = _x_pairs(x_ptr, x_off + 8)
-    e2, o2 = _x_pairs(x_ptr, x_off + 16)
-    e3, o3 = _x_pairs(x_ptr, x_off + 24)
+    and float sum (``[...]``; ``mask``: chunks to load, 0 elsewhere)."""
+    e0, o0 = _x_pairs(x_ptr, x_off, mask)
+    e1, o1 = _x_pairs(x_ptr, x_off + 8, mask)
+    e2, o2 = _x_pairs(x_ptr, x_off + 16, mask)
+    e3, o3 = _x_pairs(x_ptr, x_off + 24, mask)
     amax = tl.maximum(tl.maximum(tl.maximum(tl.max(tl.abs(e0), axis=-1), tl.max(tl.abs(o0), axis=-1)),
                                  tl.maximum(tl.max(tl.abs(e1), axis=-1), tl.max(tl.abs(o1), axis=-1))),
                       tl.maximum(tl.maximum(tl.max(tl.abs(e2), axis=-1), tl.max(tl.abs(o2), axis=-1)),
@@ -129,12 +132,12 @@ def _scales(h, sa, sh, keep, magic):
 
 
 @triton.jit
-def _step(acc, wa, wb, h, sa, sh, keep, magic, x_ptr, x_off, ASM: tl.constexpr):
+def _step(acc, wa, wb, h, sa, sh, keep, magic, x_ptr, x_off, ASM: tl.constexpr, x_mask=None):
     """``acc [CH, BN]`` + one loop step: words 0-3 / 4-7 of each thread's chunk ``wa wb [4 * CH, BN]``, headers
     ``h [4 * CH, BN]`` of their super-blocks (``sa sh keep``: see :func:`_scales`), x at ``x_ptr + x_off``
-    (``[CH, 8]``: value 0 of each thread's chunk)."""
-    l0, l1, l2, l3, scale_l, sum_l = x_chunk(x_ptr, x_off, ASM)  # values 0-31: sub-block 2 c
-    h0, h1, h2, h3, scale_h, sum_h = x_chunk(x_ptr + 32, x_off, ASM)  # values 32-63: sub-block 2 c + 1
+    (``[CH, 8]``: value 0 of each thread's chunk; ``x_mask [CH, 1]``: chunks to load, 0 elsewhere)."""
+    l0, l1, l2, l3, scale_l, sum_l = x_chunk(x_ptr, x_off, ASM, x_mask)  # values 0-31: sub-block 2 c
+    h0, h1, h2, h3, scale_h, sum_h = x_chunk(x_ptr + 32, x_off, ASM, x_mask)  # values 32-63: sub-block 2 c + 1
     S0, nB0, S1, nB1 = _scales(h, sa, sh, keep, magic)
     w0, w1, w2, w3 = thread_words(wa)
     w4, w5, w6, w7 = thread_words(wb)
@@ -190,10 +193,10 @@ def q4k_idot_kernel(
     NORM_OUT: tl.constexpr = False,  # hand off a norm: out = h = out + residual, normed = h * w, parts of sum(h^2)
     NORM_IN: tl.constexpr = False, PARTS: tl.constexpr = 1, NPARTS: tl.constexpr = 1,  # x is a handed-off h * w
     GLU: tl.constexpr = False, ACT: tl.constexpr = 0,  # w is a [2 N, K] gate/up pair: out = act(gate) * up
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr = False, TAIL: tl.constexpr = 0,
 ):
-    """Steps of ``CH`` chunks (``CH / 4`` super-blocks, ``64 * CH`` values of x); ``K / 256`` is a whole number of
-    steps and of ``steps_per_split``. ``NORM_OUT`` / ``NORM_IN``: the norm handoff of ``affine_idot_kernel``
+    """Steps of ``CH`` chunks (``CH / 4`` super-blocks, ``64 * CH`` values of x): ``steps_per_split`` whole ones,
+    then (``TAIL``, unsplit K, no ``GLU``) one of only its first ``TAIL`` chunks, loaded with the first step's. ``NORM_OUT`` / ``NORM_IN``: the norm handoff of ``affine_idot_kernel``
     (``kernels/norm_handoff.py``). ``GLU`` (no K split): ``BN // 2`` outputs a program (``affine_mv.glu_row_tile``;
     ``ACT`` a code of ``qmm.ACT_CODES``)."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
@@ -208,6 +211,11 @@ def q4k_idot_kernel(
     i_hi = i_lo + steps_per_split
     acc = tl.zeros([CH, BN], dtype=tl.float32)
     wa, wb, h = step_tiles(w_ptr, w_off, h_off, i_lo * STEP_W)
+    if TAIL:  # the row's last, partial step, in flight with the first step's tiles
+        tail_w = (tl.arange(0, 4 * CH) // 4 < TAIL)[:, None]
+        wa_t = tl.load(w_ptr + w_off + i_hi * STEP_W, mask=tail_w, other=0)
+        wb_t = tl.load(w_ptr + w_off + i_hi * STEP_W + 4, mask=tail_w, other=0)
+        h_t = tl.load(w_ptr + h_off + i_hi * STEP_W, mask=tail_w, other=0)
     if NORM_IN:  # read while the first weights are in flight
         rstd = handoff_rstd(parts_ptr, STRIDE_W // SBW * 256, eps, PARTS, NPARTS)
     if PREFETCH:
@@ -223,6 +231,9 @@ def q4k_idot_kernel(
         for s in range(i_lo + 1, i_hi):
             wa, wb, h = step_tiles(w_ptr, w_off, h_off, s * STEP_W)
             acc = _step(acc, wa, wb, h, sa, sh, keep, magic, x_ptr + s * (CH * 64), x_off, ASM)
+    if TAIL:
+        acc = _step(acc, wa_t, wb_t, h_t, sa, sh, keep, magic, x_ptr + i_hi * (CH * 64), x_off, ASM,
+                    (tl.arange(0, CH) < TAIL)[:, None])
     leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
     res = tl.sum(acc, axis=0)
     if NORM_IN:  # the norm's 1 / rms is a factor of the whole (linear) product
@@ -260,11 +271,21 @@ def step_warps(k: int) -> int:
     return idot.step_warps(k // 256, 8, IDOT_MAX_WARPS)
 
 
-def supports(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int, k: int, raw_bytes: int) -> bool:
+def partial_warps(k: int) -> int:
+    """Warps for rows of ``k`` columns of no whole number of steps: up to ``IDOT_MAX_WARPS`` whole ones, then a
+    partial one (0 under one step of one warp, 8 super-blocks)."""
+    return min(IDOT_MAX_WARPS, k // 256 // 8)
+
+
+def supports(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int, k: int, raw_bytes: int,
+             pairs: bool = False) -> bool:
     """What ``q4k_mv`` takes (one row of bf16/fp16 x, Q4_K rows) with a bf16/fp16 result (x's quantization is
-    within their error bar, not fp32's) and rows of whole steps; ``MLX_NATIVE_GGML_IDOT=0`` turns it off."""
+    within their error bar, not fp32's) and rows of at least one step (8 super-blocks; a partial last step after
+    the whole ones, session 25 run 14), of whole steps for gate/up pairs (``pairs``) and the multi-row kernel;
+    ``MLX_NATIVE_GGML_IDOT=0`` turns it off."""
+    steps = step_warps(k) > 0 or not pairs and partial_warps(k) > 0
     return (env.settings.ggml_idot and ggml_type == q4k_mv.Q4K_ID and out_dtype != torch.float32
-            and step_warps(k) > 0 and q4k_mv.supports(ggml_type, x_dtype, m, k, raw_bytes))
+            and steps and q4k_mv.supports(ggml_type, x_dtype, m, k, raw_bytes))
 
 
 class Q4kIdotLaunch(HandoffMvLaunch):
@@ -277,19 +298,22 @@ class Q4kIdotLaunch(HandoffMvLaunch):
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device, bn: int = 0, warps: int = 0,
                  programs_per_sm: int = 0, prefetch: Optional[bool] = None, hand_off: bool = False,
                  take_parts: int = 0, act: Optional[int] = None):
-        warps = warps or step_warps(k)
+        warps = warps or step_warps(k) or partial_warps(k)
+        tail = k // 256 % (8 * warps) * 4  # chunks of a last, partial step (then K is not split)
+        if tail and (act is not None or k // 256 < 8 * warps):
+            raise ValueError(f"q4k_idot: {warps}-warp steps of a {k}-column row leave a partial step")
         sms = device_info(device).sm_count
         rows = n if act is None else 2 * n
         bn = bn or (BIG_BN if triton.cdiv(rows, BIG_BN) >= BIG_TILES_PER_SM * sms else IDOT_BN)
         outs = bn if act is None else bn // 2  # outputs a program
         tiles, steps = triton.cdiv(n, outs), k // 256 // (8 * warps)
-        target = 1 if hand_off or act is not None else (programs_per_sm or PROGRAMS_PER_SM) * sms
+        target = 1 if hand_off or act is not None or tail else (programs_per_sm or PROGRAMS_PER_SM) * sms
         if prefetch is None:  # from PREFETCH_MIN_STEPS steps per program, after the split StreamedMvLaunch takes
             prefetch = steps // split_count(steps, tiles, target) >= PREFETCH_MIN_STEPS
         constexprs = dict(STRIDE_W=k // 256 * SB_WORDS, BN=bn, CH=32 * warps, EVEN_N=n % outs == 0,
                           PREFETCH=prefetch, ASM=not env.settings.triton_interpret, NORM_OUT=hand_off,
                           NORM_IN=take_parts > 0, PARTS=triton.next_power_of_2(max(take_parts, 1)),
-                          NPARTS=max(take_parts, 1), GLU=act is not None, ACT=act or 0)
+                          NPARTS=max(take_parts, 1), GLU=act is not None, ACT=act or 0, TAIL=tail)
         self.tiles = tiles
         super().__init__(q4k_idot_kernel, n, tiles, steps, 1, target, (n,), constexprs, out_dtype, device,
                          tail_ints=(MAGIC, *NO_NORM_ARGS), num_warps=warps, trigger="late")

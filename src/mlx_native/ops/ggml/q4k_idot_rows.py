@@ -236,7 +236,7 @@ def supports_rows(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, 
     ``MLX_NATIVE_GGML_IDOT=0`` and ``MLX_NATIVE_GGUF_MV=0`` turn it off). Rows of x must also satisfy
     ``(m - 1) * row_stride + k < 2**31`` (int32 offsets; :class:`Q4kIdotRowsLaunch` refuses others)."""
     return (ggml_type == Q4K_ID and 2 <= m <= IDOT_ROWS_MAX
-            and q4k_idot.supports(ggml_type, x_dtype, out_dtype, 1, k, raw_bytes))
+            and q4k_idot.supports(ggml_type, x_dtype, out_dtype, 1, k, raw_bytes, pairs=True))
 
 
 class Q4kIdotRowsLaunch(RowsLaunch):
