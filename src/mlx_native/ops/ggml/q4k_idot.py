@@ -33,6 +33,7 @@ import triton.language as tl
 
 from ...kernels.dependent import enter, leave_loop
 from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
+from ...kernels.loads import load_or_zero
 from ...kernels.norm_handoff import handoff_rstd
 from ...kernels.words import half_lo
 from ..quant.affine_idot import thread_words
@@ -47,10 +48,7 @@ def _x_pairs(x_ptr, x_off, mask=None):
     """``(even, odd)``, ``[..., 4]`` fp32 each: values ``2 j`` and ``2 j + 1`` of the 8 x values at
     ``x_ptr + x_off`` (``[..., 8]``: ``[CH, 8]`` here, ``[R, CH, 8]`` in ``q4k_idot_rows.py``; one 16-byte load
     per thread and row; 0 where ``mask`` is False)."""
-    if mask is None:
-        v = tl.load(x_ptr + x_off)
-    else:
-        v = tl.load(x_ptr + x_off, mask=mask, other=0)
+    v = load_or_zero(x_ptr + x_off, mask)
     if x_ptr.dtype.element_ty == tl.bfloat16:  # bf16 -> fp32 is a shift of the bits
         e, o = tl.split(tl.reshape(v.to(tl.uint16, bitcast=True).to(tl.int32), v.shape[:-1] + [4, 2]))
         return (e << 16).to(tl.float32, bitcast=True), (o << 16).to(tl.float32, bitcast=True)

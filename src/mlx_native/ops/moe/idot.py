@@ -27,21 +27,8 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ...kernels.math import gated_act
-from ..quant.affine_idot import _step, _tiles, step_x
+from ..quant.affine_idot import _step, _tiles, masked_tiles, step_x
 from ..quant.affine_mv import row_tile
-
-
-@triton.jit
-def _masked_tiles(w_ptr, s_ptr, b_ptr, wu_ptr, su_ptr, bu_ptr, w_off, s_off, w_ok, s_ok, HAS_UP: tl.constexpr):
-    """``affine_idot._tiles`` with the words past the row (``w_ok [4 * CH, 1]``, ``s_ok [CH, 1]``) read as 0."""
-    w = tl.load(w_ptr + w_off, mask=w_ok, other=0)
-    S = tl.load(s_ptr + s_off, mask=s_ok, other=0.0)
-    B = tl.load(b_ptr + s_off, mask=s_ok, other=0.0)
-    if HAS_UP:
-        w = tl.reshape(tl.join(w, tl.load(wu_ptr + w_off, mask=w_ok, other=0)), (w.shape[0], 2 * w.shape[1]))
-        S = tl.reshape(tl.join(S, tl.load(su_ptr + s_off, mask=s_ok, other=0.0)), (S.shape[0], 2 * S.shape[1]))
-        B = tl.reshape(tl.join(B, tl.load(bu_ptr + s_off, mask=s_ok, other=0.0)), (B.shape[0], 2 * B.shape[1]))
-    return w, S, B
 
 
 @triton.jit
@@ -106,7 +93,7 @@ def moe_idot_kernel(
         else:
             c_ok = (i * CH + c < chunks)[:, None]
             w_ok = (i * STEP + tl.arange(0, 4 * CH) < chunks * 4)[:, None]
-            w, S, B = _masked_tiles(w_ptr, s_ptr, b_ptr, wu_ptr, su_ptr, bu_ptr, w_off + i * STEP, s_off + i * SSTEP,
+            w, S, B = masked_tiles(w_ptr, s_ptr, b_ptr, wu_ptr, su_ptr, bu_ptr, w_off + i * STEP, s_off + i * SSTEP,
                                     w_ok, c_ok, HAS_UP)
             acc = _masked_step(acc, w, S, B, x_ptr + i * (STEP * 8), x_off, c_ok, 1.0, ASM)
     res = tl.sum(acc, axis=0)
@@ -124,7 +111,7 @@ def _mix_tiles(w_ptr, s_ptr, b_ptr, w_off, s_off, slot_ok, w_slot, c, wt, chunks
     """Step ``i``'s words / scales / biases of a mixing program (past the row: 0, no memory traffic)."""
     c_ok = (slot_ok & (i * CH + c < chunks))[:, None]
     w_ok = (w_slot & (i * STEP + wt % STEP < chunks * 4))[:, None]
-    return _masked_tiles(w_ptr, s_ptr, b_ptr, w_ptr, s_ptr, b_ptr, w_off + i * STEP, s_off + i * (CH // CPG), w_ok,
+    return masked_tiles(w_ptr, s_ptr, b_ptr, w_ptr, s_ptr, b_ptr, w_off + i * STEP, s_off + i * (CH // CPG), w_ok,
                          c_ok, False)
 
 

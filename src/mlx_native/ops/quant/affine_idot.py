@@ -25,6 +25,7 @@ import triton.language as tl
 
 from ...kernels.dependent import enter
 from ...kernels.idot import chunk_scale, word_idot, word_pairs
+from ...kernels.loads import load_or_zero
 from ...kernels.norm_handoff import handoff_rstd
 from .affine_mv import row_tile
 from .qmm import store_or_hand_off
@@ -77,23 +78,19 @@ def step_x(acc, w, S, B, x0, x1, x2, x3, ASM: tl.constexpr):
 
 
 @triton.jit
-def _step(acc, w, S, B, x_ptr, x_off, ASM: tl.constexpr, x_mask=None):
-    """:func:`step_x` with x at ``x_ptr + x_off`` (``[CH, 8]``: word 0 of each chunk; ``x_mask [CH, 1]``: chunks
-    to load, 0 elsewhere)."""
-    x0 = _masked(x_ptr + x_off, x_mask).to(tl.float32)
-    x1 = _masked(x_ptr + x_off + 8, x_mask).to(tl.float32)
-    x2 = _masked(x_ptr + x_off + 16, x_mask).to(tl.float32)
-    x3 = _masked(x_ptr + x_off + 24, x_mask).to(tl.float32)
-    return step_x(acc, w, S, B, x0, x1, x2, x3, ASM)
+def _x_words(x_ptr, x_off, mask=None):
+    """The four x words ``[CH, 8]`` (fp32) of each chunk at ``x_ptr + x_off`` (word 0 of each chunk; ``mask
+    [CH, 1]``: chunks to load, 0 elsewhere)."""
+    return (load_or_zero(x_ptr + x_off, mask).to(tl.float32), load_or_zero(x_ptr + x_off + 8, mask).to(tl.float32),
+            load_or_zero(x_ptr + x_off + 16, mask).to(tl.float32),
+            load_or_zero(x_ptr + x_off + 24, mask).to(tl.float32))
 
 
 @triton.jit
-def _masked(p, mask):
-    """``p``'s values, 0 where ``mask`` is False (None: an unmasked load)."""
-    if mask is None:
-        return tl.load(p)
-    else:
-        return tl.load(p, mask=mask, other=0)
+def _step(acc, w, S, B, x_ptr, x_off, ASM: tl.constexpr, x_mask=None):
+    """:func:`step_x` with x at ``x_ptr + x_off`` (:func:`_x_words`)."""
+    x0, x1, x2, x3 = _x_words(x_ptr, x_off, x_mask)
+    return step_x(acc, w, S, B, x0, x1, x2, x3, ASM)
 
 
 @triton.jit
@@ -115,6 +112,20 @@ def _tiles(wp, sp, bp, wup, sup, bup, dw, ds, HAS_UP: tl.constexpr):
         w = tl.reshape(tl.join(w, tl.load(wup + dw)), (w.shape[0], 2 * w.shape[1]))
         S = tl.reshape(tl.join(S, tl.load(sup + ds)), (S.shape[0], 2 * S.shape[1]))
         B = tl.reshape(tl.join(B, tl.load(bup + ds)), (B.shape[0], 2 * B.shape[1]))
+    return w, S, B
+
+
+@triton.jit
+def masked_tiles(w_ptr, s_ptr, b_ptr, wu_ptr, su_ptr, bu_ptr, w_off, s_off, w_ok, s_ok, HAS_UP: tl.constexpr):
+    """:func:`_tiles` at ``w_ptr + w_off`` / ``s_ptr + s_off`` ... with the words past the row (``w_ok [4 * CH,
+    1]``, ``s_ok [CH, 1]``) read as 0."""
+    w = tl.load(w_ptr + w_off, mask=w_ok, other=0)
+    S = tl.load(s_ptr + s_off, mask=s_ok, other=0.0)
+    B = tl.load(b_ptr + s_off, mask=s_ok, other=0.0)
+    if HAS_UP:
+        w = tl.reshape(tl.join(w, tl.load(wu_ptr + w_off, mask=w_ok, other=0)), (w.shape[0], 2 * w.shape[1]))
+        S = tl.reshape(tl.join(S, tl.load(su_ptr + s_off, mask=s_ok, other=0.0)), (S.shape[0], 2 * S.shape[1]))
+        B = tl.reshape(tl.join(B, tl.load(bu_ptr + s_off, mask=s_ok, other=0.0)), (B.shape[0], 2 * B.shape[1]))
     return w, S, B
 
 
@@ -161,9 +172,8 @@ def affine_idot_kernel(
     w, S, B = _tiles(wp, sp, bp, wup, sup, bup, i_lo * STEP, i_lo * SSTEP, HAS_UP)
     if TAIL:  # the row's last, partial step: its words, scales and biases in flight with the first step's
         tail_chunk = (c < TAIL // 4)[:, None]
-        w_t = tl.load(wp + i_hi * STEP, mask=(tl.arange(0, 4 * CH) < TAIL)[:, None], other=0)
-        S_t = tl.load(sp + i_hi * SSTEP, mask=tail_chunk, other=0)
-        B_t = tl.load(bp + i_hi * SSTEP, mask=tail_chunk, other=0)
+        w_t, S_t, B_t = masked_tiles(wp, sp, bp, wup, sup, bup, i_hi * STEP, i_hi * SSTEP,
+                                     (tl.arange(0, 4 * CH) < TAIL)[:, None], tail_chunk, False)
     if NORM_IN:  # read while the first weights are in flight
         rstd = handoff_rstd(parts_ptr, K, eps, PARTS, NPARTS)
     if PREFETCH:

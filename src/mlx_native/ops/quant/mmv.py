@@ -79,6 +79,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import enter
+from ...kernels.loads import load_or_zero
 from .gemv import AFFINE, Q4_0, Q4_1, Q4_K
 from .qmm import store_result
 
@@ -120,18 +121,9 @@ def _tile(d, BN: tl.constexpr, GS: tl.constexpr):
 
 
 @triton.jit
-def _ld(p, mask):
-    """``p``'s values; 0 where ``mask`` is False (``mask=None``: an unmasked load)."""
-    if mask is None:
-        return tl.load(p)
-    else:
-        return tl.load(p, mask=mask, other=0)
-
-
-@triton.jit
 def _f16(w_ptr, off, mask):
     """fp16 at byte offset ``off`` (2-byte aligned) of the raw blocks, as fp32."""
-    return _ld((w_ptr + off).to(tl.pointer_type(tl.uint16)), mask).to(tl.float16, bitcast=True).to(tl.float32)
+    return load_or_zero((w_ptr + off).to(tl.pointer_type(tl.uint16)), mask).to(tl.float16, bitcast=True).to(tl.float32)
 
 
 @triton.jit
@@ -140,7 +132,7 @@ def _word(w_ptr, word, mask):
     only then does the compiler see the words of a row as contiguous, give them adjacent lanes and vector loads;
     through byte offsets it put 32 rows on a warp's lanes, one 4-byte piece each (32 cache lines an instruction,
     offline TTGIR of session 21)."""
-    return _ld(w_ptr.to(tl.pointer_type(tl.int32)) + word, mask)
+    return load_or_zero(w_ptr.to(tl.pointer_type(tl.int32)) + word, mask)
 
 
 @triton.jit
