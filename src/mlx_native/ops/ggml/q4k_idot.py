@@ -169,10 +169,11 @@ def tile_offsets(rows, STRIDE_W: tl.constexpr, CH: tl.constexpr):
 
 
 @triton.jit
-def step_tiles(w_ptr, w_off, h_off, base):
+def step_tiles(w_ptr, w_off, h_off, base, mask=None):
     """A loop step's tiles at word ``base`` past the offsets of :func:`tile_offsets`: words 0-3 and 4-7 of each
-    chunk and the headers of their super-blocks, ``(wa, wb, h)``."""
-    return tl.load(w_ptr + w_off + base), tl.load(w_ptr + w_off + base + 4), tl.load(w_ptr + h_off + base)
+    chunk and the headers of their super-blocks, ``(wa, wb, h)`` (0 where ``mask [4 * CH, 1]`` is False)."""
+    return (load_or_zero(w_ptr + w_off + base, mask), load_or_zero(w_ptr + w_off + base + 4, mask),
+            load_or_zero(w_ptr + h_off + base, mask))
 
 
 @triton.jit(do_not_specialize=["steps_per_split", "magic"])
@@ -194,9 +195,10 @@ def q4k_idot_kernel(
     PDL: tl.constexpr = False, TAIL: tl.constexpr = 0,
 ):
     """Steps of ``CH`` chunks (``CH / 4`` super-blocks, ``64 * CH`` values of x): ``steps_per_split`` whole ones,
-    then (``TAIL``, unsplit K, no ``GLU``) one of only its first ``TAIL`` chunks, loaded with the first step's. ``NORM_OUT`` / ``NORM_IN``: the norm handoff of ``affine_idot_kernel``
-    (``kernels/norm_handoff.py``). ``GLU`` (no K split): ``BN // 2`` outputs a program (``affine_mv.glu_row_tile``;
-    ``ACT`` a code of ``qmm.ACT_CODES``)."""
+    then (``TAIL``, unsplit K, no ``GLU``) one of only its first ``TAIL`` chunks, loaded with the first step's.
+    ``NORM_OUT`` / ``NORM_IN``: the norm handoff of ``affine_idot_kernel`` (``kernels/norm_handoff.py``). ``GLU``
+    (no K split): ``BN // 2`` outputs a program (``affine_mv.glu_row_tile``; ``ACT`` a code of ``qmm.ACT_CODES``).
+    """
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     pid_k = tl.program_id(1)
     STEP_W: tl.constexpr = CH // 4 * SBW  # words of a row per loop step
@@ -210,10 +212,7 @@ def q4k_idot_kernel(
     acc = tl.zeros([CH, BN], dtype=tl.float32)
     wa, wb, h = step_tiles(w_ptr, w_off, h_off, i_lo * STEP_W)
     if TAIL:  # the row's last, partial step, in flight with the first step's tiles
-        tail_w = (tl.arange(0, 4 * CH) // 4 < TAIL)[:, None]
-        wa_t = tl.load(w_ptr + w_off + i_hi * STEP_W, mask=tail_w, other=0)
-        wb_t = tl.load(w_ptr + w_off + i_hi * STEP_W + 4, mask=tail_w, other=0)
-        h_t = tl.load(w_ptr + h_off + i_hi * STEP_W, mask=tail_w, other=0)
+        wa_t, wb_t, h_t = step_tiles(w_ptr, w_off, h_off, i_hi * STEP_W, (tl.arange(0, 4 * CH) // 4 < TAIL)[:, None])
     if NORM_IN:  # read while the first weights are in flight
         rstd = handoff_rstd(parts_ptr, STRIDE_W // SBW * 256, eps, PARTS, NPARTS)
     if PREFETCH:
