@@ -2,6 +2,7 @@
 quantized_matmul and gather_qmm agree), fp64 error bars, odd shapes, bad input."""
 
 import dataclasses
+import types
 
 import mlx.core as mx
 import numpy as np
@@ -236,24 +237,30 @@ def test_affine_mv_one_row(device, monkeypatch, affine_mv_plans, n, k, gs, dtype
     assert _plan_names(affine_mv_plans) == ["AffineMvLaunch"]
 
 
-@pytest.mark.parametrize("n, k, gs, dtype", [
-    (37, 1024, 64, torch.bfloat16),  # N not a multiple of the row tile, one 1-warp step
-    (24, 2048, 128, torch.float16),  # one 2-warp step, a scale group spans 4 x chunks
-    (40, 1024, 32, torch.bfloat16),  # one x chunk per group
-    (8, 8192, 64, torch.bfloat16),  # a row of 1024 words: one 8-warp step
-    (37, 4096, 64, torch.float16),  # one 4-warp step, 8-row tiles (the last one ragged) on a few SMs
-    (8, 14336, 64, torch.bfloat16),  # long rows: seven 2-warp steps, split over K
-    (16, 768 * 4, 64, torch.float16),  # 384 words: three 1-warp steps
-    (9, 1536, 32, torch.float16),  # 192 words: one 1-warp step and a partial one (64 words)
-    (11, 2880, 64, torch.bfloat16),  # 360 words: one 2-warp step and a partial one (104 words)
-    (6, 11008, 128, torch.bfloat16),  # few tiles: one 8-warp step and a partial one (352 words, whole groups)
+@pytest.mark.parametrize("n, k, gs, dtype, tile", [  # tile: (rows, warps, words of a partial step) on 2 SMs
+    (37, 1024, 64, torch.bfloat16, (4, 1, 0)),  # N not a multiple of the row tile, one 1-warp step
+    (24, 2048, 128, torch.float16, (8, 2, 0)),  # the whole row in one 2-warp step, a group spans 4 x chunks
+    (40, 1024, 32, torch.bfloat16, (4, 1, 0)),  # one x chunk per group
+    (8, 8192, 64, torch.bfloat16, (4, 8, 0)),  # a row of 1024 words: one 8-warp step (one 8-row tile: 4 rows)
+    (37, 4096, 64, torch.float16, (8, 4, 0)),  # one 4-warp step, 8-row tiles (the last one ragged)
+    (40, 14336, 64, torch.bfloat16, (4, 2, 0)),  # long rows: seven 2-warp steps
+    (8, 14336, 64, torch.bfloat16, (4, 8, 768)),  # long rows of few tiles: one 8-warp step and a partial one
+    (16, 768 * 4, 64, torch.float16, (4, 1, 0)),  # 384 words: three 1-warp steps
+    (9, 1536, 32, torch.float16, (4, 1, 64)),  # 192 words: one 1-warp step and a partial one
+    (11, 2880, 64, torch.bfloat16, (4, 2, 104)),  # 360 words: one 2-warp step and a partial one
+    (6, 11008, 128, torch.bfloat16, (4, 8, 352)),  # few tiles: one 8-warp step and a partial one of whole groups
 ])
-def test_affine_idot_one_row(device, affine_mv_plans, n, k, gs, dtype):
+def test_affine_idot_one_row(device, monkeypatch, affine_mv_plans, n, k, gs, dtype, tile):
     """One row of 4-bit MLX weights with a bf16/fp16 result takes the integer-dot mat-vec
-    (ops/quant/affine_idot.py): x quantized to int16 per 32 values stays within the error bar and agrees
-    with MLX."""
+    (ops/quant/affine_idot.py), with the tile of ``affine_idot.tile_shape``: x quantized to int16 per 32 values
+    stays within the error bar and agrees with MLX."""
+    from mlx_native.ops.quant import affine_idot
+
+    monkeypatch.setattr(affine_idot, "device_info", lambda device: types.SimpleNamespace(sm_count=2))
     _check_qmm(device, 1, n, k, gs, 4, dtype)
     assert _plan_names(affine_mv_plans) == ["AffineIdotLaunch"]
+    c = affine_mv_plans[0].launch.constexprs
+    assert (c["BN"], c["CH"] // 32, c["TAIL"]) == tile
 
 
 @pytest.mark.parametrize("case", ["outliers", "tiny", "zero_chunks", "wide_range"])
