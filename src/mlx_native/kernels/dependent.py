@@ -51,10 +51,11 @@ def pdl_mode(device: torch.device, trigger) -> int:
     return 3 if trigger == "late" else 2
 
 
-def dependent_launch(kernel, grid, constexprs: dict, device, trigger, **options) -> Launch:
+def dependent_launch(kernel, grid, constexprs: dict, device, trigger, dependent: bool = True, **options) -> Launch:
     """A :class:`~mlx_native.kernels.launch.Launch` of a kernel that starts with :func:`enter`: its ``PDL``
-    constexpr is :func:`pdl_mode` and it is launched as a programmatic dependent exactly when that is nonzero."""
-    mode = pdl_mode(torch.device(device), trigger)
+    constexpr is :func:`pdl_mode` (0 with ``dependent`` False: a plain launch, for callers whose launch before may
+    not be a dependent chain's) and it is launched as a programmatic dependent exactly when that is nonzero."""
+    mode = pdl_mode(torch.device(device), trigger) if dependent else 0
     return Launch(kernel, grid, dict(constexprs, PDL=mode), pdl=mode > 0, **options)
 
 

@@ -136,9 +136,9 @@ def _dequant_launch(t, n_rows: int, n_table: int, k: int, has_ids: bool, device=
         return launch, (n_rows, formats.row_bytes(t, k), k)
     bc = min(1024, next_pow2(k))
     br = max(1, min(next_pow2(n_rows), 4096 // bc))
-    grid, constexprs = (triton.cdiv(n_rows, br), triton.cdiv(k, bc)), dict(FMT=t.id, HAS_IDS=has_ids, BR=br, BC=bc)
-    launch = (dependent_launch(_dequant_kernel, grid, constexprs, device, True, num_warps=4) if has_ids
-              else Launch(_dequant_kernel, grid, dict(constexprs, PDL=0), num_warps=4))
+    launch = dependent_launch(_dequant_kernel, (triton.cdiv(n_rows, br), triton.cdiv(k, bc)),
+                              dict(FMT=t.id, HAS_IDS=has_ids, BR=br, BC=bc), device, True, dependent=has_ids,
+                              num_warps=4)
     return launch, (n_rows, n_table, formats.row_bytes(t, k), k)
 
 

@@ -53,11 +53,9 @@ def dequant_launch(rows: int, width: int, group_size: int, bits: int, has_ids: b
     (``has_ids``: an embedding lookup, a programmatic dependent on ``device``: a decode step's first launch)."""
     bc = max(group_size, min(1024, next_pow2(width)))
     br = max(1, min(next_pow2(rows), 4096 // bc))
-    grid = (triton.cdiv(rows, br), triton.cdiv(width, bc))
-    constexprs = dict(BITS=bits, GS=group_size, HAS_IDS=has_ids, BR=br, BC=bc)
-    if has_ids:
-        return dependent_launch(_dequant_kernel, grid, constexprs, device, True, num_warps=4)
-    return Launch(_dequant_kernel, grid, dict(constexprs, PDL=0), num_warps=4)
+    return dependent_launch(_dequant_kernel, (triton.cdiv(rows, br), triton.cdiv(width, bc)),
+                            dict(BITS=bits, GS=group_size, HAS_IDS=has_ids, BR=br, BC=bc), device, True,
+                            dependent=has_ids, num_warps=4)
 
 
 def _words(w: torch.Tensor) -> torch.Tensor:
