@@ -327,9 +327,8 @@ class Q4IdotLaunch(HandoffMvLaunch):
             prefetch = steps // split_count(steps, tiles, target) >= PREFETCH_MIN_STEPS
         constexprs = dict(Q4_1=ggml_type == 3, STRIDE_W=k // 64 * Q4_IDS[ggml_type], BN=bn, G=g, WPL=wpl,
                           EVEN_N=n % outs == 0, PREFETCH=prefetch, FENCE=Q4I_FENCE if fence is None else fence,
-                          ASM=not env.settings.triton_interpret, NORM_OUT=hand_off, NORM_IN=take_parts > 0,
-                          PARTS=triton.next_power_of_2(max(take_parts, 1)), NPARTS=max(take_parts, 1),
-                          GLU=act is not None, ACT=act or 0, UP_ROWS=n if act is not None else 0)
+                          ASM=not env.settings.triton_interpret, GLU=act is not None,
+                          UP_ROWS=n if act is not None else 0, **self.role_constexprs(hand_off, take_parts, act))
         self.tiles = tiles
         super().__init__(q4_idot_kernel, n, tiles, steps, g, target, (n,), constexprs, out_dtype, device,
                          tail_ints=NO_NORM_ARGS, num_warps=warps, trigger="late")

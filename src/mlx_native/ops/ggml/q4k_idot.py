@@ -308,9 +308,8 @@ class Q4kIdotLaunch(HandoffMvLaunch):
         if prefetch is None:  # from PREFETCH_MIN_STEPS steps per program, after the split StreamedMvLaunch takes
             prefetch = steps // split_count(steps, tiles, target) >= PREFETCH_MIN_STEPS
         constexprs = dict(STRIDE_W=k // 256 * SB_WORDS, BN=bn, CH=32 * warps, EVEN_N=n % outs == 0,
-                          PREFETCH=prefetch, ASM=not env.settings.triton_interpret, NORM_OUT=hand_off,
-                          NORM_IN=take_parts > 0, PARTS=triton.next_power_of_2(max(take_parts, 1)),
-                          NPARTS=max(take_parts, 1), GLU=act is not None, ACT=act or 0, TAIL=tail)
+                          PREFETCH=prefetch, ASM=not env.settings.triton_interpret, GLU=act is not None, TAIL=tail,
+                          **self.role_constexprs(hand_off, take_parts, act))
         self.tiles = tiles
         super().__init__(q4k_idot_kernel, n, tiles, steps, 1, target, (n,), constexprs, out_dtype, device,
                          tail_ints=(MAGIC, *NO_NORM_ARGS), num_warps=warps, trigger="late")

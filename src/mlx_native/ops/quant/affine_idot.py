@@ -297,8 +297,7 @@ class AffineIdotLaunch(affine_mv.HandoffMvLaunch):
             prefetch = tiles < PREFETCH_BELOW_TILES_PER_SM * sms and k // 8 // step > 1
         constexprs = dict(STRIDE_W=k // 8, STRIDE_S=k // group_size, BN=bn, CH=32 * warps, GS=group_size,
                           EVEN_N=n % bn == 0, PREFETCH=prefetch, ASM=not env.settings.triton_interpret,
-                          HAS_UP=act is not None, ACT=act or 0, NORM_OUT=hand_off, NORM_IN=take_parts > 0,
-                          PARTS=triton.next_power_of_2(max(take_parts, 1)), NPARTS=max(take_parts, 1), TAIL=tail)
+                          HAS_UP=act is not None, TAIL=tail, **self.role_constexprs(hand_off, take_parts, act))
         # gate/up pairs, the handoff producer and rows with a partial step: one program per row tile (no K split)
         target = 1 if act is not None or hand_off or tail else programs_per_sm * sms
         self.tiles = tiles

@@ -273,6 +273,13 @@ class HandoffMvLaunch(StreamedMvLaunch):
 
     tiles: int
 
+    @staticmethod
+    def role_constexprs(hand_off: bool, take_parts: int, act) -> dict:
+        """The kernel's ``NORM_OUT``, ``NORM_IN``, ``PARTS``, ``NPARTS`` and ``ACT`` constexprs for a plan built as
+        a producer (``hand_off``), a consumer of ``take_parts`` parts, and/or with an activation code ``act``."""
+        return dict(NORM_OUT=hand_off, NORM_IN=take_parts > 0, PARTS=triton.next_power_of_2(max(take_parts, 1)),
+                    NPARTS=max(take_parts, 1), ACT=act or 0)
+
     def run_hand_off(self, inputs: tuple, residual: torch.Tensor, norm_weight: torch.Tensor,
                      weight_offset: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``h = x @ W^T + residual`` from ``inputs`` (x first) -> ``(h * (norm_weight + weight_offset) [1, n],
