@@ -47,12 +47,15 @@ def one_sm(monkeypatch):
     (5, 1536),  # 24 pairs: three 1-warp steps, fewer rows than a tile
     (16, 6144),  # three 4-warp steps (96 pairs)
     (13, 4096),  # one 8-warp step (64 pairs), ragged
+    (6, 1600),  # 25 pairs: one 2-warp step (16) and a partial one (9)
+    (11, 5376),  # 84 pairs: five 2-warp steps and a partial one (4), ragged
 ])
 @pytest.mark.parametrize("name", ["Q4_0", "Q4_1"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_q4_idot_error_bar(device, monkeypatch, name, n, k, dtype, request):
-    """Within the error bar of the fp64 oracle on gguf-quantized weights, K split as far as the steps allow and
-    merged in the launch (every counter rearmed: a second call with new x on the same plan is right too)."""
+    """Within the error bar of the fp64 oracle on gguf-quantized weights, K split as far as whole steps allow and
+    merged in the launch (every counter rearmed: a second call with new x on the same plan is right too); a row of
+    no whole number of steps ends in a partial one, unsplit."""
     from test_quant import assert_merged_in_launch
 
     q4_idot = _q4_idot()
@@ -61,14 +64,16 @@ def test_q4_idot_error_bar(device, monkeypatch, name, n, k, dtype, request):
     w = _weight(raw, name, n, k)
     plan = _plan(device, name, n, k, dtype)
     c = plan.launch.constexprs
-    wpl, warps = q4_idot.tiling(k)
+    p_wpl, p_warps, tail = q4_idot.partial_tiling(k)
+    wpl, warps = (p_wpl, p_warps) if p_wpl else q4_idot.tiling(k)
     steps = k // 64 // (4 * wpl * warps)
-    assert (c["WPL"], c["G"], c["BN"]) == (q4_idot.Q4I_WPL, 4 * wpl * warps, q4_idot.Q4I_BN)
+    assert (c["WPL"], c["G"], c["BN"], c["TAIL"]) == (q4_idot.Q4I_WPL, 4 * wpl * warps, q4_idot.Q4I_BN, tail)
     assert c["Q4_1"] == (name == "Q4_1") and c["EVEN_N"] == (n % c["BN"] == 0)
-    assert plan.split == steps and not c["PREFETCH"]  # one step per program
+    assert plan.split == (1 if tail else steps)
     for call in range(2):
         _check(device, plan, raw, w, randn(1, k, dtype=dtype), f"{name} {n}x{k} {dtype} call {call}")
-        if steps > 1:
+        if plan.split > 1:
+            assert plan.split == steps and not c["PREFETCH"]  # one step per program
             assert_merged_in_launch(plan)
 
 
@@ -271,13 +276,18 @@ def test_q4_idot_tiling():
     assert q4_idot.tiling(256) == (1, 1)
     assert q4_idot.tiling(4096, wpl=4) == (4, 4) and q4_idot.tiling(4096, wpl=4, warps=1) == (4, 1)
     assert q4_idot.tiling(1536, wpl=4) == (0, 0)  # no fallback for an explicit wpl
+    assert q4_idot.partial_tiling(11008) == (2, 2, 12) and q4_idot.partial_tiling(1600) == (2, 2, 9)
+    assert q4_idot.partial_tiling(4096) == (0, 0, 0) and q4_idot.partial_tiling(448) == (0, 0, 0)  # whole / < a step
+    q40 = 2
+    assert q4_idot.supports(q40, torch.bfloat16, torch.bfloat16, 1, 8, 2880, 10, 1)  # 45 pairs: a partial step
+    assert not q4_idot.supports(q40, torch.bfloat16, torch.bfloat16, 1, 8, 2880, 10, 1, pairs=True)
     for k in (64, 128, 192, 320, 576, 2880, 4000, 100):  # 1 / 2 / 3 / 5 / 9 / 45 pairs, K % 64
         assert q4_idot.tiling(k) == (0, 0), k
 
 
 def test_q4_idot_supports(monkeypatch):
-    """One row of bf16/fp16 x with a bf16/fp16 result against Q4_0 / Q4_1 rows of whole steps, raw under 2 GiB,
-    ``settings.ggml_idot`` and ``settings.gguf_mv`` on."""
+    """One row of bf16/fp16 x with a bf16/fp16 result against Q4_0 / Q4_1 rows of at least one step, raw under
+    2 GiB, ``settings.ggml_idot`` and ``settings.gguf_mv`` on."""
     from mlx_native.runtime import env
 
     q4_idot = _q4_idot()
@@ -292,12 +302,13 @@ def test_q4_idot_supports(monkeypatch):
     assert not ok(ggml_type=8) and not ok(ggml_type=12) and not ok(ggml_type=6)  # Q8_0, Q4_K, Q5_0
     assert not ok(m=2) and not ok(m=0)
     assert not ok(x_dtype=torch.float32) and not ok(out_dtype=torch.float32)
-    assert not ok(k=576) and not ok(k=320) and not ok(k=4000)  # no whole step
+    assert ok(k=576)  # 9 pairs: one step and a partial one (the route still needs q4_mv's steps: word-level)
+    assert not ok(k=320) and not ok(k=4000)  # 5 pairs: under one 2-word step, none of one word; K % 64
     assert not ok(raw_bytes=2**31) and ok(raw_bytes=2**31 - 1)
     for switch in ("ggml_idot", "gguf_mv"):
         monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, **{switch: False}))
         assert not ok() and not ok(ggml_type=3)
         monkeypatch.undo()
     assert ok()
-    with pytest.raises(ValueError):
-        q4_idot.Q4IdotLaunch(2, 8, 576, bf, torch.device("cpu"))
+    with pytest.raises(ValueError):  # 5 pairs: no step at all
+        q4_idot.Q4IdotLaunch(2, 8, 320, bf, torch.device("cpu"))

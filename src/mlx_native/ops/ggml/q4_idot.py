@@ -51,6 +51,7 @@ import triton.language as tl
 
 from ...kernels.dependent import enter, leave_loop
 from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
+from ...kernels.loads import load_or_zero
 from ...kernels.norm_handoff import handoff_rstd
 from ..quant.affine_mv import store_row_tile
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
@@ -58,14 +59,15 @@ from .q8_mv import pair_lanes
 
 
 @triton.jit
-def _slot_x(xp, oa, ob, X_BF16: tl.constexpr):
+def _slot_x(xp, oa, ob, X_BF16: tl.constexpr, mask=None):
     """fp32 x values of one code word of each lane: ``(a0 a1 a2 a3, h0 h1 h2 h3)`` for its bytes 0-3' low
     nibbles (x words ``oa``, ``ob``: values ``v, v + 1`` and ``v + 2, v + 3``) and high nibbles (the same + 16
-    values = 8 words), ``[L, G, 1]`` each, with their largest magnitude and their sum."""
-    a0, a1 = x_pair(tl.load(xp + oa), X_BF16)
-    a2, a3 = x_pair(tl.load(xp + ob), X_BF16)
-    h0, h1 = x_pair(tl.load(xp + oa + 8), X_BF16)
-    h2, h3 = x_pair(tl.load(xp + ob + 8), X_BF16)
+    values = 8 words), ``[L, G, 1]`` each, with their largest magnitude and their sum (0 where ``mask`` is
+    False)."""
+    a0, a1 = x_pair(load_or_zero(xp + oa, mask), X_BF16)
+    a2, a3 = x_pair(load_or_zero(xp + ob, mask), X_BF16)
+    h0, h1 = x_pair(load_or_zero(xp + oa + 8, mask), X_BF16)
+    h2, h3 = x_pair(load_or_zero(xp + ob + 8, mask), X_BF16)
     amax = tl.maximum(tl.maximum(tl.maximum(tl.abs(a0), tl.abs(a1)), tl.maximum(tl.abs(a2), tl.abs(a3))),
                       tl.maximum(tl.maximum(tl.abs(h0), tl.abs(h1)), tl.maximum(tl.abs(h2), tl.abs(h3))))
     xs = ((a0 + a1) + (a2 + a3)) + ((h0 + h1) + (h2 + h3))
@@ -85,17 +87,18 @@ def _slot_dot(w, a0, a1, a2, a3, h0, h1, h2, h3, inv, even, odd16, ASM: tl.const
 
 @triton.jit
 def _step(acc, w0, w1, w2, w3, sw, xp, oa0, ob0, oa1, ob1, oa2, ob2, oa3, ob3, d_sh,
-          Q4_1: tl.constexpr, WPL: tl.constexpr, X_BF16: tl.constexpr, ASM: tl.constexpr):
+          Q4_1: tl.constexpr, WPL: tl.constexpr, X_BF16: tl.constexpr, ASM: tl.constexpr, x_mask=None):
     """``acc [L, G, BN]`` + one loop step: code words ``w0 .. w{WPL - 1}`` and scale words ``sw`` ``[L, G, BN]``
-    (Q4_0's splice done), x words at ``xp`` + ``oa_i`` / ``ob_i`` (``[L, G, 1]``) for code word ``i``."""
-    a0, a1, a2, a3, h0, h1, h2, h3, amax, xs = _slot_x(xp, oa0, ob0, X_BF16)
+    (Q4_0's splice done), x words at ``xp`` + ``oa_i`` / ``ob_i`` (``[L, G, 1]``) for code word ``i`` (``x_mask
+    [1, G, 1]``: the pairs to load, 0 elsewhere)."""
+    a0, a1, a2, a3, h0, h1, h2, h3, amax, xs = _slot_x(xp, oa0, ob0, X_BF16, x_mask)
     if WPL > 1:
-        b0, b1, b2, b3, i0, i1, i2, i3, amax1, xs1 = _slot_x(xp, oa1, ob1, X_BF16)
+        b0, b1, b2, b3, i0, i1, i2, i3, amax1, xs1 = _slot_x(xp, oa1, ob1, X_BF16, x_mask)
         amax = tl.maximum(amax, amax1)
         xs = xs + xs1
     if WPL > 2:
-        c0, c1, c2, c3, j0, j1, j2, j3, amax2, xs2 = _slot_x(xp, oa2, ob2, X_BF16)
-        e0, e1, e2, e3, k0, k1, k2, k3, amax3, xs3 = _slot_x(xp, oa3, ob3, X_BF16)
+        c0, c1, c2, c3, j0, j1, j2, j3, amax2, xs2 = _slot_x(xp, oa2, ob2, X_BF16, x_mask)
+        e0, e1, e2, e3, k0, k1, k2, k3, amax3, xs3 = _slot_x(xp, oa3, ob3, X_BF16, x_mask)
         amax = tl.maximum(amax, tl.maximum(amax2, amax3))
         xs = xs + (xs2 + xs3)
     inv, scale = chunk_scale(amax)
@@ -116,19 +119,19 @@ def _step(acc, w0, w1, w2, w3, sw, xp, oa0, ob0, oa1, ob1, oa2, ob2, oa3, ob3, d
 
 
 @triton.jit
-def _words(w_ptr, c_off, s_off, base, H: tl.constexpr, WPL: tl.constexpr):
+def _words(w_ptr, c_off, s_off, base, H: tl.constexpr, WPL: tl.constexpr, mask=None):
     """One step's code words ``(w0, w1, w2, w3)`` (those past ``WPL`` repeat ``w0``) and scale words, at pair
-    word ``base``."""
-    w0 = tl.load(w_ptr + c_off + base)
+    word ``base`` (0 where ``mask`` is False)."""
+    w0 = load_or_zero(w_ptr + c_off + base, mask)
     w1 = w0
     w2 = w0
     w3 = w0
     if WPL > 1:
-        w1 = tl.load(w_ptr + c_off + (base + H))
+        w1 = load_or_zero(w_ptr + c_off + (base + H), mask)
     if WPL > 2:
-        w2 = tl.load(w_ptr + c_off + (base + 2 * H))
-        w3 = tl.load(w_ptr + c_off + (base + 3 * H))
-    sw = tl.load(w_ptr + s_off + base)
+        w2 = load_or_zero(w_ptr + c_off + (base + 2 * H), mask)
+        w3 = load_or_zero(w_ptr + c_off + (base + 3 * H), mask)
+    sw = load_or_zero(w_ptr + s_off + base, mask)
     return w0, w1, w2, w3, sw
 
 
@@ -174,13 +177,14 @@ def q4_idot_kernel(
     NORM_IN: tl.constexpr = False, PARTS: tl.constexpr = 1, NPARTS: tl.constexpr = 1,  # x is a handed-off h * w
     GLU: tl.constexpr = False, ACT: tl.constexpr = 0,  # w is a [2 N, K] gate/up pair: out = act(gate) * up
     UP_ROWS: tl.constexpr = 0,  # GLU: N
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr = False, TAIL: tl.constexpr = 0,
 ):
     """Offsets are in 32-bit words: ``STRIDE_W`` per row, ``TW`` per pair of blocks. Units are pairs of blocks:
     a loop step takes ``G = 4 WPL x warps`` of each row (one per thread), ``units_per_split`` is a multiple of
     ``G``. ``WPL``: code words per lane and block (1, 2 or 4: 8, 4 or 2 lanes a pair). ``NORM_OUT`` / ``NORM_IN``:
     the norm handoff of ``affine_idot_kernel`` (``kernels/norm_handoff.py``). ``GLU`` (no K split): ``BN // 2``
-    outputs a program (``affine_mv.glu_row_tile``; ``ACT`` a code of ``qmm.ACT_CODES``)."""
+    outputs a program (``affine_mv.glu_row_tile``; ``ACT`` a code of ``qmm.ACT_CODES``). ``TAIL`` (unsplit K, no
+    ``GLU``): after the whole steps one of only its first ``TAIL`` pairs, loaded with the first step's."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
     TW: tl.constexpr = 10 if Q4_1 else 9  # words per pair
@@ -214,6 +218,9 @@ def q4_idot_kernel(
     j_lo = tl.program_id(1) * units_per_split
     j_hi = j_lo + units_per_split
     acc = tl.zeros([L, G, BN], dtype=tl.float32)
+    if TAIL:  # the row's last, partial step, in flight with the first step's words
+        tail = (tl.arange(0, G) < TAIL)[None, :, None]
+        w0_t, w1_t, w2_t, w3_t, sw_t = _words(w_ptr, c_off, s_off, j_hi * TW, H, WPL, tail)
     if NORM_IN:  # read before the loop: its loads go out with the first weights'
         rstd = handoff_rstd(parts_ptr, STRIDE_W // TW * 64, eps, PARTS, NPARTS)
     if PREFETCH:
@@ -237,6 +244,10 @@ def q4_idot_kernel(
             w0, w1, w2, w3 = _spliced(w0, w1, w2, w3, sw, splice, Q4_1, WPL)
             acc = _step(acc, w0, w1, w2, w3, sw, xw_ptr + 32 * j, oa0, ob0, oa1, ob1, oa2, ob2, oa3, ob3, d_sh,
                         Q4_1, WPL, X_BF16, ASM)
+    if TAIL:
+        w0_t, w1_t, w2_t, w3_t = _spliced(w0_t, w1_t, w2_t, w3_t, sw_t, splice, Q4_1, WPL)
+        acc = _step(acc, w0_t, w1_t, w2_t, w3_t, sw_t, xw_ptr + 32 * j_hi, oa0, ob0, oa1, ob1, oa2, ob2, oa3, ob3,
+                    d_sh, Q4_1, WPL, X_BF16, ASM, tail)
     leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
     res = tl.sum(tl.sum(acc, axis=0), axis=0)
     if NORM_IN:  # the norm's 1 / rms is a factor of the whole (linear) product
@@ -271,6 +282,9 @@ Q4I_BN = 8  # rows per program
 Q4I_WPL = 2  # code words per lane and block (1, 2, 4); rows that take no step with it try fewer
 Q4I_MAX_WARPS = 8  # a loop step is 4 WPL pairs of blocks of each row per warp
 Q4I_GLU_MAX_WARPS = 2  # gate/up pairs (act): 8B-shaped Q4_0 decode 2535-2541 tok/s with 8, 2653-2655 with 2 (run 7)
+PARTIAL_MAX_WARPS = 2  # rows of no whole step of Q4I_WPL code words: whole steps of up to this many warps, then
+# a partial one. H100 session 26 run 1 (us, 1-word 1-warp steps -> this): Q4_0 11008 x 4096 29.95 -> 14.40,
+# 5376 x 4096 15.52 -> 8.60; Q4_1 31.64 -> 14.72, 16.46 -> 8.72
 Q4I_FENCE = True  # a CTA barrier after the prefetch loads
 PROGRAMS_PER_SM = 1  # split K only below this many programs per SM
 PREFETCH_MIN_STEPS = 2  # register prefetch from this many loop steps per program (after the split)
@@ -289,14 +303,27 @@ def tiling(k: int, wpl: int = 0, warps: int = 0) -> tuple[int, int]:
     return 0, 0
 
 
+def partial_tiling(k: int) -> tuple[int, int, int]:
+    """``(code words per lane, warps, pairs of the partial step)`` for rows of ``k`` columns whose pairs take no
+    whole step of ``Q4I_WPL`` code words a lane but at least one: up to ``PARTIAL_MAX_WARPS`` warps of whole steps,
+    then a partial one; ``(0, 0, 0)`` for other rows."""
+    pairs, unit = k // 64, 4 * Q4I_WPL
+    if k % 64 or pairs < unit or pairs % unit == 0:
+        return 0, 0, 0
+    warps = min(PARTIAL_MAX_WARPS, pairs // unit)
+    return Q4I_WPL, warps, pairs % (unit * warps)
+
+
 def supports(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int, n: int, k: int, raw_bytes: int,
-             sms: int) -> bool:
-    """One row of bf16/fp16 x against Q4_0/Q4_1 rows of whole steps, with a bf16/fp16 result (x's int16
-    quantization is within their error bar, not fp32's). ``MLX_NATIVE_GGML_IDOT=0`` or ``MLX_NATIVE_GGUF_MV=0``
-    turn it off. (``n`` and ``sms``: the signature of ``q4_mv.supports``; no row count is refused.)"""
+             sms: int, pairs: bool = False) -> bool:
+    """One row of bf16/fp16 x against Q4_0/Q4_1 rows of at least one step (whole steps, or :func:`partial_tiling`'s
+    partial one; only whole steps for gate/up pairs, ``pairs``), with a bf16/fp16 result (x's int16 quantization is
+    within their error bar, not fp32's). ``MLX_NATIVE_GGML_IDOT=0`` or ``MLX_NATIVE_GGUF_MV=0`` turn it off.
+    (``n`` and ``sms``: the signature of ``q4_mv.supports``; no row count is refused.)"""
+    steps = tiling(k)[0] > 0 or not pairs and partial_tiling(k)[0] > 0
     return (env.settings.ggml_idot and env.settings.gguf_mv and ggml_type in Q4_IDS and m == 1
             and x_dtype in (torch.bfloat16, torch.float16) and out_dtype in (torch.bfloat16, torch.float16)
-            and tiling(k)[0] > 0 and raw_bytes < 2**31)
+            and steps and raw_bytes < 2**31)
 
 
 class Q4IdotLaunch(HandoffMvLaunch):
@@ -317,18 +344,24 @@ class Q4IdotLaunch(HandoffMvLaunch):
         sms = device_info(device).sm_count
         outs = bn if act is None else bn // 2  # outputs a program
         tiles = triton.cdiv(n, outs)
-        wpl, warps = tiling(k, wpl, warps or (Q4I_GLU_MAX_WARPS if act is not None else 0))
+        p_wpl, p_warps, tail = partial_tiling(k) if act is None and not (wpl or warps) else (0, 0, 0)
+        if p_wpl:  # no whole step of Q4I_WPL code words: a partial last step
+            wpl, warps = p_wpl, p_warps
+        else:
+            wpl, warps = tiling(k, wpl, warps or (Q4I_GLU_MAX_WARPS if act is not None else 0))
+            tail = 0
         if not wpl:
             raise ValueError(f"q4_idot: rows of {k} columns take no whole step")
         g = 4 * wpl * warps  # pairs of blocks per step
         steps = k // 64 // g
-        target = 1 if hand_off or act is not None else (programs_per_sm or PROGRAMS_PER_SM) * sms
+        target = 1 if hand_off or act is not None or tail else (programs_per_sm or PROGRAMS_PER_SM) * sms
         if prefetch is None:  # from PREFETCH_MIN_STEPS steps per program, after the split StreamedMvLaunch takes
             prefetch = steps // split_count(steps, tiles, target) >= PREFETCH_MIN_STEPS
         constexprs = dict(Q4_1=ggml_type == 3, STRIDE_W=k // 64 * Q4_IDS[ggml_type], BN=bn, G=g, WPL=wpl,
                           EVEN_N=n % outs == 0, PREFETCH=prefetch, FENCE=Q4I_FENCE if fence is None else fence,
                           ASM=not env.settings.triton_interpret, GLU=act is not None,
-                          UP_ROWS=n if act is not None else 0, **self.role_constexprs(hand_off, take_parts, act))
+                          UP_ROWS=n if act is not None else 0, TAIL=tail,
+                          **self.role_constexprs(hand_off, take_parts, act))
         self.tiles = tiles
         super().__init__(q4_idot_kernel, n, tiles, steps, g, target, (n,), constexprs, out_dtype, device,
                          tail_ints=NO_NORM_ARGS, num_warps=warps, trigger="late")
