@@ -234,7 +234,8 @@ def _streamed_modules():
 
 
 @pytest.mark.parametrize("name, n, k", [
-    ("Q4_K", 16, 256), ("Q4_K", 19, 768), ("Q4_K", 72, 2048), ("Q4_K", 40, 4352),  # steps of 4 / 1 / 4 / 1 blocks
+    # Q4_K steps of 1 / 1 / 4 blocks, then 4 steps of 4 and a partial one of 1
+    ("Q4_K", 16, 256), ("Q4_K", 19, 768), ("Q4_K", 72, 2048), ("Q4_K", 40, 4352),
     ("Q4_0", 32, 256), ("Q4_0", 40, 1536), ("Q4_1", 19, 512), ("Q4_1", 72, 8192),  # steps of 8 / 16 blocks
 ])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -248,7 +249,7 @@ def test_streamed_gguf_matvec(device, monkeypatch, name, n, k, dtype, request):
 
     q4_mv, q4k_mv = _streamed_modules()
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, ggml_idot=False))
-    mod, cls, step, per_word = ((q4k_mv, q4k_mv.Q4kMvLaunch, q4k_mv.step_words, 8) if name == "Q4_K" else
+    mod, cls, step, per_word = ((q4k_mv, q4k_mv.Q4kMvLaunch, lambda k: q4k_mv.tiling(k)[0], 8) if name == "Q4_K" else
                                 (q4_mv, q4_mv.Q4MvLaunch, q4_mv.step_units, 4))
     monkeypatch.setattr(mod, "PROGRAMS_PER_SM", 64)
     monkeypatch.setattr(mod, "LONG_PROGRAMS_PER_SM", 64, raising=False)

@@ -35,7 +35,8 @@ def forced_split(monkeypatch, request):
     force_split(monkeypatch, request, _q5k_mv(), "Q5K_PROGRAMS_PER_SM")
 
 
-@pytest.mark.parametrize("n, k", [(16, 256), (19, 768), (72, 2048), (40, 4352)])  # steps of 1 / 1 / 4 / 1 blocks
+# steps of 1 / 1 / 4 blocks; 4 steps of 4 and a partial one of 1; 2 of 4 and one of 3
+@pytest.mark.parametrize("n, k", [(16, 256), (19, 768), (72, 2048), (40, 4352), (23, 2816)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_q5k_mv_error_bar(device, forced_split, n, k, dtype, request):
     """Random code bytes (all eight sub-block scale encodings, random fifth bits) with the usual scale range: one
@@ -48,8 +49,9 @@ def test_q5k_mv_error_bar(device, forced_split, n, k, dtype, request):
     assert_error_bar(out, oracle, baseline, what=f"Q5_K mat-vec {n}x{k} {dtype}")
     bn = plan.launch.constexprs["BN"]
     assert plan.launch.constexprs["Q5K"] and plan.launch.constexprs["EVEN_N"] == (n % bn == 0)
-    steps = k // 8 // q4k_mv.step_words(k, q4k_mv.Q5K_MAX_WPS)
-    assert (steps > 1) == (plan.split > 1)
+    wps, tail = q4k_mv.tiling(k, q4k_mv.Q5K_MAX_WPS)
+    steps = k // 8 // wps
+    assert plan.launch.constexprs["TAIL"] == tail and (steps > 1) == (plan.split > 1)
     if steps > 1:
         assert_merged_in_launch(plan)
 
@@ -159,12 +161,13 @@ def test_q5k_mv_supports(monkeypatch):
 
 
 def test_q5k_mv_step_rule():
-    """Steps are the most whole super-blocks, up to Q5K_MAX_WPS nibble words (4 super-blocks), dividing the row."""
+    """Rows of at least Q5K_MAX_WPS nibble words (4 super-blocks) take steps of that many and a partial one of the
+    super-blocks left (in chunks, 4 a super-block); shorter rows the most whole super-blocks that divide them."""
     q4k_mv = _q5k_mv()
     assert q4k_mv.Q5K_MAX_WPS == 128
-    assert q4k_mv.step_words(4096, 128) == 128 and q4k_mv.step_words(14336, 128) == 128
-    assert q4k_mv.step_words(768, 128) == 32 and q4k_mv.step_words(1536, 128) == 64
-    assert q4k_mv.step_words(4352, 128) == 32  # 17 super-blocks
+    assert [q4k_mv.tiling(k, 128) for k in (4096, 14336, 11008, 5376, 4352, 1536, 1024)] == [
+        (128, 0), (128, 0), (128, 12), (128, 4), (128, 4), (128, 8), (128, 0)]
+    assert [q4k_mv.tiling(k, 128) for k in (768, 512, 256)] == [(32, 0), (64, 0), (32, 0)]
 
 
 def test_q5k_mv_plan_constants(device):

@@ -69,7 +69,8 @@ def forced_split(monkeypatch, request):
     force_split(monkeypatch, request, _mod())
 
 
-@pytest.mark.parametrize("n, k", [(8, 256), (19, 768), (72, 2048), (40, 3584)])  # steps of 1 / 1 / 4 / 2 blocks
+# steps of 1 / 1 / 4 blocks; 3 steps of 4 and a partial one of 2; 2 of 4 and one of 3
+@pytest.mark.parametrize("n, k", [(8, 256), (19, 768), (72, 2048), (40, 3584), (13, 2816)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_q6k_mv_error_bar(device, forced_split, n, k, dtype, request):
     """Quantized weights: one or several loop steps per row (an odd number of them: the second step of the loop's
@@ -81,8 +82,8 @@ def test_q6k_mv_error_bar(device, forced_split, n, k, dtype, request):
     out, oracle, baseline, plan = _run(device, raw, n, k, dtype)
     assert_error_bar(out, oracle, baseline, what=f"Q6_K mat-vec {n}x{k} {dtype}")
     c = plan.launch.constexprs
-    sbs = q6k_mv.step_blocks(k)
-    assert c["SBS"] == sbs and c["EVEN_N"] == (n % c["BN"] == 0) and c["BN"] == q6k_mv.tile_rows(sbs)
+    sbs, tail = q6k_mv.tiling(k)
+    assert c["SBS"] == sbs and c["TAIL"] == tail and c["EVEN_N"] == (n % c["BN"] == 0) and c["BN"] == q6k_mv.tile_rows(sbs)
     steps = k // 256 // sbs
     assert plan.split == steps
     if steps > 1:
@@ -200,10 +201,11 @@ def test_q6k_mv_supports(monkeypatch):
 
 
 def test_q6k_mv_step_rule():
-    """Steps take the most super-blocks up to Q6K_MAX_SBS dividing the row; tiles take RT rows per thread left
-    after the slots' lanes."""
+    """Rows of at least Q6K_MAX_SBS super-blocks take steps of that many and a partial one of the super-blocks
+    left, shorter rows the most that divide them; tiles take RT rows per thread left after the slots' lanes."""
     q6k_mv = _mod()
-    assert [q6k_mv.step_blocks(k) for k in (256, 512, 768, 1024, 4096, 11008, 14336)] == [1, 2, 1, 4, 4, 1, 4]
+    assert [q6k_mv.tiling(k) for k in (256, 512, 768, 1024, 4096, 14336, 11008, 5376, 3584)] == [
+        (1, 0), (2, 0), (1, 0), (4, 0), (4, 0), (4, 0), (4, 3), (4, 1), (4, 2)]
     assert q6k_mv.tile_rows(4, upt=4, warps=4, rt=4) == 16  # 4 lanes x 8 slots: a warp; 4 warps of rows
     assert q6k_mv.tile_rows(1, upt=4, warps=4, rt=4) == 64  # 8 lanes a step: 16 threads a row set
     assert q6k_mv.tile_rows(4, upt=1, warps=4, rt=4) == 4  # 16 lanes x 8 slots: every thread on the slots

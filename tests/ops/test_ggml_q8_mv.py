@@ -39,6 +39,8 @@ def split_everything(monkeypatch, request):
     (37, 2048),  # two steps of 16 pairs, ragged
     (16, 1536),  # three steps of 8 pairs
     (5, 3072),  # three steps of 16 pairs, fewer rows than a tile
+    (13, 2880),  # two steps of 16 pairs, then a partial one of 13 (in the last split)
+    (9, 1088),  # one step of 16 pairs, then one of a single pair
 ])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_q8_mv_error_bar(device, split_everything, n, k, dtype, request):
@@ -50,9 +52,10 @@ def test_q8_mv_error_bar(device, split_everything, n, k, dtype, request):
     raw = valid_blocks("Q8_0", n, k, rng_for(request))
     w = _weight(raw, n, k)
     plan = q8_mv.Q8MvLaunch(n, k, dtype, torch.device(device))
-    steps = k // 4 // q8_mv.step_units(k)
+    steps = k // 4 // q8_mv.tiling(k)[0]
     assert plan.split == steps
     assert plan.launch.constexprs["EVEN_N"] == (n % q8_mv.Q8_BN == 0)
+    assert plan.launch.constexprs["TAIL"] == q8_mv.tiling(k)[1]
     for call in range(2):
         _check(device, plan, raw, w, randn(1, k, dtype=dtype), f"{n}x{k} {dtype} call {call}")
         if steps > 1:
@@ -137,11 +140,13 @@ def test_q8_mv_extreme_scales(device, split_everything, dtype, request):
 
 
 def test_q8_mv_step_rule():
-    """Steps are the most whole pairs of blocks, up to 16, that divide the row, at least 4."""
+    """Rows of at least 16 pairs of blocks take 16-pair steps and a partial one of the pairs left; shorter rows
+    the most whole pairs that divide them, at least 4; rows of odd blocks none."""
     q8_mv = _q8_mv()
-    assert [q8_mv.step_units(k) for k in (4096, 14336, 3072, 1536, 2560, 256, 768)] == [256, 256, 256, 128, 128,
-                                                                                         64, 64]
-    assert [q8_mv.step_units(k) for k in (576, 2880, 192, 64, 32, 100)] == [0] * 6  # 18 / 90 / 6 / 2 / 1 blocks
+    assert [q8_mv.tiling(k) for k in (4096, 14336, 3072, 11008, 5376, 2880, 1536, 1088)] == [
+        (256, 0), (256, 0), (256, 0), (256, 12), (256, 4), (256, 13), (256, 8), (256, 1)]
+    assert [q8_mv.tiling(k) for k in (256, 768, 512)] == [(64, 0), (64, 0), (128, 0)]
+    assert [q8_mv.tiling(k) for k in (576, 192, 64, 32, 100, 1056)] == [(0, 0)] * 6  # 18 / 6 / 2 / 1 / odd blocks
 
 
 def test_q8_mv_supports(monkeypatch):
@@ -160,7 +165,7 @@ def test_q8_mv_supports(monkeypatch):
     assert ok() and ok(x_dtype=torch.float16) and ok(n=1024) and ok(n=1, k=256) and ok(n=128256, k=4096)
     assert not ok(ggml_type=2) and not ok(ggml_type=12) and not ok(ggml_type=3)  # other types
     assert not ok(m=2) and not ok(x_dtype=torch.float32)
-    assert not ok(k=576) and not ok(k=2880)  # no whole step
+    assert not ok(k=576) and not ok(k=1056) and ok(k=2880)  # no step; a partial last one
     assert not ok(raw_bytes=2**31) and ok(raw_bytes=2**31 - 1)
     monkeypatch.setattr(q8_mv, "MIN_TILES_PER_SM", 1)
     assert ok(n=q8_mv.Q8_BN * sms) and not ok(n=q8_mv.Q8_BN * (sms - 1))

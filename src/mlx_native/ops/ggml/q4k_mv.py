@@ -33,6 +33,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import enter
+from ...kernels.loads import load_or_zero
 from ...kernels.words import half_lo
 from ..quant.affine_mv import code_f32, row_tile, word_planes
 from ..quant.qmm import store_result
@@ -96,6 +97,31 @@ def _word_dots5(w, t, x0, x1, x2, x3, x4, x5, x6, x7, magic):
     return a0, a1
 
 
+@triton.jit
+def _step(acc, w, qh, w_ptr, h_off, base, xp, x_off, c, q_sh, magic, Q5K: tl.constexpr, mask=None):
+    """``acc [8, G, BN]`` + one step: nibble words ``w`` (Q5K: fifth-bit words ``qh``) of the super-blocks at
+    word ``base``, their headers loaded here, x at ``xp + x_off`` (headers and x 0 where ``mask [G]`` is
+    False)."""
+    h_mask = None if mask is None else mask[:, None]
+    hdr = load_or_zero(w_ptr + h_off + base, h_mask)
+    s0 = load_or_zero(w_ptr + h_off + base + 1, h_mask)
+    s1 = load_or_zero(w_ptr + h_off + base + 2, h_mask)
+    s2 = load_or_zero(w_ptr + h_off + base + 3, h_mask)
+    x0, x1, x2, x3, x4, x5, x6, x7 = word_planes(
+        load_or_zero(xp + x_off, None if mask is None else mask[None, :, None]).to(tl.float32))
+    S0, B0, S1, B1 = _chunk_scales(hdr, s0, s1, s2, c[:, None])
+    if Q5K:
+        a0, a1 = _word_dots5(w, qh << q_sh, x0, x1, x2, x3, x4, x5, x6, x7, magic)
+    else:
+        a0, a1 = _word_dots(w, x0, x1, x2, x3, x4, x5, x6, x7, magic)
+    xs0 = (x0 + x1) + (x2 + x3)
+    xs1 = (x4 + x5) + (x6 + x7)
+    acc = tl.fma(S0[None, :, :], a0, acc)
+    acc = tl.fma(S1[None, :, :], a1, acc)
+    acc = tl.fma(-B0[None, :, :], xs0[:, :, None], acc)
+    return tl.fma(-B1[None, :, :], xs1[:, :, None], acc)
+
+
 @triton.jit(do_not_specialize=["words_per_split", "magic"])
 def q4k_mv_kernel(
     x_ptr,  # [K] activations, bf16 or fp16
@@ -106,11 +132,13 @@ def q4k_mv_kernel(
     N, words_per_split, magic,
     STRIDE_W: tl.constexpr, N_QS: tl.constexpr, BN: tl.constexpr, WPS: tl.constexpr, EVEN_N: tl.constexpr,
     SPLIT_K: tl.constexpr, FUSE: tl.constexpr, Q5K: tl.constexpr = False,
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr = False, TAIL: tl.constexpr = 0,
 ):
     """Words are counted in nibble words (32 per super-block): ``N_QS = K / 8``; ``WPS`` and
     ``words_per_split`` are multiples of 32 (whole super-blocks) and ``words_per_split`` of ``WPS``. ``Q5K``:
-    Q5_K super-blocks (44 words: the header's 4, 8 fifth-bit words, then the nibble words)."""
+    Q5_K super-blocks (44 words: the header's 4, 8 fifth-bit words, then the nibble words). ``TAIL``: the row
+    ends in a step of only ``TAIL`` chunks (whole super-blocks) after the whole ones, run by the last K split (its
+    words go out with the first step's)."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     SBW: tl.constexpr = 44 if Q5K else 36  # words per super-block
     QS0: tl.constexpr = 12 if Q5K else 4  # its first nibble word
@@ -124,6 +152,7 @@ def q4k_mv_kernel(
     # offsets at super-block 0 of the step: [8, G, BN] nibble words, [G, BN] header words of each chunk's block
     h_off = ((gi // 4) * SBW)[:, None] + rows[None, :] * STRIDE_W
     w_off = (QS0 + c * 8)[None, :, None] + wi[:, None, None] + h_off[None, :, :]
+    q_sh = 0
     if Q5K:  # fifth-bit word of each nibble word (word w of every chunk: values 4 w .. 4 w + 3 of the chunk)
         q_off = (4 + wi)[:, None, None] + h_off[None, :, :]
         q_sh = (6 - 2 * c)[None, :, None]  # chunk c's fifth bits (bits 2 c, 2 c + 1 of each byte) to bits 6, 7
@@ -132,35 +161,30 @@ def q4k_mv_kernel(
     j_lo = pid_k * words_per_split
     j_hi = tl.minimum(N_QS, j_lo + words_per_split)
     acc = tl.zeros([8, G, BN], dtype=tl.float32)
+    if TAIL:  # the row's last, partial step: its first TAIL chunks, for the last split
+        T0: tl.constexpr = N_QS // 32 - TAIL // 4  # its first super-block
+        tail = gi < tl.where(pid_k == tl.num_programs(1) - 1, TAIL, 0)
+        w_t = load_or_zero(w_ptr + w_off + T0 * SBW, tail[None, :, None])
+        qh_t = 0
+        if Q5K:
+            qh_t = load_or_zero(w_ptr + q_off + T0 * SBW, tail[None, :, None])
     base = (j_lo // 32) * SBW
     w = tl.load(w_ptr + w_off + base)
+    qh = 0
     if Q5K:
         qh = tl.load(w_ptr + q_off + base)
     for j in range(j_lo, j_hi, WPS):
         base = (j // 32) * SBW
         jn = tl.minimum(j + WPS, j_hi - WPS)
         w_n = tl.load(w_ptr + w_off + (jn // 32) * SBW)
+        qh_n = qh
         if Q5K:
             qh_n = tl.load(w_ptr + q_off + (jn // 32) * SBW)
-        hdr = tl.load(w_ptr + h_off + base)
-        s0 = tl.load(w_ptr + h_off + base + 1)
-        s1 = tl.load(w_ptr + h_off + base + 2)
-        s2 = tl.load(w_ptr + h_off + base + 3)
-        x0, x1, x2, x3, x4, x5, x6, x7 = word_planes(tl.load(x_ptr + 8 * j + x_off).to(tl.float32))
-        S0, B0, S1, B1 = _chunk_scales(hdr, s0, s1, s2, c[:, None])
-        if Q5K:
-            a0, a1 = _word_dots5(w, qh << q_sh, x0, x1, x2, x3, x4, x5, x6, x7, magic)
-        else:
-            a0, a1 = _word_dots(w, x0, x1, x2, x3, x4, x5, x6, x7, magic)
-        xs0 = (x0 + x1) + (x2 + x3)
-        xs1 = (x4 + x5) + (x6 + x7)
-        acc = tl.fma(S0[None, :, :], a0, acc)
-        acc = tl.fma(S1[None, :, :], a1, acc)
-        acc = tl.fma(-B0[None, :, :], xs0[:, :, None], acc)
-        acc = tl.fma(-B1[None, :, :], xs1[:, :, None], acc)
+        acc = _step(acc, w, qh, w_ptr, h_off, base, x_ptr + 8 * j, x_off, c, q_sh, magic, Q5K)
         w = w_n
-        if Q5K:
-            qh = qh_n
+        qh = qh_n
+    if TAIL:
+        acc = _step(acc, w_t, qh_t, w_ptr, h_off, T0 * SBW, x_ptr + 256 * T0, x_off, c, q_sh, magic, Q5K, tail)
     res = tl.sum(tl.sum(acc, axis=0), axis=0)
     store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
                  row_ok, N, SPLIT_K, FUSE, False, 0)
@@ -195,9 +219,16 @@ def supports(ggml_type: int, x_dtype: torch.dtype, m: int, k: int, raw_bytes: in
             and x_dtype in (torch.bfloat16, torch.float16) and k % 256 == 0 and raw_bytes < 2**31)
 
 
-def step_words(k: int, max_wps: int = Q4K_MAX_WPS) -> int:
-    """Nibble words per loop step: the most whole super-blocks up to ``max_wps`` that divide the row."""
-    return largest_step(k // 8, max_wps)
+def tiling(k: int, max_wps: int = Q4K_MAX_WPS) -> tuple[int, int]:
+    """``(nibble words per loop step, chunks of a last partial step)`` for rows of ``k`` columns: steps of
+    ``max_wps`` words where the row holds one, the super-blocks left over in a partial step (K = 11008: 10 steps
+    of 4 super-blocks, then one of 3); shorter rows the most whole super-blocks that divide them. H100 session 26
+    run 1, Q5_K: 1-super-block steps on 11008 x 4096 took 36.7 us (28% of copy); on 4096 x 14336 steps of 1 / 2 /
+    4 super-blocks 32.5 / 26.3 / 25.6 us."""
+    words = k // 8
+    if words >= max_wps:
+        return max_wps, words % max_wps // 8
+    return largest_step(words, max_wps), 0
 
 
 class Q4kMvLaunch(StreamedMvLaunch):
@@ -205,11 +236,11 @@ class Q4kMvLaunch(StreamedMvLaunch):
     words (144-byte blocks keep them 4-byte aligned)."""
 
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device):
-        wps = step_words(k)
+        wps, tail = tiling(k)
         super().__init__(q4k_mv_kernel, n, triton.cdiv(n, Q4K_BN), k // 8 // wps, wps,
                          PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
                              STRIDE_W=k // 256 * SB_WORDS, N_QS=k // 8, BN=Q4K_BN, WPS=wps, EVEN_N=n % Q4K_BN == 0,
-                             Q5K=False), out_dtype, device)
+                             Q5K=False, TAIL=tail), out_dtype, device)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(x, raw.view(torch.int32))
@@ -220,10 +251,10 @@ class Q5kMvLaunch(StreamedMvLaunch):
     as int32 words (176-byte blocks keep them 4-byte aligned, 16-byte aligned where the buffer is)."""
 
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device):
-        wps = step_words(k, Q5K_MAX_WPS)
+        wps, tail = tiling(k, Q5K_MAX_WPS)
         super().__init__(q4k_mv_kernel, n, triton.cdiv(n, Q5K_BN), k // 8 // wps, wps,
                          Q5K_PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
                              STRIDE_W=k // 256 * Q5K_SB_WORDS, N_QS=k // 8, BN=Q5K_BN, WPS=wps,
-                             EVEN_N=n % Q5K_BN == 0, Q5K=True), out_dtype, device)
+                             EVEN_N=n % Q5K_BN == 0, Q5K=True, TAIL=tail), out_dtype, device)
 
     __call__ = Q4kMvLaunch.__call__

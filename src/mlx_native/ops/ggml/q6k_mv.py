@@ -44,41 +44,44 @@ import triton.language as tl
 from ..quant.affine_mv import code_f32, row_tile
 from ..quant.qmm import store_result
 from ...kernels.dependent import enter
+from ...kernels.loads import load_or_zero
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
 
 
 @triton.jit
-def _unit(a, b, c, xw_ptr, x_off, g0, g1, g2, g3, magic, nib, X_BF16: tl.constexpr):
+def _unit(a, b, c, xw_ptr, x_off, g0, g1, g2, g3, magic, nib, X_BF16: tl.constexpr, x_mask=None):
     """Add one unit's codes times x to the group sums ``g0 .. g3`` (32-value rows 0-3 of its half): ``a, b,
     c`` its ql / ql + 32 / qh halves (int32, zero-extended), ``x_off`` the int32 word of its x pair in row
-    0, ``nib = 0x0F0F0F0F``."""
+    0 (x 0 where ``x_mask`` is False), ``nib = 0x0F0F0F0F``."""
     t4 = c << 4
     u2 = c << 2
     w0 = bit_select(nib, a, t4)  # codes l (bits 0-5), l + 1 (bits 8-13)
     w2 = bit_select(nib, t4, a)  # codes l + 64 (bits 4-9), l + 65 (bits 12-17)
     w1 = bit_select(nib, b, u2)  # codes l + 32, l + 33
     w3 = bit_select(nib, u2, b)  # codes l + 96, l + 97
-    x0, x1 = x_pair(tl.load(xw_ptr + x_off), X_BF16)
+    x0, x1 = x_pair(load_or_zero(xw_ptr + x_off, x_mask), X_BF16)
     g0 = tl.fma(code_f32(w0, 0, magic, 6, 32.0), x0, g0)
     g0 = tl.fma(code_f32(w0, 8, magic, 6, 32.0), x1, g0)
-    x0, x1 = x_pair(tl.load(xw_ptr + x_off + 16), X_BF16)
+    x0, x1 = x_pair(load_or_zero(xw_ptr + x_off + 16, x_mask), X_BF16)
     g1 = tl.fma(code_f32(w1, 0, magic, 6, 32.0), x0, g1)
     g1 = tl.fma(code_f32(w1, 8, magic, 6, 32.0), x1, g1)
-    x0, x1 = x_pair(tl.load(xw_ptr + x_off + 32), X_BF16)
+    x0, x1 = x_pair(load_or_zero(xw_ptr + x_off + 32, x_mask), X_BF16)
     g2 = tl.fma(code_f32(w2, 4, magic, 6, 32.0), x0, g2)
     g2 = tl.fma(code_f32(w2, 12, magic, 6, 32.0), x1, g2)
-    x0, x1 = x_pair(tl.load(xw_ptr + x_off + 48), X_BF16)
+    x0, x1 = x_pair(load_or_zero(xw_ptr + x_off + 48, x_mask), X_BF16)
     g3 = tl.fma(code_f32(w3, 4, magic, 6, 32.0), x0, g3)
     g3 = tl.fma(code_f32(w3, 12, magic, 6, 32.0), x1, g3)
     return g0, g1, g2, g3
 
 
 @triton.jit
-def _ld(p, ASM: tl.constexpr):
-    """int32 of the uint16 / int8 at ``p`` (zero- / sign-extended). ``ASM``: one PTX load into a 32-bit
-    register (LLVM would otherwise carry the prefetched 16- and 8-bit values packed in pairs and quads
-    through the loop, unpacking each with a PRMT), else ``tl.load``."""
-    if ASM:
+def _ld(p, ASM: tl.constexpr, mask=None):
+    """int32 of the uint16 / int8 at ``p`` (zero- / sign-extended; 0 where ``mask`` is False). ``ASM`` (unmasked
+    loads): one PTX load into a 32-bit register (LLVM would otherwise carry the prefetched 16- and 8-bit values
+    packed in pairs and quads through the loop, unpacking each with a PRMT), else ``tl.load``."""
+    if mask is not None:
+        return tl.load(p, mask=mask, other=0).to(tl.int32)
+    elif ASM:
         if p.dtype.element_ty == tl.uint16:
             return tl.inline_asm_elementwise("ld.global.u16 $0, [$1];", "=r,l", [p], dtype=tl.int32, is_pure=True,
                                              pack=1)
@@ -90,45 +93,47 @@ def _ld(p, ASM: tl.constexpr):
 
 
 @triton.jit
-def _load(w_ptr, w8_ptr, a_off, c_off, s_off, d_off, hb, UPT: tl.constexpr, ASM: tl.constexpr):
+def _load(w_ptr, w8_ptr, a_off, c_off, s_off, d_off, hb, UPT: tl.constexpr, ASM: tl.constexpr, mask=None):
     """The raw operands of a step at super-block half offset ``hb``: ``A, B, C`` of the thread's units 0-3
-    (those past ``UPT`` repeat unit 0), the four scale bytes of its group set and ``d`` (int32 each)."""
-    a0 = _ld(w_ptr + a_off + hb, ASM)
-    b0 = _ld(w_ptr + a_off + hb + 16, ASM)
-    c0 = _ld(w_ptr + c_off + hb, ASM)
+    (those past ``UPT`` repeat unit 0), the four scale bytes of its group set and ``d`` (int32 each; 0 where
+    ``mask`` is False)."""
+    a0 = _ld(w_ptr + a_off + hb, ASM, mask)
+    b0 = _ld(w_ptr + a_off + hb + 16, ASM, mask)
+    c0 = _ld(w_ptr + c_off + hb, ASM, mask)
     a1, b1, c1, a2, b2, c2, a3, b3, c3 = a0, b0, c0, a0, b0, c0, a0, b0, c0
     if UPT >= 2:
-        a1 = _ld(w_ptr + a_off + hb + 1, ASM)
-        b1 = _ld(w_ptr + a_off + hb + 17, ASM)
-        c1 = _ld(w_ptr + c_off + hb + 1, ASM)
+        a1 = _ld(w_ptr + a_off + hb + 1, ASM, mask)
+        b1 = _ld(w_ptr + a_off + hb + 17, ASM, mask)
+        c1 = _ld(w_ptr + c_off + hb + 1, ASM, mask)
     if UPT == 4:
-        a2 = _ld(w_ptr + a_off + hb + 2, ASM)
-        b2 = _ld(w_ptr + a_off + hb + 18, ASM)
-        c2 = _ld(w_ptr + c_off + hb + 2, ASM)
-        a3 = _ld(w_ptr + a_off + hb + 3, ASM)
-        b3 = _ld(w_ptr + a_off + hb + 19, ASM)
-        c3 = _ld(w_ptr + c_off + hb + 3, ASM)
+        a2 = _ld(w_ptr + a_off + hb + 2, ASM, mask)
+        b2 = _ld(w_ptr + a_off + hb + 18, ASM, mask)
+        c2 = _ld(w_ptr + c_off + hb + 2, ASM, mask)
+        a3 = _ld(w_ptr + a_off + hb + 3, ASM, mask)
+        b3 = _ld(w_ptr + a_off + hb + 19, ASM, mask)
+        c3 = _ld(w_ptr + c_off + hb + 3, ASM, mask)
     sp = w8_ptr + s_off + 2 * hb
-    sc0 = _ld(sp, ASM)
-    sc1 = _ld(sp + 2, ASM)
-    sc2 = _ld(sp + 4, ASM)
-    sc3 = _ld(sp + 6, ASM)
-    d = _ld(w_ptr + d_off + hb, ASM)
+    sc0 = _ld(sp, ASM, mask)
+    sc1 = _ld(sp + 2, ASM, mask)
+    sc2 = _ld(sp + 4, ASM, mask)
+    sc3 = _ld(sp + 6, ASM, mask)
+    d = _ld(w_ptr + d_off + hb, ASM, mask)
     return a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, sc0, sc1, sc2, sc3, d
 
 
 @triton.jit
 def _step(acc, a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, sc0, sc1, sc2, sc3, d, xw_ptr, xo, magic, nib,
-          UPT: tl.constexpr, X_BF16: tl.constexpr):
+          UPT: tl.constexpr, X_BF16: tl.constexpr, x_mask=None):
     """``acc + d * sum_r sc_r * g_r`` for one step's operands (``_load``), ``g_r`` the sums of the thread's
-    units' codes times x in the 32-value rows ``r`` of its half (``xo``: x word of its unit 0, row 0)."""
+    units' codes times x in the 32-value rows ``r`` of its half (``xo``: x word of its unit 0, row 0; x 0 where
+    ``x_mask`` is False)."""
     z = tl.zeros(acc.shape, dtype=tl.float32)
-    g0, g1, g2, g3 = _unit(a0, b0, c0, xw_ptr, xo, z, z, z, z, magic, nib, X_BF16)
+    g0, g1, g2, g3 = _unit(a0, b0, c0, xw_ptr, xo, z, z, z, z, magic, nib, X_BF16, x_mask)
     if UPT >= 2:
-        g0, g1, g2, g3 = _unit(a1, b1, c1, xw_ptr, xo + 1, g0, g1, g2, g3, magic, nib, X_BF16)
+        g0, g1, g2, g3 = _unit(a1, b1, c1, xw_ptr, xo + 1, g0, g1, g2, g3, magic, nib, X_BF16, x_mask)
     if UPT == 4:
-        g0, g1, g2, g3 = _unit(a2, b2, c2, xw_ptr, xo + 2, g0, g1, g2, g3, magic, nib, X_BF16)
-        g0, g1, g2, g3 = _unit(a3, b3, c3, xw_ptr, xo + 3, g0, g1, g2, g3, magic, nib, X_BF16)
+        g0, g1, g2, g3 = _unit(a2, b2, c2, xw_ptr, xo + 2, g0, g1, g2, g3, magic, nib, X_BF16, x_mask)
+        g0, g1, g2, g3 = _unit(a3, b3, c3, xw_ptr, xo + 3, g0, g1, g2, g3, magic, nib, X_BF16, x_mask)
     t = sc0.to(tl.float32) * g0
     t = tl.fma(sc1.to(tl.float32), g1, t)
     t = tl.fma(sc2.to(tl.float32), g2, t)
@@ -146,13 +151,15 @@ def q6k_mv_kernel(
     N, blocks_per_split, magic, nib,
     N_SB: tl.constexpr, BN: tl.constexpr, SBS: tl.constexpr, UPT: tl.constexpr, EVEN_N: tl.constexpr,
     SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ASM: tl.constexpr,
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr = False, TAIL: tl.constexpr = 0,
 ):
     """Offsets are in 16-bit halves (105 per super-block, ``N_SB`` super-blocks per row) and x words; ``SBS``
     super-blocks per loop step (``G = 2 SBS`` slots), ``UPT`` units per thread and slot (1, 2 or 4);
     ``blocks_per_split`` is a multiple of ``SBS``. The loop runs two steps an iteration (the second one
     skipped past the split's end), so that each step's operands are loaded into registers the step before
-    them has released (no copies between a prefetch and its use); ``ASM``: PTX loads (see ``_ld``)."""
+    them has released (no copies between a prefetch and its use); ``ASM``: PTX loads (see ``_ld``). ``TAIL``: the
+    row ends in a step of only ``TAIL`` super-blocks after the whole ones, run by the last K split (its operands
+    are loaded with the first step's)."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
     STRIDE_H: tl.constexpr = N_SB * 105
@@ -184,6 +191,11 @@ def q6k_mv_kernel(
     j_hi = tl.minimum(N_SB, j_lo + blocks_per_split)
     last = j_hi - SBS
     acc = tl.zeros([BN, G, T], dtype=tl.float32)
+    if TAIL:  # the row's last, partial step: its first TAIL super-blocks, for the last split
+        T0: tl.constexpr = N_SB - TAIL  # its first super-block
+        tail = (gi // 2 < tl.where(tl.program_id(1) == tl.num_programs(1) - 1, TAIL, 0))[None, :, None]
+        ta0, tb0, tc0, ta1, tb1, tc1, ta2, tb2, tc2, ta3, tb3, tc3, ts0, ts1, ts2, ts3, td = _load(
+            w_ptr, w8_ptr, a_off, c_off, s_off, d_off, T0 * 105, UPT, ASM, tail)
     a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, s0, s1, s2, s3, d = _load(
         w_ptr, w8_ptr, a_off, c_off, s_off, d_off, j_lo * 105, UPT, ASM)
     for j in range(j_lo, j_hi, 2 * SBS):
@@ -196,6 +208,9 @@ def q6k_mv_kernel(
         if j + SBS < j_hi:
             acc = _step(acc, e0, f0, g0, e1, f1, g1, e2, f2, g2, e3, f3, g3, t0, t1, t2, t3, dd, xw_ptr,
                         x_off + 128 * (j + SBS), magic, nib, UPT, X_BF16)
+    if TAIL:
+        acc = _step(acc, ta0, tb0, tc0, ta1, tb1, tc1, ta2, tb2, tc2, ta3, tb3, tc3, ts0, ts1, ts2, ts3, td, xw_ptr,
+                    x_off + 128 * T0, magic, nib, UPT, X_BF16, tail)
     res = tl.sum(tl.sum(acc, axis=2), axis=1)
     store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
                  row_ok, N, SPLIT_K, FUSE, False, 0)
@@ -223,10 +238,15 @@ PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
 NIB = 0x0F0F0F0F  # the bit-select mask of the code words (a runtime argument: see kernels.words.bit_select)
 
 
-def step_blocks(k: int) -> int:
-    """Super-blocks per loop step for rows of ``k`` columns: the most, up to Q6K_MAX_SBS, that divide the row
-    (1 always does)."""
-    return largest_step(k // 256, Q6K_MAX_SBS)
+def tiling(k: int) -> tuple[int, int]:
+    """``(super-blocks per loop step, super-blocks of a last partial step)`` for rows of ``k`` columns: steps of
+    Q6K_MAX_SBS where the row holds one, the super-blocks left over in a partial step; shorter rows the most that
+    divide them (1 always does). H100 session 26 run 1: K = 11008 (43 super-blocks, a prime) took 1-super-block
+    steps and, for the K split, 43 splits of one step each: 11008 x 4096 37.5 us (33% of copy)."""
+    blocks = k // 256
+    if blocks >= Q6K_MAX_SBS:
+        return Q6K_MAX_SBS, blocks % Q6K_MAX_SBS
+    return largest_step(blocks, Q6K_MAX_SBS), 0
 
 
 def tile_rows(sbs: int, upt: int = None, warps: int = None, rt: int = None) -> int:
@@ -248,12 +268,12 @@ class Q6kMvLaunch(StreamedMvLaunch):
     as 16-bit halves (their scales as bytes), x as int32 words of two values."""
 
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device):
-        sbs = step_blocks(k)
+        sbs, tail = tiling(k)
         bn = tile_rows(sbs)
         super().__init__(q6k_mv_kernel, n, triton.cdiv(n, bn), k // 256 // sbs, sbs,
                          PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
                              N_SB=k // 256, BN=bn, SBS=sbs, UPT=Q6K_UPT, EVEN_N=n % bn == 0,
-                             ASM=not env.settings.triton_interpret), out_dtype, device, tail_ints=(MAGIC, NIB),
+                             ASM=not env.settings.triton_interpret, TAIL=tail), out_dtype, device, tail_ints=(MAGIC, NIB),
                          num_warps=Q6K_WARPS, trigger=True)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:

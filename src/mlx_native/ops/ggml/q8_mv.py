@@ -35,6 +35,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import enter, leave_loop
+from ...kernels.loads import load_or_zero
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
 from ..quant.affine_mv import glu_row_tile, row_tile
 from ..quant.qmm import store_result
@@ -79,16 +80,40 @@ def pair_lanes(w_ptr, pid_n, N, STRIDE_W: tl.constexpr, BN: tl.constexpr, EVEN_N
 
 
 @triton.jit
-def _word_dot(w, xp, x_lo, x_hi, a, c_lo, c_hi, X_BF16: tl.constexpr):
+def _word_dot(w, xp, x_lo, x_hi, a, c_lo, c_hi, X_BF16: tl.constexpr, x_mask=None):
     """``a + sum_b q_b x_b`` over the 4 int8 codes of the code words ``w`` [L, G, BN]; x of bytes 0-1 / 2-3 are
-    the words at ``xp + x_lo`` / ``xp + x_hi`` ([L, G, 1])."""
-    x0, x1 = x_pair(tl.load(xp + x_lo), X_BF16)
-    x2, x3 = x_pair(tl.load(xp + x_hi), X_BF16)
+    the words at ``xp + x_lo`` / ``xp + x_hi`` ([L, G, 1]; 0 where ``x_mask`` is False)."""
+    x0, x1 = x_pair(load_or_zero(xp + x_lo, x_mask), X_BF16)
+    x2, x3 = x_pair(load_or_zero(xp + x_hi, x_mask), X_BF16)
     hi = w >> 16
     a = tl.fma(_q8(w, 0, c_lo), x0, a)
     a = tl.fma(_q8(w, 8, c_hi), x1, a)
     a = tl.fma(_q8(hi, 0, c_lo), x2, a)
     return tl.fma(_q8(hi, 8, c_hi), x3, a)
+
+
+@triton.jit
+def _step_words(w_ptr, c_off, s_off, base, H: tl.constexpr, WPL: tl.constexpr, mask=None):
+    """One step's code words ``(w0, w1)`` (``w1 = w0`` for ``WPL = 1``) and scale words at word ``base`` (0 where
+    ``mask`` is False)."""
+    w0 = load_or_zero(w_ptr + c_off + base, mask)
+    w1 = w0
+    if WPL == 2:
+        w1 = load_or_zero(w_ptr + c_off + (base + H), mask)
+    return w0, w1, load_or_zero(w_ptr + s_off + base, mask)
+
+
+@triton.jit
+def _step(acc, w0, w1, sw, xp, x0_off, x2_off, x4_off, x6_off, splice, d_sh, c_lo, c_hi, WPL: tl.constexpr,
+          X_BF16: tl.constexpr, x_mask=None):
+    """``acc [L, G, BN]`` + one step: code words ``w0`` (``w1``) and scale words ``sw`` of the step whose x words
+    start at ``xp`` (x 0 where ``x_mask`` is False)."""
+    if WPL == 2:
+        a = _word_dot(w0, xp, x0_off, x2_off, 0.0, c_lo, c_hi, X_BF16, x_mask)
+        a = _word_dot(bit_select(splice, sw, w1), xp, x4_off, x6_off, a, c_lo, c_hi, X_BF16, x_mask)
+    else:
+        a = _word_dot(bit_select(splice, sw, w0), xp, x0_off, x2_off, 0.0, c_lo, c_hi, X_BF16, x_mask)
+    return tl.fma(half_lo(sw >> d_sh), a, acc)
 
 
 @triton.jit(do_not_specialize=["units_per_split", "c_lo", "c_hi"])
@@ -101,11 +126,13 @@ def q8_mv_kernel(
     N, units_per_split, c_lo, c_hi,
     STRIDE_W: tl.constexpr, N_UNITS: tl.constexpr, BN: tl.constexpr, UPS: tl.constexpr, WPL: tl.constexpr,
     FENCE: tl.constexpr, EVEN_N: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr,
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr = False, TAIL: tl.constexpr = 0,
 ):
     """Offsets are in 32-bit words: ``STRIDE_W`` per row, 17 per pair of blocks. Units are code words (4 codes):
     ``N_UNITS = K / 4``; ``UPS`` (units per step) and ``units_per_split`` are multiples of 16 (whole pairs) and
-    ``units_per_split`` of ``UPS``. ``WPL``: code words per lane and pair (1 or 2)."""
+    ``units_per_split`` of ``UPS``. ``WPL``: code words per lane and pair (1 or 2). ``TAIL``: the row ends in a
+    step of only ``TAIL`` pairs after the whole ones, run by the last K split (its loads go out with the first
+    step's)."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
     pid_n = tl.program_id(0)
@@ -131,30 +158,25 @@ def q8_mv_kernel(
     j_lo = tl.program_id(1) * units_per_split
     j_hi = tl.minimum(N_UNITS, j_lo + units_per_split)
     acc = tl.zeros([L, G, BN], dtype=tl.float32)
-    base = (j_lo // 16) * PAIR_WORDS
-    w0 = tl.load(w_ptr + c_off + base)
-    if WPL == 2:
-        w1 = tl.load(w_ptr + c_off + (base + H))
-    sw = tl.load(w_ptr + s_off + base)
+    if TAIL:  # the row's last, partial step: its first TAIL pairs, for the last split
+        T0: tl.constexpr = N_UNITS // 16 - TAIL  # its first pair
+        last_split = tl.program_id(1) == tl.num_programs(1) - 1
+        tail = (tl.arange(0, G) < tl.where(last_split, TAIL, 0))[None, :, None]
+        w0_t, w1_t, sw_t = _step_words(w_ptr, c_off, s_off, T0 * PAIR_WORDS, H, WPL, tail)
+    w0, w1, sw = _step_words(w_ptr, c_off, s_off, (j_lo // 16) * PAIR_WORDS, H, WPL)
     for j in range(j_lo, j_hi, UPS):
-        nxt = (tl.minimum(j + UPS, j_hi - UPS) // 16) * PAIR_WORDS
-        w0_n = tl.load(w_ptr + c_off + nxt)
-        if WPL == 2:
-            w1_n = tl.load(w_ptr + c_off + (nxt + H))
-        sw_n = tl.load(w_ptr + s_off + nxt)
+        w0_n, w1_n, sw_n = _step_words(w_ptr, c_off, s_off, (tl.minimum(j + UPS, j_hi - UPS) // 16) * PAIR_WORDS,
+                                       H, WPL)
         if FENCE:  # keeps the loads above at the top of the loop body (ptxas moves no load across a barrier)
             tl.debug_barrier()
-        xp = xw_ptr + 2 * j
-        if WPL == 2:
-            a = _word_dot(w0, xp, x0_off, x2_off, 0.0, c_lo, c_hi, X_BF16)
-            a = _word_dot(bit_select(splice, sw, w1), xp, x4_off, x6_off, a, c_lo, c_hi, X_BF16)
-        else:
-            a = _word_dot(bit_select(splice, sw, w0), xp, x0_off, x2_off, 0.0, c_lo, c_hi, X_BF16)
-        acc = tl.fma(half_lo(sw >> d_sh), a, acc)
+        acc = _step(acc, w0, w1, sw, xw_ptr + 2 * j, x0_off, x2_off, x4_off, x6_off, splice, d_sh, c_lo, c_hi, WPL,
+                    X_BF16)
         w0 = w0_n
-        if WPL == 2:
-            w1 = w1_n
+        w1 = w1_n
         sw = sw_n
+    if TAIL:
+        acc = _step(acc, w0_t, w1_t, sw_t, xw_ptr + 32 * T0, x0_off, x2_off, x4_off, x6_off, splice, d_sh, c_lo,
+                    c_hi, WPL, X_BF16, tail)
     leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
     res = tl.sum(tl.sum(acc, axis=0), axis=0)
     store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
@@ -189,18 +211,26 @@ C_LO = 0x4B000080  # fp32 bits of 2**23 with the sign of a byte at bits 0-7 flip
 C_HI = 0x4B008000  # ... at bits 8-15
 
 
-def step_units(k: int) -> int:
-    """Code words (4 values) per loop step: the most whole pairs of blocks, up to Q8_MAX_UPS words, that divide
-    the row (0 if that is fewer than Q8_MIN_UPS)."""
-    return largest_step(k // 4, Q8_MAX_UPS, Q8_MIN_UPS) if k % 4 == 0 else 0
+def tiling(k: int) -> tuple[int, int]:
+    """``(code words per loop step, pairs of a last partial step)`` for rows of ``k`` columns (whole pairs of
+    blocks, ``k % 64 == 0``): steps of Q8_MAX_UPS words where the row holds one, the pairs left over in a partial
+    step (K = 11008: 10 steps of 16 pairs, then one of 12); shorter rows the most whole pairs that divide them,
+    down to Q8_MIN_UPS words (``(0, 0)`` below). H100 session 26 run 1: on 11008 x 4096 the whole 4-pair steps
+    took 31.1 us (51% of copy), on 4096 x 14336 steps of 4 / 8 / 16 pairs 32.4 / 27.2 / 26.8 us."""
+    units = k // 4
+    if k % 64:
+        return 0, 0
+    if units >= Q8_MAX_UPS:
+        return Q8_MAX_UPS, units % Q8_MAX_UPS // 16
+    return largest_step(units, Q8_MAX_UPS, Q8_MIN_UPS), 0
 
 
 def supports(ggml_type: int, x_dtype: torch.dtype, m: int, n: int, k: int, raw_bytes: int, sms: int) -> bool:
-    """One row of bf16/fp16 x against Q8_0 rows long enough for whole steps of 4-16 pairs of blocks (so every
-    pair is 4-byte aligned) and numerous enough for ``MIN_TILES_PER_SM`` row tiles per SM.
+    """One row of bf16/fp16 x against Q8_0 rows of whole pairs of blocks (so every pair is 4-byte aligned) that
+    take a step (:func:`tiling`) and numerous enough for ``MIN_TILES_PER_SM`` row tiles per SM.
     ``MLX_NATIVE_GGUF_MV=0`` turns it off."""
     return (env.settings.gguf_mv and ggml_type == Q8_ID and m == 1 and x_dtype in (torch.bfloat16, torch.float16)
-            and step_units(k) > 0 and triton.cdiv(n, Q8_BN) >= MIN_TILES_PER_SM * sms and raw_bytes < 2**31)
+            and tiling(k)[0] > 0 and triton.cdiv(n, Q8_BN) >= MIN_TILES_PER_SM * sms and raw_bytes < 2**31)
 
 
 class Q8MvLaunch(StreamedMvLaunch):
@@ -208,11 +238,11 @@ class Q8MvLaunch(StreamedMvLaunch):
     read as int32 words (``k % 64 == 0``: whole pairs of blocks)."""
 
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device):
-        ups = step_units(k)
+        ups, tail = tiling(k)
         super().__init__(q8_mv_kernel, n, triton.cdiv(n, Q8_BN), k // 4 // ups, ups,
                          PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
                              STRIDE_W=k // 64 * 17, N_UNITS=k // 4, BN=Q8_BN, UPS=ups, WPL=Q8_WPL,
-                             FENCE=Q8_FENCE, EVEN_N=n % Q8_BN == 0), out_dtype, device, tail_ints=(C_LO, C_HI),
+                             FENCE=Q8_FENCE, EVEN_N=n % Q8_BN == 0, TAIL=tail), out_dtype, device, tail_ints=(C_LO, C_HI),
                          num_warps=Q8_WARPS, trigger="late")
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
