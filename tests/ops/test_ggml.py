@@ -249,15 +249,14 @@ def test_streamed_gguf_matvec(device, monkeypatch, name, n, k, dtype, request):
 
     q4_mv, q4k_mv = _streamed_modules()
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, ggml_idot=False))
-    mod, cls, step, per_word = ((q4k_mv, q4k_mv.Q4kMvLaunch, lambda k: q4k_mv.tiling(k)[0], 8) if name == "Q4_K" else
-                                (q4_mv, q4_mv.Q4MvLaunch, q4_mv.step_units, 4))
+    mod, cls, per_word = (q4k_mv, q4k_mv.Q4kMvLaunch, 8) if name == "Q4_K" else (q4_mv, q4_mv.Q4MvLaunch, 4)
     monkeypatch.setattr(mod, "PROGRAMS_PER_SM", 64)
     monkeypatch.setattr(mod, "LONG_PROGRAMS_PER_SM", 64, raising=False)
     built = spy_plans(monkeypatch, cls)
     request.addfinalizer(plans.clear_all)
     _check_matmul(device, name, 1, n, k, dtype, rng_for(request))
     (plan,) = built
-    steps = k // per_word // step(k)
+    steps = k // per_word // (plan.launch.constexprs["WPS"] if name == "Q4_K" else q4_mv.step_units(k))
     assert plan.launch.constexprs["EVEN_N"] == (n % plan.launch.constexprs["BN"] == 0)
     if steps > 1:
         assert_merged_in_launch(plan)

@@ -10,6 +10,7 @@ import torch
 
 from helpers import assert_error_bar, randn
 from mlx_native.ops.ggml import formats
+from mlx_native.runtime.device import device_info
 from test_ggml import crafted_blocks, force_split, oracle_weight, plan_output, rng_for, valid_blocks
 
 Q5K = formats.BY_NAME["Q5_K"]
@@ -49,7 +50,9 @@ def test_q5k_mv_error_bar(device, forced_split, n, k, dtype, request):
     assert_error_bar(out, oracle, baseline, what=f"Q5_K mat-vec {n}x{k} {dtype}")
     bn = plan.launch.constexprs["BN"]
     assert plan.launch.constexprs["Q5K"] and plan.launch.constexprs["EVEN_N"] == (n % bn == 0)
-    wps, tail = q4k_mv.tiling(k, q4k_mv.Q5K_MAX_WPS)
+    sms = device_info(torch.device(device)).sm_count
+    wps, tail = q4k_mv.tiling(k, q4k_mv.Q5K_MAX_WPS, -(-n // bn), q4k_mv.Q5K_PROGRAMS_PER_SM * sms)
+    assert plan.launch.constexprs["WPS"] == wps
     steps = k // 8 // wps
     assert plan.launch.constexprs["TAIL"] == tail and (steps > 1) == (plan.split > 1)
     if steps > 1:
@@ -166,8 +169,11 @@ def test_q5k_mv_step_rule():
     q4k_mv = _q5k_mv()
     assert q4k_mv.Q5K_MAX_WPS == 128
     assert [q4k_mv.tiling(k, 128) for k in (4096, 14336, 11008, 5376, 4352, 1536, 1024)] == [
-        (128, 0), (128, 0), (128, 12), (128, 4), (128, 4), (128, 8), (128, 0)]
+        (128, 0), (128, 0), (128, 12), (128, 4), (128, 4), (64, 0), (128, 0)]
     assert [q4k_mv.tiling(k, 128) for k in (768, 512, 256)] == [(32, 0), (64, 0), (32, 0)]
+    # 2-super-block steps that split K into one-step programs (3 steps, 36 tiles for 132 programs) take a partial
+    # one; unsplit they stay (session 26 run 2: 3584 x 18944 28.5 us against 32.1 with a partial step)
+    assert q4k_mv.tiling(1536, 128, 36, 132) == (128, 8) and q4k_mv.tiling(3584, 128, 1184, 132) == (64, 0)
 
 
 def test_q5k_mv_plan_constants(device):

@@ -15,6 +15,7 @@ import torch
 
 from helpers import assert_error_bar, randn
 from mlx_native.ops.ggml import formats
+from mlx_native.runtime.device import device_info
 from test_ggml import crafted_blocks, force_split, gguf_values, oracle_weight, plan_output, rng_for
 
 Q6K = formats.BY_NAME["Q6_K"]
@@ -82,7 +83,7 @@ def test_q6k_mv_error_bar(device, forced_split, n, k, dtype, request):
     out, oracle, baseline, plan = _run(device, raw, n, k, dtype)
     assert_error_bar(out, oracle, baseline, what=f"Q6_K mat-vec {n}x{k} {dtype}")
     c = plan.launch.constexprs
-    sbs, tail = q6k_mv.tiling(k)
+    sbs, tail = q6k_mv.tiling(k, n, device_info(torch.device(device)).sm_count)
     assert c["SBS"] == sbs and c["TAIL"] == tail and c["EVEN_N"] == (n % c["BN"] == 0) and c["BN"] == q6k_mv.tile_rows(sbs)
     steps = k // 256 // sbs
     assert plan.split == steps
@@ -205,7 +206,9 @@ def test_q6k_mv_step_rule():
     left, shorter rows the most that divide them; tiles take RT rows per thread left after the slots' lanes."""
     q6k_mv = _mod()
     assert [q6k_mv.tiling(k) for k in (256, 512, 768, 1024, 4096, 14336, 11008, 5376, 3584)] == [
-        (1, 0), (2, 0), (1, 0), (4, 0), (4, 0), (4, 0), (4, 3), (4, 1), (4, 2)]
+        (1, 0), (2, 0), (1, 0), (4, 0), (4, 0), (4, 0), (4, 3), (4, 1), (2, 0)]
+    # 2-super-block steps split into one-step programs (37 of them, 224 tiles) take a partial one; unsplit they stay
+    assert q6k_mv.tiling(18944, 3584, 132) == (4, 2) and q6k_mv.tiling(3584, 18944, 132) == (2, 0)
     assert q6k_mv.tile_rows(4, upt=4, warps=4, rt=4) == 16  # 4 lanes x 8 slots: a warp; 4 warps of rows
     assert q6k_mv.tile_rows(1, upt=4, warps=4, rt=4) == 64  # 8 lanes a step: 16 threads a row set
     assert q6k_mv.tile_rows(4, upt=1, warps=4, rt=4) == 4  # 16 lanes x 8 slots: every thread on the slots

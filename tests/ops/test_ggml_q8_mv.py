@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from helpers import assert_error_bar, randn
+from mlx_native.runtime.device import device_info
 from test_ggml import EXTREME, check_plan, crafted_blocks, force_split, oracle_weight, raw_tensor, rng_for, valid_blocks
 
 BLOCK_BYTES = 34
@@ -52,10 +53,11 @@ def test_q8_mv_error_bar(device, split_everything, n, k, dtype, request):
     raw = valid_blocks("Q8_0", n, k, rng_for(request))
     w = _weight(raw, n, k)
     plan = q8_mv.Q8MvLaunch(n, k, dtype, torch.device(device))
-    steps = k // 4 // q8_mv.tiling(k)[0]
+    ups, tail = q8_mv.tiling(k, n, device_info(torch.device(device)).sm_count)
+    steps = k // 4 // ups
     assert plan.split == steps
     assert plan.launch.constexprs["EVEN_N"] == (n % q8_mv.Q8_BN == 0)
-    assert plan.launch.constexprs["TAIL"] == q8_mv.tiling(k)[1]
+    assert plan.launch.constexprs["UPS"] == ups and plan.launch.constexprs["TAIL"] == tail
     for call in range(2):
         _check(device, plan, raw, w, randn(1, k, dtype=dtype), f"{n}x{k} {dtype} call {call}")
         if steps > 1:
@@ -144,7 +146,10 @@ def test_q8_mv_step_rule():
     the most whole pairs that divide them, at least 4; rows of odd blocks none."""
     q8_mv = _q8_mv()
     assert [q8_mv.tiling(k) for k in (4096, 14336, 3072, 11008, 5376, 2880, 1536, 1088)] == [
-        (256, 0), (256, 0), (256, 0), (256, 12), (256, 4), (256, 13), (256, 8), (256, 1)]
+        (256, 0), (256, 0), (256, 0), (256, 12), (256, 4), (256, 13), (128, 0), (256, 1)]
+    # 8-pair steps that split K into one-step programs take a partial one (session 26 run 2, 1536 x 576: 3.2 ->
+    # 1.9 us), unsplit ones stay (3584 x 18944: 31.3 us against 35.2)
+    assert q8_mv.tiling(1536, 576, 132) == (256, 8) and q8_mv.tiling(3584, 18944, 132) == (128, 0)
     assert [q8_mv.tiling(k) for k in (256, 768, 512)] == [(64, 0), (64, 0), (128, 0)]
     assert [q8_mv.tiling(k) for k in (576, 192, 64, 32, 100, 1056)] == [(0, 0)] * 6  # 18 / 6 / 2 / 1 / odd blocks
 

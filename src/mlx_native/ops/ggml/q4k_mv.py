@@ -196,7 +196,7 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ..quant.affine_mv import StreamedMvLaunch, largest_step  # noqa: E402
+from ..quant.affine_mv import StreamedMvLaunch, step_with_tail  # noqa: E402
 
 # From the H100 sweep (bench/gguf_mv_sweep.py, bench/results/2026-11-22-h100-session5/q4k_sweep.log): 16-row
 # tiles beat 8-row ones on every Llama-3-8B shape (4096 x 28672: 37.5 against 44.0 us; the word-level kernel
@@ -219,16 +219,15 @@ def supports(ggml_type: int, x_dtype: torch.dtype, m: int, k: int, raw_bytes: in
             and x_dtype in (torch.bfloat16, torch.float16) and k % 256 == 0 and raw_bytes < 2**31)
 
 
-def tiling(k: int, max_wps: int = Q4K_MAX_WPS) -> tuple[int, int]:
-    """``(nibble words per loop step, chunks of a last partial step)`` for rows of ``k`` columns: steps of
-    ``max_wps`` words where the row holds one, the super-blocks left over in a partial step (K = 11008: 10 steps
-    of 4 super-blocks, then one of 3); shorter rows the most whole super-blocks that divide them. H100 session 26
-    run 1, Q5_K: 1-super-block steps on 11008 x 4096 took 36.7 us (28% of copy); on 4096 x 14336 steps of 1 / 2 /
-    4 super-blocks 32.5 / 26.3 / 25.6 us."""
-    words = k // 8
-    if words >= max_wps:
-        return max_wps, words % max_wps // 8
-    return largest_step(words, max_wps), 0
+def tiling(k: int, max_wps: int = Q4K_MAX_WPS, tiles: int = 0, target: int = 0) -> tuple[int, int]:
+    """``(nibble words per loop step, chunks of a last partial step)`` for rows of ``k`` columns in ``tiles`` row
+    tiles, K split for ``target`` programs: the most whole super-blocks, up to ``max_wps`` words, that divide the
+    row, or steps of ``max_wps`` words and a partial one where
+    :func:`~mlx_native.ops.quant.affine_mv.step_with_tail` takes them (K = 11008: 10 steps of 4 super-blocks, then
+    one of 3). H100 session 26 run 1, Q5_K on 4096 x 14336: steps of 1 / 2 / 4 super-blocks 32.5 / 26.3 / 25.6
+    us."""
+    wps, tail = step_with_tail(k // 8, max_wps, 1, lambda wps: tiles, target)
+    return wps, tail // 8
 
 
 class Q4kMvLaunch(StreamedMvLaunch):
@@ -236,7 +235,7 @@ class Q4kMvLaunch(StreamedMvLaunch):
     words (144-byte blocks keep them 4-byte aligned)."""
 
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device):
-        wps, tail = tiling(k)
+        wps, tail = tiling(k, Q4K_MAX_WPS, triton.cdiv(n, Q4K_BN), PROGRAMS_PER_SM * device_info(device).sm_count)
         super().__init__(q4k_mv_kernel, n, triton.cdiv(n, Q4K_BN), k // 8 // wps, wps,
                          PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
                              STRIDE_W=k // 256 * SB_WORDS, N_QS=k // 8, BN=Q4K_BN, WPS=wps, EVEN_N=n % Q4K_BN == 0,
@@ -251,7 +250,8 @@ class Q5kMvLaunch(StreamedMvLaunch):
     as int32 words (176-byte blocks keep them 4-byte aligned, 16-byte aligned where the buffer is)."""
 
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device):
-        wps, tail = tiling(k, Q5K_MAX_WPS)
+        wps, tail = tiling(k, Q5K_MAX_WPS, triton.cdiv(n, Q5K_BN),
+                           Q5K_PROGRAMS_PER_SM * device_info(device).sm_count)
         super().__init__(q4k_mv_kernel, n, triton.cdiv(n, Q5K_BN), k // 8 // wps, wps,
                          Q5K_PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
                              STRIDE_W=k // 256 * Q5K_SB_WORDS, N_QS=k // 8, BN=Q5K_BN, WPS=wps,

@@ -222,7 +222,7 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ..quant.affine_mv import MAGIC, StreamedMvLaunch, largest_step  # noqa: E402
+from ..quant.affine_mv import MAGIC, StreamedMvLaunch, step_with_tail  # noqa: E402
 
 # From the H100 sweep (bench/gguf_mv_sweep.py --types Q6_K, bench/results/2026-11-25-h100-session17/run2): UPT 2
 # with 4 rows a thread (K 4096 x N 14336 25.5 us, 63% of copy; 14336 x 4096 24.3 us, 66%), against 29.1 / 31.4
@@ -238,15 +238,14 @@ PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
 NIB = 0x0F0F0F0F  # the bit-select mask of the code words (a runtime argument: see kernels.words.bit_select)
 
 
-def tiling(k: int) -> tuple[int, int]:
-    """``(super-blocks per loop step, super-blocks of a last partial step)`` for rows of ``k`` columns: steps of
-    Q6K_MAX_SBS where the row holds one, the super-blocks left over in a partial step; shorter rows the most that
-    divide them (1 always does). H100 session 26 run 1: K = 11008 (43 super-blocks, a prime) took 1-super-block
-    steps and, for the K split, 43 splits of one step each: 11008 x 4096 37.5 us (33% of copy)."""
-    blocks = k // 256
-    if blocks >= Q6K_MAX_SBS:
-        return Q6K_MAX_SBS, blocks % Q6K_MAX_SBS
-    return largest_step(blocks, Q6K_MAX_SBS), 0
+def tiling(k: int, n: int = 0, sms: int = 0) -> tuple[int, int]:
+    """``(super-blocks per loop step, super-blocks of a last partial step)`` for ``n`` rows of ``k`` columns on
+    ``sms`` SMs: the most super-blocks, up to Q6K_MAX_SBS, that divide the row (1 always does), or steps of
+    Q6K_MAX_SBS and a partial one where :func:`~mlx_native.ops.quant.affine_mv.step_with_tail` takes them. K =
+    11008 (43 super-blocks, a prime) took 1-super-block steps in 43 K splits of one step each (11008 x 4096 37.9
+    us, 33% of copy; H100 session 26 run 2); now 10 steps of 4 and one of 3."""
+    return step_with_tail(k // 256, Q6K_MAX_SBS, 1, lambda sbs: triton.cdiv(n, tile_rows(sbs)),
+                          PROGRAMS_PER_SM * sms)
 
 
 def tile_rows(sbs: int, upt: int = None, warps: int = None, rt: int = None) -> int:
@@ -268,7 +267,7 @@ class Q6kMvLaunch(StreamedMvLaunch):
     as 16-bit halves (their scales as bytes), x as int32 words of two values."""
 
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device):
-        sbs, tail = tiling(k)
+        sbs, tail = tiling(k, n, device_info(device).sm_count)
         bn = tile_rows(sbs)
         super().__init__(q6k_mv_kernel, n, triton.cdiv(n, bn), k // 256 // sbs, sbs,
                          PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(

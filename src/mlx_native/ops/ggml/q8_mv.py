@@ -189,7 +189,7 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ..quant.affine_mv import StreamedMvLaunch, largest_step  # noqa: E402
+from ..quant.affine_mv import StreamedMvLaunch, step_with_tail  # noqa: E402
 
 # First guesses, to be swept on the H100 (bench/gguf_mv_sweep.py knobs: Q8_BN, PROGRAMS_PER_SM). Q8_0 streams
 # 1.06 bytes a value (Q4_0: 0.56) for fewer instructions a byte, so a step carries more bytes than q4_mv's:
@@ -211,18 +211,18 @@ C_LO = 0x4B000080  # fp32 bits of 2**23 with the sign of a byte at bits 0-7 flip
 C_HI = 0x4B008000  # ... at bits 8-15
 
 
-def tiling(k: int) -> tuple[int, int]:
-    """``(code words per loop step, pairs of a last partial step)`` for rows of ``k`` columns (whole pairs of
-    blocks, ``k % 64 == 0``): steps of Q8_MAX_UPS words where the row holds one, the pairs left over in a partial
-    step (K = 11008: 10 steps of 16 pairs, then one of 12); shorter rows the most whole pairs that divide them,
-    down to Q8_MIN_UPS words (``(0, 0)`` below). H100 session 26 run 1: on 11008 x 4096 the whole 4-pair steps
-    took 31.1 us (51% of copy), on 4096 x 14336 steps of 4 / 8 / 16 pairs 32.4 / 27.2 / 26.8 us."""
-    units = k // 4
+def tiling(k: int, n: int = 0, sms: int = 0) -> tuple[int, int]:
+    """``(code words per loop step, pairs of a last partial step)`` for ``n`` rows of ``k`` columns (whole pairs
+    of blocks, ``k % 64 == 0``) on ``sms`` SMs: the most whole pairs, up to Q8_MAX_UPS words and down to
+    Q8_MIN_UPS, that divide the row, or steps of Q8_MAX_UPS words and a partial one where
+    :func:`~mlx_native.ops.quant.affine_mv.step_with_tail` takes them (K = 11008: 10 steps of 16 pairs, then one
+    of 12); ``(0, 0)`` for rows of neither. H100 session 26 run 1: 4096 x 14336 with steps of 4 / 8 / 16 pairs
+    32.4 / 27.2 / 26.8 us."""
     if k % 64:
         return 0, 0
-    if units >= Q8_MAX_UPS:
-        return Q8_MAX_UPS, units % Q8_MAX_UPS // 16
-    return largest_step(units, Q8_MAX_UPS, Q8_MIN_UPS), 0
+    ups, tail = step_with_tail(k // 4, Q8_MAX_UPS, Q8_MIN_UPS, lambda ups: triton.cdiv(n, Q8_BN),
+                               PROGRAMS_PER_SM * sms)
+    return ups, tail // 16
 
 
 def supports(ggml_type: int, x_dtype: torch.dtype, m: int, n: int, k: int, raw_bytes: int, sms: int) -> bool:
@@ -238,7 +238,7 @@ class Q8MvLaunch(StreamedMvLaunch):
     read as int32 words (``k % 64 == 0``: whole pairs of blocks)."""
 
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device):
-        ups, tail = tiling(k)
+        ups, tail = tiling(k, n, device_info(device).sm_count)
         super().__init__(q8_mv_kernel, n, triton.cdiv(n, Q8_BN), k // 4 // ups, ups,
                          PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
                              STRIDE_W=k // 64 * 17, N_UNITS=k // 4, BN=Q8_BN, UPS=ups, WPL=Q8_WPL,

@@ -234,6 +234,25 @@ def split_count(steps: int, tiles: int, target: int) -> int:
     return next(d for d in range(1, steps + 1) if steps % d == 0 and (tiles * d >= target or d == steps))
 
 
+def step_with_tail(units: int, most: int, least: int, tiles, target: int) -> tuple[int, int]:
+    """``(units per loop step, units of a last partial step)`` for a streamed mat-vec whose rows hold ``units``:
+    the :func:`largest_step` that divides them, except where that is at most ``most / 4`` (or none) or its K split
+    (:func:`split_count` for ``target`` programs, ``tiles(step)`` row tiles) runs one step a program: then, for rows
+    of at least one ``most`` step, steps of ``most`` and a partial one of the units left. The kernel holds the
+    partial step's loads in registers through its loop, which costs where whole steps of ``most / 2`` exist. H100
+    session 26 run 2 (us, dividing steps -> with a partial one): Q6_K 11008 x 4096 (1-super-block steps, 43 K
+    splits) 37.9 -> 24.1, 18944 x 3584 (2-super-block steps, 37 K splits) 52.6 -> 35.2, but 3584 x 18944
+    (2-super-block steps, unsplit) 29.1 -> 44.0; Q5_K 11008 x 4096 (1-super-block steps) 36.5 -> 19.5, 3584 x
+    18944 (2) 28.5 -> 32.1; Q8_0 11008 x 4096 (4-pair steps) 30.8 -> 25.1, 3584 x 18944 (8) 31.3 -> 35.2."""
+    step = largest_step(units, most, least)
+    if units < most or units % most == 0:
+        return step, 0
+    degenerate = step > 0 and units // step > 1 and split_count(units // step, tiles(step), target) == units // step
+    if step <= most // 4 or degenerate:
+        return most, units % most
+    return step, 0
+
+
 class StreamedMvLaunch:
     """A streamed one-row mat-vec (this kernel, ``ggml/q4k_mv.py``, ``ggml/q4_mv.py``) prepared for one
     signature: ``tiles`` programs of ``BN`` rows each run ``steps`` loop steps of ``step`` units, split over K
