@@ -15,6 +15,8 @@ Rows, measured in the same process:
   * Llama-3-8B-shaped model, a few layers, random 4-bit weights (MLX affine
     4-bit g64, GGUF Q4_K and Q4_0): tg tokens/s as a fraction of the bandwidth floor
     (bytes of weights + KV read per token / measured device copy bandwidth).
+    ``--arch llama2-7b`` takes Llama-2-7B's shapes instead (intermediate 11008,
+    32 KV heads, 32000-vocab head).
 
 Writes DIR/model_results.json and DIR/model_results.md.
 """
@@ -52,6 +54,9 @@ SMOLLM2 = dict(model_type="llama", vocab_size=49152, hidden_size=576, intermedia
 LLAMA8B = dict(model_type="llama", vocab_size=128256, hidden_size=4096, intermediate_size=14336,
                num_attention_heads=32, num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-5, rope_theta=500000.0,
                max_position_embeddings=8192, tie_word_embeddings=False)
+LLAMA2_7B = dict(LLAMA8B, vocab_size=32000, intermediate_size=11008, num_key_value_heads=32, rope_theta=10000.0,
+                 max_position_embeddings=4096)
+ARCHS = {"llama3-8b": ("Llama-3-8B", LLAMA8B), "llama2-7b": ("Llama-2-7B", LLAMA2_7B)}
 
 
 def stats(xs):
@@ -111,9 +116,9 @@ def synthetic_smollm2_gguf(path: str) -> str:
     return write_gguf(path, c, tensors, types=types, tokenizer=tok)
 
 
-def llama8b_checkpoint(n_layers: int, kind: str, device) -> Checkpoint:
-    """An 8B-shaped checkpoint with random 4-bit weights, built on the device."""
-    c = dict(LLAMA8B, num_hidden_layers=n_layers)
+def llama8b_checkpoint(n_layers: int, kind: str, device, config: dict = LLAMA8B) -> Checkpoint:
+    """An 8B-shaped checkpoint (or ``config``'s shapes) with random 4-bit weights, built on the device."""
+    c = dict(config, num_hidden_layers=n_layers)
     h, inter, kvd = c["hidden_size"], c["intermediate_size"], c["num_key_value_heads"] * c["head_dim"]
     g = torch.Generator(device=device).manual_seed(0)
     rng = np.random.default_rng(0)
@@ -277,41 +282,43 @@ FUSION_VARIANTS = ((True, True), (True, False), (False, True))
 
 def llama8b_rows(args, copy_bw: float) -> list[dict]:
     rows = []
+    arch, config = ARCHS[args.arch]
     variants = [(k, f, a) for k in args.kinds_8b.split(",")
                 for f in ((None, False, True) if args.fused_mlp else (None,))
                 for a in (FUSION_VARIANTS if args.fused_attn else FUSION_VARIANTS[:1])]
     for kind, fused, (attn, norm) in variants:
         try:
-            ckpt = llama8b_checkpoint(args.layers_8b, kind, torch.device("cuda"))
+            ckpt = llama8b_checkpoint(args.layers_8b, kind, torch.device("cuda"), config)
             model = build_model(ckpt, LoadOptions(torch.device("cuda"), torch.bfloat16, keep_quantized=True,
                                                   fused_mlp_decode=fused, fused_decode_attention=attn,
                                                   norm_handoff=norm))
             res = {r["test"]: r for r in bench_model(model, 0, args.n_gen, args.reps)}
             tps = res[f"tg{args.n_gen}"]["tps"]
             weight_bytes = sum(w.nbytes for n, w in ckpt.weights.items() if n != "model.embed_tokens.weight")
-            weight_bytes += ckpt.weights["model.embed_tokens.weight"].nbytes // LLAMA8B["vocab_size"]  # one row
+            weight_bytes += ckpt.weights["model.embed_tokens.weight"].nbytes // config["vocab_size"]  # one row
             c = ckpt.config
             kv_bytes = 2 * c["num_hidden_layers"] * c["num_key_value_heads"] * c["head_dim"] * 2 * (args.n_gen // 2)
             floor_s = (weight_bytes + kv_bytes) / copy_bw
             mean = statistics.mean(tps)
-            rows.append(dict(model=f"Llama-3-8B-shaped, {args.layers_8b} layers + 128256-vocab head, random {kind}",
+            rows.append(dict(model=f"{arch}-shaped, {args.layers_8b} layers + {config['vocab_size']}-vocab head, "
+                                   f"random {kind}",
                              impl="mlx-native", tg=stats(tps), bytes_per_token=weight_bytes + kv_bytes,
                              floor_tps=1 / floor_s, frac_floor=mean * floor_s))
             label = {None: "", False: " unfused MLP", True: " fused MLP"}[fused]
             label += ("" if attn else " unfused attention") + ("" if norm else " norm launches")
-            print(f"[model] 8B-shaped {kind}{label}: tg {mean:.1f} tok/s, floor {1 / floor_s:.1f} tok/s "
+            print(f"[model] {arch}-shaped {kind}{label}: tg {mean:.1f} tok/s, floor {1 / floor_s:.1f} tok/s "
                   f"({100 * mean * floor_s:.1f}% of the bandwidth floor)", flush=True)
             if fused is not None or (attn, norm) != FUSION_VARIANTS[0]:
                 rows[-1]["impl"] = (f"mlx-native, LoadOptions(fused_mlp_decode={fused}, fused_decode_attention={attn}, "
                                     f"norm_handoff={norm})")
             if args.profile:
                 rows[-1]["profile"] = profile_decode(model)
-                print_profile(f"8B-shaped {kind}{label}", rows[-1]["profile"])
+                print_profile(f"{arch}-shaped {kind}{label}", rows[-1]["profile"])
             del model, ckpt
             torch.cuda.empty_cache()
         except Exception as exc:  # noqa: BLE001
             traceback.print_exc()
-            rows.append(dict(model=f"Llama-3-8B-shaped {kind}", impl="mlx-native", error=repr(exc)[:300]))
+            rows.append(dict(model=f"{arch}-shaped {kind}", impl="mlx-native", error=repr(exc)[:300]))
     return rows
 
 
@@ -361,6 +368,7 @@ def main(argv=None) -> int:
     p.add_argument("--skip-hf", action="store_true")
     p.add_argument("--skip-compiled", action="store_true")
     p.add_argument("--only", default="smollm2,llama8b")
+    p.add_argument("--arch", default="llama3-8b", choices=sorted(ARCHS), help="shapes of the 8B-shaped rows")
     p.add_argument("--profile", action="store_true", help="kernel breakdown of one eager decode step")
     p.add_argument("--fused-attn", action="store_true",
                    help="8B-shaped models also with norm_handoff=False (norm launches) and with "
