@@ -42,6 +42,7 @@ def split_everything(monkeypatch, request):
     (5, 3072),  # three steps of 16 pairs, fewer rows than a tile
     (13, 2880),  # two steps of 16 pairs, then a partial one of 13 (in the last split)
     (9, 1088),  # one step of 16 pairs, then one of a single pair
+    (11, 576),  # one step of 8 pairs, then one of a single pair (SmolLM2's head)
 ])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_q8_mv_error_bar(device, split_everything, n, k, dtype, request):
@@ -142,16 +143,18 @@ def test_q8_mv_extreme_scales(device, split_everything, dtype, request):
 
 
 def test_q8_mv_step_rule():
-    """Rows of at least 16 pairs of blocks take 16-pair steps and a partial one of the pairs left; shorter rows
-    the most whole pairs that divide them, at least 4; rows of odd blocks none."""
+    """Rows of at least 16 pairs of blocks take 16-pair steps and a partial one of the pairs left where
+    ``step_with_tail`` takes it; shorter rows the largest step they hold, at least 4 pairs; rows of odd blocks
+    none."""
     q8_mv = _q8_mv()
     assert [q8_mv.tiling(k) for k in (4096, 14336, 3072, 11008, 5376, 2880, 1536, 1088)] == [
         (256, 0), (256, 0), (256, 0), (256, 12), (256, 4), (256, 13), (128, 0), (256, 1)]
     # 8-pair steps that split K into one-step programs take a partial one (session 26 run 2, 1536 x 576: 3.2 ->
     # 1.9 us), unsplit ones stay (3584 x 18944: 31.3 us against 35.2)
     assert q8_mv.tiling(1536, 576, 132) == (256, 8) and q8_mv.tiling(3584, 18944, 132) == (128, 0)
-    assert [q8_mv.tiling(k) for k in (256, 768, 512)] == [(64, 0), (64, 0), (128, 0)]
-    assert [q8_mv.tiling(k) for k in (576, 192, 64, 32, 100, 1056)] == [(0, 0)] * 6  # 18 / 6 / 2 / 1 / odd blocks
+    # rows under 16 pairs: the largest step they hold (down to 4 pairs), then a partial one
+    assert [q8_mv.tiling(k) for k in (256, 768, 512, 576, 320)] == [(64, 0), (64, 0), (128, 0), (128, 1), (64, 1)]
+    assert [q8_mv.tiling(k) for k in (192, 64, 32, 100, 1056)] == [(0, 0)] * 5  # 6 / 2 / 1 / odd blocks
 
 
 def test_q8_mv_supports(monkeypatch):
@@ -170,7 +173,7 @@ def test_q8_mv_supports(monkeypatch):
     assert ok() and ok(x_dtype=torch.float16) and ok(n=1024) and ok(n=1, k=256) and ok(n=128256, k=4096)
     assert not ok(ggml_type=2) and not ok(ggml_type=12) and not ok(ggml_type=3)  # other types
     assert not ok(m=2) and not ok(x_dtype=torch.float32)
-    assert not ok(k=576) and not ok(k=1056) and ok(k=2880)  # no step; a partial last one
+    assert not ok(k=192) and not ok(k=1056) and ok(k=2880) and ok(k=576)  # no step; a partial last one
     assert not ok(raw_bytes=2**31) and ok(raw_bytes=2**31 - 1)
     monkeypatch.setattr(q8_mv, "MIN_TILES_PER_SM", 1)
     assert ok(n=q8_mv.Q8_BN * sms) and not ok(n=q8_mv.Q8_BN * (sms - 1))

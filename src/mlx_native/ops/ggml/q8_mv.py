@@ -216,12 +216,15 @@ def tiling(k: int, n: int = 0, sms: int = 0) -> tuple[int, int]:
     of blocks, ``k % 64 == 0``) on ``sms`` SMs: the most whole pairs, up to Q8_MAX_UPS words and down to
     Q8_MIN_UPS, that divide the row, or steps of Q8_MAX_UPS words and a partial one where
     :func:`~mlx_native.ops.quant.affine_mv.step_with_tail` takes them (K = 11008: 10 steps of 16 pairs, then one
-    of 12); ``(0, 0)`` for rows of neither. H100 session 26 run 1: 4096 x 14336 with steps of 4 / 8 / 16 pairs
+    of 12; rows under Q8_MAX_UPS words take the largest step they hold: K = 576, 8 pairs and a partial step of
+    1); ``(0, 0)`` for rows of neither. H100 session 26 run 1: 4096 x 14336 with steps of 4 / 8 / 16 pairs
     32.4 / 27.2 / 26.8 us."""
     if k % 64:
         return 0, 0
-    ups, tail = step_with_tail(k // 4, Q8_MAX_UPS, Q8_MIN_UPS, lambda ups: triton.cdiv(n, Q8_BN),
-                               PROGRAMS_PER_SM * sms)
+    units, most = k // 4, Q8_MAX_UPS
+    while most > max(units, Q8_MIN_UPS):  # rows under a whole step: the largest they hold (K = 576: 8 pairs + 1)
+        most //= 2
+    ups, tail = step_with_tail(units, most, Q8_MIN_UPS, lambda ups: triton.cdiv(n, Q8_BN), PROGRAMS_PER_SM * sms)
     return ups, tail // 16
 
 
