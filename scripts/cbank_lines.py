@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import os
 import re
 import subprocess
@@ -35,7 +36,7 @@ from triton.runtime.jit import create_function_from_signature
 
 import mlx_native as mn
 from mlx_native.kernels import launch as launch_mod
-from mlx_native.runtime import device as device_mod, env
+from mlx_native.runtime import device as device_mod, env, plans
 
 TARGET = GPUTarget("cuda", 90, 32)
 BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
@@ -71,6 +72,32 @@ def compile_launch(ln, args) -> tuple[str, dict[int, str]]:
     sass = subprocess.run([os.path.join(BIN, "nvdisasm"), "-c", f.name], capture_output=True, text=True).stdout
     os.unlink(f.name)
     return sass, param_offsets(signature)
+
+
+def sass_hashes(calls: dict[str, Callable[[], object]]) -> dict[str, str]:
+    """``{"label #i kernel": hash}``: a 12-digit hash of the SASS (addresses stripped) of each launch the calls
+    make, recorded without running and compiled for sm_90 (``ASM`` constexprs on, as on a GPU); for before /
+    after diffs of a refactor. Calls or launches that fail are printed and skipped."""
+    out = {}
+    for label, fn in calls.items():
+        plans.clear_all()
+        with launch_mod.recording(run=False) as rec:
+            try:
+                fn()
+            except Exception as exc:  # noqa: BLE001
+                print(label, "ERR", repr(exc)[:200])
+                continue
+        for i, (ln, args) in enumerate(rec):
+            if "ASM" in ln.constexprs:
+                ln.constexprs = dict(ln.constexprs, ASM=True)
+            try:
+                sass, _ = compile_launch(ln, args)
+            except Exception as exc:  # noqa: BLE001
+                print(label, i, "compile ERR", repr(exc)[:200])
+                continue
+            body = "\n".join(line.split("*/", 1)[-1] for line in sass.splitlines() if "/*" in line)
+            out[f"{label} #{i} {ln.kernel.fn.__name__}"] = hashlib.sha1(body.encode()).hexdigest()[:12]
+    return out
 
 
 def param_offsets(signature: dict[str, str]) -> dict[int, str]:

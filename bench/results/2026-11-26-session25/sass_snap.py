@@ -1,13 +1,11 @@
 """SASS of the launches touched by the load-helper refactor, for a before/after diff (offline, triton 3.6 sm_90)."""
-import hashlib, json, sys, types
+import json, sys
 sys.path.insert(0, "scripts"); sys.path.insert(0, "tests"); sys.path.insert(0, "tests/ops")
 import numpy as np
 import torch
 import cbank_lines as cb
 cb._h100()
 import mlx_native as mn
-from mlx_native.kernels import launch as launch_mod
-from mlx_native.runtime import plans
 from test_ggml import valid_blocks, raw_tensor
 
 bf = torch.bfloat16
@@ -39,22 +37,6 @@ d = mn.quantize(torch.randn(E * H, I, dtype=bf) * 0.02, 64, 4)
 resh = lambda t, e: tuple(a.reshape(e, -1, a.shape[-1]) for a in t)
 for t in (1, 3):
     calls[f"moe_ffn T{t}"] = (lambda t=t: mn.moe_ffn(torch.randn(t, H, dtype=bf), torch.randn(t, E), 4, resh(g, E), resh(u, E), resh(d, E)))
-out = {}
-for label, fn in calls.items():
-    plans.clear_all()
-    with launch_mod.recording(run=False) as rec:
-        try:
-            fn()
-        except Exception as exc:
-            print(label, "ERR", repr(exc)[:200]); continue
-    for i, (ln, args) in enumerate(rec):
-        if "ASM" in ln.constexprs:
-            ln.constexprs = dict(ln.constexprs, ASM=True)
-        try:
-            sass, _ = cb.compile_launch(ln, args)
-        except Exception as exc:
-            print(label, i, "compile ERR", repr(exc)[:200]); continue
-        body = "\n".join(l.split("*/", 1)[-1] for l in sass.splitlines() if "/*" in l)
-        out[f"{label} #{i} {ln.kernel.fn.__name__}"] = hashlib.sha1(body.encode()).hexdigest()[:12]
+out = cb.sass_hashes(calls)
 json.dump(out, open(sys.argv[1], "w"), indent=1)
 for k, v in out.items(): print(v, k)

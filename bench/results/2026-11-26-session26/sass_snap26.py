@@ -1,13 +1,12 @@
-"""SASS of the streamed GGUF one-row launches (Q8_0, Q5_K, Q6_K, Q4_0) with and without a partial last step, for a\nbefore/after diff (offline, triton 3.6 sm_90): ``PYTHONPATH=/tmp/tri36/site:<package> python sass_snap26.py out.json``."""
-import hashlib, json, sys, types
+"""SASS of the streamed GGUF one-row launches (Q8_0, Q5_K, Q6_K, Q4_0) with and without a partial last step, for a
+before/after diff (offline, triton 3.6 sm_90): ``PYTHONPATH=/tmp/tri36/site:<package> python sass_snap26.py out.json``."""
+import json, sys
 sys.path.insert(0, "scripts"); sys.path.insert(0, "tests"); sys.path.insert(0, "tests/ops")
 import numpy as np
 import torch
 import cbank_lines as cb
 cb._h100()
 import mlx_native as mn
-from mlx_native.kernels import launch as launch_mod
-from mlx_native.runtime import plans
 from test_ggml import valid_blocks, raw_tensor
 
 bf = torch.bfloat16
@@ -22,22 +21,6 @@ for name in ("Q8_0", "Q5_K", "Q6_K", "Q4_0"):
     for (n, k) in [(4096, 4096), (4096, 14336), (1024, 4096), (4096, 11008), (4096, 5376), (576, 1536)]:
         raw = raw_tensor(valid_blocks(name, n, k, rng), "cpu")
         calls[f"{name} M1 {n}x{k}"] = (lambda raw=raw, n=n, k=k, name=name: mn.ggml_matmul(torch.randn(1, k, dtype=bf), raw, name, (n, k)))
-out = {}
-for label, fn in calls.items():
-    plans.clear_all()
-    with launch_mod.recording(run=False) as rec:
-        try:
-            fn()
-        except Exception as exc:
-            print(label, "ERR", repr(exc)[:200]); continue
-    for i, (ln, args) in enumerate(rec):
-        if "ASM" in ln.constexprs:
-            ln.constexprs = dict(ln.constexprs, ASM=True)
-        try:
-            sass, _ = cb.compile_launch(ln, args)
-        except Exception as exc:
-            print(label, i, "compile ERR", repr(exc)[:200]); continue
-        body = "\n".join(l.split("*/", 1)[-1] for l in sass.splitlines() if "/*" in l)
-        out[f"{label} #{i} {ln.kernel.fn.__name__}"] = hashlib.sha1(body.encode()).hexdigest()[:12]
+out = cb.sass_hashes(calls)
 json.dump(out, open(sys.argv[1], "w"), indent=1)
 for k, v in out.items(): print(v, k)
