@@ -41,7 +41,7 @@ def _chain_ops(device, k=1024, n=256):
     q6 = gguf_blocks("Q6_K", n, k, device)
     q8 = gguf_blocks("Q8_0", n, k, device)
     q40 = gguf_blocks("Q4_0", n, k, device)
-    q8s = gguf_blocks("Q8_0", n, 576, device)  # K 576 as SmolLM2's: the word-level kernel
+    q8s = gguf_blocks("Q8_0", n, 544, device)  # K 544, an odd number of blocks: the word-level kernel
     pos = torch.arange(1, device=device) + 5
     kc, vc = (randn(1, 2, 300, 128, dtype=torch.bfloat16, device=device) for _ in range(2))
     lens = torch.tensor([300], dtype=torch.int32, device=device)
@@ -55,7 +55,7 @@ def _chain_ops(device, k=1024, n=256):
         r = o.repeat(1, n // o.shape[1])
         a = mn.silu_mul(r, mn.ggml_matmul(h, q6, "Q6_K", (n, k)))
         c = mn.ggml_matmul(h, q8, "Q8_0", (n, k)) + mn.ggml_matmul(h, q40, "Q4_0", (n, k))
-        c = c + mn.ggml_matmul(h[:, :576], q8s, "Q8_0", (n, 576))
+        c = c + mn.ggml_matmul(h[:, :544], q8s, "Q8_0", (n, 544))
         h3 = mn.rms_norm(x3, nw)
         tok = mn.argmax(c).clamp(0, n - 1)  # a decode step's tail: the token (clamped: recorded calls do not run),
         # the next step's embedding, the positions
