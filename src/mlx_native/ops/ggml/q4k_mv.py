@@ -203,7 +203,7 @@ from ..quant.affine_mv import StreamedMvLaunch, step_with_tail  # noqa: E402
 # 96.1), and a K split only lost (14336 x 4096: 21.2 us unsplit, 25.0 at 2 programs per SM).
 Q4K_ID = 12
 Q5K_ID = 13
-Q4K_MAX_WPS = 128  # nibble words per row and loop step (4 super-blocks)
+Q4K_MAX_WPS = 128  # nibble words per loop step (4 super-blocks; a partial last one where tiling says)
 Q4K_BN = 16  # rows per program
 PROGRAMS_PER_SM = 1  # split K until about this many programs per SM
 # Q5_K: Q4_K's tiling, not swept on a GPU yet (offline sm_90 SASS, Triton 3.9: 16-row tiles use 255 registers

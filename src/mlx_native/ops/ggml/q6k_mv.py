@@ -231,7 +231,7 @@ from ..quant.affine_mv import MAGIC, StreamedMvLaunch, step_with_tail  # noqa: E
 # Offline sm_90 SASS (Triton 3.6, K = 4096): UPT 2 with 4 rows a thread 5.88 loop instructions a code.
 Q6K_ID = 14
 Q6K_UPT = 2  # units (pairs of positions) per thread and half super-block: 1, 2 or 4
-Q6K_MAX_SBS = 4  # super-blocks per row and loop step: the most up to this that divide the row
+Q6K_MAX_SBS = 4  # super-blocks per loop step: the most up to this dividing the row, or this many + a partial one
 Q6K_RT = 4  # rows per thread: the tile takes RT x (threads left after the slots' lanes) rows
 Q6K_WARPS = 4
 PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
@@ -272,8 +272,8 @@ class Q6kMvLaunch(StreamedMvLaunch):
         super().__init__(q6k_mv_kernel, n, triton.cdiv(n, bn), k // 256 // sbs, sbs,
                          PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
                              N_SB=k // 256, BN=bn, SBS=sbs, UPT=Q6K_UPT, EVEN_N=n % bn == 0,
-                             ASM=not env.settings.triton_interpret, TAIL=tail), out_dtype, device, tail_ints=(MAGIC, NIB),
-                         num_warps=Q6K_WARPS, trigger=True)
+                             ASM=not env.settings.triton_interpret, TAIL=tail), out_dtype, device,
+                         tail_ints=(MAGIC, NIB), num_warps=Q6K_WARPS, trigger=True)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(word_aligned(x), raw.view(torch.int16))

@@ -200,7 +200,7 @@ from ..quant.affine_mv import StreamedMvLaunch, step_with_tail  # noqa: E402
 # on K 4096 x N 14336, ~5x the bytes' floor), so small matrices are taken too (MIN_TILES_PER_SM = 0).
 Q8_ID = 8
 Q8_MAX_UPS = 256  # code words (4 codes) per row and loop step: 16 pairs of blocks
-Q8_MIN_UPS = 64  # rows that take no step of at least 4 pairs (8 blocks) stay on the word-level kernel
+Q8_MIN_UPS = 64  # rows of no step of at least 4 pairs (8 blocks; tiling) stay on the word-level kernel
 Q8_BN = 8  # rows per program
 Q8_WPL = 2  # code words per lane and pair (1: 16 lanes a pair, each load instruction 64 contiguous bytes)
 Q8_FENCE = True  # a CTA barrier after the prefetch loads (see the module docstring)
@@ -245,8 +245,8 @@ class Q8MvLaunch(StreamedMvLaunch):
         super().__init__(q8_mv_kernel, n, triton.cdiv(n, Q8_BN), k // 4 // ups, ups,
                          PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
                              STRIDE_W=k // 64 * 17, N_UNITS=k // 4, BN=Q8_BN, UPS=ups, WPL=Q8_WPL,
-                             FENCE=Q8_FENCE, EVEN_N=n % Q8_BN == 0, TAIL=tail), out_dtype, device, tail_ints=(C_LO, C_HI),
-                         num_warps=Q8_WARPS, trigger="late")
+                             FENCE=Q8_FENCE, EVEN_N=n % Q8_BN == 0, TAIL=tail), out_dtype, device,
+                         tail_ints=(C_LO, C_HI), num_warps=Q8_WARPS, trigger="late")
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(word_aligned(x), raw.view(torch.int32))
