@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import enter
-from ...kernels.loads import load_or_zero
+from ...kernels.loads import load_or_zero, tail_mask
 from ...kernels.words import half_lo
 from ..quant.affine_mv import code_f32, row_tile, word_planes
 from ..quant.qmm import store_result
@@ -163,7 +163,7 @@ def q4k_mv_kernel(
     acc = tl.zeros([8, G, BN], dtype=tl.float32)
     if TAIL:  # the row's last, partial step: its first TAIL chunks, for the last split
         T0: tl.constexpr = N_QS // 32 - TAIL // 4  # its first super-block
-        tail = gi < tl.where(pid_k == tl.num_programs(1) - 1, TAIL, 0)
+        tail = tail_mask(gi, TAIL)
         w_t = load_or_zero(w_ptr + w_off + T0 * SBW, tail[None, :, None])
         qh_t = 0
         if Q5K:

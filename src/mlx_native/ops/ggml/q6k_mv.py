@@ -44,7 +44,7 @@ import triton.language as tl
 from ..quant.affine_mv import code_f32, row_tile
 from ..quant.qmm import store_result
 from ...kernels.dependent import enter
-from ...kernels.loads import load_or_zero
+from ...kernels.loads import load_or_zero, tail_mask
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
 
 
@@ -193,7 +193,7 @@ def q6k_mv_kernel(
     acc = tl.zeros([BN, G, T], dtype=tl.float32)
     if TAIL:  # the row's last, partial step: its first TAIL super-blocks, for the last split
         T0: tl.constexpr = N_SB - TAIL  # its first super-block
-        tail = (gi // 2 < tl.where(tl.program_id(1) == tl.num_programs(1) - 1, TAIL, 0))[None, :, None]
+        tail = tail_mask(gi // 2, TAIL)[None, :, None]
         ta0, tb0, tc0, ta1, tb1, tc1, ta2, tb2, tc2, ta3, tb3, tc3, ts0, ts1, ts2, ts3, td = _load(
             w_ptr, w8_ptr, a_off, c_off, s_off, d_off, T0 * 105, UPT, ASM, tail)
     a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, s0, s1, s2, s3, d = _load(

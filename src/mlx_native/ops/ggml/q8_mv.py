@@ -35,7 +35,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import enter, leave_loop
-from ...kernels.loads import load_or_zero
+from ...kernels.loads import load_or_zero, tail_mask
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
 from ..quant.affine_mv import glu_row_tile, row_tile
 from ..quant.qmm import store_result
@@ -160,8 +160,7 @@ def q8_mv_kernel(
     acc = tl.zeros([L, G, BN], dtype=tl.float32)
     if TAIL:  # the row's last, partial step: its first TAIL pairs, for the last split
         T0: tl.constexpr = N_UNITS // 16 - TAIL  # its first pair
-        last_split = tl.program_id(1) == tl.num_programs(1) - 1
-        tail = (tl.arange(0, G) < tl.where(last_split, TAIL, 0))[None, :, None]
+        tail = tail_mask(tl.arange(0, G), TAIL)[None, :, None]
         w0_t, w1_t, sw_t = _step_words(w_ptr, c_off, s_off, T0 * PAIR_WORDS, H, WPL, tail)
     w0, w1, sw = _step_words(w_ptr, c_off, s_off, (j_lo // 16) * PAIR_WORDS, H, WPL)
     for j in range(j_lo, j_hi, UPS):
