@@ -265,13 +265,13 @@ def tile_shape(n: int, k: int, sms: int) -> tuple[int, int]:
 
 def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int,
              k: int, words: int, pairs: bool = False) -> bool:
-    """What ``affine_mv`` takes (one row of bf16/fp16 x, MLX affine 4-bit), with a bf16/fp16 result (fp32
+    """``affine_mv.one_row_call`` (one row of bf16/fp16 x, MLX affine 4-bit), with a bf16/fp16 result (fp32
     scales ask for an fp32 result, which x's int16 quantization would not meet) and rows of at least one 128-word
     step, whole 32-column chunks (a partial last step); ``pairs``: for gate/up pairs (``act``) and the multi-row
     kernel, which take rows of whole steps only. ``MLX_NATIVE_AFFINE_IDOT=0`` turns it off."""
     steps = step_warps(k) > 0 or not pairs and k % 32 == 0 and k // 8 >= 128
     return (env.settings.affine_idot and out_dtype != torch.float32 and steps
-            and affine_mv.supports(bits, group_size, transpose, x_dtype, m, k, words, any_step=True))
+            and affine_mv.one_row_call(bits, group_size, transpose, x_dtype, m, words))
 
 
 class AffineIdotLaunch(affine_mv.HandoffMvLaunch):

@@ -201,14 +201,17 @@ LONG_K = 8192
 MAGIC = 0x4B000000  # fp32 2**23
 
 
-def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, m: int, k: int, words: int,
-             any_step: bool = False) -> bool:
-    """One row of bf16/fp16 x against MLX affine 4-bit weights (``transpose=True``) whose rows split into
-    whole loop steps (``any_step``: whatever this kernel's steps, for a caller with its own); ``words``: elements of
-    the packed weight (int32 offsets). ``MLX_NATIVE_AFFINE_MV=0`` turns it off."""
+def one_row_call(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, m: int, words: int) -> bool:
+    """The calls the one-row MLX 4-bit mat-vecs (this kernel, ``affine_idot``) serve, whatever their rows' steps:
+    one row of bf16/fp16 x against MLX affine 4-bit weights (``transpose=True``), groups of 32, 64 or 128;
+    ``words``: elements of the packed weight (int32 offsets). ``MLX_NATIVE_AFFINE_MV=0`` turns them off."""
     return (env.settings.affine_mv and bits == 4 and transpose and m == 1 and group_size in (32, 64, 128)
-            and x_dtype in (torch.bfloat16, torch.float16) and words < 2**31
-            and (any_step or step_words(k, group_size) > 0))
+            and x_dtype in (torch.bfloat16, torch.float16) and words < 2**31)
+
+
+def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, m: int, k: int, words: int) -> bool:
+    """:func:`one_row_call` against rows that split into whole loop steps of this kernel."""
+    return one_row_call(bits, group_size, transpose, x_dtype, m, words) and step_words(k, group_size) > 0
 
 
 def largest_step(units: int, most: int, least: int = 1) -> int:
