@@ -73,13 +73,14 @@ def _dequant_tile_kernel(
 
 
 def streamed_launch(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, x_row_stride: int,
-                    device) -> Optional[functools.partial]:
+                    device, pairs: bool = False) -> Optional[functools.partial]:
     """The streamed mat-vec that ``ggml_matmul`` of ``m`` rows of x (row stride ``x_row_stride``) against an
     ``(n, k)`` matrix of this type runs, as a builder of its launch plan (a ``partial`` of the plan's class: its
     ``func`` names the kernel), or None. One row: ``q8_mv`` (Q8_0),
     ``q6k_mv`` (Q6_K), ``q4k_mv`` (Q5_K; Q4_K rows that take no integer-dot step), ``q4k_idot`` (Q4_K),
     ``q4_idot`` (Q4_0 / Q4_1 matrices large enough; ``q4_mv`` for rows that take no integer-dot step); 2 rows:
-    ``q4k_idot_rows`` (Q4_K, ``IDOT_ROWS_MAX``); 2-4 rows: ``q4_mv`` with ``MR`` rows (Q4_0 / Q4_1)."""
+    ``q4k_idot_rows`` (Q4_K, ``IDOT_ROWS_MAX``); 2-4 rows: ``q4_mv`` with ``MR`` rows (Q4_0 / Q4_1). ``pairs``: the
+    rows are stacked gate/up pairs, which the integer-dot kernels take only in rows of whole steps."""
     if qmm.CONFIG_OVERRIDE is not None or type_id not in formats.BY_ID:
         return None
     raw_bytes = n * formats.row_bytes(formats.BY_ID[type_id], k)
@@ -91,7 +92,7 @@ def streamed_launch(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, 
     if q4k_mv.supports(type_id, x_dtype, m, k, raw_bytes):  # one row
         if type_id == q4k_mv.Q5K_ID:
             return functools.partial(q4k_mv.Q5kMvLaunch, n, k, x_dtype, device)
-        if q4k_idot.supports(type_id, x_dtype, x_dtype, m, k, raw_bytes):
+        if q4k_idot.supports(type_id, x_dtype, x_dtype, m, k, raw_bytes, pairs):
             return functools.partial(q4k_idot.Q4kIdotLaunch, n, k, x_dtype, device)
         return functools.partial(q4k_mv.Q4kMvLaunch, n, k, x_dtype, device)
     if m > 1 and (m - 1) * x_row_stride + k >= 2**31:  # the multi-row kernels' x offsets are int32
@@ -99,16 +100,17 @@ def streamed_launch(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, 
     if q4k_idot_rows.supports_rows(type_id, x_dtype, x_dtype, m, k, raw_bytes):
         return functools.partial(q4k_idot_rows.Q4kIdotRowsLaunch, m, n, k, x_dtype, x_row_stride, device)
     if q4_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms):
-        if m == 1 and q4_idot.supports(type_id, x_dtype, x_dtype, m, n, k, raw_bytes, sms):
+        if m == 1 and q4_idot.supports(type_id, x_dtype, x_dtype, m, n, k, raw_bytes, sms, pairs):
             return functools.partial(q4_idot.Q4IdotLaunch, type_id, n, k, x_dtype, device)
         return functools.partial(q4_mv.Q4MvLaunch, type_id, n, k, x_dtype, device, m=m, x_row_stride=x_row_stride)
     return None
 
 
-def streamed_plan_class(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, device) -> Optional[type]:
+def streamed_plan_class(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, device,
+                        pairs: bool = False) -> Optional[type]:
     """The launch-plan class of the streamed mat-vec that ``ggml_matmul`` of ``m`` contiguous rows of x against an
     ``(n, k)`` matrix of this type runs (:func:`streamed_launch`), or None."""
-    build = streamed_launch(type_id, x_dtype, m, n, k, k, device)
+    build = streamed_launch(type_id, x_dtype, m, n, k, k, device, pairs)
     return None if build is None else build.func
 
 

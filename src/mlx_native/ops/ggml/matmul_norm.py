@@ -37,8 +37,7 @@ def kernel_takes(ggml_type: int, x_dtype: torch.dtype, n: int, k: int, raw: torc
     mat-vec, which can hand off or take a norm (Q4_K, Q4_0, Q4_1; ``kernel.streamed_launch``'s choice: small Q4_0 /
     Q4_1 matrices stay on the word-level kernel, and so does their norm), with a result in x's dtype; ``pairs``:
     stacked gate/up rows, which need rows of whole steps (other rows may end in a partial one)."""
-    whole = not pairs or (q4k_idot.step_warps(k) if ggml_type == q4k_mv.Q4K_ID else q4_idot.tiling(k)[0]) > 0
-    return whole and raw.is_contiguous() and streamed_plan_class(ggml_type, x_dtype, 1, n, k, raw.device) in (
+    return raw.is_contiguous() and streamed_plan_class(ggml_type, x_dtype, 1, n, k, raw.device, pairs) in (
         q4k_idot.Q4kIdotLaunch, q4_idot.Q4IdotLaunch)
 
 
