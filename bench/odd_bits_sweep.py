@@ -2,7 +2,9 @@
 per thread, units per step, programs per SM) against the route without it (``MLX_NATIVE_AFFINE_MV=0``) and bf16
 cuBLAS on the dequantized weight, one row of bf16 x, g64, CUDA-graph replay, weights rotating through >= 120 MB.
 
-    python bench/odd_bits_sweep.py [--out FILE.json] [--bits 3,5,6] [--shapes 4096x14336,14336x4096]
+    python bench/odd_bits_sweep.py [--out FILE.json] [--bits 3,5,6] [--shapes 4096x14336,14336x4096] [--routes]
+
+``--routes``: the default route and the route without the kernel only (no knob grid, no cuBLAS).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def main() -> int:
     ap.add_argument("--out")
     ap.add_argument("--bits", default="3,5,6")
     ap.add_argument("--shapes", default="4096x14336,14336x4096")
+    ap.add_argument("--routes", action="store_true", help="the default route and the route without the kernel only")
     args = ap.parse_args()
     copy = common.copy_bandwidth()
     print(f"copy bandwidth {copy / 1e12:.3f} TB/s", flush=True)
@@ -60,6 +63,8 @@ def main() -> int:
         timed("MLX_NATIVE_AFFINE_MV=0", call)
         env.settings = dataclasses.replace(env.settings, affine_mv=True)
         timed("default", call)
+        if args.routes:
+            continue
         for values in itertools.product(*GRID.values()):
             knobs = dict(zip(GRID, values))
             try:

@@ -55,7 +55,8 @@ def _check(device, n, k, gs, bits, dtype, s_dtype=None, mlx=True, **knobs):
 
 
 # n, k: rows of 1-4 steps of 8-32 units, tiles ragged or whole (32-unit steps: 4 warps x RT rows, 16 / 32 for
-# RT 4 / 8; 16- and 8-unit steps: 2x and 4x that)
+# RT 4 / 8; 16- and 8-unit steps: 2x and 4x that); rows whose dividing step is 8 units take 32-unit steps and a
+# partial one
 SHAPES = [
     (20, 1024),  # one 32-unit step, a ragged second tile
     (64, 2048),  # two steps (one two-step iteration), whole tiles
@@ -63,6 +64,9 @@ SHAPES = [
     (70, 768),  # three 8-unit steps, ragged
     (40, 512),  # one 16-unit step, ragged
     (32, 4096),  # four steps, whole tiles
+    (20, 1280),  # one 32-unit step and a partial one of 8
+    (13, 2304),  # two steps (one two-step iteration) and a partial one of 8
+    (9, 1792),  # one step and a partial one of 24
 ]
 CASES = [(bits, gs, dtype) for bits in (3, 5, 6) for gs in (32, 64, 128) for dtype in (torch.bfloat16, torch.float16)]
 
@@ -84,6 +88,7 @@ def test_odd_bits_matvec(device, case):
     (3, 20, 4096, 64, torch.bfloat16),  # 4 steps: up to 4 splits, 2 tiles
     (5, 40, 3072, 128, torch.float16),  # 3 steps: 3 splits of one step, 3 tiles (ragged)
     (6, 16, 2048, 32, torch.bfloat16),  # 2 steps: 2 splits
+    (3, 20, 2304, 64, torch.bfloat16),  # 2 steps and a partial one of 8 units: 2 splits, the last one with it
 ])
 def test_odd_bits_splitk_merged_in_launch(device, monkeypatch, bits, n, k, gs, dtype):
     """A K split (forced by asking for many programs per SM) is summed in the same launch by the last split
@@ -184,7 +189,8 @@ def test_odd_bits_x_at_odd_offset(device):
 
 def test_odd_bits_gate(monkeypatch):
     """``supports``: one row of bf16/fp16 x, 3/5/6 bits, transpose, group 32/64/128, rows of whole steps of at
-    least ODD_MIN_T units, int32 word offsets, and MLX_NATIVE_AFFINE_MV on; ``step_units`` / ``tile_rows``."""
+    least ODD_MIN_T units (or of ODD_MAX_T and a partial one), int32 word offsets, and MLX_NATIVE_AFFINE_MV on;
+    ``tiling`` / ``tile_rows``."""
     ok = dict(bits=3, group_size=64, transpose=True, x_dtype=torch.bfloat16, m=1, k=4096, words=10)
 
     def sup(**kw):
@@ -197,9 +203,11 @@ def test_odd_bits_gate(monkeypatch):
     assert not sup(transpose=False) and not sup(m=2) and not sup(m=0) and not sup(x_dtype=torch.float32)
     assert not sup(group_size=16) and not sup(words=2**31)
     assert not sup(k=96) and not sup(k=160) and not sup(k=320)  # 3, 5, 10 units: no step of 8
-    assert odd.step_units(4096) == 32 and odd.step_units(14336) == 32 and odd.step_units(11008) == 8
-    assert odd.step_units(768) == 8 and odd.step_units(512) == 16 and odd.step_units(320) == 0
-    assert odd.step_units(4096, 128) == 128 and odd.step_units(14336, 128) == 64
+    assert odd.tiling(4096) == (32, 0) and odd.tiling(14336) == (32, 0) and odd.tiling(11008) == (32, 24)
+    assert odd.tiling(768) == (8, 0) and odd.tiling(512) == (16, 0) and odd.tiling(320) == (0, 0)
+    assert odd.tiling(4096, max_t=128) == (128, 0) and odd.tiling(14336, max_t=128) == (64, 0)
+    # 16-unit steps: a partial step where they split K into one-step programs (37 steps, 112 tiles), else whole
+    assert odd.tiling(18944, 3584, 132) == (32, 16) and odd.tiling(2560, 9728, 132) == (16, 0)
     assert odd.tile_rows(32, 4) == 16 and odd.tile_rows(8, 4) == 64 and odd.tile_rows(128, 8) == 8
     assert odd.tile_rows(32, 2, warps=2) == 4
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, affine_mv=False))

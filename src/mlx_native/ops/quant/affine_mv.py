@@ -241,17 +241,26 @@ def step_with_tail(units: int, most: int, least: int, tiles, target: int) -> tup
     """``(units per loop step, units of a last partial step)`` for a streamed mat-vec whose rows hold ``units``:
     the :func:`largest_step` that divides them, except where that is at most ``most / 4`` (or none) or its K split
     (:func:`split_count` for ``target`` programs, ``tiles(step)`` row tiles) runs one step a program: then, for rows
-    of at least one ``most`` step, steps of ``most`` and a partial one of the units left. The kernel holds the
-    partial step's loads in registers through its loop, which costs where whole steps of ``most / 2`` exist. H100
-    session 26 run 2 (us, dividing steps -> with a partial one): Q6_K 11008 x 4096 (1-super-block steps, 43 K
-    splits) 37.9 -> 24.1, 18944 x 3584 (2-super-block steps, 37 K splits) 52.6 -> 35.2, but 3584 x 18944
+    of at least one ``most`` step, steps of ``most`` and a partial one of the units left. Not where only those
+    whole steps of ``most`` would split one a program (and a dividing step exists). The kernel holds the partial
+    step's loads in registers through its loop, which costs where whole steps of ``most / 2`` exist.
+
+    H100 session 26 run 2 (us, dividing steps -> with a partial one): Q6_K 11008 x 4096 (1-super-block steps, 43
+    K splits) 37.9 -> 24.1, 18944 x 3584 (2-super-block steps, 37 K splits) 52.6 -> 35.2, but 3584 x 18944
     (2-super-block steps, unsplit) 29.1 -> 44.0; Q5_K 11008 x 4096 (1-super-block steps) 36.5 -> 19.5, 3584 x
-    18944 (2) 28.5 -> 32.1; Q8_0 11008 x 4096 (4-pair steps) 30.8 -> 25.1, 3584 x 18944 (8) 31.3 -> 35.2."""
+    18944 (2) 28.5 -> 32.1; Q8_0 11008 x 4096 (4-pair steps) 30.8 -> 25.1, 3584 x 18944 (8) 31.3 -> 35.2.
+    Session 27 runs 1-2 (us, with a partial one of one-step splits -> dividing steps): MLX 3-bit 5376 x 4096 (5 K
+    splits of one 32-unit step) 14.4 -> 10.6; rows of 1024-2048 features: Q6_K 5376 x 2048 17.5 -> 8.6, 14080 x
+    1536 32.9 -> 12.3, Q5_K 11520 x 2048 24.8 -> 16.8, Q8_0 14080 x 1536 18.7 -> 13.8, but Q8_0 17664 x 1024
+    16.7 -> 18.1."""
+    def one_step_splits(step: int) -> bool:  # a K split of one whole step a program
+        steps = units // step
+        return steps > 1 and split_count(steps, tiles(step), target) == steps
+
     step = largest_step(units, most, least)
     if units < most or units % most == 0:
         return step, 0
-    degenerate = step > 0 and units // step > 1 and split_count(units // step, tiles(step), target) == units // step
-    if step <= most // 4 or degenerate:
+    if step == 0 or one_step_splits(step) or step <= most // 4 and not one_step_splits(most):
         return most, units % most
     return step, 0
 

@@ -49,6 +49,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import enter
+from ...kernels.loads import load_or_zero, tail_mask
 from ...kernels.words import word_aligned, x_pair
 from .affine_mv import code_f32, row_tile
 from .qmm import store_result
@@ -69,30 +70,33 @@ def _windows(ws, BITS: tl.constexpr):
 
 
 @triton.jit
-def _load(w_ptr, s_ptr, b_ptr, w_off, s_off, j, BITS: tl.constexpr, UPG: tl.constexpr, PAIRS: tl.constexpr):
+def _load(w_ptr, s_ptr, b_ptr, w_off, s_off, j, BITS: tl.constexpr, UPG: tl.constexpr, PAIRS: tl.constexpr,
+          mask=None):
     """The words (a tuple of ``BITS`` ``[T, W, RT]`` tensors: word ``i`` of each unit), scales and biases of the
-    step at unit ``j``; ``PAIRS``: the words as 8-byte pairs (even BITS)."""
+    step at unit ``j`` (0 where ``mask [T, 1, 1]`` is False); ``PAIRS``: the words as 8-byte pairs (even BITS)."""
     wp = (w_ptr + j * BITS) + w_off  # the scalar step offset first: one address per thread, rows as immediates
     ws = ()
     if PAIRS:
         for i in tl.static_range(BITS // 2):
-            lo, hi = tl.split(tl.load(wp[:, :, :, None] + (2 * i + tl.arange(0, 2))[None, None, None, :]))
+            lo, hi = tl.split(load_or_zero(wp[:, :, :, None] + (2 * i + tl.arange(0, 2))[None, None, None, :],
+                                           None if mask is None else mask[:, :, :, None]))
             ws = ws + (lo, hi)
     else:
         for i in tl.static_range(BITS):
-            ws = ws + (tl.load(wp + i),)
-    S = tl.load((s_ptr + j // UPG) + s_off)
-    B = tl.load((b_ptr + j // UPG) + s_off)
+            ws = ws + (load_or_zero(wp + i, mask),)
+    S = load_or_zero((s_ptr + j // UPG) + s_off, mask)
+    B = load_or_zero((b_ptr + j // UPG) + s_off, mask)
     return ws, S, B
 
 
 @triton.jit
-def _step(acc, ws, S, B, xp, magic, BITS: tl.constexpr, X_BF16: tl.constexpr):
+def _step(acc, ws, S, B, xp, magic, BITS: tl.constexpr, X_BF16: tl.constexpr, x_mask=None):
     """``acc [T, W, RT]`` + one step: the units' words ``ws``, scales and biases ``S, B``; ``xp`` ``[T, W, 4]``
-    pointers to the first 4 int32 words of x (8 values) of each unit (the same for every ``W``)."""
+    pointers to the first 4 int32 words of x (8 values) of each unit (the same for every ``W``; 0 where ``x_mask``
+    is False)."""
     win = _windows(ws, BITS)
     for c8 in tl.static_range(4):  # codes 8 c8 .. 8 c8 + 7
-        xw = tl.load(xp + 4 * c8)
+        xw = load_or_zero(xp + 4 * c8, x_mask)
         e, o = tl.split(tl.reshape(xw, (xw.shape[0], xw.shape[1], 2, 2)))  # words 0 2 / 1 3
         v0, v2 = tl.split(e)
         v1, v3 = tl.split(o)
@@ -129,10 +133,11 @@ def affine_mv_odd_kernel(
     BITS: tl.constexpr, N_UNITS: tl.constexpr, GS: tl.constexpr, BN: tl.constexpr, RT: tl.constexpr,
     T: tl.constexpr, EVEN_N: tl.constexpr, PREFETCH: tl.constexpr, FENCE: tl.constexpr, PAIRS: tl.constexpr,
     SPLIT_K: tl.constexpr, FUSE: tl.constexpr,
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr = False, TAIL: tl.constexpr = 0,
 ):
     """Units of 32 codes (``BITS`` words): ``N_UNITS = K / 32`` per row, ``T`` per loop step; ``units_per_split``
-    is a multiple of ``T`` and ``N_UNITS`` of it (whole steps). ``BN = W RT`` rows: tiles ``[T, W, RT]``, row
+    is a multiple of ``T``, and ``N_UNITS - TAIL`` of it (whole steps; ``TAIL`` units of a last, partial step,
+    run by the last K split with its loads issued before the loop). ``BN = W RT`` rows: tiles ``[T, W, RT]``, row
     ``w RT + r`` at ``[:, w, r]``."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
@@ -163,6 +168,10 @@ def affine_mv_odd_kernel(
     j_hi = tl.minimum(N_UNITS, j_lo + units_per_split)
     acc = tl.zeros([T, W, RT], dtype=tl.float32)
     last = j_hi - T
+    if TAIL:  # the row's last, partial step: its first TAIL units, for the last split
+        T0: tl.constexpr = N_UNITS - TAIL  # its first unit (a whole number of scale groups: T is)
+        tail = tail_mask(tl.arange(0, T), TAIL)[:, None, None]
+        ws_t, S_t, B_t = _load(w_ptr, s_ptr, b_ptr, w_off, s_off, T0, BITS, UPG, PAIRS, tail)
     ws, S, B = _load(w_ptr, s_ptr, b_ptr, w_off, s_off, j_lo, BITS, UPG, PAIRS)
     if PREFETCH:  # two steps an iteration, each one's operands loaded into the registers the step before released
         for j in range(j_lo, j_hi, 2 * T):
@@ -180,6 +189,8 @@ def affine_mv_odd_kernel(
         for j in range(j_lo + T, j_hi, T):
             ws, S, B = _load(w_ptr, s_ptr, b_ptr, w_off, s_off, j, BITS, UPG, PAIRS)
             acc = _step(acc, ws, S, B, (xw_ptr + 16 * j) + x_off, magic, BITS, X_BF16)
+    if TAIL:
+        acc = _step(acc, ws_t, S_t, B_t, (xw_ptr + 16 * T0) + x_off, magic, BITS, X_BF16, tail)
     res = tl.reshape(tl.sum(acc, axis=0), (BN,))
     _, row_ok = row_tile(N, BN, EVEN_N)
     store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
@@ -192,7 +203,7 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from .affine_mv import MAGIC, StreamedMvLaunch, largest_step  # noqa: E402
+from .affine_mv import MAGIC, StreamedMvLaunch, step_with_tail  # noqa: E402
 
 # From the H100 sweep (bench/odd_bits_sweep.py, bench/results/2026-11-25-h100-session17/run5; rows per thread x
 # units per step x programs per SM, g64, bf16): 32 units a step (a warp reads 384 / 640 / 768 contiguous bytes of a
@@ -202,7 +213,7 @@ from .affine_mv import MAGIC, StreamedMvLaunch, largest_step  # noqa: E402
 # 21.6), 5-bit 19.6 / 20.6 (71 / 68%), 6-bit 22.2 / 22.3 (74%); the general kernel took 164-191 us and bf16
 # cuBLAS 42-45. The best of the 12 variants was within 3% of these except 6-bit 4096 x 14336 (20.8 us with 2 rows
 # a thread and 16-unit steps, but 23.0 on 14336 x 4096).
-ODD_MAX_T = 32  # units (32 codes) per row and loop step: the most up to this that divide the row
+ODD_MAX_T = 32  # units (32 codes) per row and loop step: the most up to this that divide the row (see tiling)
 ODD_MIN_T = 8  # rows that take no step of at least this many units are not taken
 ODD_RT = {3: 4, 5: 4, 6: 4}  # rows per thread, by bits
 ODD_WARPS = 4
@@ -210,12 +221,6 @@ ODD_PREFETCH = True
 ODD_FENCE = True  # a CTA barrier after each batch of prefetch loads (see the module docstring)
 PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
 ODD_BITS = (3, 5, 6)
-
-
-def step_units(k: int, max_t: int = 0) -> int:
-    """Units (32 values) per loop step for rows of ``k`` columns: the largest power of two up to ODD_MAX_T that
-    divides the row's units (0 when that is fewer than ODD_MIN_T)."""
-    return largest_step(k // 32, max_t or ODD_MAX_T, ODD_MIN_T) if k % 32 == 0 else 0
 
 
 def tile_rows(t: int, rt: int, warps: int = 0) -> int:
@@ -229,7 +234,20 @@ def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, 
     into whole loop steps; ``words``: elements of the packed weight (int32 offsets). ``MLX_NATIVE_AFFINE_MV=0``
     turns it off (as the 4-bit ``affine_mv``)."""
     return (env.settings.affine_mv and bits in ODD_BITS and transpose and m == 1 and group_size in (32, 64, 128)
-            and x_dtype in (torch.bfloat16, torch.float16) and words < 2**31 and step_units(k) > 0)
+            and x_dtype in (torch.bfloat16, torch.float16) and words < 2**31 and tiling(k)[0] > 0)
+
+
+def tiling(k: int, n: int = 0, sms: int = 0, max_t: int = 0, rt: int = 4, warps: int = 0,
+           programs_per_sm: int = 0) -> tuple[int, int]:
+    """``(units (32 values) per loop step, units of a last partial step)`` for ``n`` rows of ``k`` columns on
+    ``sms`` SMs: the most units, a power of two from ``max_t`` (ODD_MAX_T) down to ODD_MIN_T, that divide the row
+    (``(0, 0)`` for rows of none and under ``max_t`` units), or steps of ``max_t`` (ODD_MAX_T) units and a partial one where
+    :func:`~mlx_native.ops.quant.affine_mv.step_with_tail` takes them (K = 11008: 344 units, 8-unit steps ->
+    10 steps of 32 and one of 24); ``rt``, ``warps``, ``programs_per_sm``: the plan's tiles and K-split target."""
+    if k % 32:
+        return 0, 0
+    return step_with_tail(k // 32, max_t or ODD_MAX_T, ODD_MIN_T, lambda t: triton.cdiv(n, tile_rows(t, rt, warps)),
+                          (programs_per_sm or PROGRAMS_PER_SM) * sms)
 
 
 class AffineOddMvLaunch(StreamedMvLaunch):
@@ -241,13 +259,13 @@ class AffineOddMvLaunch(StreamedMvLaunch):
 
     def __init__(self, n: int, k: int, group_size: int, bits: int, out_dtype: torch.dtype, device, max_t: int = 0,
                  rt: int = 0, programs_per_sm: int = 0, prefetch=None, fence=None, warps: int = 0):
-        t = step_units(k, max_t)
         rt, warps = rt or ODD_RT[bits], warps or ODD_WARPS
+        t, tail = tiling(k, n, device_info(device).sm_count, max_t, rt, warps, programs_per_sm)
         bn = tile_rows(t, rt, warps)
         target = (programs_per_sm or PROGRAMS_PER_SM) * device_info(device).sm_count
         constexprs = dict(BITS=bits, N_UNITS=k // 32, GS=group_size, BN=bn, RT=rt, T=t, EVEN_N=n % bn == 0,
                           PREFETCH=ODD_PREFETCH if prefetch is None else prefetch,
-                          FENCE=ODD_FENCE if fence is None else fence, PAIRS=bits % 2 == 0)
+                          FENCE=ODD_FENCE if fence is None else fence, PAIRS=bits % 2 == 0, TAIL=tail)
         super().__init__(affine_mv_odd_kernel, n, triton.cdiv(n, bn), k // 32 // t, t, target, (n,), constexprs,
                          out_dtype, device, tail_ints=(MAGIC,), num_warps=warps)
 
