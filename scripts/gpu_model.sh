@@ -3,15 +3,15 @@
 #
 #   MLX_NATIVE_SMOLLM2_GGUF=/path/SmolLM2-135M-Instruct.Q4_1.gguf bash scripts/gpu_model.sh
 #
-# Without MLX_NATIVE_SMOLLM2_GGUF the file is reassembled from parts made with `split`
-# (the 98 MB file does not fit one device call's 64 MiB tree): every file named part_*
-# under .model_a/, .model_b/ or /tmp/smollm2_parts/ is concatenated in name order and
-# checked against the sha256 below. A later call does not keep the ignored paths carried
-# by an earlier one, so: one call carries .model_a and copies it out of the tree
-# (mkdir -p /tmp/smollm2_parts && cp .model_a/part_* /tmp/smollm2_parts/), the next one
-# (within the machine's idle time, 30 s) carries .model_b and a folder .whl_gguf with the
-# gguf wheel (the only wheel these tests need) and runs this script. A part is ~48 MiB and the tracked tree
-# ~12 MiB, so beside a part carry .whl_gguf (gguf, and liger-kernel for a bench), not .whl (mlx-cpu alone is 11 MB).
+# Without MLX_NATIVE_SMOLLM2_GGUF the file is reassembled from parts made with `split -b 33000000`
+# (the 98 MB file does not fit one device call's 64 MiB, tracked tree included: ~16 MB in session 27): every file
+# named part_* under .model_a/, .model_b/ or /tmp/smollm2_parts/ is concatenated in name order and checked
+# against the sha256 below. A later call does not keep the ignored paths carried by an earlier one, so each call
+# but the last carries one part folder and copies it out of the tree (mkdir -p /tmp/smollm2_parts && cp
+# .model_a/part_* /tmp/smollm2_parts/), the next one following within the machine's idle time (30 s); the last
+# carries its part (copied the same way first) and a folder .whl_gguf with the gguf wheel (the only wheel these
+# tests need; liger-kernel for a bench) and runs this script. Session 27 used three parts (.model_a, .model_b,
+# .model_c), ~33 MB each.
 #
 # Writes under $OUT (default /tmp/mlx-native-out): env.txt, smollm2_pytest.log,
 # generate.log, cli_bench.md, model_bench.log and model_bench/ (model_results.json/.md).
