@@ -210,6 +210,8 @@ def test_q6k_mv_step_rule():
         (1, 0), (2, 0), (1, 0), (4, 0), (4, 0), (4, 0), (4, 3), (4, 1), (2, 0)]
     # 2-super-block steps split into one-step programs (37 of them, 224 tiles) take a partial one; unsplit they stay
     assert q6k_mv.tiling(18944, 3584, 132) == (4, 2) and q6k_mv.tiling(3584, 18944, 132) == (2, 0)
+    # on rows of few tiles the 4-super-block steps would split one a program: 1-super-block steps stay
+    assert q6k_mv.tiling(5376, 2048, 132) == (1, 0) and q6k_mv.tiling(5376, 4096, 132) == (4, 1)
     assert q6k_mv.tile_rows(4, upt=4, warps=4, rt=4) == 16  # 4 lanes x 8 slots: a warp; 4 warps of rows
     assert q6k_mv.tile_rows(1, upt=4, warps=4, rt=4) == 64  # 8 lanes a step: 16 threads a row set
     assert q6k_mv.tile_rows(4, upt=1, warps=4, rt=4) == 4  # 16 lanes x 8 slots: every thread on the slots

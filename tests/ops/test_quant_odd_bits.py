@@ -208,6 +208,8 @@ def test_odd_bits_gate(monkeypatch):
     assert odd.tiling(4096, max_t=128) == (128, 0) and odd.tiling(14336, max_t=128) == (64, 0)
     # 16-unit steps: a partial step where they split K into one-step programs (37 steps, 112 tiles), else whole
     assert odd.tiling(18944, 3584, 132) == (32, 16) and odd.tiling(2560, 9728, 132) == (16, 0)
+    # 8-unit steps kept where only the 32-unit ones would split K one step a program (5 steps over 256 tiles)
+    assert odd.tiling(5376, 4096, 132) == (8, 0) and odd.tiling(11008, 4096, 132) == (32, 24)
     assert odd.tile_rows(32, 4) == 16 and odd.tile_rows(8, 4) == 64 and odd.tile_rows(128, 8) == 8
     assert odd.tile_rows(32, 2, warps=2) == 4
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, affine_mv=False))
