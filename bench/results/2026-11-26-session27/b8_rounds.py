@@ -4,8 +4,6 @@ import os
 import statistics
 import sys
 
-import torch
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import attention  # noqa: E402
 import common  # noqa: E402

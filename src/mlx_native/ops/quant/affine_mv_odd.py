@@ -230,9 +230,9 @@ def tile_rows(t: int, rt: int, warps: int = 0) -> int:
 
 
 def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, m: int, k: int, words: int) -> bool:
-    """One row of bf16/fp16 x against MLX affine 3-, 5- or 6-bit weights (``transpose=True``) whose rows split
-    into whole loop steps; ``words``: elements of the packed weight (int32 offsets). ``MLX_NATIVE_AFFINE_MV=0``
-    turns it off (as the 4-bit ``affine_mv``)."""
+    """One row of bf16/fp16 x against MLX affine 3-, 5- or 6-bit weights (``transpose=True``) whose rows take a
+    loop step (:func:`tiling`: whole steps, or steps of ODD_MAX_T units and a partial one); ``words``: elements of
+    the packed weight (int32 offsets). ``MLX_NATIVE_AFFINE_MV=0`` turns it off (as the 4-bit ``affine_mv``)."""
     return (env.settings.affine_mv and bits in ODD_BITS and transpose and m == 1 and group_size in (32, 64, 128)
             and x_dtype in (torch.bfloat16, torch.float16) and words < 2**31 and tiling(k)[0] > 0)
 
@@ -241,9 +241,10 @@ def tiling(k: int, n: int = 0, sms: int = 0, max_t: int = 0, rt: int = 4, warps:
            programs_per_sm: int = 0) -> tuple[int, int]:
     """``(units (32 values) per loop step, units of a last partial step)`` for ``n`` rows of ``k`` columns on
     ``sms`` SMs: the most units, a power of two from ``max_t`` (ODD_MAX_T) down to ODD_MIN_T, that divide the row
-    (``(0, 0)`` for rows of none and under ``max_t`` units), or steps of ``max_t`` (ODD_MAX_T) units and a partial one where
-    :func:`~mlx_native.ops.quant.affine_mv.step_with_tail` takes them (K = 11008: 344 units, 8-unit steps ->
-    10 steps of 32 and one of 24); ``rt``, ``warps``, ``programs_per_sm``: the plan's tiles and K-split target."""
+    (``(0, 0)`` for rows of none and under ``max_t`` units), or steps of ``max_t`` units and a partial one where
+    :func:`~mlx_native.ops.quant.affine_mv.step_with_tail` takes them (K = 11008: 344 units, 8-unit steps -> 10
+    steps of 32 and one of 24; 5376 x 4096 keeps 8-unit steps); ``rt``, ``warps``, ``programs_per_sm``: the plan's
+    tiles and K-split target."""
     if k % 32:
         return 0, 0
     return step_with_tail(k // 32, max_t or ODD_MAX_T, ODD_MIN_T, lambda t: triton.cdiv(n, tile_rows(t, rt, warps)),
