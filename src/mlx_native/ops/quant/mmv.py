@@ -326,6 +326,67 @@ def _q41_packed_step(xs, S, B, w_ptr, rows, g, stride_wn, acc, NB: tl.constexpr,
 
 
 @triton.jit
+def _q40_columns(NW: tl.constexpr, FIRST: tl.constexpr):
+    """Codes of the ``8 NW`` columns of a :func:`_tile` of the ``NW`` words from word ``FIRST`` of a Q4_0 step
+    (8 blocks, 144 bytes, 36 words): ``(code [8 NW] within the step, valid [8 NW])``. Half-word ``h = 2 q + e`` of
+    the step is half ``h % 18`` of the block pair ``h // 18``: 0 and 9 are the pair's fp16 scales (not codes), 1-8
+    bytes ``2 (h - 1)``, ``+ 1`` of the even block, 10-17 those of the odd one; shift ``i`` takes the low nibble
+    of the first byte, the high one, the low of the second, the high (codes ``l``, ``l + 16``, ``l + 1``, ``l + 17``
+    of byte pair ``l, l + 1``)."""
+    F: tl.constexpr = NW // 4
+    col = tl.arange(0, 8 * NW)
+    q = FIRST + ((col // 2) % 4) * F + (col // 8) % F
+    i = col // (8 * F)
+    h = 2 * q + col % 2
+    pair = h // 18
+    hp = h % 18
+    odd = (hp >= 9).to(tl.int32)
+    code = 32 * (2 * pair + odd) + 2 * (hp - 1 - 9 * odd) + i // 2 + 16 * (i % 2)
+    valid = (hp != 0) & (hp != 9)
+    return tl.where(valid, code, 0), valid
+
+
+@triton.jit
+def _q40_x(x_ptr, m, g, stride_xm, M, NW: tl.constexpr, FIRST: tl.constexpr):
+    """x of the columns of :func:`_q40_columns` for the step from block ``g``: ``[8 NW, MP]``, 0 in the scale
+    columns and rows ``>= M``."""
+    code, valid = _q40_columns(NW, FIRST)
+    return tl.load(x_ptr + m[None, :] * stride_xm + (g * 32 + code)[:, None], mask=valid[:, None] & (m < M)[None, :],
+                   other=0.0)
+
+
+@triton.jit
+def _q40_scales(w_ptr, rows, g, g_hi, stride_wn, X_F16: tl.constexpr):
+    """Q4_0 ``(S2, B2)`` of each word of the step from block ``g`` (:func:`_pair16` of ``d``, ``-8 d`` in x's
+    dtype): ``[BN, 32]`` for words 0-31 (blocks 0-6: word ``q`` of block pair ``q // 9`` is the even block's
+    for ``q % 9 < 5``) and ``[BN, 1]`` for words 32-35 (block 7); 0 from ``g_hi`` on. Word ``q``'s scale is a
+    2-byte load of its block's, which ``cp.async`` cannot take, so the loop makes them a step ahead."""
+    dt: tl.constexpr = tl.float16 if X_F16 else tl.bfloat16
+    q = tl.arange(0, 32)
+    blk = 2 * (q // 9) + (q % 9 >= 5).to(tl.int32)
+    d = _f16(w_ptr, rows[:, None] * stride_wn + (g + blk)[None, :] * 18, (g + blk < g_hi)[None, :]).to(dt)
+    last = g + 7 + tl.zeros([1], tl.int32)
+    d7 = _f16(w_ptr, rows[:, None] * stride_wn + last[None, :] * 18, (last < g_hi)[None, :]).to(dt)
+    return _pair16(d), _pair16((-8.0 * d.to(tl.float32)).to(dt)), _pair16(d7), _pair16((-8.0 * d7.to(tl.float32)).to(dt))
+
+
+@triton.jit
+def _q40_packed_step(xs, xt, S2, B2, S2t, B2t, w_ptr, rows, g, stride_wn, acc, BN: tl.constexpr,
+                     X_F16: tl.constexpr, ASM: tl.constexpr):
+    """``acc [BN, MP] += dot(d q - 8 d, x)`` over the 8 Q4_0 blocks from ``g`` (a multiple of 8) of each row: their
+    144 bytes (16-byte aligned: rows of a multiple of 8 blocks) are words 0-31 and 32-35, two tiles of 16-byte
+    loads, dequantized word by word with the word's block scale (``S2, B2 [BN, 32]``, ``S2t, B2t [BN, 1]``:
+    :func:`_q40_scales`) whatever the word holds; the halves holding scales meet x = 0 (``xs [256, MP]``,
+    ``xt [32, MP]``: :func:`_q40_x`)."""
+    first = tl.multiple_of(rows * (stride_wn // 4) + (g // 8) * 36, 4)
+    shifts = 4 * tl.arange(0, 4)
+    w = _word(w_ptr, first[:, None] + tl.arange(0, 32)[None, :], None)
+    wt = _word(w_ptr, first[:, None] + 32 + tl.arange(0, 4)[None, :], None)
+    acc = tl.dot(_tile(_packed_pairs(w, shifts, S2[:, :, None], B2[:, :, None], X_F16, ASM), BN, 256), xs, acc)
+    return tl.dot(_tile(_packed_pairs(wt, shifts, S2t[:, :, None], B2t[:, :, None], X_F16, ASM), BN, 32), xt, acc)
+
+
+@triton.jit
 def _affine_scales(s_ptr, b_ptr, rows, g, g_hi, stride_sn, G: tl.constexpr):
     """Scales and biases ``[BN, G]`` (x's dtype) of the ``G`` MLX groups from ``g`` (0 from ``g_hi`` on)."""
     gi = g + tl.arange(0, G)
@@ -483,7 +544,7 @@ def mmv_kernel(
     g_lo = pid_k * groups_per_split
     g_hi = tl.minimum(K // GS, g_lo + groups_per_split)
     acc = tl.zeros([BN, MP], dtype=tl.float32)
-    if PACKED and FMT != Q4_1:  # MLX affine or Q4_K: GPS groups a step of GPS * GS codes, x of the next step first
+    if PACKED and (FMT == AFFINE or FMT == Q4_K):  # MLX affine or Q4_K: GPS groups a step of GPS * GS codes, x of the next step first
         KS: tl.constexpr = GPS * GS
         xs = _x_step(x_ptr, m, g_lo, stride_xm, tl.where(g_lo < g_hi, M, 0), GS, KS, FMT)
         if FMT == Q4_K:  # its headers come with the code words, through the cp.async pipeline
@@ -498,6 +559,18 @@ def mmv_kernel(
                 S_nxt, B_nxt = _affine_scales(s_ptr, b_ptr, rows, g + GPS, g_hi, stride_sn, GPS)
                 acc = _affine_step(xs, S, B, w_ptr, rows, g, stride_wn, acc, BN, GS, KS, X_F16, ASM)
                 xs, S, B = nxt, S_nxt, B_nxt
+    elif PACKED and FMT == Q4_0:  # 8 blocks a step: scales and x (gathers) loaded a step ahead
+        S2, B2, S2t, B2t = _q40_scales(w_ptr, rows, g_lo, g_hi, stride_wn, X_F16)
+        Mx = tl.where(g_lo < g_hi, M, 0)
+        xs = _q40_x(x_ptr, m, g_lo, stride_xm, Mx, 32, 0)
+        xt = _q40_x(x_ptr, m, g_lo, stride_xm, Mx, 4, 32)
+        for g in range(g_lo, g_hi, GPS):
+            S2n, B2n, S2tn, B2tn = _q40_scales(w_ptr, rows, g + GPS, g_hi, stride_wn, X_F16)
+            Mn = tl.where(g + GPS < g_hi, M, 0)
+            xs_n = _q40_x(x_ptr, m, g + GPS, stride_xm, Mn, 32, 0)
+            xt_n = _q40_x(x_ptr, m, g + GPS, stride_xm, Mn, 4, 32)
+            acc = _q40_packed_step(xs, xt, S2, B2, S2t, B2t, w_ptr, rows, g, stride_wn, acc, BN, X_F16, ASM)
+            xs, xt, S2, B2, S2t, B2t = xs_n, xt_n, S2n, B2n, S2tn, B2tn
     elif PACKED:  # Q4_1, GPS (2 or 4) blocks a step: d and m loaded a step ahead
         S, B = _q41_scales(w_ptr, rows, g_lo, g_hi, stride_wn, GPS, X_F16)
         for g in range(g_lo, g_hi, GPS):
@@ -574,6 +647,7 @@ Q41_MIN_WEIGHTS = 1 << 24  # ... of a matrix of at least this many weights
 GGUF_GROUP = 32  # values per GGUF block / Q4_K sub-block
 MMV_TRIGGER = False  # PDL trigger: at the start 0.80-0.84x (session 22), after the loop 0.94-1.03x (session 23)
 Q4_K_GPS = 8  # Q4_K: a loop step is one 256-value super-block
+Q4_0_GPS = 8  # packed Q4_0: a loop step is 8 blocks, 144 bytes (16-byte aligned in rows of a multiple of 8 blocks)
 
 
 def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, out_dtype: torch.dtype,
@@ -675,9 +749,12 @@ class MmvLaunch:
             prescale = m >= PRESCALE_MIN_ROWS
         groups = k // group_size
         packed = PACKED and prescale and (fmt == AFFINE.value and scale_dtype == x_dtype or fmt == Q4_K.value
-                                          or fmt == Q4_1.value and groups % 2 == 0)
+                                          or fmt == Q4_1.value and groups % 2 == 0
+                                          or fmt == Q4_0.value and groups % Q4_0_GPS == 0)
         if fmt == Q4_K.value and packed:  # half super-blocks, at least 2 a split
             gps, min_steps = Q4_K_GPS // 2, 2
+        elif fmt == Q4_0.value and packed:  # 8 blocks (144 bytes) a step, at least 2 a split
+            gps, min_steps = Q4_0_GPS, 2
         elif fmt == Q4_K.value:  # at least 2 super-blocks per split: the 512 values of 4 MLX g64 steps (not swept)
             gps, min_steps = Q4_K_GPS, 2
         elif packed and fmt == Q4_1.value:  # 4 blocks a step where they divide the row, else 2; >= 256 codes a split
