@@ -347,43 +347,98 @@ def _q40_columns(NW: tl.constexpr, FIRST: tl.constexpr):
 
 
 @triton.jit
-def _q40_x(x_ptr, m, g, stride_xm, M, NW: tl.constexpr, FIRST: tl.constexpr):
-    """x of the columns of :func:`_q40_columns` for the step from block ``g``: ``[8 NW, MP]``, 0 in the scale
-    columns and rows ``>= M``."""
+def _q40_x_part(x_ptr, out_ptr, row, s, K, stride_xm, NW: tl.constexpr, FIRST: tl.constexpr):
+    """Columns ``8 FIRST`` to ``8 (FIRST + NW)`` of step ``s`` (``[S, 288]``) of row ``row`` of :func:`q40_x_kernel`."""
     code, valid = _q40_columns(NW, FIRST)
-    return tl.load(x_ptr + m[None, :] * stride_xm + (g * 32 + code)[:, None], mask=valid[:, None] & (m < M)[None, :],
-                   other=0.0)
+    ok = s < K // 256
+    v = tl.load(x_ptr + row * stride_xm + (s * 256)[:, None] + code[None, :], mask=ok[:, None] & valid[None, :],
+                other=0.0)
+    cols = tl.arange(0, 8 * NW)
+    tl.store(out_ptr + row * (K // 256 * 288) + (s * 288 + 8 * FIRST)[:, None] + cols[None, :], v,
+             mask=ok[:, None])
 
 
 @triton.jit
-def _q40_scales(w_ptr, rows, g, g_hi, stride_wn, X_F16: tl.constexpr):
-    """Q4_0 ``(S2, B2)`` of each word of the step from block ``g`` (:func:`_pair16` of ``d``, ``-8 d`` in x's
-    dtype): ``[BN, 32]`` for words 0-31 (blocks 0-6: word ``q`` of block pair ``q // 9`` is the even block's
-    for ``q % 9 < 5``) and ``[BN, 1]`` for words 32-35 (block 7); 0 from ``g_hi`` on. Word ``q``'s scale is a
-    2-byte load of its block's, which ``cp.async`` cannot take, so the loop makes them a step ahead."""
+def q40_x_kernel(x_ptr, out_ptr, K, stride_xm, S: tl.constexpr, PDL: tl.constexpr = False):
+    """x of packed Q4_0 tiles: ``x [M, K]`` -> ``[M, K / 256 * 288]``, for each step of 8 blocks (256 codes) its
+    288 tile columns (words 0-31 of the step, then 32-35) in the order of :func:`_tile`, 0 where a column holds a
+    scale half (:func:`_q40_columns`). Grid ``(M, cdiv(K / 256, S))``."""
+    enter(PDL)
+    row = tl.program_id(0)
+    s = tl.program_id(1) * S + tl.arange(0, S)
+    _q40_x_part(x_ptr, out_ptr, row, s, K, stride_xm, 32, 0)
+    _q40_x_part(x_ptr, out_ptr, row, s, K, stride_xm, 4, 32)
+
+
+@triton.jit
+def _q40_x_step(xq_ptr, m, g, Kq, M):
+    """``([256, MP], [32, MP])``: the columns of :func:`q40_x_kernel`'s step from block ``g`` (rows ``>= M``: 0)."""
+    base = xq_ptr + m[:, None] * Kq + g // 8 * 288
+    ok = (m < M)[:, None]
+    xs = tl.load(base + tl.arange(0, 256)[None, :], mask=ok, other=0.0)
+    xt = tl.load(base + 256 + tl.arange(0, 32)[None, :], mask=ok, other=0.0)
+    return tl.trans(xs), tl.trans(xt)
+
+
+# ``(OFF + q) - (OFF + 8)`` is ``q - 8`` exactly, and ``(q - 8) d`` (an FMA with -0.0) rounds once: the pair of
+# dequantized Q4_0 weights, two codes an instruction, with a 16-bit ``d``.
+_CENTERED_BF16 = tl.constexpr("""{ .reg .b32 t, one, off, nz;
+ mov.b32 one, 0x3F803F80; mov.b32 off, 0xC308C308; mov.b32 nz, 0x80008000;
+ lop3.b32 t, $1, 0x000F000F, 0x43004300, 0xEA;
+ fma.rn.bf16x2 t, t, one, off;
+ fma.rn.bf16x2 $0, t, $2, nz; }""")
+_CENTERED_F16 = tl.constexpr("""{ .reg .b32 t, one, off, nz;
+ mov.b32 one, 0x3C003C00; mov.b32 off, 0xE408E408; mov.b32 nz, 0x80008000;
+ lop3.b32 t, $1, 0x000F000F, 0x64006400, 0xEA;
+ fma.rn.f16x2 t, t, one, off;
+ fma.rn.f16x2 $0, t, $2, nz; }""")
+
+
+@triton.jit
+def _centered_pairs(w, shifts, S2, X_F16: tl.constexpr, ASM: tl.constexpr):
+    """As :func:`_packed_pairs` for ``S (q - 8)`` (Q4_0: no bias term, which ``-8 d`` could overflow in fp16)."""
+    wide = w[:, :, None] >> shifts[None, None, :]
     dt: tl.constexpr = tl.float16 if X_F16 else tl.bfloat16
-    q = tl.arange(0, 32)
-    blk = 2 * (q // 9) + (q % 9 >= 5).to(tl.int32)
-    d = _f16(w_ptr, rows[:, None] * stride_wn + (g + blk)[None, :] * 18, (g + blk < g_hi)[None, :]).to(dt)
-    last = g + 7 + tl.zeros([1], tl.int32)
-    d7 = _f16(w_ptr, rows[:, None] * stride_wn + last[None, :] * 18, (last < g_hi)[None, :]).to(dt)
-    return _pair16(d), _pair16((-8.0 * d.to(tl.float32)).to(dt)), _pair16(d7), _pair16((-8.0 * d7.to(tl.float32)).to(dt))
+    if ASM:
+        d = tl.inline_asm_elementwise(_CENTERED_F16 if X_F16 else _CENTERED_BF16, "=r,r,r", [wide, S2],
+                                      dtype=tl.int32, is_pure=True, pack=1)
+        return tl.join(d.to(tl.int16).to(dt, bitcast=True), (d >> 16).to(tl.int16).to(dt, bitcast=True))
+    q = wide & 0x000F000F
+    S = S2.to(tl.int16).to(dt, bitcast=True).to(tl.float32)
+    return tl.join((((q & 0xF) - 8).to(tl.float32) * S).to(dt), (((q >> 16) - 8).to(tl.float32) * S).to(dt))
 
 
 @triton.jit
-def _q40_packed_step(xs, xt, S2, B2, S2t, B2t, w_ptr, rows, g, stride_wn, acc, BN: tl.constexpr,
-                     X_F16: tl.constexpr, ASM: tl.constexpr):
-    """``acc [BN, MP] += dot(d q - 8 d, x)`` over the 8 Q4_0 blocks from ``g`` (a multiple of 8) of each row: their
+def _q40_scale_pairs(sw, HI: tl.constexpr, X_F16: tl.constexpr):
+    """Words holding a Q4_0 ``d`` in their low (``HI`` False) or high half -> :func:`_pair16` of ``d`` in x's dtype."""
+    bits = ((sw >> 16) if HI else sw) & 0xFFFF
+    if not X_F16:
+        d = bits.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32).to(tl.bfloat16)
+        bits = d.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+    return bits | (bits << 16)
+
+
+@triton.jit
+def _q40_packed_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN: tl.constexpr, X_F16: tl.constexpr,
+                     ASM: tl.constexpr):
+    """``acc [BN, MP] += dot(d (q - 8), x)`` over the 8 Q4_0 blocks from ``g`` (a multiple of 8) of each row: their
     144 bytes (16-byte aligned: rows of a multiple of 8 blocks) are words 0-31 and 32-35, two tiles of 16-byte
-    loads, dequantized word by word with the word's block scale (``S2, B2 [BN, 32]``, ``S2t, B2t [BN, 1]``:
-    :func:`_q40_scales`) whatever the word holds; the halves holding scales meet x = 0 (``xs [256, MP]``,
-    ``xt [32, MP]``: :func:`_q40_x`)."""
+    loads, dequantized word by word (whatever the word holds) with the ``d`` of its block, which sits in the low half
+    of word ``9 p`` (even block ``2 p``) or the high half of word ``9 p + 4`` (odd block ``2 p + 1``) of the same
+    tile, taken from there (``tl.gather`` along the row); the halves holding scales meet x = 0 (``xs [256, MP]``,
+    ``xt [32, MP]``: :func:`_q40_x_step`)."""
     first = tl.multiple_of(rows * (stride_wn // 4) + (g // 8) * 36, 4)
     shifts = 4 * tl.arange(0, 4)
     w = _word(w_ptr, first[:, None] + tl.arange(0, 32)[None, :], None)
     wt = _word(w_ptr, first[:, None] + 32 + tl.arange(0, 4)[None, :], None)
-    acc = tl.dot(_tile(_packed_pairs(w, shifts, S2[:, :, None], B2[:, :, None], X_F16, ASM), BN, 256), xs, acc)
-    return tl.dot(_tile(_packed_pairs(wt, shifts, S2t[:, :, None], B2t[:, :, None], X_F16, ASM), BN, 32), xt, acc)
+    q = tl.arange(0, 32)
+    odd = q % 9 >= 5
+    src = tl.broadcast_to((9 * (q // 9) + 4 * odd.to(tl.int32))[None, :], (BN, 32))
+    sw = tl.gather(w, src, 1)
+    S2 = tl.where(odd[None, :], _q40_scale_pairs(sw, True, X_F16), _q40_scale_pairs(sw, False, X_F16))
+    S2t = _q40_scale_pairs(tl.gather(w, tl.full((BN, 1), 31, tl.int32), 1), True, X_F16)  # block 7: word 31's high
+    acc = tl.dot(_tile(_centered_pairs(w, shifts, S2[:, :, None], X_F16, ASM), BN, 256), xs, acc)
+    return tl.dot(_tile(_centered_pairs(wt, shifts, S2t[:, :, None], X_F16, ASM), BN, 32), xt, acc)
 
 
 @triton.jit
@@ -518,7 +573,8 @@ def _offset_terms(x_ptr, w_ptr, s_ptr, b_ptr, rows, m, g_lo, g_hi, M, stride_xm,
 def mmv_kernel(
     x_ptr,  # [M, K] activations, bf16 or fp16 (unit column stride)
     w_ptr,  # MLX: [N, K / 8] int32 words; GGUF: [N * stride_wn] uint8 blocks
-    s_ptr, b_ptr,  # MLX: [N, K / GS] scales / biases; GGUF: unused (the blocks hold them)
+    s_ptr, b_ptr,  # MLX: [N, K / GS] scales / biases; GGUF: unused (the blocks hold them), but packed Q4_0's
+    # s_ptr: [M, K / 256 * 288] x in tile order (q40_x_kernel)
     out_ptr,  # [M, N] output (written unless SPLIT_K without FUSE)
     part_ptr,  # [split, M, N] fp32 partials (SPLIT_K)
     cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters, zero between launches (FUSE)
@@ -559,18 +615,13 @@ def mmv_kernel(
                 S_nxt, B_nxt = _affine_scales(s_ptr, b_ptr, rows, g + GPS, g_hi, stride_sn, GPS)
                 acc = _affine_step(xs, S, B, w_ptr, rows, g, stride_wn, acc, BN, GS, KS, X_F16, ASM)
                 xs, S, B = nxt, S_nxt, B_nxt
-    elif PACKED and FMT == Q4_0:  # 8 blocks a step: scales and x (gathers) loaded a step ahead
-        S2, B2, S2t, B2t = _q40_scales(w_ptr, rows, g_lo, g_hi, stride_wn, X_F16)
-        Mx = tl.where(g_lo < g_hi, M, 0)
-        xs = _q40_x(x_ptr, m, g_lo, stride_xm, Mx, 32, 0)
-        xt = _q40_x(x_ptr, m, g_lo, stride_xm, Mx, 4, 32)
+    elif PACKED and FMT == Q4_0:  # 8 blocks a step; x from q40_x_kernel (s_ptr), loaded a step ahead
+        Kq = K // 256 * 288
+        xs, xt = _q40_x_step(s_ptr, m, g_lo, Kq, tl.where(g_lo < g_hi, M, 0))
         for g in range(g_lo, g_hi, GPS):
-            S2n, B2n, S2tn, B2tn = _q40_scales(w_ptr, rows, g + GPS, g_hi, stride_wn, X_F16)
-            Mn = tl.where(g + GPS < g_hi, M, 0)
-            xs_n = _q40_x(x_ptr, m, g + GPS, stride_xm, Mn, 32, 0)
-            xt_n = _q40_x(x_ptr, m, g + GPS, stride_xm, Mn, 4, 32)
-            acc = _q40_packed_step(xs, xt, S2, B2, S2t, B2t, w_ptr, rows, g, stride_wn, acc, BN, X_F16, ASM)
-            xs, xt, S2, B2, S2t, B2t = xs_n, xt_n, S2n, B2n, S2tn, B2tn
+            xs_n, xt_n = _q40_x_step(s_ptr, m, g + GPS, Kq, tl.where(g + GPS < g_hi, M, 0))
+            acc = _q40_packed_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN, X_F16, ASM)
+            xs, xt = xs_n, xt_n
     elif PACKED:  # Q4_1, GPS (2 or 4) blocks a step: d and m loaded a step ahead
         S, B = _q41_scales(w_ptr, rows, g_lo, g_hi, stride_wn, GPS, X_F16)
         for g in range(g_lo, g_hi, GPS):
@@ -772,6 +823,13 @@ class MmvLaunch:
                                            min_steps)
         self.m, self.n, self.out_dtype, self.device = m, n, out_dtype, device
         self.ints = (m, n, k, *strides, per_split)
+        self.q40_x = None
+        if fmt == Q4_0.value and packed:  # x in tile order first, the mat-vec a programmatic dependent of it
+            steps = k // 256
+            sb = min(16, triton.next_power_of_2(steps))
+            self.q40_x = dependent_launch(q40_x_kernel, (m, triton.cdiv(steps, sb)), dict(S=sb), device, True,
+                                          num_warps=4)
+            self.q40_ints, self.q40_shape = (k, strides[0]), (m, steps * 288)
         self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
         self.launch = dependent_launch(mmv_kernel, (tiles, self.split), dict(
             FMT=fmt, BN=bn, GS=group_size, MP=16, GPS=gps, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
@@ -781,4 +839,7 @@ class MmvLaunch:
 
     def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
         out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)
+        if self.q40_x is not None:
+            s = empty(self.q40_shape, dtype=x.dtype, device=self.device)
+            self.q40_x(x, s, *self.q40_ints)
         return run_split(self.launch, self.splitk, (x, w, s, b), out, self.ints)
