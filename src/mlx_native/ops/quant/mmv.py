@@ -617,11 +617,9 @@ def mmv_kernel(
                 xs, S, B = nxt, S_nxt, B_nxt
     elif PACKED and FMT == Q4_0:  # 8 blocks a step; x from q40_x_kernel (s_ptr), loaded a step ahead
         Kq = K // 256 * 288
-        xs, xt = _q40_x_step(s_ptr, m, g_lo, Kq, tl.where(g_lo < g_hi, M, 0))
         for g in range(g_lo, g_hi, GPS):
-            xs_n, xt_n = _q40_x_step(s_ptr, m, g + GPS, Kq, tl.where(g + GPS < g_hi, M, 0))
+            xs, xt = _q40_x_step(s_ptr, m, g, Kq, M)
             acc = _q40_packed_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN, X_F16, ASM)
-            xs, xt = xs_n, xt_n
     elif PACKED:  # Q4_1, GPS (2 or 4) blocks a step: d and m loaded a step ahead
         S, B = _q41_scales(w_ptr, rows, g_lo, g_hi, stride_wn, GPS, X_F16)
         for g in range(g_lo, g_hi, GPS):
@@ -674,6 +672,7 @@ MMV_WARPS = 4
 MMV_STAGES = 3  # one row of x
 MMV_STAGES_ROWS = 3  # 2-16 rows
 PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
+Q4_0_PROGRAMS_PER_SM = 1  # ... for packed Q4_0 tiles (session 28 run 3)
 MAX_ROWS = 16
 PRESCALE_MIN_ROWS = 2  # rows of x from which the tiles are dequantized before the dot
 PACKED = True  # prescaled MLX affine (scales in x's dtype), Q4_K and Q4_1 tiles: dequantized two codes an instruction
@@ -819,8 +818,8 @@ class MmvLaunch:
         else:  # Q4_0 rows always have an even number of blocks here (supports_gguf): pairs of blocks
             gps, min_steps = (2 if groups % 2 == 0 else 1), 4
         tiles = triton.cdiv(n, bn)
-        self.split, per_split = split_rule(groups, gps, tiles, PROGRAMS_PER_SM * device_info(device).sm_count,
-                                           min_steps)
+        per_sm = Q4_0_PROGRAMS_PER_SM if fmt == Q4_0.value and packed else PROGRAMS_PER_SM
+        self.split, per_split = split_rule(groups, gps, tiles, per_sm * device_info(device).sm_count, min_steps)
         self.m, self.n, self.out_dtype, self.device = m, n, out_dtype, device
         self.ints = (m, n, k, *strides, per_split)
         self.q40_x = None
