@@ -132,16 +132,10 @@ Q4K_VARIANTS = [dict(zip(Q4K_KNOBS, v)) for v in (
     (128, 8, 3, 2))]
 
 
-Q40_KNOBS = ("MMV_BN_ROWS", "MMV_WARPS_ROWS", "MMV_STAGES_ROWS", "Q4_0_PROGRAMS_PER_SM")
-Q40_VARIANTS = [dict(zip(Q40_KNOBS, v)) for v in (
-    (64, 4, 3, 1), (64, 4, 2, 1), (64, 4, 4, 1), (64, 4, 3, 2), (64, 4, 3, 4), (128, 8, 3, 1), (32, 2, 3, 1),
-    (32, 2, 3, 2))]
-
-
 def _packed_variants(fmt: str) -> list[dict]:
     """``--packed`` knob sets: tile, warps, codes per step (MLX), stages and programs per SM around the defaults
     (session 21, after x tiles were loaded in code order; sessions 19-20 swept ``PACKED`` off and on)."""
-    return PACKED_VARIANTS if fmt == "affine" else Q40_VARIANTS if fmt == "Q4_0" else Q4K_VARIANTS
+    return PACKED_VARIANTS if fmt == "affine" else Q4K_VARIANTS
 
 
 def main() -> int:

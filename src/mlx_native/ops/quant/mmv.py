@@ -24,8 +24,8 @@ are one more (fp32) dot after the loop::
     acc = sum_g S_g * dot(OFF + q_g, x_g)  +  (B - OFF * S) @ [sum_{k in g} x_k]_g
 
 Packed tiles (``PACKED``, from 2 rows of x): MLX affine with scales and biases in x's dtype (which a 16-bit
-result implies), GGUF Q4_K, and GGUF Q4_1 rows of an even number of blocks (2 or 4 blocks a step, their codes as
-word loads inside each 20-byte block). The pair ``OFF + q`` minus ``OFF`` is ``q`` exactly and ``fma(q, S, B)`` rounds
+result implies), GGUF Q4_K, GGUF Q4_1 rows of an even number of blocks (2 or 4 blocks a step, their codes as
+word loads inside each 20-byte block) and GGUF Q4_0 rows of a multiple of 8 blocks (below). The pair ``OFF + q`` minus ``OFF`` is ``q`` exactly and ``fma(q, S, B)`` rounds
 once, both as ``bf16x2`` / ``f16x2`` FMAs (two codes an instruction, PTX through ``inline_asm_elementwise``; the
 interpreter runs the same math in fp32). A loop step is ``MMV_STEP_ROWS`` codes of each MLX row (whole groups)
 or half a Q4_K super-block, one contiguous load of 16-byte pieces and one dot, and x of the next step is loaded
@@ -57,6 +57,15 @@ shift per word). Q4_0 steps are therefore two blocks, even then odd; rows of an 
 blocks are not taken. (Loading the codes as 16-bit halves instead makes them synchronous loads
 with a shared-memory layout conversion: 202 SASS instructions per loop step against 194 for
 one row of x, 201 against 179 for more, compiled for sm_90.)
+
+Packed Q4_0 tiles (rows of a multiple of 8 blocks): a step is 8 blocks, 144 bytes, 16-byte aligned, loaded
+as words 0-31 and 32-35 (two tiles of 16-byte pieces) and dequantized word by word whatever each word holds:
+every word takes the ``d`` of the block its codes belong to (:func:`_q40_packed_step` finds it among the step's
+own words with ``tl.gather``), and the halves that hold a ``d`` instead of codes meet x = 0. x is rewritten
+once per call in that column order (:func:`q40_x_kernel`, a small launch before the mat-vec, 288 columns per 256
+codes), so the mat-vec loads x of a step as contiguous pieces through the same pipeline as the weights. Session
+28 (H100, 4096 x 14336, 5-16 rows): 28.7-30.2 us, against 71-75 for the same tiles with x and the scales
+gathered per element (uncoalesced: 79% excessive sectors, 255 registers) and 58-62 for the route before.
 
 Loop steps: one or two groups (``GPS``); for Q4_K a super-block (``GPS = 8``: its header is
 one 16-byte load); packed tiles: ``MMV_STEP_ROWS`` codes of MLX groups, half a Q4_K super-block. The x
@@ -672,7 +681,6 @@ MMV_WARPS = 4
 MMV_STAGES = 3  # one row of x
 MMV_STAGES_ROWS = 3  # 2-16 rows
 PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
-Q4_0_PROGRAMS_PER_SM = 1  # ... for packed Q4_0 tiles (session 28 run 3)
 MAX_ROWS = 16
 PRESCALE_MIN_ROWS = 2  # rows of x from which the tiles are dequantized before the dot
 PACKED = True  # prescaled MLX affine (scales in x's dtype), Q4_K and Q4_1 tiles: dequantized two codes an instruction
@@ -694,6 +702,8 @@ def over_idot_rows(m: int, n: int, k: int) -> bool:
 GGUF_FORMATS = (Q4_0.value, Q4_1.value, Q4_K.value)  # GGUF type ids
 Q41_MIN_ROWS = 5  # Q4_1 rows of x from which prefer() sends calls here (packed tiles)
 Q41_MIN_WEIGHTS = 1 << 24  # ... of a matrix of at least this many weights
+Q40_MIN_ROWS = 5  # Q4_0 rows of x from which prefer() sends calls here (packed tiles; q4_mv has 2-4 rows) ...
+Q40_M4_MIN_WEIGHTS = 1 << 25  # ... and 4 rows from this many weights
 GGUF_GROUP = 32  # values per GGUF block / Q4_K sub-block
 MMV_TRIGGER = False  # PDL trigger: at the start 0.80-0.84x (session 22), after the loop 0.94-1.03x (session 23)
 Q4_K_GPS = 8  # Q4_K: a loop step is one 256-value super-block
@@ -733,9 +743,13 @@ def prefer(m: int, n: int, k: int, fmt: int = AFFINE.value) -> bool:
     of ``bench/decode_route.py`` (bench/results/2026-11-22-h100-session3/) and ``bench/mmv_sweep.py --prescale``
     (bench/results/2026-11-25-h100-session17/run1):
 
-    * GGUF Q4_0: never. Scales and codes interleave in 18-byte blocks, so the loads are 4-byte ones, and the
-      word-level kernel measured faster on every Llama-3-8B shape (4096 x 14336 at 5-16 rows: 71-72 us here since
-      the word-indexed loads of session 22, 59-62 there).
+    * GGUF Q4_0, rows of a multiple of 8 blocks (packed tiles): from ``Q40_MIN_ROWS`` rows, and from 4 rows of a
+      matrix of ``>= Q40_M4_MIN_WEIGHTS`` weights (where ``q4_mv``'s rows kernel gives them up). Session 28 run 4
+      (H100, us, here against the route before): 4096 x 14336 M4 / M5 / M8 / M16 28.8 / 28.8 / 28.7 / 30.2 against
+      35.5 / 58.1 / 58.9 / 61.9, 14336 x 4096 27.3 / 27.3 / 27.1 / 28.6 against 32.6 / 54.2 / 53.9 / 55.6, 4096 x
+      4096 14.0 / 14.1 / 14.1 / 14.3 against 12.0 / 20.8 / 20.9 / 21.7; at 2-3 rows ``q4_mv`` is as fast or faster
+      (4096 x 4096 M3 10.1 against 13.9, 14336 x 4096 26.9 against 27.2). Before the packed tiles (4-byte loads)
+      this kernel lost on every shape (71-72 us at 5-16 rows of 4096 x 14336).
     * GGUF Q4_1, from ``Q41_MIN_ROWS`` rows of a matrix of ``>= Q41_MIN_WEIGHTS`` weights and an even number of
       blocks a row (packed tiles, 4 blocks a step; 2-4 rows have ``q4_mv``'s rows kernel): session 23 run 1 (H200,
       us, here against the general kernel) 4096 x 14336 M5 / M8 / M16 60.1 / 60.4 / 60.3 against 63.9 / 64.8 /
@@ -758,9 +772,16 @@ def prefer(m: int, n: int, k: int, fmt: int = AFFINE.value) -> bool:
         return m >= 2
     if fmt == Q4_1.value:
         return m >= Q41_MIN_ROWS and n * k >= Q41_MIN_WEIGHTS and k % (2 * GGUF_GROUP) == 0
+    if fmt == Q4_0.value:
+        return q40_rows(m, n, k)
     if fmt != AFFINE.value:
         return False
     return n * k >= PREFER_MIN_WEIGHTS if m == 1 else k >= PREFER_MIN_K
+
+
+def q40_rows(m: int, n: int, k: int) -> bool:
+    """:func:`prefer`'s rule for GGUF Q4_0 (packed tiles); from 4 rows it also takes calls from ``q4_mv``."""
+    return k % (Q4_0_GPS * GGUF_GROUP) == 0 and (m >= Q40_MIN_ROWS or m == 4 and n * k >= Q40_M4_MIN_WEIGHTS)
 
 
 def split_rule(groups: int, gps: int, tiles: int, target: int, min_steps: int) -> tuple[int, int]:
@@ -818,8 +839,8 @@ class MmvLaunch:
         else:  # Q4_0 rows always have an even number of blocks here (supports_gguf): pairs of blocks
             gps, min_steps = (2 if groups % 2 == 0 else 1), 4
         tiles = triton.cdiv(n, bn)
-        per_sm = Q4_0_PROGRAMS_PER_SM if fmt == Q4_0.value and packed else PROGRAMS_PER_SM
-        self.split, per_split = split_rule(groups, gps, tiles, per_sm * device_info(device).sm_count, min_steps)
+        self.split, per_split = split_rule(groups, gps, tiles, PROGRAMS_PER_SM * device_info(device).sm_count,
+                                           min_steps)
         self.m, self.n, self.out_dtype, self.device = m, n, out_dtype, device
         self.ints = (m, n, k, *strides, per_split)
         self.q40_x = None
