@@ -214,17 +214,20 @@ def mmv_launches(monkeypatch, request):
     built = spy_plans(monkeypatch, mmv.MmvLaunch)
     yield built
     assert all(p.launch.constexprs["PRESCALE"] is request.param for p in built)
-    # prescaled Q4_K and Q4_1 tiles (Q4_1 rows of an even number of blocks) are packed (two codes an instruction;
-    # in fp32 under the interpreter), Q4_0 not
+    # prescaled Q4_K, Q4_1 (rows of an even number of blocks) and Q4_0 (rows of a multiple of 8 blocks) tiles are
+    # packed (two codes an instruction; in fp32 under the interpreter)
     assert all(p.launch.constexprs["PACKED"] is (request.param and (p.launch.constexprs["FMT"] == Q4_K_ID or
                                                                    p.launch.constexprs["FMT"] == Q4_1_ID and
-                                                                   p.launch.constexprs["GPS"] in (2, 4)))
+                                                                   p.launch.constexprs["GPS"] in (2, 4) or
+                                                                   p.launch.constexprs["FMT"] == Q4_0_ID and
+                                                                   p.launch.constexprs["GPS"] == 8))
                for p in built)
     plans.clear_all()
 
 
 Q4_K_ID = formats.BY_NAME["Q4_K"].id
 Q4_1_ID = formats.BY_NAME["Q4_1"].id
+Q4_0_ID = formats.BY_NAME["Q4_0"].id
 
 
 def _streamed_modules():
@@ -477,6 +480,68 @@ def test_matmul_tensor_core_decode_uneven_split(device, mmv_launches, name, k, m
     (plan,) = mmv_launches
     split, per_split = plan.split, plan.ints[-1]
     assert split > 1 and (k // 32) % per_split != 0, (split, per_split)
+
+
+@pytest.mark.parametrize("m, dtype", [(3, torch.bfloat16), (16, torch.float16)])
+def test_matmul_tensor_core_decode_q40_packed(device, monkeypatch, m, dtype, request):
+    """Packed Q4_0 tiles (from 2 rows, rows of a multiple of 8 blocks: steps of 8 blocks, 144 bytes, dequantized
+    word by word, the scale halves meeting x = 0), with a K split whose last split is short: 40 blocks in steps of
+    8, split 3 + 2 steps; 40 features, one partial tile."""
+    from mlx_native.ops.quant import mmv
+    from mlx_native.runtime import env
+
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, gguf_mv=False))
+    built = spy_plans(monkeypatch, mmv.MmvLaunch)
+    _check_matmul(device, "Q4_0", m, 40, 1280, dtype, rng_for(request))
+    (plan,) = built
+    assert plan.launch.constexprs["PACKED"] and plan.launch.constexprs["GPS"] == 8
+    assert (plan.split, plan.ints[-1]) == (2, 24)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf * 0 in the interpreter's numpy
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_matmul_tensor_core_decode_q40_packed_extreme_scales(device, monkeypatch, dtype, request):
+    """Packed Q4_0 tiles with scales from fp16's extremes (65504, subnormals, +-0, +-inf, NaN) in half the weight
+    rows (finite ones only in the other half; for an fp16 x only the small ones): outputs are non-finite exactly
+    where the oracle rounded to x's dtype is, the finite ones within the error bar. The tiles compute ``(q - 8) d``
+    with no ``-8 d`` term, which fp16 overflows from ``|d| > 8188``."""
+    from mlx_native.ops.quant import mmv
+    from mlx_native.runtime import env
+
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, gguf_mv=False))
+    built = spy_plans(monkeypatch, mmv.MmvLaunch)
+    m, n, k = 5, 32, 512
+    rng = rng_for(request)
+    raw = crafted_blocks("Q4_0", n * k // 32, rng, extreme=True).reshape(n, k // 32, 18)
+    finite_vals = EXTREME[np.isfinite(EXTREME) & ((np.abs(EXTREME) < 1) | (dtype == torch.bfloat16))]
+    raw[: n // 2, :, 0:2] = rng.choice(finite_vals, (n // 2, k // 32)).astype(np.float16).view(np.uint8).reshape(
+        n // 2, k // 32, 2)
+    w = oracle_weight(raw.reshape(-1), "Q4_0", (n, k))
+    x = randn(m, k, dtype=dtype)
+    out = mn.ggml_matmul(x.to(device), raw_tensor(raw.reshape(-1), device), "Q4_0", (n, k)).cpu()
+    (plan,) = built
+    assert plan.launch.constexprs["PACKED"]
+    oracle, baseline = x.double() @ w.double().T, x @ w.to(dtype).T
+    finite = torch.isfinite(oracle.to(dtype))
+    assert torch.equal(torch.isfinite(out), finite)
+    ok = finite & torch.isfinite(baseline)
+    assert 4 <= int(ok.sum()) < m * n, int(ok.sum())
+    assert_error_bar(out[ok], oracle[ok], baseline[ok], what=f"Q4_0 packed extreme scales {dtype}")
+
+
+def test_q40_rows_leave_q4_mv(monkeypatch):
+    """4 rows of x against a Q4_0 matrix of at least ``mmv.Q40_M4_MIN_WEIGHTS`` weights leave ``q4_mv``'s rows
+    kernel for the packed tensor-core tiles (session 28 run 4: 28.8 against 35.5 us at 4096 x 14336); 2-3 rows,
+    smaller matrices, Q4_1 and ``MLX_NATIVE_MMV=off`` keep it."""
+    from mlx_native.ops.ggml import kernel, q4_mv
+    from mlx_native.runtime import env
+
+    bf16, cpu, q40, q41 = torch.bfloat16, torch.device("cpu"), Q4_0_ID, Q4_1_ID
+    assert kernel.streamed_launch(q40, bf16, 4, 14336, 4096, 4096, cpu) is None
+    for tid, m, n in ((q40, 3, 14336), (q40, 2, 14336), (q40, 4, 4096), (q41, 4, 14336)):
+        assert kernel.streamed_launch(tid, bf16, m, n, 4096, 4096, cpu).func is q4_mv.Q4MvLaunch, (tid, m, n)
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="off"))
+    assert kernel.streamed_launch(q40, bf16, 4, 14336, 4096, 4096, cpu).func is q4_mv.Q4MvLaunch
 
 
 @pytest.mark.parametrize("name, k", [("Q4_0", 128), ("Q4_1", 96), ("Q4_1", 128), ("Q4_K", 256)])

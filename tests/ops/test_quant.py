@@ -965,8 +965,13 @@ def test_splitk_plan_built_in_capture_uses_two_launches(monkeypatch):
     ("auto", 1, 1024, 4096, "affine", False),  # 0.77x
     ("auto", 16, 1024, 4096, "affine", True),  # 1.53x the general kernel
     ("auto", 16, 576, 1536, "affine", False),  # K <= 1536: 0.82-0.94x
-    ("auto", 1, 14336, 4096, "Q4_0", False),  # GGUF Q4_0 blocks: the word-level kernel wins
-    ("auto", 16, 14336, 4096, "Q4_0", False),
+    ("auto", 1, 14336, 4096, "Q4_0", False),  # one row: the integer-dot kernel
+    ("auto", 16, 14336, 4096, "Q4_0", True),  # packed Q4_0 tiles from 5 rows: 30.2 against 61.9 us
+    ("auto", 5, 4096, 4096, "Q4_0", True),
+    ("auto", 4, 14336, 4096, "Q4_0", True),  # 4 rows of >= 2^25 weights: 28.8 against q4_mv's 35.5
+    ("auto", 4, 4096, 4096, "Q4_0", False),  # ... below: q4_mv (12.0 against 14.0)
+    ("auto", 3, 14336, 4096, "Q4_0", False),  # 2-3 rows: q4_mv
+    ("auto", 16, 14336, 4128, "Q4_0", False),  # 129 blocks a row: no 8-block steps
     ("auto", 5, 14336, 4096, "Q4_1", True),  # Q4_1 from 5 rows of >= 2^24 weights: packed tiles, 54 against 59 us
     ("auto", 4, 14336, 4096, "Q4_1", False),  # 2-4 rows: q4_mv's rows kernel
     ("auto", 8, 4096, 4096, "Q4_1", True),

@@ -165,8 +165,8 @@ def ggml_matmul(x: torch.Tensor, raw: torch.Tensor, ggml_type: TypeArg, shape: S
     """``x @ W.T`` computed directly on the raw GGUF blocks of ``W [N, K]``.
 
     No dequantized copy of W is made: the decode kernels (up to 16 rows of x)
-    dequantize blocks in registers (with ``MLX_NATIVE_MMV=on``, Q4_0, Q4_1 and Q4_K with
-    bf16/fp16 x straight into tensor-core operands, ``quant/mmv.py``); the prefill kernel dequantizes
+    dequantize blocks in registers (Q4_0, Q4_1 and Q4_K rows with bf16/fp16 x straight into
+    tensor-core operands, ``quant/mmv.py``, where ``mmv.prefer`` says); the prefill kernel dequantizes
     tiles and runs tensor-core dots. Fused kernels exist for Q4_0, Q4_1, Q8_0, Q4_K,
     Q5_K, Q6_K and F32/F16/BF16; the other types of :func:`ggml_dequantize` run
     dequantize + matmul.

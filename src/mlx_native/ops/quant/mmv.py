@@ -24,8 +24,8 @@ are one more (fp32) dot after the loop::
     acc = sum_g S_g * dot(OFF + q_g, x_g)  +  (B - OFF * S) @ [sum_{k in g} x_k]_g
 
 Packed tiles (``PACKED``, from 2 rows of x): MLX affine with scales and biases in x's dtype (which a 16-bit
-result implies), GGUF Q4_K, and GGUF Q4_1 rows of an even number of blocks (2 or 4 blocks a step, their codes as
-word loads inside each 20-byte block). The pair ``OFF + q`` minus ``OFF`` is ``q`` exactly and ``fma(q, S, B)`` rounds
+result implies), GGUF Q4_K, GGUF Q4_1 rows of an even number of blocks (2 or 4 blocks a step, their codes as
+word loads inside each 20-byte block) and GGUF Q4_0 rows of a multiple of 8 blocks (below). The pair ``OFF + q`` minus ``OFF`` is ``q`` exactly and ``fma(q, S, B)`` rounds
 once, both as ``bf16x2`` / ``f16x2`` FMAs (two codes an instruction, PTX through ``inline_asm_elementwise``; the
 interpreter runs the same math in fp32). A loop step is ``MMV_STEP_ROWS`` codes of each MLX row (whole groups)
 or half a Q4_K super-block, one contiguous load of 16-byte pieces and one dot, and x of the next step is loaded
@@ -57,6 +57,15 @@ shift per word). Q4_0 steps are therefore two blocks, even then odd; rows of an 
 blocks are not taken. (Loading the codes as 16-bit halves instead makes them synchronous loads
 with a shared-memory layout conversion: 202 SASS instructions per loop step against 194 for
 one row of x, 201 against 179 for more, compiled for sm_90.)
+
+Packed Q4_0 tiles (rows of a multiple of 8 blocks): a step is 8 blocks, 144 bytes, 16-byte aligned, loaded
+as words 0-31 and 32-35 (two tiles of 16-byte pieces) and dequantized word by word whatever each word holds:
+every word takes the ``d`` of the block its codes belong to (:func:`_q40_packed_step` finds it among the step's
+own words with ``tl.gather``), and the halves that hold a ``d`` instead of codes meet x = 0. x is rewritten
+once per call in that column order (:func:`q40_x_kernel`, a small launch before the mat-vec, 288 columns per 256
+codes), so the mat-vec loads x of a step as contiguous pieces through the same pipeline as the weights. Session
+28 (H100, 4096 x 14336, 5-16 rows): 28.7-30.2 us, against 71-75 for the same tiles with x and the scales
+gathered per element (uncoalesced: 79% excessive sectors, 255 registers) and 58-62 for the route before.
 
 Loop steps: one or two groups (``GPS``); for Q4_K a super-block (``GPS = 8``: its header is
 one 16-byte load); packed tiles: ``MMV_STEP_ROWS`` codes of MLX groups, half a Q4_K super-block. The x
@@ -326,6 +335,122 @@ def _q41_packed_step(xs, S, B, w_ptr, rows, g, stride_wn, acc, NB: tl.constexpr,
 
 
 @triton.jit
+def _q40_columns(NW: tl.constexpr, FIRST: tl.constexpr):
+    """Codes of the ``8 NW`` columns of a :func:`_tile` of the ``NW`` words from word ``FIRST`` of a Q4_0 step
+    (8 blocks, 144 bytes, 36 words): ``(code [8 NW] within the step, valid [8 NW])``. Half-word ``h = 2 q + e`` of
+    the step is half ``h % 18`` of the block pair ``h // 18``: 0 and 9 are the pair's fp16 scales (not codes), 1-8
+    bytes ``2 (h - 1)``, ``+ 1`` of the even block, 10-17 those of the odd one; shift ``i`` takes the low nibble
+    of the first byte, the high one, the low of the second, the high (codes ``l``, ``l + 16``, ``l + 1``, ``l + 17``
+    of byte pair ``l, l + 1``)."""
+    F: tl.constexpr = NW // 4
+    col = tl.arange(0, 8 * NW)
+    q = FIRST + ((col // 2) % 4) * F + (col // 8) % F
+    i = col // (8 * F)
+    h = 2 * q + col % 2
+    pair = h // 18
+    hp = h % 18
+    odd = (hp >= 9).to(tl.int32)
+    code = 32 * (2 * pair + odd) + 2 * (hp - 1 - 9 * odd) + i // 2 + 16 * (i % 2)
+    valid = (hp != 0) & (hp != 9)
+    return tl.where(valid, code, 0), valid
+
+
+@triton.jit
+def _q40_x_part(x_ptr, out_ptr, row, s, K, stride_xm, NW: tl.constexpr, FIRST: tl.constexpr):
+    """Columns ``8 FIRST`` to ``8 (FIRST + NW)`` of step ``s`` (``[S, 288]``) of row ``row`` of :func:`q40_x_kernel`."""
+    code, valid = _q40_columns(NW, FIRST)
+    ok = s < K // 256
+    v = tl.load(x_ptr + row * stride_xm + (s * 256)[:, None] + code[None, :], mask=ok[:, None] & valid[None, :],
+                other=0.0)
+    cols = tl.arange(0, 8 * NW)
+    tl.store(out_ptr + row * (K // 256 * 288) + (s * 288 + 8 * FIRST)[:, None] + cols[None, :], v,
+             mask=ok[:, None])
+
+
+@triton.jit
+def q40_x_kernel(x_ptr, out_ptr, K, stride_xm, S: tl.constexpr, PDL: tl.constexpr = False):
+    """x of packed Q4_0 tiles: ``x [M, K]`` -> ``[M, K / 256 * 288]``, for each step of 8 blocks (256 codes) its
+    288 tile columns (words 0-31 of the step, then 32-35) in the order of :func:`_tile`, 0 where a column holds a
+    scale half (:func:`_q40_columns`). Grid ``(M, cdiv(K / 256, S))``."""
+    enter(PDL)
+    row = tl.program_id(0)
+    s = tl.program_id(1) * S + tl.arange(0, S)
+    _q40_x_part(x_ptr, out_ptr, row, s, K, stride_xm, 32, 0)
+    _q40_x_part(x_ptr, out_ptr, row, s, K, stride_xm, 4, 32)
+
+
+@triton.jit
+def _q40_x_step(xq_ptr, m, g, Kq, M):
+    """``([256, MP], [32, MP])``: the columns of :func:`q40_x_kernel`'s step from block ``g`` (rows ``>= M``: 0)."""
+    base = xq_ptr + m[:, None] * Kq + g // 8 * 288
+    ok = (m < M)[:, None]
+    xs = tl.load(base + tl.arange(0, 256)[None, :], mask=ok, other=0.0)
+    xt = tl.load(base + 256 + tl.arange(0, 32)[None, :], mask=ok, other=0.0)
+    return tl.trans(xs), tl.trans(xt)
+
+
+# ``(OFF + q) - (OFF + 8)`` is ``q - 8`` exactly, and ``(q - 8) d`` (an FMA with -0.0) rounds once: the pair of
+# dequantized Q4_0 weights, two codes an instruction, with a 16-bit ``d``.
+_CENTERED_BF16 = tl.constexpr("""{ .reg .b32 t, one, off, nz;
+ mov.b32 one, 0x3F803F80; mov.b32 off, 0xC308C308; mov.b32 nz, 0x80008000;
+ lop3.b32 t, $1, 0x000F000F, 0x43004300, 0xEA;
+ fma.rn.bf16x2 t, t, one, off;
+ fma.rn.bf16x2 $0, t, $2, nz; }""")
+_CENTERED_F16 = tl.constexpr("""{ .reg .b32 t, one, off, nz;
+ mov.b32 one, 0x3C003C00; mov.b32 off, 0xE408E408; mov.b32 nz, 0x80008000;
+ lop3.b32 t, $1, 0x000F000F, 0x64006400, 0xEA;
+ fma.rn.f16x2 t, t, one, off;
+ fma.rn.f16x2 $0, t, $2, nz; }""")
+
+
+@triton.jit
+def _centered_pairs(w, shifts, S2, X_F16: tl.constexpr, ASM: tl.constexpr):
+    """As :func:`_packed_pairs` for ``S (q - 8)`` (Q4_0: no bias term, which ``-8 d`` could overflow in fp16)."""
+    wide = w[:, :, None] >> shifts[None, None, :]
+    dt: tl.constexpr = tl.float16 if X_F16 else tl.bfloat16
+    if ASM:
+        d = tl.inline_asm_elementwise(_CENTERED_F16 if X_F16 else _CENTERED_BF16, "=r,r,r", [wide, S2],
+                                      dtype=tl.int32, is_pure=True, pack=1)
+        return tl.join(d.to(tl.int16).to(dt, bitcast=True), (d >> 16).to(tl.int16).to(dt, bitcast=True))
+    q = wide & 0x000F000F
+    S = S2.to(tl.int16).to(dt, bitcast=True).to(tl.float32)
+    return tl.join((((q & 0xF) - 8).to(tl.float32) * S).to(dt), (((q >> 16) - 8).to(tl.float32) * S).to(dt))
+
+
+@triton.jit
+def _q40_scale_pairs(sw, HI: tl.constexpr, X_F16: tl.constexpr):
+    """Words holding a Q4_0 ``d`` in their low (``HI`` False) or high half -> :func:`_pair16` of ``d`` in x's dtype."""
+    bits = ((sw >> 16) if HI else sw) & 0xFFFF
+    if not X_F16:
+        d = bits.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32).to(tl.bfloat16)
+        bits = d.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+    return bits | (bits << 16)
+
+
+@triton.jit
+def _q40_packed_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN: tl.constexpr, X_F16: tl.constexpr,
+                     ASM: tl.constexpr):
+    """``acc [BN, MP] += dot(d (q - 8), x)`` over the 8 Q4_0 blocks from ``g`` (a multiple of 8) of each row: their
+    144 bytes (16-byte aligned: rows of a multiple of 8 blocks) are words 0-31 and 32-35, two tiles of 16-byte
+    loads, dequantized word by word (whatever the word holds) with the ``d`` of its block, which sits in the low half
+    of word ``9 p`` (even block ``2 p``) or the high half of word ``9 p + 4`` (odd block ``2 p + 1``) of the same
+    tile, taken from there (``tl.gather`` along the row); the halves holding scales meet x = 0 (``xs [256, MP]``,
+    ``xt [32, MP]``: :func:`_q40_x_step`)."""
+    first = tl.multiple_of(rows * (stride_wn // 4) + (g // 8) * 36, 4)
+    shifts = 4 * tl.arange(0, 4)
+    w = _word(w_ptr, first[:, None] + tl.arange(0, 32)[None, :], None)
+    wt = _word(w_ptr, first[:, None] + 32 + tl.arange(0, 4)[None, :], None)
+    q = tl.arange(0, 32)
+    odd = q % 9 >= 5
+    src = tl.broadcast_to((9 * (q // 9) + 4 * odd.to(tl.int32))[None, :], (BN, 32))
+    sw = tl.gather(w, src, 1)
+    S2 = tl.where(odd[None, :], _q40_scale_pairs(sw, True, X_F16), _q40_scale_pairs(sw, False, X_F16))
+    S2t = _q40_scale_pairs(tl.gather(w, tl.full((BN, 1), 31, tl.int32), 1), True, X_F16)  # block 7: word 31's high
+    acc = tl.dot(_tile(_centered_pairs(w, shifts, S2[:, :, None], X_F16, ASM), BN, 256), xs, acc)
+    return tl.dot(_tile(_centered_pairs(wt, shifts, S2t[:, :, None], X_F16, ASM), BN, 32), xt, acc)
+
+
+@triton.jit
 def _affine_scales(s_ptr, b_ptr, rows, g, g_hi, stride_sn, G: tl.constexpr):
     """Scales and biases ``[BN, G]`` (x's dtype) of the ``G`` MLX groups from ``g`` (0 from ``g_hi`` on)."""
     gi = g + tl.arange(0, G)
@@ -457,7 +582,8 @@ def _offset_terms(x_ptr, w_ptr, s_ptr, b_ptr, rows, m, g_lo, g_hi, M, stride_xm,
 def mmv_kernel(
     x_ptr,  # [M, K] activations, bf16 or fp16 (unit column stride)
     w_ptr,  # MLX: [N, K / 8] int32 words; GGUF: [N * stride_wn] uint8 blocks
-    s_ptr, b_ptr,  # MLX: [N, K / GS] scales / biases; GGUF: unused (the blocks hold them)
+    s_ptr, b_ptr,  # MLX: [N, K / GS] scales / biases; GGUF: unused (the blocks hold them), but packed Q4_0's
+    # s_ptr: [M, K / 256 * 288] x in tile order (q40_x_kernel)
     out_ptr,  # [M, N] output (written unless SPLIT_K without FUSE)
     part_ptr,  # [split, M, N] fp32 partials (SPLIT_K)
     cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters, zero between launches (FUSE)
@@ -483,7 +609,7 @@ def mmv_kernel(
     g_lo = pid_k * groups_per_split
     g_hi = tl.minimum(K // GS, g_lo + groups_per_split)
     acc = tl.zeros([BN, MP], dtype=tl.float32)
-    if PACKED and FMT != Q4_1:  # MLX affine or Q4_K: GPS groups a step of GPS * GS codes, x of the next step first
+    if PACKED and (FMT == AFFINE or FMT == Q4_K):  # MLX affine or Q4_K: GPS groups a step of GPS * GS codes, x of the next step first
         KS: tl.constexpr = GPS * GS
         xs = _x_step(x_ptr, m, g_lo, stride_xm, tl.where(g_lo < g_hi, M, 0), GS, KS, FMT)
         if FMT == Q4_K:  # its headers come with the code words, through the cp.async pipeline
@@ -498,6 +624,11 @@ def mmv_kernel(
                 S_nxt, B_nxt = _affine_scales(s_ptr, b_ptr, rows, g + GPS, g_hi, stride_sn, GPS)
                 acc = _affine_step(xs, S, B, w_ptr, rows, g, stride_wn, acc, BN, GS, KS, X_F16, ASM)
                 xs, S, B = nxt, S_nxt, B_nxt
+    elif PACKED and FMT == Q4_0:  # 8 blocks a step; x from q40_x_kernel (s_ptr), loaded a step ahead
+        Kq = K // 256 * 288
+        for g in range(g_lo, g_hi, GPS):
+            xs, xt = _q40_x_step(s_ptr, m, g, Kq, M)
+            acc = _q40_packed_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN, X_F16, ASM)
     elif PACKED:  # Q4_1, GPS (2 or 4) blocks a step: d and m loaded a step ahead
         S, B = _q41_scales(w_ptr, rows, g_lo, g_hi, stride_wn, GPS, X_F16)
         for g in range(g_lo, g_hi, GPS):
@@ -571,9 +702,12 @@ def over_idot_rows(m: int, n: int, k: int) -> bool:
 GGUF_FORMATS = (Q4_0.value, Q4_1.value, Q4_K.value)  # GGUF type ids
 Q41_MIN_ROWS = 5  # Q4_1 rows of x from which prefer() sends calls here (packed tiles)
 Q41_MIN_WEIGHTS = 1 << 24  # ... of a matrix of at least this many weights
+Q40_MIN_ROWS = 5  # Q4_0 rows of x from which prefer() sends calls here (packed tiles; q4_mv has 2-4 rows) ...
+Q40_M4_MIN_WEIGHTS = 1 << 25  # ... and 4 rows from this many weights
 GGUF_GROUP = 32  # values per GGUF block / Q4_K sub-block
 MMV_TRIGGER = False  # PDL trigger: at the start 0.80-0.84x (session 22), after the loop 0.94-1.03x (session 23)
 Q4_K_GPS = 8  # Q4_K: a loop step is one 256-value super-block
+Q4_0_GPS = 8  # packed Q4_0: a loop step is 8 blocks, 144 bytes (16-byte aligned in rows of a multiple of 8 blocks)
 
 
 def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, out_dtype: torch.dtype,
@@ -609,9 +743,13 @@ def prefer(m: int, n: int, k: int, fmt: int = AFFINE.value) -> bool:
     of ``bench/decode_route.py`` (bench/results/2026-11-22-h100-session3/) and ``bench/mmv_sweep.py --prescale``
     (bench/results/2026-11-25-h100-session17/run1):
 
-    * GGUF Q4_0: never. Scales and codes interleave in 18-byte blocks, so the loads are 4-byte ones, and the
-      word-level kernel measured faster on every Llama-3-8B shape (4096 x 14336 at 5-16 rows: 71-72 us here since
-      the word-indexed loads of session 22, 59-62 there).
+    * GGUF Q4_0, rows of a multiple of 8 blocks (packed tiles): from ``Q40_MIN_ROWS`` rows, and from 4 rows of a
+      matrix of ``>= Q40_M4_MIN_WEIGHTS`` weights (where ``q4_mv``'s rows kernel gives them up). Session 28 run 4
+      (H100, us, here against the route before): 4096 x 14336 M4 / M5 / M8 / M16 28.8 / 28.8 / 28.7 / 30.2 against
+      35.5 / 58.1 / 58.9 / 61.9, 14336 x 4096 27.3 / 27.3 / 27.1 / 28.6 against 32.6 / 54.2 / 53.9 / 55.6, 4096 x
+      4096 14.0 / 14.1 / 14.1 / 14.3 against 12.0 / 20.8 / 20.9 / 21.7; at 2-3 rows ``q4_mv`` is as fast or faster
+      (4096 x 4096 M3 10.1 against 13.9, 14336 x 4096 26.9 against 27.2). Before the packed tiles (4-byte loads)
+      this kernel lost on every shape (71-72 us at 5-16 rows of 4096 x 14336).
     * GGUF Q4_1, from ``Q41_MIN_ROWS`` rows of a matrix of ``>= Q41_MIN_WEIGHTS`` weights and an even number of
       blocks a row (packed tiles, 4 blocks a step; 2-4 rows have ``q4_mv``'s rows kernel): session 23 run 1 (H200,
       us, here against the general kernel) 4096 x 14336 M5 / M8 / M16 60.1 / 60.4 / 60.3 against 63.9 / 64.8 /
@@ -634,9 +772,16 @@ def prefer(m: int, n: int, k: int, fmt: int = AFFINE.value) -> bool:
         return m >= 2
     if fmt == Q4_1.value:
         return m >= Q41_MIN_ROWS and n * k >= Q41_MIN_WEIGHTS and k % (2 * GGUF_GROUP) == 0
+    if fmt == Q4_0.value:
+        return q40_rows(m, n, k)
     if fmt != AFFINE.value:
         return False
     return n * k >= PREFER_MIN_WEIGHTS if m == 1 else k >= PREFER_MIN_K
+
+
+def q40_rows(m: int, n: int, k: int) -> bool:
+    """:func:`prefer`'s rule for GGUF Q4_0 (packed tiles); from 4 rows it also takes calls from ``q4_mv``."""
+    return k % (Q4_0_GPS * GGUF_GROUP) == 0 and (m >= Q40_MIN_ROWS or m == 4 and n * k >= Q40_M4_MIN_WEIGHTS)
 
 
 def split_rule(groups: int, gps: int, tiles: int, target: int, min_steps: int) -> tuple[int, int]:
@@ -675,9 +820,12 @@ class MmvLaunch:
             prescale = m >= PRESCALE_MIN_ROWS
         groups = k // group_size
         packed = PACKED and prescale and (fmt == AFFINE.value and scale_dtype == x_dtype or fmt == Q4_K.value
-                                          or fmt == Q4_1.value and groups % 2 == 0)
+                                          or fmt == Q4_1.value and groups % 2 == 0
+                                          or fmt == Q4_0.value and groups % Q4_0_GPS == 0)
         if fmt == Q4_K.value and packed:  # half super-blocks, at least 2 a split
             gps, min_steps = Q4_K_GPS // 2, 2
+        elif fmt == Q4_0.value and packed:  # 8 blocks (144 bytes) a step, at least 2 a split
+            gps, min_steps = Q4_0_GPS, 2
         elif fmt == Q4_K.value:  # at least 2 super-blocks per split: the 512 values of 4 MLX g64 steps (not swept)
             gps, min_steps = Q4_K_GPS, 2
         elif packed and fmt == Q4_1.value:  # 4 blocks a step where they divide the row, else 2; >= 256 codes a split
@@ -695,6 +843,13 @@ class MmvLaunch:
                                            min_steps)
         self.m, self.n, self.out_dtype, self.device = m, n, out_dtype, device
         self.ints = (m, n, k, *strides, per_split)
+        self.q40_x = None
+        if fmt == Q4_0.value and packed:  # x in tile order first, the mat-vec a programmatic dependent of it
+            steps = k // 256
+            sb = min(16, triton.next_power_of_2(steps))
+            self.q40_x = dependent_launch(q40_x_kernel, (m, triton.cdiv(steps, sb)), dict(S=sb), device, True,
+                                          num_warps=4)
+            self.q40_ints, self.q40_shape = (k, strides[0]), (m, steps * 288)
         self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
         self.launch = dependent_launch(mmv_kernel, (tiles, self.split), dict(
             FMT=fmt, BN=bn, GS=group_size, MP=16, GPS=gps, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
@@ -704,4 +859,7 @@ class MmvLaunch:
 
     def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
         out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)
+        if self.q40_x is not None:
+            s = empty(self.q40_shape, dtype=x.dtype, device=self.device)
+            self.q40_x(x, s, *self.q40_ints)
         return run_split(self.launch, self.splitk, (x, w, s, b), out, self.ints)
