@@ -214,11 +214,11 @@ def mmv_launches(monkeypatch, request):
     built = spy_plans(monkeypatch, mmv.MmvLaunch)
     yield built
     assert all(p.launch.constexprs["PRESCALE"] is request.param for p in built)
-    # prescaled Q4_K, Q4_1 (rows of an even number of blocks) and Q4_0 (rows of a multiple of 8 blocks) tiles are
-    # packed (two codes an instruction; in fp32 under the interpreter)
+    # prescaled Q4_K, Q4_1 (rows of an even number of blocks; 8-block steps in rows of a multiple of 8) and Q4_0
+    # (rows of a multiple of 8 blocks) tiles are packed (two codes an instruction; in fp32 under the interpreter)
     assert all(p.launch.constexprs["PACKED"] is (request.param and (p.launch.constexprs["FMT"] == Q4_K_ID or
                                                                    p.launch.constexprs["FMT"] == Q4_1_ID and
-                                                                   p.launch.constexprs["GPS"] in (2, 4) or
+                                                                   p.launch.constexprs["GPS"] in (2, 4, 8) or
                                                                    p.launch.constexprs["FMT"] == Q4_0_ID and
                                                                    p.launch.constexprs["GPS"] == 8))
                for p in built)
@@ -482,19 +482,20 @@ def test_matmul_tensor_core_decode_uneven_split(device, mmv_launches, name, k, m
     assert split > 1 and (k // 32) % per_split != 0, (split, per_split)
 
 
+@pytest.mark.parametrize("name", ["Q4_0", "Q4_1"])
 @pytest.mark.parametrize("m, dtype", [(3, torch.bfloat16), (16, torch.float16)])
-def test_matmul_tensor_core_decode_q40_packed(device, monkeypatch, m, dtype, request):
-    """Packed Q4_0 tiles (from 2 rows, rows of a multiple of 8 blocks: steps of 8 blocks, 144 bytes, dequantized
-    word by word, the scale halves meeting x = 0), with a K split whose last split is short: 40 blocks in steps of
-    8, split 3 + 2 steps; 40 features, one partial tile."""
+def test_matmul_tensor_core_decode_wide_steps(device, monkeypatch, name, m, dtype, request):
+    """Packed Q4_0 / Q4_1 tiles in wide steps (from 2 rows, rows of a multiple of 8 blocks: steps of 8 blocks, 144 /
+    160 bytes, dequantized word by word, the words or halves holding scales meeting x = 0), with a K split whose
+    last split is short: 40 blocks in steps of 8, split 3 + 2 steps; 40 features, one partial tile."""
     from mlx_native.ops.quant import mmv
     from mlx_native.runtime import env
 
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, gguf_mv=False))
     built = spy_plans(monkeypatch, mmv.MmvLaunch)
-    _check_matmul(device, "Q4_0", m, 40, 1280, dtype, rng_for(request))
+    _check_matmul(device, name, m, 40, 1280, dtype, rng_for(request))
     (plan,) = built
-    assert plan.launch.constexprs["PACKED"] and plan.launch.constexprs["GPS"] == 8
+    assert plan.launch.constexprs["PACKED"] and plan.launch.constexprs["GPS"] == 8 and plan.wide_x is not None
     assert (plan.split, plan.ints[-1]) == (2, 24)
 
 
