@@ -58,14 +58,16 @@ blocks are not taken. (Loading the codes as 16-bit halves instead makes them syn
 with a shared-memory layout conversion: 202 SASS instructions per loop step against 194 for
 one row of x, 201 against 179 for more, compiled for sm_90.)
 
-Packed Q4_0 tiles (rows of a multiple of 8 blocks): a step is 8 blocks, 144 bytes, 16-byte aligned, loaded
-as words 0-31 and 32-35 (two tiles of 16-byte pieces) and dequantized word by word whatever each word holds:
-every word takes the ``d`` of the block its codes belong to (:func:`_q40_packed_step` finds it among the step's
-own words with ``tl.gather``), and the halves that hold a ``d`` instead of codes meet x = 0. x is rewritten
-once per call in that column order (:func:`wide_x_kernel`, a small launch before the mat-vec, 288 columns per 256
-codes), so the mat-vec loads x of a step as contiguous pieces through the same pipeline as the weights. Session
-28 (H100, 4096 x 14336, 5-16 rows): 28.7-30.2 us, against 71-75 for the same tiles with x and the scales
-gathered per element (uncoalesced: 79% excessive sectors, 255 registers) and 58-62 for the route before.
+Wide steps, packed Q4_0 / Q4_1 tiles (rows of a multiple of 8 blocks): a step is 8 blocks, 144 / 160 bytes,
+16-byte aligned, loaded as words 0-31 and 32-35 / 32-39 (two tiles of 16-byte pieces) and dequantized word by
+word whatever each word holds: every word takes the ``d`` (Q4_1: ``d, m``) of the block its codes belong to
+(:func:`_q40_packed_step`, :func:`_q41_wide_step` find them among the step's own words with ``tl.gather``), and
+the halves or words that hold scales instead of codes meet x = 0. x is rewritten once per call in that column
+order (:func:`wide_x_kernel`, a small launch before the mat-vec, 288 / 320 columns per 256 codes), so the mat-vec
+loads x of a step as contiguous pieces through the same pipeline as the weights. Session 28 (H100, 4096 x 14336,
+5-16 rows): Q4_0 28.7-30.2 us, against 71-75 for the same tiles with x and the scales gathered per element
+(uncoalesced: 79% excessive sectors, 255 registers) and 58-62 for the route before; Q4_1 32.0-32.1 against 60
+for 4-block steps of 4-byte loads.
 
 Loop steps: one or two groups (``GPS``); for Q4_K a super-block (``GPS = 8``: its header is
 one 16-byte load); packed tiles: ``MMV_STEP_ROWS`` codes of MLX groups, half a Q4_K super-block. The x
@@ -736,8 +738,8 @@ GGUF_FORMATS = (Q4_0.value, Q4_1.value, Q4_K.value)  # GGUF type ids
 Q41_MIN_ROWS = 5  # Q4_1 rows of x from which prefer() sends calls here (packed tiles)
 Q41_MIN_WEIGHTS = 1 << 24  # ... of a matrix of at least this many weights
 Q41_WIDE = True  # Q4_1 rows of a multiple of 8 blocks take wide steps (16-byte loads), the others 2 or 4 blocks
-Q40_MIN_ROWS = 5  # Q4_0 rows of x from which prefer() sends calls here (packed tiles; q4_mv has 2-4 rows) ...
-Q40_M4_MIN_WEIGHTS = 1 << 25  # ... and 4 rows from this many weights
+WIDE_MIN_ROWS = 5  # Q4_0 / Q4_1 rows of x from which prefer() sends calls of wide steps here (q4_mv has 2-4 rows)
+WIDE_M4_MIN_WEIGHTS = 1 << 25  # ... and 4 rows from this many weights
 GGUF_GROUP = 32  # values per GGUF block / Q4_K sub-block
 MMV_TRIGGER = False  # PDL trigger: at the start 0.80-0.84x (session 22), after the loop 0.94-1.03x (session 23)
 Q4_K_GPS = 8  # Q4_K: a loop step is one 256-value super-block
@@ -778,15 +780,19 @@ def prefer(m: int, n: int, k: int, fmt: int = AFFINE.value) -> bool:
     of ``bench/decode_route.py`` (bench/results/2026-11-22-h100-session3/) and ``bench/mmv_sweep.py --prescale``
     (bench/results/2026-11-25-h100-session17/run1):
 
-    * GGUF Q4_0, rows of a multiple of 8 blocks (packed tiles): from ``Q40_MIN_ROWS`` rows, and from 4 rows of a
-      matrix of ``>= Q40_M4_MIN_WEIGHTS`` weights (where ``q4_mv``'s rows kernel gives them up). Session 28 run 4
+    * GGUF Q4_0 and Q4_1, rows of a multiple of 8 blocks (packed tiles, wide steps: :func:`wide_rows`): from
+      ``WIDE_MIN_ROWS`` rows, and from 4 rows of a matrix of ``>= WIDE_M4_MIN_WEIGHTS`` weights (where ``q4_mv``'s
+      rows kernel gives them up). Q4_0, session 28 run 4
       (H100, us, here against the route before): 4096 x 14336 M4 / M5 / M8 / M16 28.8 / 28.8 / 28.7 / 30.2 against
       35.5 / 58.1 / 58.9 / 61.9, 14336 x 4096 27.3 / 27.3 / 27.1 / 28.6 against 32.6 / 54.2 / 53.9 / 55.6, 4096 x
       4096 14.0 / 14.1 / 14.1 / 14.3 against 12.0 / 20.8 / 20.9 / 21.7; at 2-3 rows ``q4_mv`` is as fast or faster
       (4096 x 4096 M3 10.1 against 13.9, 14336 x 4096 26.9 against 27.2). Before the packed tiles (4-byte loads)
-      this kernel lost on every shape (71-72 us at 5-16 rows of 4096 x 14336).
-    * GGUF Q4_1, from ``Q41_MIN_ROWS`` rows of a matrix of ``>= Q41_MIN_WEIGHTS`` weights and an even number of
-      blocks a row (packed tiles, 4 blocks a step; 2-4 rows have ``q4_mv``'s rows kernel): session 23 run 1 (H200,
+      this kernel lost on every shape (71-72 us at 5-16 rows of 4096 x 14336). Q4_1, session 28 run 6: 4096 x
+      14336 M4 / M8 / M16 31.8 / 32.1 / 32.0 against 37.1 / 60.3 / 60.2 (q4_mv; 4-block steps of 4-byte loads),
+      14336 x 4096 29.3 / 29.6 / 30.0 against 32.5 / 53.5 / 53.4, 4096 x 4096 M8 15.0 against 19.1.
+    * GGUF Q4_1 rows of no whole wide step, from ``Q41_MIN_ROWS`` rows of a matrix of ``>= Q41_MIN_WEIGHTS``
+      weights and an even number of blocks a row (packed tiles, 2 or 4 blocks a step of 4-byte loads; 2-4 rows
+      have ``q4_mv``'s rows kernel): session 23 run 1 (H200,
       us, here against the general kernel) 4096 x 14336 M5 / M8 / M16 60.1 / 60.4 / 60.3 against 63.9 / 64.8 /
       80.0, 14336 x 4096 54.5 / 54.4 / 54.3 against 59.4 / 65.1 / 71.7, 4096 x 4096 and 2048 x 8192 at 5-16 rows
       18.5-19.0 against 20.8-22.5 (1.06-1.33x; smaller matrices not timed).
@@ -806,17 +812,18 @@ def prefer(m: int, n: int, k: int, fmt: int = AFFINE.value) -> bool:
     if fmt == Q4_K.value:
         return m >= 2
     if fmt == Q4_1.value:
-        return m >= Q41_MIN_ROWS and n * k >= Q41_MIN_WEIGHTS and k % (2 * GGUF_GROUP) == 0
+        return wide_rows(m, n, k) or m >= Q41_MIN_ROWS and n * k >= Q41_MIN_WEIGHTS and k % (2 * GGUF_GROUP) == 0
     if fmt == Q4_0.value:
-        return q40_rows(m, n, k)
+        return wide_rows(m, n, k)
     if fmt != AFFINE.value:
         return False
     return n * k >= PREFER_MIN_WEIGHTS if m == 1 else k >= PREFER_MIN_K
 
 
-def q40_rows(m: int, n: int, k: int) -> bool:
-    """:func:`prefer`'s rule for GGUF Q4_0 (packed tiles); from 4 rows it also takes calls from ``q4_mv``."""
-    return k % (WIDE_GPS * GGUF_GROUP) == 0 and (m >= Q40_MIN_ROWS or m == 4 and n * k >= Q40_M4_MIN_WEIGHTS)
+def wide_rows(m: int, n: int, k: int) -> bool:
+    """:func:`prefer`'s rule for GGUF Q4_0 / Q4_1 rows of whole wide steps (packed tiles of 8 blocks); at 4 rows it
+    takes calls from ``q4_mv``'s rows kernel."""
+    return k % (WIDE_GPS * GGUF_GROUP) == 0 and (m >= WIDE_MIN_ROWS or m == 4 and n * k >= WIDE_M4_MIN_WEIGHTS)
 
 
 def split_rule(groups: int, gps: int, tiles: int, target: int, min_steps: int) -> tuple[int, int]:
