@@ -132,10 +132,16 @@ Q4K_VARIANTS = [dict(zip(Q4K_KNOBS, v)) for v in (
     (128, 8, 3, 2))]
 
 
+Q41_KNOBS = ("Q41_WIDE", "MMV_BN_ROWS", "MMV_WARPS_ROWS", "MMV_STAGES_ROWS", "PROGRAMS_PER_SM")
+Q41_VARIANTS = [dict(zip(Q41_KNOBS, v)) for v in (
+    (True, 64, 4, 3, 2), (False, 64, 4, 3, 2), (True, 64, 4, 3, 1), (True, 64, 4, 4, 2), (True, 128, 8, 3, 2))]
+
+
 def _packed_variants(fmt: str) -> list[dict]:
     """``--packed`` knob sets: tile, warps, codes per step (MLX), stages and programs per SM around the defaults
-    (session 21, after x tiles were loaded in code order; sessions 19-20 swept ``PACKED`` off and on)."""
-    return PACKED_VARIANTS if fmt == "affine" else Q4K_VARIANTS
+    (session 21, after x tiles were loaded in code order; sessions 19-20 swept ``PACKED`` off and on); Q4_1 also
+    its 8-block steps off (session 28)."""
+    return PACKED_VARIANTS if fmt == "affine" else Q41_VARIANTS if fmt == "Q4_1" else Q4K_VARIANTS
 
 
 def main() -> int:

@@ -214,11 +214,11 @@ def mmv_launches(monkeypatch, request):
     built = spy_plans(monkeypatch, mmv.MmvLaunch)
     yield built
     assert all(p.launch.constexprs["PRESCALE"] is request.param for p in built)
-    # prescaled Q4_K, Q4_1 (rows of an even number of blocks) and Q4_0 (rows of a multiple of 8 blocks) tiles are
-    # packed (two codes an instruction; in fp32 under the interpreter)
+    # prescaled Q4_K, Q4_1 (rows of an even number of blocks; 8-block steps in rows of a multiple of 8) and Q4_0
+    # (rows of a multiple of 8 blocks) tiles are packed (two codes an instruction; in fp32 under the interpreter)
     assert all(p.launch.constexprs["PACKED"] is (request.param and (p.launch.constexprs["FMT"] == Q4_K_ID or
                                                                    p.launch.constexprs["FMT"] == Q4_1_ID and
-                                                                   p.launch.constexprs["GPS"] in (2, 4) or
+                                                                   p.launch.constexprs["GPS"] in (2, 4, 8) or
                                                                    p.launch.constexprs["FMT"] == Q4_0_ID and
                                                                    p.launch.constexprs["GPS"] == 8))
                for p in built)
@@ -482,19 +482,20 @@ def test_matmul_tensor_core_decode_uneven_split(device, mmv_launches, name, k, m
     assert split > 1 and (k // 32) % per_split != 0, (split, per_split)
 
 
+@pytest.mark.parametrize("name", ["Q4_0", "Q4_1"])
 @pytest.mark.parametrize("m, dtype", [(3, torch.bfloat16), (16, torch.float16)])
-def test_matmul_tensor_core_decode_q40_packed(device, monkeypatch, m, dtype, request):
-    """Packed Q4_0 tiles (from 2 rows, rows of a multiple of 8 blocks: steps of 8 blocks, 144 bytes, dequantized
-    word by word, the scale halves meeting x = 0), with a K split whose last split is short: 40 blocks in steps of
-    8, split 3 + 2 steps; 40 features, one partial tile."""
+def test_matmul_tensor_core_decode_wide_steps(device, monkeypatch, name, m, dtype, request):
+    """Packed Q4_0 / Q4_1 tiles in wide steps (from 2 rows, rows of a multiple of 8 blocks: steps of 8 blocks, 144 /
+    160 bytes, dequantized word by word, the words or halves holding scales meeting x = 0), with a K split whose
+    last split is short: 40 blocks in steps of 8, split 3 + 2 steps; 40 features, one partial tile."""
     from mlx_native.ops.quant import mmv
     from mlx_native.runtime import env
 
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, gguf_mv=False))
     built = spy_plans(monkeypatch, mmv.MmvLaunch)
-    _check_matmul(device, "Q4_0", m, 40, 1280, dtype, rng_for(request))
+    _check_matmul(device, name, m, 40, 1280, dtype, rng_for(request))
     (plan,) = built
-    assert plan.launch.constexprs["PACKED"] and plan.launch.constexprs["GPS"] == 8
+    assert plan.launch.constexprs["PACKED"] and plan.launch.constexprs["GPS"] == 8 and plan.wide_x is not None
     assert (plan.split, plan.ints[-1]) == (2, 24)
 
 
@@ -529,19 +530,20 @@ def test_matmul_tensor_core_decode_q40_packed_extreme_scales(device, monkeypatch
     assert_error_bar(out[ok], oracle[ok], baseline[ok], what=f"Q4_0 packed extreme scales {dtype}")
 
 
-def test_q40_rows_leave_q4_mv(monkeypatch):
-    """4 rows of x against a Q4_0 matrix of at least ``mmv.Q40_M4_MIN_WEIGHTS`` weights leave ``q4_mv``'s rows
-    kernel for the packed tensor-core tiles (session 28 run 4: 28.8 against 35.5 us at 4096 x 14336); 2-3 rows,
-    smaller matrices, Q4_1 and ``MLX_NATIVE_MMV=off`` keep it."""
+def test_wide_rows_leave_q4_mv(monkeypatch):
+    """4 rows of x against a Q4_0 / Q4_1 matrix of at least ``mmv.WIDE_M4_MIN_WEIGHTS`` weights leave ``q4_mv``'s
+    rows kernel for the packed tensor-core tiles of 8-block steps (session 28: 28.8 against 35.5 us (Q4_0), 31.8
+    against 37.1 (Q4_1) at 4096 x 14336); 2-3 rows, smaller matrices and ``MLX_NATIVE_MMV=off`` keep it."""
     from mlx_native.ops.ggml import kernel, q4_mv
     from mlx_native.runtime import env
 
-    bf16, cpu, q40, q41 = torch.bfloat16, torch.device("cpu"), Q4_0_ID, Q4_1_ID
-    assert kernel.streamed_launch(q40, bf16, 4, 14336, 4096, 4096, cpu) is None
-    for tid, m, n in ((q40, 3, 14336), (q40, 2, 14336), (q40, 4, 4096), (q41, 4, 14336)):
-        assert kernel.streamed_launch(tid, bf16, m, n, 4096, 4096, cpu).func is q4_mv.Q4MvLaunch, (tid, m, n)
+    bf16, cpu = torch.bfloat16, torch.device("cpu")
+    for tid in (Q4_0_ID, Q4_1_ID):
+        assert kernel.streamed_launch(tid, bf16, 4, 14336, 4096, 4096, cpu) is None
+        for m, n, k in ((3, 14336, 4096), (2, 14336, 4096), (4, 4096, 4096)):
+            assert kernel.streamed_launch(tid, bf16, m, n, k, k, cpu).func is q4_mv.Q4MvLaunch, (tid, m, n, k)
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="off"))
-    assert kernel.streamed_launch(q40, bf16, 4, 14336, 4096, 4096, cpu).func is q4_mv.Q4MvLaunch
+    assert kernel.streamed_launch(Q4_0_ID, bf16, 4, 14336, 4096, 4096, cpu).func is q4_mv.Q4MvLaunch
 
 
 @pytest.mark.parametrize("name, k", [("Q4_0", 128), ("Q4_1", 96), ("Q4_1", 128), ("Q4_K", 256)])

@@ -972,10 +972,13 @@ def test_splitk_plan_built_in_capture_uses_two_launches(monkeypatch):
     ("auto", 4, 4096, 4096, "Q4_0", False),  # ... below: q4_mv (12.0 against 14.0)
     ("auto", 3, 14336, 4096, "Q4_0", False),  # 2-3 rows: q4_mv
     ("auto", 16, 14336, 4128, "Q4_0", False),  # 129 blocks a row: no 8-block steps
-    ("auto", 5, 14336, 4096, "Q4_1", True),  # Q4_1 from 5 rows of >= 2^24 weights: packed tiles, 54 against 59 us
-    ("auto", 4, 14336, 4096, "Q4_1", False),  # 2-4 rows: q4_mv's rows kernel
+    ("auto", 5, 14336, 4096, "Q4_1", True),  # Q4_1 as Q4_0: wide steps, 29.4 against 53.6 us
+    ("auto", 4, 14336, 4096, "Q4_1", True),  # 4 rows of >= 2^25 weights: 29.3 against q4_mv's 32.5
+    ("auto", 4, 4096, 4096, "Q4_1", False),  # ... below: q4_mv
     ("auto", 8, 4096, 4096, "Q4_1", True),
-    ("auto", 8, 4096, 2048, "Q4_1", False),  # below 2^24 weights: not timed
+    ("auto", 8, 4096, 2048, "Q4_1", True),  # wide steps at any size from 5 rows
+    ("auto", 8, 4096, 2112, "Q4_1", False),  # 66 blocks, no whole wide step; below 2^24 weights: not timed
+    ("auto", 8, 14336, 4160, "Q4_1", True),  # 130 blocks: 2-block steps of 4-byte loads, 54 against 59 us
     ("auto", 8, 14336, 4128, "Q4_1", False),  # 129 blocks a row: no packed tiles
     ("auto", 1, 14336, 4096, "Q4_K", False),  # one row: the streamed Q4_K kernels
     ("auto", 2, 14336, 4096, "Q4_K", True),  # prescaled tiles: 65-79 against 72-83 us

@@ -80,7 +80,7 @@ def streamed_launch(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, 
     ``q6k_mv`` (Q6_K), ``q4k_mv`` (Q5_K; Q4_K rows that take no integer-dot step), ``q4k_idot`` (Q4_K),
     ``q4_idot`` (Q4_0 / Q4_1 matrices large enough; ``q4_mv`` for rows that take no integer-dot step); 2 rows:
     ``q4k_idot_rows`` (Q4_K, ``IDOT_ROWS_MAX``); 2-4 rows: ``q4_mv`` with ``MR`` rows (Q4_0 / Q4_1; not the rows that
-    ``mmv.q40_rows`` sends to the tensor-core kernel: Q4_0 4 rows of large matrices). ``pairs``: the
+    ``mmv.wide_rows`` sends to the tensor-core kernel: 4 rows of large matrices). ``pairs``: the
     rows are stacked gate/up pairs, which the integer-dot kernels take only in rows of whole steps."""
     if qmm.CONFIG_OVERRIDE is not None or type_id not in formats.BY_ID:
         return None
@@ -101,7 +101,7 @@ def streamed_launch(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, 
     if q4k_idot_rows.supports_rows(type_id, x_dtype, x_dtype, m, k, raw_bytes):
         return functools.partial(q4k_idot_rows.Q4kIdotRowsLaunch, m, n, k, x_dtype, x_row_stride, device)
     if q4_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms) and not (
-            type_id == formats.BY_NAME["Q4_0"].id and mmv.supports_gguf(type_id, x_dtype, m, k, raw_bytes) and mmv.q40_rows(m, n, k)):
+            m > 1 and mmv.supports_gguf(type_id, x_dtype, m, k, raw_bytes) and mmv.wide_rows(m, n, k)):
         if m == 1 and q4_idot.supports(type_id, x_dtype, x_dtype, m, n, k, raw_bytes, sms, pairs):
             return functools.partial(q4_idot.Q4IdotLaunch, type_id, n, k, x_dtype, device)
         return functools.partial(q4_mv.Q4MvLaunch, type_id, n, k, x_dtype, device, m=m, x_row_stride=x_row_stride)
@@ -194,8 +194,8 @@ class MatmulPlan:
     """ggml_matmul: float types with x's dtype go to torch.matmul on a view of the bytes (no copy); one
     bf16/fp16 row of x against Q4_K, Q5_K, Q6_K, Q8_0 (and Q4_0 / Q4_1 matrices large enough), 2 rows against
     Q4_K and 2-4 against Q4_0 / Q4_1, the streamed mat-vecs (:func:`streamed_launch`); the tensor-core decode kernel
-    (``quant/mmv.py``) other Q4_K calls with 2-16 bf16/fp16 rows, Q4_0 calls with 5-16 (4 on large matrices) and
-    Q4_1 calls with 5-16 (rows of whole steps, ``mmv.prefer``), and with ``MLX_NATIVE_MMV=on`` the other
+    (``quant/mmv.py``) other Q4_K calls with 2-16 bf16/fp16 rows, Q4_0 / Q4_1 calls with 5-16 (4 on large matrices;
+    ``mmv.prefer``), and with ``MLX_NATIVE_MMV=on`` the other
     Q4_0 / Q4_1 / Q4_K calls with 1-16 rows (see ``mmv.prefer``); everything else runs the fused kernels on the
     blocks."""
 

@@ -58,14 +58,16 @@ blocks are not taken. (Loading the codes as 16-bit halves instead makes them syn
 with a shared-memory layout conversion: 202 SASS instructions per loop step against 194 for
 one row of x, 201 against 179 for more, compiled for sm_90.)
 
-Packed Q4_0 tiles (rows of a multiple of 8 blocks): a step is 8 blocks, 144 bytes, 16-byte aligned, loaded
-as words 0-31 and 32-35 (two tiles of 16-byte pieces) and dequantized word by word whatever each word holds:
-every word takes the ``d`` of the block its codes belong to (:func:`_q40_packed_step` finds it among the step's
-own words with ``tl.gather``), and the halves that hold a ``d`` instead of codes meet x = 0. x is rewritten
-once per call in that column order (:func:`q40_x_kernel`, a small launch before the mat-vec, 288 columns per 256
-codes), so the mat-vec loads x of a step as contiguous pieces through the same pipeline as the weights. Session
-28 (H100, 4096 x 14336, 5-16 rows): 28.7-30.2 us, against 71-75 for the same tiles with x and the scales
-gathered per element (uncoalesced: 79% excessive sectors, 255 registers) and 58-62 for the route before.
+Wide steps, packed Q4_0 / Q4_1 tiles (rows of a multiple of 8 blocks): a step is 8 blocks, 144 / 160 bytes,
+16-byte aligned, loaded as words 0-31 and 32-35 / 32-39 (two tiles of 16-byte pieces) and dequantized word by
+word whatever each word holds: every word takes the ``d`` (Q4_1: ``d, m``) of the block its codes belong to
+(:func:`_q40_packed_step`, :func:`_q41_wide_step` find them among the step's own words with ``tl.gather``), and
+the halves or words that hold scales instead of codes meet x = 0. x is rewritten once per call in that column
+order (:func:`wide_x_kernel`, a small launch before the mat-vec, 288 / 320 columns per 256 codes), so the mat-vec
+loads x of a step as contiguous pieces through the same pipeline as the weights. Session 28 (H100, 4096 x 14336,
+5-16 rows): Q4_0 28.7-30.2 us, against 71-75 for the same tiles with x and the scales gathered per element
+(uncoalesced: 79% excessive sectors, 255 registers) and 58-62 for the route before; Q4_1 32.0-32.1 against 60
+for 4-block steps of 4-byte loads.
 
 Loop steps: one or two groups (``GPS``); for Q4_K a super-block (``GPS = 8``: its header is
 one 16-byte load); packed tiles: ``MMV_STEP_ROWS`` codes of MLX groups, half a Q4_K super-block. The x
@@ -335,57 +337,64 @@ def _q41_packed_step(xs, S, B, w_ptr, rows, g, stride_wn, acc, NB: tl.constexpr,
 
 
 @triton.jit
-def _q40_columns(NW: tl.constexpr, FIRST: tl.constexpr):
-    """Codes of the ``8 NW`` columns of a :func:`_tile` of the ``NW`` words from word ``FIRST`` of a Q4_0 step
-    (8 blocks, 144 bytes, 36 words): ``(code [8 NW] within the step, valid [8 NW])``. Half-word ``h = 2 q + e`` of
-    the step is half ``h % 18`` of the block pair ``h // 18``: 0 and 9 are the pair's fp16 scales (not codes), 1-8
-    bytes ``2 (h - 1)``, ``+ 1`` of the even block, 10-17 those of the odd one; shift ``i`` takes the low nibble
-    of the first byte, the high one, the low of the second, the high (codes ``l``, ``l + 16``, ``l + 1``, ``l + 17``
-    of byte pair ``l, l + 1``)."""
+def _wide_columns(FMT: tl.constexpr, NW: tl.constexpr, FIRST: tl.constexpr):
+    """Codes of the ``8 NW`` columns of a :func:`_tile` of the ``NW`` words from word ``FIRST`` of a wide step (8
+    blocks: Q4_0 144 bytes, 36 words; Q4_1 160 bytes, 40 words): ``(code [8 NW] within the step, valid [8 NW])``.
+    Shift ``i`` of a 16-bit half holding bytes ``l``, ``l + 1`` takes codes ``l``, ``l + 16``, ``l + 1``, ``l + 17``.
+    Q4_0: half-word ``h = 2 q + e`` is half ``h % 18`` of the block pair ``h // 18``: 0 and 9 are the pair's fp16
+    scales (not codes), 1-8 bytes ``2 (h - 1)``, ``+ 1`` of the even block, 10-17 those of the odd one. Q4_1: word
+    ``q`` is word ``q % 5`` of block ``q // 5``: 0 holds ``d, m`` (not codes), 1-4 bytes ``4 (q % 5 - 1)`` to ``+ 3``."""
     F: tl.constexpr = NW // 4
     col = tl.arange(0, 8 * NW)
     q = FIRST + ((col // 2) % 4) * F + (col // 8) % F
     i = col // (8 * F)
-    h = 2 * q + col % 2
-    pair = h // 18
-    hp = h % 18
-    odd = (hp >= 9).to(tl.int32)
-    code = 32 * (2 * pair + odd) + 2 * (hp - 1 - 9 * odd) + i // 2 + 16 * (i % 2)
-    valid = (hp != 0) & (hp != 9)
+    e = col % 2
+    nib = i // 2 + 16 * (i % 2)
+    if FMT == Q4_0:
+        hp = (2 * q + e) % 18
+        odd = (hp >= 9).to(tl.int32)
+        code = 32 * (2 * ((2 * q + e) // 18) + odd) + 2 * (hp - 1 - 9 * odd) + nib
+        valid = (hp != 0) & (hp != 9)
+    else:
+        code = 32 * (q // 5) + 4 * (q % 5 - 1) + 2 * e + nib
+        valid = q % 5 != 0
     return tl.where(valid, code, 0), valid
 
 
 @triton.jit
-def _q40_x_part(x_ptr, out_ptr, row, s, K, stride_xm, NW: tl.constexpr, FIRST: tl.constexpr):
-    """Columns ``8 FIRST`` to ``8 (FIRST + NW)`` of step ``s`` (``[S, 288]``) of row ``row`` of :func:`q40_x_kernel`."""
-    code, valid = _q40_columns(NW, FIRST)
+def _wide_x_part(x_ptr, out_ptr, row, s, K, stride_xm, FMT: tl.constexpr, NW: tl.constexpr, FIRST: tl.constexpr):
+    """Columns ``8 FIRST`` to ``8 (FIRST + NW)`` of steps ``s`` of row ``row`` of :func:`wide_x_kernel`."""
+    SC: tl.constexpr = 288 if FMT == Q4_0 else 320
+    code, valid = _wide_columns(FMT, NW, FIRST)
     ok = s < K // 256
     v = tl.load(x_ptr + row * stride_xm + (s * 256)[:, None] + code[None, :], mask=ok[:, None] & valid[None, :],
                 other=0.0)
     cols = tl.arange(0, 8 * NW)
-    tl.store(out_ptr + row * (K // 256 * 288) + (s * 288 + 8 * FIRST)[:, None] + cols[None, :], v,
-             mask=ok[:, None])
+    tl.store(out_ptr + row * (K // 256 * SC) + (s * SC + 8 * FIRST)[:, None] + cols[None, :], v, mask=ok[:, None])
 
 
 @triton.jit
-def q40_x_kernel(x_ptr, out_ptr, K, stride_xm, S: tl.constexpr, PDL: tl.constexpr = False):
-    """x of packed Q4_0 tiles: ``x [M, K]`` -> ``[M, K / 256 * 288]``, for each step of 8 blocks (256 codes) its
-    288 tile columns (words 0-31 of the step, then 32-35) in the order of :func:`_tile`, 0 where a column holds a
-    scale half (:func:`_q40_columns`). Grid ``(M, cdiv(K / 256, S))``."""
+def wide_x_kernel(x_ptr, out_ptr, K, stride_xm, FMT: tl.constexpr, S: tl.constexpr, PDL: tl.constexpr = False):
+    """x of wide Q4_0 / Q4_1 steps: ``x [M, K]`` -> ``[M, K / 256 * SC]``, for each step of 8 blocks (256 codes)
+    its ``SC`` tile columns (Q4_0 288: words 0-31 of the step, then 32-35; Q4_1 320: words 0-31, then 32-39) in
+    the order of :func:`_tile`, 0 where a column holds no code (:func:`_wide_columns`). Grid
+    ``(M, cdiv(K / 256, S))``."""
     enter(PDL)
     row = tl.program_id(0)
     s = tl.program_id(1) * S + tl.arange(0, S)
-    _q40_x_part(x_ptr, out_ptr, row, s, K, stride_xm, 32, 0)
-    _q40_x_part(x_ptr, out_ptr, row, s, K, stride_xm, 4, 32)
+    _wide_x_part(x_ptr, out_ptr, row, s, K, stride_xm, FMT, 32, 0)
+    _wide_x_part(x_ptr, out_ptr, row, s, K, stride_xm, FMT, 4 if FMT == Q4_0 else 8, 32)
 
 
 @triton.jit
-def _q40_x_step(xq_ptr, m, g, Kq, M):
-    """``([256, MP], [32, MP])``: the columns of :func:`q40_x_kernel`'s step from block ``g`` (rows ``>= M``: 0)."""
-    base = xq_ptr + m[:, None] * Kq + g // 8 * 288
+def _wide_x_step(xq_ptr, m, g, K, M, FMT: tl.constexpr):
+    """``([256, MP], [8 TW, MP])``: the columns of :func:`wide_x_kernel`'s step from block ``g`` (rows ``>= M``:
+    0; ``TW`` = 4 or 8 tail words)."""
+    SC: tl.constexpr = 288 if FMT == Q4_0 else 320
+    base = xq_ptr + m[:, None] * (K // 256 * SC) + g // 8 * SC
     ok = (m < M)[:, None]
     xs = tl.load(base + tl.arange(0, 256)[None, :], mask=ok, other=0.0)
-    xt = tl.load(base + 256 + tl.arange(0, 32)[None, :], mask=ok, other=0.0)
+    xt = tl.load(base + 256 + tl.arange(0, SC - 256)[None, :], mask=ok, other=0.0)
     return tl.trans(xs), tl.trans(xt)
 
 
@@ -418,8 +427,8 @@ def _centered_pairs(w, shifts, S2, X_F16: tl.constexpr, ASM: tl.constexpr):
 
 
 @triton.jit
-def _q40_scale_pairs(sw, HI: tl.constexpr, X_F16: tl.constexpr):
-    """Words holding a Q4_0 ``d`` in their low (``HI`` False) or high half -> :func:`_pair16` of ``d`` in x's dtype."""
+def _half_pairs(sw, HI: tl.constexpr, X_F16: tl.constexpr):
+    """Words holding an fp16 in their low (``HI`` False) or high half -> :func:`_pair16` of it in x's dtype."""
     bits = ((sw >> 16) if HI else sw) & 0xFFFF
     if not X_F16:
         d = bits.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32).to(tl.bfloat16)
@@ -435,7 +444,7 @@ def _q40_packed_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN: tl.constexpr, X
     loads, dequantized word by word (whatever the word holds) with the ``d`` of its block, which sits in the low half
     of word ``9 p`` (even block ``2 p``) or the high half of word ``9 p + 4`` (odd block ``2 p + 1``) of the same
     tile, taken from there (``tl.gather`` along the row); the halves holding scales meet x = 0 (``xs [256, MP]``,
-    ``xt [32, MP]``: :func:`_q40_x_step`)."""
+    ``xt [32, MP]``: :func:`_wide_x_step`)."""
     first = tl.multiple_of(rows * (stride_wn // 4) + (g // 8) * 36, 4)
     shifts = 4 * tl.arange(0, 4)
     w = _word(w_ptr, first[:, None] + tl.arange(0, 32)[None, :], None)
@@ -444,10 +453,34 @@ def _q40_packed_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN: tl.constexpr, X
     odd = q % 9 >= 5
     src = tl.broadcast_to((9 * (q // 9) + 4 * odd.to(tl.int32))[None, :], (BN, 32))
     sw = tl.gather(w, src, 1)
-    S2 = tl.where(odd[None, :], _q40_scale_pairs(sw, True, X_F16), _q40_scale_pairs(sw, False, X_F16))
-    S2t = _q40_scale_pairs(tl.gather(w, tl.full((BN, 1), 31, tl.int32), 1), True, X_F16)  # block 7: word 31's high
+    S2 = tl.where(odd[None, :], _half_pairs(sw, True, X_F16), _half_pairs(sw, False, X_F16))
+    S2t = _half_pairs(tl.gather(w, tl.full((BN, 1), 31, tl.int32), 1), True, X_F16)  # block 7: word 31's high
     acc = tl.dot(_tile(_centered_pairs(w, shifts, S2[:, :, None], X_F16, ASM), BN, 256), xs, acc)
     return tl.dot(_tile(_centered_pairs(wt, shifts, S2t[:, :, None], X_F16, ASM), BN, 32), xt, acc)
+
+
+@triton.jit
+def _q41_wide_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN: tl.constexpr, X_F16: tl.constexpr,
+                   ASM: tl.constexpr):
+    """``acc [BN, MP] += dot(d q + m, x)`` over the 8 Q4_1 blocks from ``g`` (a multiple of 8) of each row: their
+    160 bytes (16-byte aligned: rows of a multiple of 8 blocks) are words 0-31 and 32-39, two tiles of 16-byte
+    loads, dequantized word by word with the ``d, m`` of its block (word ``5 b`` of block ``b``: ``d`` low half,
+    ``m`` high; taken from the tiles with ``tl.gather``); the header words meet x = 0 (``xs [256, MP]``, ``xt [64,
+    MP]``: :func:`_wide_x_step`)."""
+    first = tl.multiple_of(rows * (stride_wn // 4) + (g // 8) * 40, 4)
+    shifts = 4 * tl.arange(0, 4)
+    w = _word(w_ptr, first[:, None] + tl.arange(0, 32)[None, :], None)
+    wt = _word(w_ptr, first[:, None] + 32 + tl.arange(0, 8)[None, :], None)
+    q = tl.arange(0, 32)
+    hw = tl.gather(w, tl.broadcast_to((5 * (q // 5))[None, :], (BN, 32)), 1)
+    qt = tl.arange(0, 8)
+    hw6 = tl.gather(w, tl.full((BN, 1), 30, tl.int32), 1)  # words 32-34: block 6, whose header is word 30
+    hw7 = tl.gather(wt, tl.full((BN, 1), 3, tl.int32), 1)  # words 35-39: block 7 (word 35)
+    ht = tl.where((qt < 3)[None, :], hw6, hw7)
+    acc = tl.dot(_tile(_packed_pairs(w, shifts, _half_pairs(hw, False, X_F16)[:, :, None],
+                                     _half_pairs(hw, True, X_F16)[:, :, None], X_F16, ASM), BN, 256), xs, acc)
+    return tl.dot(_tile(_packed_pairs(wt, shifts, _half_pairs(ht, False, X_F16)[:, :, None],
+                                      _half_pairs(ht, True, X_F16)[:, :, None], X_F16, ASM), BN, 64), xt, acc)
 
 
 @triton.jit
@@ -583,7 +616,7 @@ def mmv_kernel(
     x_ptr,  # [M, K] activations, bf16 or fp16 (unit column stride)
     w_ptr,  # MLX: [N, K / 8] int32 words; GGUF: [N * stride_wn] uint8 blocks
     s_ptr, b_ptr,  # MLX: [N, K / GS] scales / biases; GGUF: unused (the blocks hold them), but packed Q4_0's
-    # s_ptr: [M, K / 256 * 288] x in tile order (q40_x_kernel)
+    # and Q4_1's 8-block steps' s_ptr: [M, K / 256 * 288 or 320] x in tile order (wide_x_kernel)
     out_ptr,  # [M, N] output (written unless SPLIT_K without FUSE)
     part_ptr,  # [split, M, N] fp32 partials (SPLIT_K)
     cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters, zero between launches (FUSE)
@@ -624,11 +657,13 @@ def mmv_kernel(
                 S_nxt, B_nxt = _affine_scales(s_ptr, b_ptr, rows, g + GPS, g_hi, stride_sn, GPS)
                 acc = _affine_step(xs, S, B, w_ptr, rows, g, stride_wn, acc, BN, GS, KS, X_F16, ASM)
                 xs, S, B = nxt, S_nxt, B_nxt
-    elif PACKED and FMT == Q4_0:  # 8 blocks a step; x from q40_x_kernel (s_ptr), loaded a step ahead
-        Kq = K // 256 * 288
+    elif PACKED and (FMT == Q4_0 or FMT == Q4_1 and GPS == 8):  # 8 blocks a step, x from wide_x_kernel (s_ptr)
         for g in range(g_lo, g_hi, GPS):
-            xs, xt = _q40_x_step(s_ptr, m, g, Kq, M)
-            acc = _q40_packed_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN, X_F16, ASM)
+            xs, xt = _wide_x_step(s_ptr, m, g, K, M, FMT)
+            if FMT == Q4_0:
+                acc = _q40_packed_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN, X_F16, ASM)
+            else:
+                acc = _q41_wide_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN, X_F16, ASM)
     elif PACKED:  # Q4_1, GPS (2 or 4) blocks a step: d and m loaded a step ahead
         S, B = _q41_scales(w_ptr, rows, g_lo, g_hi, stride_wn, GPS, X_F16)
         for g in range(g_lo, g_hi, GPS):
@@ -702,12 +737,14 @@ def over_idot_rows(m: int, n: int, k: int) -> bool:
 GGUF_FORMATS = (Q4_0.value, Q4_1.value, Q4_K.value)  # GGUF type ids
 Q41_MIN_ROWS = 5  # Q4_1 rows of x from which prefer() sends calls here (packed tiles)
 Q41_MIN_WEIGHTS = 1 << 24  # ... of a matrix of at least this many weights
-Q40_MIN_ROWS = 5  # Q4_0 rows of x from which prefer() sends calls here (packed tiles; q4_mv has 2-4 rows) ...
-Q40_M4_MIN_WEIGHTS = 1 << 25  # ... and 4 rows from this many weights
+Q41_WIDE = True  # Q4_1 rows of a multiple of 8 blocks take wide steps (16-byte loads), the others 2 or 4 blocks
+WIDE_MIN_ROWS = 5  # Q4_0 / Q4_1 rows of x from which prefer() sends calls of wide steps here (q4_mv has 2-4 rows)
+WIDE_M4_MIN_WEIGHTS = 1 << 25  # ... and 4 rows from this many weights
 GGUF_GROUP = 32  # values per GGUF block / Q4_K sub-block
 MMV_TRIGGER = False  # PDL trigger: at the start 0.80-0.84x (session 22), after the loop 0.94-1.03x (session 23)
 Q4_K_GPS = 8  # Q4_K: a loop step is one 256-value super-block
-Q4_0_GPS = 8  # packed Q4_0: a loop step is 8 blocks, 144 bytes (16-byte aligned in rows of a multiple of 8 blocks)
+WIDE_GPS = 8  # packed Q4_0 / Q4_1 ("wide" steps): 8 blocks, 144 / 160 bytes (16-byte aligned in rows of a multiple
+# of 8 blocks)
 
 
 def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, out_dtype: torch.dtype,
@@ -743,15 +780,19 @@ def prefer(m: int, n: int, k: int, fmt: int = AFFINE.value) -> bool:
     of ``bench/decode_route.py`` (bench/results/2026-11-22-h100-session3/) and ``bench/mmv_sweep.py --prescale``
     (bench/results/2026-11-25-h100-session17/run1):
 
-    * GGUF Q4_0, rows of a multiple of 8 blocks (packed tiles): from ``Q40_MIN_ROWS`` rows, and from 4 rows of a
-      matrix of ``>= Q40_M4_MIN_WEIGHTS`` weights (where ``q4_mv``'s rows kernel gives them up). Session 28 run 4
+    * GGUF Q4_0 and Q4_1, rows of a multiple of 8 blocks (packed tiles, wide steps: :func:`wide_rows`): from
+      ``WIDE_MIN_ROWS`` rows, and from 4 rows of a matrix of ``>= WIDE_M4_MIN_WEIGHTS`` weights (where ``q4_mv``'s
+      rows kernel gives them up). Q4_0, session 28 run 4
       (H100, us, here against the route before): 4096 x 14336 M4 / M5 / M8 / M16 28.8 / 28.8 / 28.7 / 30.2 against
       35.5 / 58.1 / 58.9 / 61.9, 14336 x 4096 27.3 / 27.3 / 27.1 / 28.6 against 32.6 / 54.2 / 53.9 / 55.6, 4096 x
       4096 14.0 / 14.1 / 14.1 / 14.3 against 12.0 / 20.8 / 20.9 / 21.7; at 2-3 rows ``q4_mv`` is as fast or faster
       (4096 x 4096 M3 10.1 against 13.9, 14336 x 4096 26.9 against 27.2). Before the packed tiles (4-byte loads)
-      this kernel lost on every shape (71-72 us at 5-16 rows of 4096 x 14336).
-    * GGUF Q4_1, from ``Q41_MIN_ROWS`` rows of a matrix of ``>= Q41_MIN_WEIGHTS`` weights and an even number of
-      blocks a row (packed tiles, 4 blocks a step; 2-4 rows have ``q4_mv``'s rows kernel): session 23 run 1 (H200,
+      this kernel lost on every shape (71-72 us at 5-16 rows of 4096 x 14336). Q4_1, session 28 run 6: 4096 x
+      14336 M4 / M8 / M16 31.8 / 32.1 / 32.0 against 37.1 / 60.3 / 60.2 (q4_mv; 4-block steps of 4-byte loads),
+      14336 x 4096 29.3 / 29.6 / 30.0 against 32.5 / 53.5 / 53.4, 4096 x 4096 M8 15.0 against 19.1.
+    * GGUF Q4_1 rows of no whole wide step, from ``Q41_MIN_ROWS`` rows of a matrix of ``>= Q41_MIN_WEIGHTS``
+      weights and an even number of blocks a row (packed tiles, 2 or 4 blocks a step of 4-byte loads; 2-4 rows
+      have ``q4_mv``'s rows kernel): session 23 run 1 (H200,
       us, here against the general kernel) 4096 x 14336 M5 / M8 / M16 60.1 / 60.4 / 60.3 against 63.9 / 64.8 /
       80.0, 14336 x 4096 54.5 / 54.4 / 54.3 against 59.4 / 65.1 / 71.7, 4096 x 4096 and 2048 x 8192 at 5-16 rows
       18.5-19.0 against 20.8-22.5 (1.06-1.33x; smaller matrices not timed).
@@ -771,17 +812,18 @@ def prefer(m: int, n: int, k: int, fmt: int = AFFINE.value) -> bool:
     if fmt == Q4_K.value:
         return m >= 2
     if fmt == Q4_1.value:
-        return m >= Q41_MIN_ROWS and n * k >= Q41_MIN_WEIGHTS and k % (2 * GGUF_GROUP) == 0
+        return wide_rows(m, n, k) or m >= Q41_MIN_ROWS and n * k >= Q41_MIN_WEIGHTS and k % (2 * GGUF_GROUP) == 0
     if fmt == Q4_0.value:
-        return q40_rows(m, n, k)
+        return wide_rows(m, n, k)
     if fmt != AFFINE.value:
         return False
     return n * k >= PREFER_MIN_WEIGHTS if m == 1 else k >= PREFER_MIN_K
 
 
-def q40_rows(m: int, n: int, k: int) -> bool:
-    """:func:`prefer`'s rule for GGUF Q4_0 (packed tiles); from 4 rows it also takes calls from ``q4_mv``."""
-    return k % (Q4_0_GPS * GGUF_GROUP) == 0 and (m >= Q40_MIN_ROWS or m == 4 and n * k >= Q40_M4_MIN_WEIGHTS)
+def wide_rows(m: int, n: int, k: int) -> bool:
+    """:func:`prefer`'s rule for GGUF Q4_0 / Q4_1 rows of whole wide steps (packed tiles of 8 blocks); at 4 rows it
+    takes calls from ``q4_mv``'s rows kernel."""
+    return k % (WIDE_GPS * GGUF_GROUP) == 0 and (m >= WIDE_MIN_ROWS or m == 4 and n * k >= WIDE_M4_MIN_WEIGHTS)
 
 
 def split_rule(groups: int, gps: int, tiles: int, target: int, min_steps: int) -> tuple[int, int]:
@@ -819,13 +861,13 @@ class MmvLaunch:
         if prescale is None:
             prescale = m >= PRESCALE_MIN_ROWS
         groups = k // group_size
+        wide = fmt in (Q4_0.value, Q4_1.value) and groups % WIDE_GPS == 0 and (fmt == Q4_0.value or Q41_WIDE)
         packed = PACKED and prescale and (fmt == AFFINE.value and scale_dtype == x_dtype or fmt == Q4_K.value
-                                          or fmt == Q4_1.value and groups % 2 == 0
-                                          or fmt == Q4_0.value and groups % Q4_0_GPS == 0)
+                                          or fmt == Q4_1.value and groups % 2 == 0 or wide)
         if fmt == Q4_K.value and packed:  # half super-blocks, at least 2 a split
             gps, min_steps = Q4_K_GPS // 2, 2
-        elif fmt == Q4_0.value and packed:  # 8 blocks (144 bytes) a step, at least 2 a split
-            gps, min_steps = Q4_0_GPS, 2
+        elif wide and packed:  # 8 blocks (144 / 160 bytes) a step, at least 2 a split
+            gps, min_steps = WIDE_GPS, 2
         elif fmt == Q4_K.value:  # at least 2 super-blocks per split: the 512 values of 4 MLX g64 steps (not swept)
             gps, min_steps = Q4_K_GPS, 2
         elif packed and fmt == Q4_1.value:  # 4 blocks a step where they divide the row, else 2; >= 256 codes a split
@@ -843,13 +885,13 @@ class MmvLaunch:
                                            min_steps)
         self.m, self.n, self.out_dtype, self.device = m, n, out_dtype, device
         self.ints = (m, n, k, *strides, per_split)
-        self.q40_x = None
-        if fmt == Q4_0.value and packed:  # x in tile order first, the mat-vec a programmatic dependent of it
+        self.wide_x = None
+        if wide and packed:  # x in tile order first, the mat-vec a programmatic dependent of it
             steps = k // 256
             sb = min(16, triton.next_power_of_2(steps))
-            self.q40_x = dependent_launch(q40_x_kernel, (m, triton.cdiv(steps, sb)), dict(S=sb), device, True,
-                                          num_warps=4)
-            self.q40_ints, self.q40_shape = (k, strides[0]), (m, steps * 288)
+            self.wide_x = dependent_launch(wide_x_kernel, (m, triton.cdiv(steps, sb)), dict(FMT=fmt, S=sb), device,
+                                           True, num_warps=4)
+            self.wide_ints, self.wide_shape = (k, strides[0]), (m, steps * (288 if fmt == Q4_0.value else 320))
         self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
         self.launch = dependent_launch(mmv_kernel, (tiles, self.split), dict(
             FMT=fmt, BN=bn, GS=group_size, MP=16, GPS=gps, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
@@ -859,7 +901,7 @@ class MmvLaunch:
 
     def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
         out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)
-        if self.q40_x is not None:
-            s = empty(self.q40_shape, dtype=x.dtype, device=self.device)
-            self.q40_x(x, s, *self.q40_ints)
+        if self.wide_x is not None:
+            s = empty(self.wide_shape, dtype=x.dtype, device=self.device)
+            self.wide_x(x, s, *self.wide_ints)
         return run_split(self.launch, self.splitk, (x, w, s, b), out, self.ints)
