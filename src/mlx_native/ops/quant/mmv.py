@@ -25,9 +25,10 @@ are one more (fp32) dot after the loop::
 
 Packed tiles (``PACKED``, from 2 rows of x): MLX affine with scales and biases in x's dtype (which a 16-bit
 result implies), GGUF Q4_K, GGUF Q4_1 rows of an even number of blocks (2 or 4 blocks a step, their codes as
-word loads inside each 20-byte block) and GGUF Q4_0 rows of a multiple of 8 blocks (below). The pair ``OFF + q`` minus ``OFF`` is ``q`` exactly and ``fma(q, S, B)`` rounds
-once, both as ``bf16x2`` / ``f16x2`` FMAs (two codes an instruction, PTX through ``inline_asm_elementwise``; the
-interpreter runs the same math in fp32). A loop step is ``MMV_STEP_ROWS`` codes of each MLX row (whole groups)
+word loads inside each 20-byte block; 8 in wide steps, below) and GGUF Q4_0 rows of a multiple of 8 blocks (wide
+steps). The pair ``OFF + q`` minus ``OFF`` is ``q`` exactly and ``fma(q, S, B)`` rounds once, both as ``bf16x2`` /
+``f16x2`` FMAs (two codes an instruction, PTX through ``inline_asm_elementwise``; the interpreter runs the same
+math in fp32). A loop step is ``MMV_STEP_ROWS`` codes of each MLX row (whole groups)
 or half a Q4_K super-block, one contiguous load of 16-byte pieces and one dot, and x of the next step is loaded
 before this step's dot (registers). Offline sm_90 SASS (triton 3.6, 64-row tiles, 128 codes a step): 286
 instructions a step against 508 with the fp32 dequantization. H100 (bench/results/2026-11-25-h100-session19,
@@ -61,10 +62,12 @@ one row of x, 201 against 179 for more, compiled for sm_90.)
 Wide steps, packed Q4_0 / Q4_1 tiles (rows of a multiple of 8 blocks): a step is 8 blocks, 144 / 160 bytes,
 16-byte aligned, loaded as words 0-31 and 32-35 / 32-39 (two tiles of 16-byte pieces) and dequantized word by
 word whatever each word holds: every word takes the ``d`` (Q4_1: ``d, m``) of the block its codes belong to
-(:func:`_q40_packed_step`, :func:`_q41_wide_step` find them among the step's own words with ``tl.gather``), and
+(:func:`_q40_wide_step`, :func:`_q41_wide_step` find them among the step's own words with ``tl.gather``), and
 the halves or words that hold scales instead of codes meet x = 0. x is rewritten once per call in that column
 order (:func:`wide_x_kernel`, a small launch before the mat-vec, 288 / 320 columns per 256 codes), so the mat-vec
-loads x of a step as contiguous pieces through the same pipeline as the weights. Session 28 (H100, 4096 x 14336,
+loads x of a step as contiguous pieces through the same pipeline as the weights. Q4_0's weights are ``(q - 8) d``
+(no ``-8 d`` term, which fp16 overflows from ``|d| > 8188``); ``d`` (and Q4_1's ``m``) are rounded to x's dtype
+first, so with bf16 x each weight is rounded twice, as Q4_K's. Session 28 (H100, 4096 x 14336,
 5-16 rows): Q4_0 28.7-30.2 us, against 71-75 for the same tiles with x and the scales gathered per element
 (uncoalesced: 79% excessive sectors, 255 registers) and 58-62 for the route before; Q4_1 32.0-32.1 against 60
 for 4-block steps of 4-byte loads.
@@ -343,7 +346,8 @@ def _wide_columns(FMT: tl.constexpr, NW: tl.constexpr, FIRST: tl.constexpr):
     Shift ``i`` of a 16-bit half holding bytes ``l``, ``l + 1`` takes codes ``l``, ``l + 16``, ``l + 1``, ``l + 17``.
     Q4_0: half-word ``h = 2 q + e`` is half ``h % 18`` of the block pair ``h // 18``: 0 and 9 are the pair's fp16
     scales (not codes), 1-8 bytes ``2 (h - 1)``, ``+ 1`` of the even block, 10-17 those of the odd one. Q4_1: word
-    ``q`` is word ``q % 5`` of block ``q // 5``: 0 holds ``d, m`` (not codes), 1-4 bytes ``4 (q % 5 - 1)`` to ``+ 3``."""
+    ``q`` is word ``q % 5`` of block ``q // 5``: 0 holds ``d, m`` (not codes), 1-4 bytes ``4 (q % 5 - 1)`` to
+    ``+ 3``."""
     F: tl.constexpr = NW // 4
     col = tl.arange(0, 8 * NW)
     q = FIRST + ((col // 2) % 4) * F + (col // 8) % F
@@ -437,7 +441,7 @@ def _half_pairs(sw, HI: tl.constexpr, X_F16: tl.constexpr):
 
 
 @triton.jit
-def _q40_packed_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN: tl.constexpr, X_F16: tl.constexpr,
+def _q40_wide_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN: tl.constexpr, X_F16: tl.constexpr,
                      ASM: tl.constexpr):
     """``acc [BN, MP] += dot(d (q - 8), x)`` over the 8 Q4_0 blocks from ``g`` (a multiple of 8) of each row: their
     144 bytes (16-byte aligned: rows of a multiple of 8 blocks) are words 0-31 and 32-35, two tiles of 16-byte
@@ -642,7 +646,7 @@ def mmv_kernel(
     g_lo = pid_k * groups_per_split
     g_hi = tl.minimum(K // GS, g_lo + groups_per_split)
     acc = tl.zeros([BN, MP], dtype=tl.float32)
-    if PACKED and (FMT == AFFINE or FMT == Q4_K):  # MLX affine or Q4_K: GPS groups a step of GPS * GS codes, x of the next step first
+    if PACKED and (FMT == AFFINE or FMT == Q4_K):  # GPS groups a step of GPS * GS codes, x of the next step first
         KS: tl.constexpr = GPS * GS
         xs = _x_step(x_ptr, m, g_lo, stride_xm, tl.where(g_lo < g_hi, M, 0), GS, KS, FMT)
         if FMT == Q4_K:  # its headers come with the code words, through the cp.async pipeline
@@ -661,7 +665,7 @@ def mmv_kernel(
         for g in range(g_lo, g_hi, GPS):
             xs, xt = _wide_x_step(s_ptr, m, g, K, M, FMT)
             if FMT == Q4_0:
-                acc = _q40_packed_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN, X_F16, ASM)
+                acc = _q40_wide_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN, X_F16, ASM)
             else:
                 acc = _q41_wide_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN, X_F16, ASM)
     elif PACKED:  # Q4_1, GPS (2 or 4) blocks a step: d and m loaded a step ahead
@@ -745,6 +749,7 @@ MMV_TRIGGER = False  # PDL trigger: at the start 0.80-0.84x (session 22), after 
 Q4_K_GPS = 8  # Q4_K: a loop step is one 256-value super-block
 WIDE_GPS = 8  # packed Q4_0 / Q4_1 ("wide" steps): 8 blocks, 144 / 160 bytes (16-byte aligned in rows of a multiple
 # of 8 blocks)
+WIDE_COLUMNS = {Q4_0.value: 288, Q4_1.value: 320}  # tile columns of a wide step (its words times 8; wide_x_kernel)
 
 
 def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, out_dtype: torch.dtype,
@@ -848,7 +853,8 @@ class MmvLaunch:
         fmt: ``gemv.AFFINE`` (MLX, the default) or a GGUF type id of :data:`GGUF_FORMATS`.
 
     Call with ``(x [m, k], w, s, b)``: MLX words / scales / biases, or for GGUF the raw bytes
-    (16-byte aligned) three times.
+    (16-byte aligned) three times. Wide Q4_0 / Q4_1 steps first rewrite x in tile order (:func:`wide_x_kernel`,
+    a launch of its own, which the mat-vec follows as a programmatic dependent).
 
     A K split (``split > 1``) is summed in the same launch by default (``qmm.SplitK``: this plan
     owns the arrival counters, so it must not run on two streams at once).
@@ -891,7 +897,7 @@ class MmvLaunch:
             sb = min(16, triton.next_power_of_2(steps))
             self.wide_x = dependent_launch(wide_x_kernel, (m, triton.cdiv(steps, sb)), dict(FMT=fmt, S=sb), device,
                                            True, num_warps=4)
-            self.wide_ints, self.wide_shape = (k, strides[0]), (m, steps * (288 if fmt == Q4_0.value else 320))
+            self.wide_ints, self.wide_shape = (k, strides[0]), (m, steps * WIDE_COLUMNS[fmt])
         self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
         self.launch = dependent_launch(mmv_kernel, (tiles, self.split), dict(
             FMT=fmt, BN=bn, GS=group_size, MP=16, GPS=gps, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
