@@ -531,17 +531,19 @@ def test_matmul_tensor_core_decode_q40_packed_extreme_scales(device, monkeypatch
 
 
 def test_wide_rows_leave_q4_mv(monkeypatch):
-    """4 rows of x against a Q4_0 / Q4_1 matrix of at least ``mmv.WIDE_M4_MIN_WEIGHTS`` weights leave ``q4_mv``'s
-    rows kernel for the packed tensor-core tiles of 8-block steps (session 28: 28.8 against 35.5 us (Q4_0), 31.8
-    against 37.1 (Q4_1) at 4096 x 14336); 2-3 rows, smaller matrices and ``MLX_NATIVE_MMV=off`` keep it."""
+    """3-4 rows of x against a Q4_0 / Q4_1 matrix of at least ``mmv.WIDE_FEW_ROWS_MIN_WEIGHTS`` weights leave
+    ``q4_mv``'s rows kernel for the packed tensor-core tiles of 8-block steps (session 28, 4096 x 14336 at 4 rows:
+    28.8 against 35.5 us (Q4_0), 31.8 against 37.1 (Q4_1)); 2 rows, smaller matrices and ``MLX_NATIVE_MMV=off``
+    keep it."""
     from mlx_native.ops.ggml import kernel, q4_mv
     from mlx_native.runtime import env
 
     bf16, cpu = torch.bfloat16, torch.device("cpu")
     for tid in (Q4_0_ID, Q4_1_ID):
-        assert kernel.streamed_launch(tid, bf16, 4, 14336, 4096, 4096, cpu) is None
-        for m, n, k in ((3, 14336, 4096), (2, 14336, 4096), (4, 4096, 4096)):
-            assert kernel.streamed_launch(tid, bf16, m, n, k, k, cpu).func is q4_mv.Q4MvLaunch, (tid, m, n, k)
+        for m in (3, 4):
+            assert kernel.streamed_launch(tid, bf16, m, 14336, 4096, 4096, cpu) is None, (tid, m)
+        for m, n in ((2, 14336), (4, 4096), (3, 4096)):
+            assert kernel.streamed_launch(tid, bf16, m, n, 4096, 4096, cpu).func is q4_mv.Q4MvLaunch, (tid, m, n)
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="off"))
     assert kernel.streamed_launch(Q4_0_ID, bf16, 4, 14336, 4096, 4096, cpu).func is q4_mv.Q4MvLaunch
 

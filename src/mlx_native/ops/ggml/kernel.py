@@ -80,7 +80,7 @@ def streamed_launch(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, 
     ``q6k_mv`` (Q6_K), ``q4k_mv`` (Q5_K; Q4_K rows that take no integer-dot step), ``q4k_idot`` (Q4_K),
     ``q4_idot`` (Q4_0 / Q4_1 matrices large enough; ``q4_mv`` for rows that take no integer-dot step); 2 rows:
     ``q4k_idot_rows`` (Q4_K, ``IDOT_ROWS_MAX``); 2-4 rows: ``q4_mv`` with ``MR`` rows (Q4_0 / Q4_1; not the rows that
-    ``mmv.wide_rows`` sends to the tensor-core kernel: 4 rows of large matrices). ``pairs``: the
+    ``mmv.wide_rows`` sends to the tensor-core kernel: 3-4 rows of large matrices). ``pairs``: the
     rows are stacked gate/up pairs, which the integer-dot kernels take only in rows of whole steps."""
     if qmm.CONFIG_OVERRIDE is not None or type_id not in formats.BY_ID:
         return None
@@ -194,7 +194,7 @@ class MatmulPlan:
     """ggml_matmul: float types with x's dtype go to torch.matmul on a view of the bytes (no copy); one
     bf16/fp16 row of x against Q4_K, Q5_K, Q6_K, Q8_0 (and Q4_0 / Q4_1 matrices large enough), 2 rows against
     Q4_K and 2-4 against Q4_0 / Q4_1, the streamed mat-vecs (:func:`streamed_launch`); the tensor-core decode kernel
-    (``quant/mmv.py``) other Q4_K calls with 2-16 bf16/fp16 rows, Q4_0 / Q4_1 calls with 5-16 (4 on large matrices;
+    (``quant/mmv.py``) other Q4_K calls with 2-16 bf16/fp16 rows, Q4_0 / Q4_1 calls with 5-16 (3-4 on large matrices;
     ``mmv.prefer``), and with ``MLX_NATIVE_MMV=on`` the other
     Q4_0 / Q4_1 / Q4_K calls with 1-16 rows (see ``mmv.prefer``); everything else runs the fused kernels on the
     blocks."""

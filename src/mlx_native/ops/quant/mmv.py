@@ -743,7 +743,7 @@ Q41_MIN_ROWS = 5  # Q4_1 rows of x from which prefer() sends calls here (packed 
 Q41_MIN_WEIGHTS = 1 << 24  # ... of a matrix of at least this many weights
 Q41_WIDE = True  # Q4_1 rows of a multiple of 8 blocks take wide steps (16-byte loads), the others 2 or 4 blocks
 WIDE_MIN_ROWS = 5  # Q4_0 / Q4_1 rows of x from which prefer() sends calls of wide steps here (q4_mv has 2-4 rows)
-WIDE_M4_MIN_WEIGHTS = 1 << 25  # ... and 4 rows from this many weights
+WIDE_FEW_ROWS_MIN_WEIGHTS = 1 << 25  # ... and 3-4 rows from this many weights
 GGUF_GROUP = 32  # values per GGUF block / Q4_K sub-block
 MMV_TRIGGER = False  # PDL trigger: at the start 0.80-0.84x (session 22), after the loop 0.94-1.03x (session 23)
 Q4_K_GPS = 8  # Q4_K: a loop step is one 256-value super-block
@@ -786,8 +786,9 @@ def prefer(m: int, n: int, k: int, fmt: int = AFFINE.value) -> bool:
     (bench/results/2026-11-25-h100-session17/run1):
 
     * GGUF Q4_0 and Q4_1, rows of a multiple of 8 blocks (packed tiles, wide steps: :func:`wide_rows`): from
-      ``WIDE_MIN_ROWS`` rows, and from 4 rows of a matrix of ``>= WIDE_M4_MIN_WEIGHTS`` weights (where ``q4_mv``'s
-      rows kernel gives them up). Q4_0, session 28 run 4
+      ``WIDE_MIN_ROWS`` rows, and from 3 rows of a matrix of ``>= WIDE_FEW_ROWS_MIN_WEIGHTS`` weights (where
+      ``q4_mv``'s rows kernel gives them up; at 3 rows 4096 x 14336 Q4_0 28.7 against 31.5 us, Q4_1 31.2 against
+      33.5, 14336 x 4096 Q4_0 27.2 against 26.9, Q4_1 29.3 against 30.1). Q4_0, session 28 run 4
       (H100, us, here against the route before): 4096 x 14336 M4 / M5 / M8 / M16 28.8 / 28.8 / 28.7 / 30.2 against
       35.5 / 58.1 / 58.9 / 61.9, 14336 x 4096 27.3 / 27.3 / 27.1 / 28.6 against 32.6 / 54.2 / 53.9 / 55.6, 4096 x
       4096 14.0 / 14.1 / 14.1 / 14.3 against 12.0 / 20.8 / 20.9 / 21.7; at 2-3 rows ``q4_mv`` is as fast or faster
@@ -826,9 +827,9 @@ def prefer(m: int, n: int, k: int, fmt: int = AFFINE.value) -> bool:
 
 
 def wide_rows(m: int, n: int, k: int) -> bool:
-    """:func:`prefer`'s rule for GGUF Q4_0 / Q4_1 rows of whole wide steps (packed tiles of 8 blocks); at 4 rows it
-    takes calls from ``q4_mv``'s rows kernel."""
-    return k % (WIDE_GPS * GGUF_GROUP) == 0 and (m >= WIDE_MIN_ROWS or m == 4 and n * k >= WIDE_M4_MIN_WEIGHTS)
+    """:func:`prefer`'s rule for GGUF Q4_0 / Q4_1 rows of whole wide steps (packed tiles of 8 blocks); at 3-4 rows
+    it takes calls from ``q4_mv``'s rows kernel."""
+    return k % (WIDE_GPS * GGUF_GROUP) == 0 and (m >= WIDE_MIN_ROWS or m >= 3 and n * k >= WIDE_FEW_ROWS_MIN_WEIGHTS)
 
 
 def split_rule(groups: int, gps: int, tiles: int, target: int, min_steps: int) -> tuple[int, int]:
