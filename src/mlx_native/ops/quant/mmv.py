@@ -721,6 +721,7 @@ MMV_STAGES = 3  # one row of x
 MMV_STAGES_ROWS = 3  # 2-16 rows
 PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
 MAX_ROWS = 16
+MP8 = True  # packed tiles of up to 8 rows of x: x tiles of 8 rows (the dot's N), not 16 (experiment)
 PRESCALE_MIN_ROWS = 2  # rows of x from which the tiles are dequantized before the dot
 PACKED = True  # prescaled MLX affine (scales in x's dtype), Q4_K and Q4_1 tiles: dequantized two codes an instruction
 MMV_BN_ROWS = 64  # 2-16 rows: output features per program
@@ -901,7 +902,7 @@ class MmvLaunch:
             self.wide_ints, self.wide_shape = (k, strides[0]), (m, steps * WIDE_COLUMNS[fmt])
         self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
         self.launch = dependent_launch(mmv_kernel, (tiles, self.split), dict(
-            FMT=fmt, BN=bn, GS=group_size, MP=16, GPS=gps, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
+            FMT=fmt, BN=bn, GS=group_size, MP=8 if MP8 and packed and m <= 8 else 16, GPS=gps, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
             FUSE=self.splitk is not None and self.splitk.fused, ONE_ROW=m == 1, PRESCALE=prescale, PACKED=packed,
             ASM=not env.settings.triton_interpret), device, MMV_TRIGGER,
             num_warps=warps, num_stages=MMV_STAGES if m == 1 else MMV_STAGES_ROWS)
