@@ -465,6 +465,8 @@ def test_matmul_tensor_core_decode(device, mmv_launches, name, m, dtype, request
     NaN-prefilled (conftest), so an unwritten element fails the error bar."""
     _check_matmul(device, name, m, 72, 1024, dtype, rng_for(request))
     assert [p.launch.constexprs["FMT"] for p in mmv_launches] == [formats.BY_NAME[name].id], "mmv kernel not used"
+    c = mmv_launches[0].launch.constexprs  # x tiles of 8 rows for packed Q4_K tiles of up to 8 rows (Q4K_MP8)
+    assert c["MP"] == (8 if c["PACKED"] and name == "Q4_K" and m <= 8 else 16)
 
 
 @pytest.mark.parametrize("name, k", [

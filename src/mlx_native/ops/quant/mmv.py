@@ -76,8 +76,8 @@ Loop steps: one or two groups (``GPS``); for Q4_K a super-block (``GPS = 8``: it
 one 16-byte load); packed tiles: ``MMV_STEP_ROWS`` codes of MLX groups, half a Q4_K super-block. The x
 pointers of a step are computed once, each group's x at a constant offset from them.
 
-Grid: axis 0 = tiles of ``BN`` output features, axis 1 = K split. x rows are padded to 16 (the
-smallest dot); rows ``>= M`` are masked loads and never stored. With a K split each program
+Grid: axis 0 = tiles of ``BN`` output features, axis 1 = K split. x rows are padded to ``MP`` = 16 (8 for
+packed Q4_K tiles of up to 8 rows, ``Q4K_MP8``); rows ``>= M`` are masked loads and never stored. With a K split each program
 stores its fp32 partial tile ``[BN, M]``; the splits of a tile are summed in the same launch
 (``FUSE``): each program counts in on its tile's arrival counter and the last to arrive sums the
 tile's partials (``qmm.splitk_sum``, one split per loop step), stores the output and rearms the
@@ -721,6 +721,9 @@ MMV_STAGES = 3  # one row of x
 MMV_STAGES_ROWS = 3  # 2-16 rows
 PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
 MAX_ROWS = 16
+Q4K_MP8 = True  # packed Q4_K tiles of up to 8 rows of x: x tiles of 8 rows (the dot's N), not 16. Session 28 run 10
+# (us, 2 / 4 / 8 rows): 4096 x 14336 25.4-25.6 -> 24.8-25.0, 14336 x 4096 24.0-24.3 -> 23.3-23.6, 4096 x 4096
+# 10.4-10.5 -> 10.1-10.3; MLX tiles lost 4-11% with them, Q4_0's wide steps 7-20% (164 registers against 106)
 PRESCALE_MIN_ROWS = 2  # rows of x from which the tiles are dequantized before the dot
 PACKED = True  # prescaled MLX affine (scales in x's dtype), Q4_K and Q4_1 tiles: dequantized two codes an instruction
 MMV_BN_ROWS = 64  # 2-16 rows: output features per program
@@ -900,8 +903,9 @@ class MmvLaunch:
                                            True, num_warps=4)
             self.wide_ints, self.wide_shape = (k, strides[0]), (m, steps * WIDE_COLUMNS[fmt])
         self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
+        mp = 8 if Q4K_MP8 and packed and fmt == Q4_K.value and m <= 8 else 16  # x tile rows (padded; the dot's N)
         self.launch = dependent_launch(mmv_kernel, (tiles, self.split), dict(
-            FMT=fmt, BN=bn, GS=group_size, MP=16, GPS=gps, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
+            FMT=fmt, BN=bn, GS=group_size, MP=mp, GPS=gps, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
             FUSE=self.splitk is not None and self.splitk.fused, ONE_ROW=m == 1, PRESCALE=prescale, PACKED=packed,
             ASM=not env.settings.triton_interpret), device, MMV_TRIGGER,
             num_warps=warps, num_stages=MMV_STAGES if m == 1 else MMV_STAGES_ROWS)
