@@ -752,6 +752,7 @@ MMV_TRIGGER = False  # PDL trigger: at the start 0.80-0.84x (session 22), after 
 Q4_K_GPS = 8  # Q4_K: a loop step is one 256-value super-block
 WIDE_GPS = 8  # packed Q4_0 / Q4_1 ("wide" steps): 8 blocks, 144 / 160 bytes (16-byte aligned in rows of a multiple
 # of 8 blocks)
+WIDE_X_STEPS = 16  # wide_x_kernel: steps of a row per program (experiment)
 WIDE_COLUMNS = {Q4_0.value: 288, Q4_1.value: 320}  # tile columns of a wide step (its words times 8; wide_x_kernel)
 
 
@@ -898,7 +899,7 @@ class MmvLaunch:
         self.wide_x = None
         if wide and packed:  # x in tile order first, the mat-vec a programmatic dependent of it
             steps = k // 256
-            sb = min(16, triton.next_power_of_2(steps))
+            sb = min(WIDE_X_STEPS, triton.next_power_of_2(steps))
             self.wide_x = dependent_launch(wide_x_kernel, (m, triton.cdiv(steps, sb)), dict(FMT=fmt, S=sb), device,
                                            True, num_warps=4)
             self.wide_ints, self.wide_shape = (k, strides[0]), (m, steps * WIDE_COLUMNS[fmt])
