@@ -70,7 +70,7 @@ loads x of a step as contiguous pieces through the same pipeline as the weights.
 first, so with bf16 x each weight is rounded twice, as Q4_K's. Session 28 (H100, 4096 x 14336,
 5-16 rows): Q4_0 28.7-30.2 us, against 71-75 for the same tiles with x and the scales gathered per element
 (uncoalesced: 79% excessive sectors, 255 registers) and 58-62 for the route before; Q4_1 32.0-32.1 against 60
-for 4-block steps of 4-byte loads.
+for 4-block steps of 4-byte loads; with one step of x per program of ``wide_x_kernel`` (run 14) 1-1.5 us less.
 
 Loop steps: one or two groups (``GPS``); for Q4_K a super-block (``GPS = 8``: its header is
 one 16-byte load); packed tiles: ``MMV_STEP_ROWS`` codes of MLX groups, half a Q4_K super-block. The x
@@ -752,6 +752,8 @@ MMV_TRIGGER = False  # PDL trigger: at the start 0.80-0.84x (session 22), after 
 Q4_K_GPS = 8  # Q4_K: a loop step is one 256-value super-block
 WIDE_GPS = 8  # packed Q4_0 / Q4_1 ("wide" steps): 8 blocks, 144 / 160 bytes (16-byte aligned in rows of a multiple
 # of 8 blocks)
+WIDE_X_STEPS = 1  # wide_x_kernel: steps of a row per program. Session 28 run 14 (us, 4-16 rows, 16 -> 1): Q4_0
+# 4096 x 4096 13.7-14.4 -> 12.7-13.0, 4096 x 14336 28.9-29.9 -> 27.3-28.5, 14336 x 4096 27.2-28.7 -> 25.8-27.6
 WIDE_COLUMNS = {Q4_0.value: 288, Q4_1.value: 320}  # tile columns of a wide step (its words times 8; wide_x_kernel)
 
 
@@ -898,7 +900,7 @@ class MmvLaunch:
         self.wide_x = None
         if wide and packed:  # x in tile order first, the mat-vec a programmatic dependent of it
             steps = k // 256
-            sb = min(16, triton.next_power_of_2(steps))
+            sb = min(WIDE_X_STEPS, triton.next_power_of_2(steps))
             self.wide_x = dependent_launch(wide_x_kernel, (m, triton.cdiv(steps, sb)), dict(FMT=fmt, S=sb), device,
                                            True, num_warps=4)
             self.wide_ints, self.wide_shape = (k, strides[0]), (m, steps * WIDE_COLUMNS[fmt])
