@@ -101,7 +101,7 @@ def streamed_launch(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, 
     if q4k_idot_rows.supports_rows(type_id, x_dtype, x_dtype, m, k, raw_bytes):
         return functools.partial(q4k_idot_rows.Q4kIdotRowsLaunch, m, n, k, x_dtype, x_row_stride, device)
     if q4_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms) and not (
-            m > 1 and mmv.supports_gguf(type_id, x_dtype, m, k, raw_bytes) and mmv.wide_rows(m, n, k)):
+            mmv.supports_gguf(type_id, x_dtype, m, k, raw_bytes) and mmv.wide_rows(m, n, k)):
         if m == 1 and q4_idot.supports(type_id, x_dtype, x_dtype, m, n, k, raw_bytes, sms, pairs):
             return functools.partial(q4_idot.Q4IdotLaunch, type_id, n, k, x_dtype, device)
         return functools.partial(q4_mv.Q4MvLaunch, type_id, n, k, x_dtype, device, m=m, x_row_stride=x_row_stride)

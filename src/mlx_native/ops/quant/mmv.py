@@ -431,33 +431,39 @@ def _centered_pairs(w, shifts, S2, X_F16: tl.constexpr, ASM: tl.constexpr):
 
 
 @triton.jit
-def _half_pairs(sw, HI: tl.constexpr, X_F16: tl.constexpr):
-    """Words holding an fp16 in their low (``HI`` False) or high half -> :func:`_pair16` of it in x's dtype."""
-    bits = ((sw >> 16) if HI else sw) & 0xFFFF
-    if not X_F16:
-        d = bits.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32).to(tl.bfloat16)
-        bits = d.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
-    return bits | (bits << 16)
+def _half_pairs(sw, hi, X_F16: tl.constexpr):
+    """Words holding an fp16 in their high (``hi``: a bool tensor or constant) or low half -> :func:`_pair16` of
+    it in x's dtype."""
+    bits = tl.where(hi, sw >> 16, sw) & 0xFFFF
+    if X_F16:
+        return bits | (bits << 16)
+    return _pair16(bits.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32).to(tl.bfloat16))
+
+
+@triton.jit
+def _wide_words(w_ptr, rows, g, stride_wn, WORDS: tl.constexpr):
+    """The ``WORDS`` (36 / 40) int32 words of each row's wide step from block ``g`` (a multiple of 8), 16-byte
+    aligned: ``([BN, 32] words 0-31, [BN, WORDS - 32] the rest)``, two tiles of 16-byte loads."""
+    first = tl.multiple_of(rows * (stride_wn // 4) + (g // 8) * WORDS, 4)
+    w = _word(w_ptr, first[:, None] + tl.arange(0, 32)[None, :], None)
+    return w, _word(w_ptr, first[:, None] + 32 + tl.arange(0, WORDS - 32)[None, :], None)
 
 
 @triton.jit
 def _q40_wide_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN: tl.constexpr, X_F16: tl.constexpr,
-                     ASM: tl.constexpr):
+                   ASM: tl.constexpr):
     """``acc [BN, MP] += dot(d (q - 8), x)`` over the 8 Q4_0 blocks from ``g`` (a multiple of 8) of each row: their
-    144 bytes (16-byte aligned: rows of a multiple of 8 blocks) are words 0-31 and 32-35, two tiles of 16-byte
-    loads, dequantized word by word (whatever the word holds) with the ``d`` of its block, which sits in the low half
+    144 bytes (16-byte aligned: rows of a multiple of 8 blocks) are words 0-31 and 32-35 (:func:`_wide_words`),
+    dequantized word by word (whatever the word holds) with the ``d`` of its block, which sits in the low half
     of word ``9 p`` (even block ``2 p``) or the high half of word ``9 p + 4`` (odd block ``2 p + 1``) of the same
     tile, taken from there (``tl.gather`` along the row); the halves holding scales meet x = 0 (``xs [256, MP]``,
     ``xt [32, MP]``: :func:`_wide_x_step`)."""
-    first = tl.multiple_of(rows * (stride_wn // 4) + (g // 8) * 36, 4)
+    w, wt = _wide_words(w_ptr, rows, g, stride_wn, 36)
     shifts = 4 * tl.arange(0, 4)
-    w = _word(w_ptr, first[:, None] + tl.arange(0, 32)[None, :], None)
-    wt = _word(w_ptr, first[:, None] + 32 + tl.arange(0, 4)[None, :], None)
     q = tl.arange(0, 32)
     odd = q % 9 >= 5
     src = tl.broadcast_to((9 * (q // 9) + 4 * odd.to(tl.int32))[None, :], (BN, 32))
-    sw = tl.gather(w, src, 1)
-    S2 = tl.where(odd[None, :], _half_pairs(sw, True, X_F16), _half_pairs(sw, False, X_F16))
+    S2 = _half_pairs(tl.gather(w, src, 1), odd[None, :], X_F16)
     S2t = _half_pairs(tl.gather(w, tl.full((BN, 1), 31, tl.int32), 1), True, X_F16)  # block 7: word 31's high
     acc = tl.dot(_tile(_centered_pairs(w, shifts, S2[:, :, None], X_F16, ASM), BN, 256), xs, acc)
     return tl.dot(_tile(_centered_pairs(wt, shifts, S2t[:, :, None], X_F16, ASM), BN, 32), xt, acc)
@@ -467,14 +473,12 @@ def _q40_wide_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN: tl.constexpr, X_F
 def _q41_wide_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN: tl.constexpr, X_F16: tl.constexpr,
                    ASM: tl.constexpr):
     """``acc [BN, MP] += dot(d q + m, x)`` over the 8 Q4_1 blocks from ``g`` (a multiple of 8) of each row: their
-    160 bytes (16-byte aligned: rows of a multiple of 8 blocks) are words 0-31 and 32-39, two tiles of 16-byte
-    loads, dequantized word by word with the ``d, m`` of its block (word ``5 b`` of block ``b``: ``d`` low half,
-    ``m`` high; taken from the tiles with ``tl.gather``); the header words meet x = 0 (``xs [256, MP]``, ``xt [64,
+    160 bytes (16-byte aligned: rows of a multiple of 8 blocks) are words 0-31 and 32-39 (:func:`_wide_words`),
+    dequantized word by word with the ``d, m`` of its block (word ``5 b`` of block ``b``: ``d`` low half, ``m``
+    high; taken from the tiles with ``tl.gather``); the header words meet x = 0 (``xs [256, MP]``, ``xt [64,
     MP]``: :func:`_wide_x_step`)."""
-    first = tl.multiple_of(rows * (stride_wn // 4) + (g // 8) * 40, 4)
+    w, wt = _wide_words(w_ptr, rows, g, stride_wn, 40)
     shifts = 4 * tl.arange(0, 4)
-    w = _word(w_ptr, first[:, None] + tl.arange(0, 32)[None, :], None)
-    wt = _word(w_ptr, first[:, None] + 32 + tl.arange(0, 8)[None, :], None)
     q = tl.arange(0, 32)
     hw = tl.gather(w, tl.broadcast_to((5 * (q // 5))[None, :], (BN, 32)), 1)
     qt = tl.arange(0, 8)
