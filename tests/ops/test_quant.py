@@ -206,6 +206,35 @@ def test_quantized_matmul_tensor_core_decode(device, monkeypatch, m, n, k, gs, d
     assert built[0].launch.constexprs["PRESCALE"] is prescale
 
 
+@pytest.mark.parametrize("layout", ["offset", "odd-stride"])
+def test_quantized_matmul_tensor_core_decode_x_views(device, monkeypatch, layout):
+    """Packed tiles load x as int32 words (``mmv._x_load``); x 2 bytes past an aligned address, or rows of an odd
+    stride, are copied first (on the GPU the word loads would fault), with the right result."""
+    from mlx_native.ops.quant import mmv
+
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="on", affine_idot=False,
+                                                            affine_mv=False))
+    built = spy_plans(monkeypatch, mmv.MmvLaunch)
+    m, n, k, gs, dtype = 5, 72, 512, 64, torch.bfloat16
+    wq, s, b = qweight(n, k, gs, 4, dtype)
+    x = randn(m, k, dtype=dtype)
+    if layout == "offset":
+        buf = torch.zeros(m * k + 1, dtype=dtype, device=device)
+        buf[1:] = x.reshape(-1).to(device)
+        xd = buf[1:].view(m, k)
+        assert xd.data_ptr() % 4 == 2
+    else:
+        buf = torch.zeros(m, k + 1, dtype=dtype, device=device)
+        buf[:, :k] = x.to(device)
+        xd = buf[:, :k]
+        assert xd.stride(0) % 2 == 1
+    out = mn.quantized_matmul(xd, wq.to(device), s.to(device), b.to(device), group_size=gs)
+    oracle = x.double() @ dequant64(wq, s, b, gs, 4).T
+    assert_error_bar(out.cpu(), oracle, lowp_qmm(x, wq, s, b, gs, 4), what=f"x {layout}")
+    (plan,) = built
+    assert plan.x_words and plan.x_copy is (layout == "odd-stride")
+
+
 @pytest.fixture
 def affine_mv_plans(monkeypatch):
     """The streamed affine mat-vec plans (quant/affine_mv.py, quant/affine_idot.py, quant/affine_idot_rows.py)

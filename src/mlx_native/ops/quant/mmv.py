@@ -30,11 +30,13 @@ steps). The pair ``OFF + q`` minus ``OFF`` is ``q`` exactly and ``fma(q, S, B)``
 ``f16x2`` FMAs (two codes an instruction, PTX through ``inline_asm_elementwise``; the interpreter runs the same
 math in fp32). A loop step is ``MMV_STEP_ROWS`` codes of each MLX row (whole groups)
 or half a Q4_K super-block, one contiguous load of 16-byte pieces and one dot, and x of the next step is loaded
-before this step's dot (registers). Offline sm_90 SASS (triton 3.6, 64-row tiles, 128 codes a step): 286
-instructions a step against 508 with the fp32 dequantization. H100 (bench/results/2026-11-25-h100-session19,
-runs 1-3): MLX 4096 x 14336 at 2 / 4 / 8 / 16 rows 25.6 / 25.6 / 26.1 / 27.1 us (the fp32 prescaled tiles: 40-47
-in the same run; cuBLAS bf16 42-43); flat in M, so the cost is the weights' stream, not the rows. Each row's x
-of a step is loaded in code order (16-byte pieces) and reordered in registers (:func:`_x_step`; session 21 run 1:
+before this step's dot (registers; as int32 words, and MLX scales / biases too, unpacked at the top of the next step:
+carried as 16-bit values they were moved into the loop's registers at the end of the step, which waited there for
+their loads; session 29 run 5: MLX 4096 x 14336 M2-16 0-1.5% faster, Q4_K 1-3.5%). Offline sm_90 SASS (triton
+3.6, 64-row tiles, 128 codes a step): 286 instructions a step against 508 with the fp32 dequantization. H100
+(bench/results/2026-11-25-h100-session19, runs 1-3): MLX 4096 x 14336 at 2 / 4 / 8 / 16 rows 25.6 / 25.6 / 26.1 /
+27.1 us (the fp32 prescaled tiles: 40-47 in the same run; cuBLAS bf16 42-43); flat in M, so the cost is the
+weights' stream, not the rows. Each row's x of a step is loaded in code order (16-byte pieces) and reordered in registers (:func:`_x_step`; session 21 run 1:
 MLX 3-16 rows 9-15% faster, 4096 x 14336 M16 26.1 -> 22.7 us; Q4_K 11-19%). Accuracy: MLX
 tiles round once, as the dequantized weight does; Q4_K's ``S = d sc`` and ``B = -dmin m`` are rounded to x's
 dtype once per sub-block, so each weight is rounded twice (on random blocks, in the interpreter's form of the same
@@ -213,19 +215,37 @@ def _x_group(xp, m, M):
 
 
 @triton.jit
-def _x_step(x_ptr, m, g, stride_xm, M, GS: tl.constexpr, KS: tl.constexpr, FMT: tl.constexpr):
-    """x of the ``KS`` codes from group ``g`` as ``[KS, MP]`` in the column order of the tiles that meet it
-    (rows ``>= M``: 0): each row's codes are loaded in order (8- or 16-byte pieces), then reordered in registers
-    (``c = 2 c1 + c0``, ``i = 2 i1 + i0``; every order maps code -> column ``((i F + f) 4 + c) 2 + e``):
+def _x_load(x_ptr, m, g, stride_xm, M, GS: tl.constexpr, KS: tl.constexpr):
+    """x of the ``KS`` codes from group ``g`` as loaded: ``[MP, KS / 2]`` int32 words, two 16-bit values each in code
+    order (rows ``>= M``: 0; x 4-byte aligned, ``stride_xm`` even). Words, not 16-bit values: a loop can carry them to
+    the next step in the registers they were loaded into, where 16-bit halves were moved at the end of the step,
+    waiting there for the load; :func:`_x_order` unpacks and reorders them."""
+    xw = x_ptr.to(tl.pointer_type(tl.int32))
+    return tl.load(xw + m[:, None] * (stride_xm // 2) + (g * (GS // 2) + tl.arange(0, KS // 2))[None, :],
+                   mask=(m < M)[:, None], other=0)
+
+
+@triton.jit
+def _x_order(xn, KS: tl.constexpr, FMT: tl.constexpr, DT: tl.constexpr):
+    """:func:`_x_load`'s ``[MP, KS / 2]`` words -> ``[KS, MP]`` 16-bit floats of type ``DT`` in a tile's column order
+    (:func:`_x_order16`)."""
+    MP: tl.constexpr = xn.shape[0]
+    dt: tl.constexpr = DT
+    return _x_order16(tl.reshape(tl.join((xn & 0xFFFF).to(tl.int16).to(dt, bitcast=True),
+                                         ((xn >> 16) & 0xFFFF).to(tl.int16).to(dt, bitcast=True)), (MP, KS)), KS, FMT)
+
+
+@triton.jit
+def _x_order16(xn, KS: tl.constexpr, FMT: tl.constexpr):
+    """x ``[MP, KS]`` in code order -> ``[KS, MP]`` in the column order of the tiles that meet it, reordered in
+    registers (``c = 2 c1 + c0``, ``i = 2 i1 + i0``; every order maps code -> column ``((i F + f) 4 + c) 2 + e``):
     MLX: code ``8 (c F + f) + 4 e + i`` (the nibbles of a word in order);
     Q4_0 / Q4_1, ``F = KS / 32`` blocks of words ``4 b + j`` (one block: :func:`_group_step`, ``j = c``; 2 or 4:
     :func:`_q41_packed_step`; byte ``l`` of a block holds codes ``l``, ``l + 16``): code ``32 b + 4 j + 16 i0 + 2 e +
     i1``, with ``c F + f = 4 b + j``;
     Q4_K (the 128-code tiles of :func:`_q4k_packed_step`): code ``64 c1 + 32 i0 + 16 c0 + 4 f + 2 e + i1``."""
     F: tl.constexpr = KS // 32
-    MP: tl.constexpr = m.shape[0]
-    xn = tl.load(x_ptr + m[:, None] * stride_xm + (g * GS + tl.arange(0, KS))[None, :], mask=(m < M)[:, None],
-                 other=0.0)
+    MP: tl.constexpr = xn.shape[0]
     if FMT == AFFINE:  # [m, c, f, e, i] -> [i, f, c, e, m]
         xt = tl.permute(tl.reshape(xn, (MP, 4, F, 2, 4)), (4, 2, 1, 3, 0))
     elif FMT == Q4_K:  # [m, c1, i0, c0, f, e, i1] -> [i1, i0, f, c1, c0, e, m]
@@ -237,6 +257,24 @@ def _x_step(x_ptr, m, g, stride_xm, M, GS: tl.constexpr, KS: tl.constexpr, FMT: 
     else:  # F = 4: c = b, f = j: [m, b, i0, j, e, i1] -> [i1, i0, j, b, e, m]
         xt = tl.permute(tl.reshape(xn, (MP, 4, 2, 4, 2, 2)), (5, 2, 3, 1, 4, 0))
     return tl.reshape(xt, (KS, MP))
+
+
+@triton.jit
+def _pinned(v, ASM: tl.constexpr):
+    """``v`` (int32) through an opaque register move (``ASM``), which the compiler may not hoist into the
+    iteration before: it kept reordering each step's x right after its load, waiting for it there."""
+    if ASM:
+        return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [v], dtype=v.dtype, is_pure=False, pack=1)
+    return v
+
+
+@triton.jit
+def _x_step(x_ptr, m, g, stride_xm, M, GS: tl.constexpr, KS: tl.constexpr, FMT: tl.constexpr):
+    """x of the ``KS`` codes from group ``g`` as ``[KS, MP]`` in the column order of the tiles that meet it (rows
+    ``>= M``: 0): loaded in code order (8- or 16-byte pieces), reordered by :func:`_x_order16`."""
+    xn = tl.load(x_ptr + m[:, None] * stride_xm + (g * GS + tl.arange(0, KS))[None, :], mask=(m < M)[:, None],
+                 other=0.0)
+    return _x_order16(xn, KS, FMT)
 
 
 @triton.jit
@@ -492,26 +530,43 @@ def _q41_wide_step(xs, xt, w_ptr, rows, g, stride_wn, acc, BN: tl.constexpr, X_F
 
 
 @triton.jit
-def _affine_scales(s_ptr, b_ptr, rows, g, g_hi, stride_sn, G: tl.constexpr):
-    """Scales and biases ``[BN, G]`` (x's dtype) of the ``G`` MLX groups from ``g`` (0 from ``g_hi`` on)."""
-    gi = g + tl.arange(0, G)
-    sb = rows[:, None] * stride_sn + gi[None, :]
-    ok = (gi < g_hi)[None, :]
-    return tl.load(s_ptr + sb, mask=ok, other=0.0), tl.load(b_ptr + sb, mask=ok, other=0.0)
+def _affine_scale_words(s_ptr, rows, g, g_hi, stride_sn, G: tl.constexpr):
+    """The int32 words ``[BN, (G + 1) // 2]`` holding the scales (or biases; x's dtype) of the ``G`` MLX groups from
+    ``g`` (0 from ``g_hi`` on; for ``G >= 2`` ``g`` is even and rows hold an even number of groups, so the words are
+    the groups' own; for ``G == 1`` the word holding the scale, whichever half).
+    Words, as x's: a loop carries them to the next step in the registers they were loaded into."""
+    NW: tl.constexpr = (G + 1) // 2
+    j = tl.arange(0, NW)
+    return tl.load(s_ptr.to(tl.pointer_type(tl.int32)) + ((rows * stride_sn + g) // 2)[:, None] + j[None, :],
+                   mask=(g + 2 * j < g_hi)[None, :], other=0)
 
 
 @triton.jit
-def _affine_step(xs, S, B, w_ptr, rows, g, stride_wn, acc, BN: tl.constexpr, GS: tl.constexpr, KS: tl.constexpr,
-                 X_F16: tl.constexpr, ASM: tl.constexpr):
+def _affine_pairs(sw, rows, g, stride_sn, G: tl.constexpr, WPS: tl.constexpr):
+    """:func:`_affine_scale_words`' ``sw`` -> :func:`_pair16` of the scale of each of a step's ``WPS`` words
+    ``[BN, WPS]`` (word ``j``: group ``j // (WPS / G)``; when ``G == 1`` the half of scale ``rows * stride_sn + g``)."""
+    BN: tl.constexpr = sw.shape[0]
+    NW: tl.constexpr = sw.shape[1]
+    sw = tl.reshape(tl.broadcast_to(sw[:, :, None], (BN, NW, WPS // NW)), (BN, WPS))
+    if G == 1:
+        v = (sw >> (16 * ((rows * stride_sn + g) % 2))[:, None]) & 0xFFFF
+    else:
+        v = (sw >> (16 * ((tl.arange(0, WPS) // (WPS // G)) % 2))[None, :]) & 0xFFFF
+    return v | (v << 16)
+
+
+@triton.jit
+def _affine_step(xs, sw, bw, w_ptr, rows, g, stride_wn, stride_sn, acc, BN: tl.constexpr, GS: tl.constexpr,
+                 KS: tl.constexpr, X_F16: tl.constexpr, ASM: tl.constexpr):
     """``acc [BN, MP] += dot(S q + B, x)`` over the ``KS`` codes (``KS / GS`` MLX groups) of a loop step from group
-    ``g``, scales and biases ``S, B [BN, KS / GS]`` in x's dtype (:func:`_affine_scales`): each row's ``KS / 8``
-    words are one contiguous load, dequantized two codes an instruction (:func:`_packed_pairs`) into one tile of
-    the column order of :func:`_x_step`'s MLX case, which ``xs [KS, MP]`` follows."""
+    ``g``, scales and biases in x's dtype as the words ``sw, bw`` of :func:`_affine_scale_words`: each row's ``KS / 8``
+    words are one contiguous load, dequantized two codes an instruction (:func:`_packed_pairs`) into one tile of the
+    column order of :func:`_x_step`'s MLX case, which ``xs [KS, MP]`` follows."""
     WPS: tl.constexpr = KS // 8
     G: tl.constexpr = KS // GS
     w = tl.load(w_ptr + rows[:, None] * stride_wn + (g * (GS // 8) + tl.arange(0, WPS))[None, :])
-    S2 = tl.reshape(tl.broadcast_to(_pair16(S)[:, :, None], (BN, G, GS // 8)), (BN, WPS))
-    B2 = tl.reshape(tl.broadcast_to(_pair16(B)[:, :, None], (BN, G, GS // 8)), (BN, WPS))
+    S2 = _affine_pairs(sw, rows, g, stride_sn, G, WPS)
+    B2 = _affine_pairs(bw, rows, g, stride_sn, G, WPS)
     return tl.dot(_tile(_packed_pairs(w, 4 * tl.arange(0, 4), S2[:, :, None], B2[:, :, None], X_F16, ASM), BN, KS),
                   xs, acc)
 
@@ -652,19 +707,23 @@ def mmv_kernel(
     acc = tl.zeros([BN, MP], dtype=tl.float32)
     if PACKED and (FMT == AFFINE or FMT == Q4_K):  # GPS groups a step of GPS * GS codes, x of the next step first
         KS: tl.constexpr = GPS * GS
-        xs = _x_step(x_ptr, m, g_lo, stride_xm, tl.where(g_lo < g_hi, M, 0), GS, KS, FMT)
+        # x of the next step loaded as words during this one, unpacked and reordered at the top of the next
+        xn = _x_load(x_ptr, m, g_lo, stride_xm, tl.where(g_lo < g_hi, M, 0), GS, KS)
         if FMT == Q4_K:  # its headers come with the code words, through the cp.async pipeline
             for g in range(g_lo, g_hi, GPS):
-                nxt = _x_step(x_ptr, m, g + GPS, stride_xm, tl.where(g + GPS < g_hi, M, 0), GS, KS, FMT)
+                xs = _x_order(_pinned(xn, ASM), KS, FMT, x_ptr.dtype.element_ty)
+                xn = _x_load(x_ptr, m, g + GPS, stride_xm, tl.where(g + GPS < g_hi, M, 0), GS, KS)
                 acc = _q4k_packed_step(xs, w_ptr, rows, g, stride_wn, acc, BN, X_F16, ASM)
-                xs = nxt
-        else:  # scales and biases (2-byte pieces, which cp.async cannot take) loaded a step ahead too
-            S, B = _affine_scales(s_ptr, b_ptr, rows, g_lo, g_hi, stride_sn, GPS)
+        else:  # scales and biases as words a step ahead too
+            sw = _affine_scale_words(s_ptr, rows, g_lo, g_hi, stride_sn, GPS)
+            bw = _affine_scale_words(b_ptr, rows, g_lo, g_hi, stride_sn, GPS)
             for g in range(g_lo, g_hi, GPS):
-                nxt = _x_step(x_ptr, m, g + GPS, stride_xm, tl.where(g + GPS < g_hi, M, 0), GS, KS, FMT)
-                S_nxt, B_nxt = _affine_scales(s_ptr, b_ptr, rows, g + GPS, g_hi, stride_sn, GPS)
-                acc = _affine_step(xs, S, B, w_ptr, rows, g, stride_wn, acc, BN, GS, KS, X_F16, ASM)
-                xs, S, B = nxt, S_nxt, B_nxt
+                xs = _x_order(_pinned(xn, ASM), KS, FMT, x_ptr.dtype.element_ty)
+                sc, bc = _pinned(sw, ASM), _pinned(bw, ASM)
+                xn = _x_load(x_ptr, m, g + GPS, stride_xm, tl.where(g + GPS < g_hi, M, 0), GS, KS)
+                sw = _affine_scale_words(s_ptr, rows, g + GPS, g_hi, stride_sn, GPS)
+                bw = _affine_scale_words(b_ptr, rows, g + GPS, g_hi, stride_sn, GPS)
+                acc = _affine_step(xs, sc, bc, w_ptr, rows, g, stride_wn, stride_sn, acc, BN, GS, KS, X_F16, ASM)
     elif PACKED and (FMT == Q4_0 or FMT == Q4_1 and GPS == 8):  # 8 blocks a step, x from wide_x_kernel (s_ptr)
         for g in range(g_lo, g_hi, GPS):
             xs, xt = _wide_x_step(s_ptr, m, g, K, M, FMT)
@@ -900,6 +959,11 @@ class MmvLaunch:
         self.split, per_split = split_rule(groups, gps, tiles, PROGRAMS_PER_SM * device_info(device).sm_count,
                                            min_steps)
         self.m, self.n, self.out_dtype, self.device = m, n, out_dtype, device
+        # packed MLX / Q4_K tiles load x as int32 words (_x_load): rows of an odd stride are copied to contiguous ones
+        self.x_words = packed and fmt in (AFFINE.value, Q4_K.value)
+        self.x_copy = self.x_words and strides[0] % 2 == 1
+        if self.x_copy:
+            strides = (k, *strides[1:])
         self.ints = (m, n, k, *strides, per_split)
         self.wide_x = None
         if wide and packed:  # x in tile order first, the mat-vec a programmatic dependent of it
@@ -918,6 +982,10 @@ class MmvLaunch:
 
     def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
         out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)
+        if self.x_copy:
+            x = x.contiguous()
+        elif self.x_words and x.data_ptr() % 4:  # a view 2 bytes off: the same strides, fresh (aligned) memory
+            x = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device).copy_(x)
         if self.wide_x is not None:
             s = empty(self.wide_shape, dtype=x.dtype, device=self.device)
             self.wide_x(x, s, *self.wide_ints)
