@@ -23,24 +23,23 @@ are one more (fp32) dot after the loop::
 
     acc = sum_g S_g * dot(OFF + q_g, x_g)  +  (B - OFF * S) @ [sum_{k in g} x_k]_g
 
-Packed tiles (``PACKED``, from 2 rows of x): MLX affine with scales and biases in x's dtype (which a 16-bit
-result implies), GGUF Q4_K, GGUF Q4_1 rows of an even number of blocks (2 or 4 blocks a step, their codes as
-word loads inside each 20-byte block; 8 in wide steps, below) and GGUF Q4_0 rows of a multiple of 8 blocks (wide
-steps). The pair ``OFF + q`` minus ``OFF`` is ``q`` exactly and ``fma(q, S, B)`` rounds once, both as ``bf16x2`` /
-``f16x2`` FMAs (two codes an instruction, PTX through ``inline_asm_elementwise``; the interpreter runs the same
-math in fp32). A loop step is ``MMV_STEP_ROWS`` codes of each MLX row (whole groups)
-or half a Q4_K super-block, one contiguous load of 16-byte pieces and one dot, and x of the next step is loaded
-before this step's dot (registers; as int32 words, and MLX scales / biases too, unpacked at the top of the next step:
-carried as 16-bit values they were moved into the loop's registers at the end of the step, which waited there for
-their loads; session 29 run 5: MLX 4096 x 14336 M2-16 0-1.5% faster, Q4_K 1-3.5%). Offline sm_90 SASS (triton
-3.6, 64-row tiles, 128 codes a step): 286 instructions a step against 508 with the fp32 dequantization. H100
-(bench/results/2026-11-25-h100-session19, runs 1-3): MLX 4096 x 14336 at 2 / 4 / 8 / 16 rows 25.6 / 25.6 / 26.1 /
-27.1 us (the fp32 prescaled tiles: 40-47 in the same run; cuBLAS bf16 42-43); flat in M, so the cost is the
-weights' stream, not the rows. Each row's x of a step is loaded in code order (16-byte pieces) and reordered in registers (:func:`_x_step`; session 21 run 1:
-MLX 3-16 rows 9-15% faster, 4096 x 14336 M16 26.1 -> 22.7 us; Q4_K 11-19%). Accuracy: MLX
-tiles round once, as the dequantized weight does; Q4_K's ``S = d sc`` and ``B = -dmin m`` are rounded to x's
-dtype once per sub-block, so each weight is rounded twice (on random blocks, in the interpreter's form of the same
-math, the max error was 0.75-1.95x that of a bf16 / fp16 dequantize-then-matmul in 24 cases: inside DESIGN.md's
+Packed tiles (``PACKED``, from 2 rows of x): MLX affine with scales and biases in x's dtype (which a 16-bit result
+implies), GGUF Q4_K, GGUF Q4_1 rows of an even number of blocks (2 or 4 blocks a step, their codes as word loads inside
+each 20-byte block; 8 in wide steps, below) and GGUF Q4_0 rows of a multiple of 8 blocks (wide steps). The pair
+``OFF + q`` minus ``OFF`` is ``q`` exactly and ``fma(q, S, B)`` rounds once, both as ``bf16x2`` / ``f16x2`` FMAs (two
+codes an instruction, PTX through ``inline_asm_elementwise``; the interpreter runs the same math in fp32). A loop step
+is ``MMV_STEP_ROWS`` codes of each MLX row (whole groups) or half a Q4_K super-block, one contiguous load of 16-byte
+pieces and one dot, and x of the next step is loaded before this step's dot (registers; as int32 words, and MLX scales /
+biases too, unpacked at the top of the next step: carried as 16-bit values they were moved into the loop's registers at
+the end of the step, which waited there for their loads; session 29 run 5: MLX 4096 x 14336 M2-16 0-1.5% faster, Q4_K
+1-3.5%). Offline sm_90 SASS (triton 3.6, 64-row tiles, 128 codes a step): 286 instructions a step against 508 with the
+fp32 dequantization. H100 (bench/results/2026-11-25-h100-session19, runs 1-3): MLX 4096 x 14336 at 2 / 4 / 8 / 16 rows
+25.6 / 25.6 / 26.1 / 27.1 us (the fp32 prescaled tiles: 40-47 in the same run; cuBLAS bf16 42-43); flat in M, so the
+cost is the weights' stream, not the rows. Each row's x of a step is loaded in code order (16-byte pieces) and reordered
+in registers (:func:`_x_step`; session 21 run 1: MLX 3-16 rows 9-15% faster, 4096 x 14336 M16 26.1 -> 22.7 us; Q4_K
+11-19%). Accuracy: MLX tiles round once, as the dequantized weight does; Q4_K's ``S = d sc`` and ``B = -dmin m`` are
+rounded to x's dtype once per sub-block, so each weight is rounded twice (on random blocks, in the interpreter's form of
+the same math, the max error was 0.75-1.95x that of a bf16 / fp16 dequantize-then-matmul in 24 cases: inside DESIGN.md's
 2x bar, with little room).
 
 Column order: the dequantized group tile is permuted so that each thread's register pairs
@@ -79,8 +78,8 @@ one 16-byte load); packed tiles: ``MMV_STEP_ROWS`` codes of MLX groups, half a Q
 pointers of a step are computed once, each group's x at a constant offset from them.
 
 Grid: axis 0 = tiles of ``BN`` output features, axis 1 = K split. x rows are padded to ``MP`` = 16 (8 for
-packed Q4_K tiles of up to 8 rows, ``Q4K_MP8``); rows ``>= M`` are masked loads and never stored. With a K split each program
-stores its fp32 partial tile ``[BN, M]``; the splits of a tile are summed in the same launch
+packed Q4_K tiles of up to 8 rows, ``Q4K_MP8``); rows ``>= M`` are masked loads and never stored. With a K split
+each program stores its fp32 partial tile ``[BN, M]``; the splits of a tile are summed in the same launch
 (``FUSE``): each program counts in on its tile's arrival counter and the last to arrive sums the
 tile's partials (``qmm.splitk_sum``, one split per loop step), stores the output and rearms the
 counter (``qmm.SplitK``: the counters belong to the plan, so one plan must not run on two streams
