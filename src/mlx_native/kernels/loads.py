@@ -1,5 +1,5 @@
 """Device helpers for loads that may be masked: :func:`load_or_zero`, and :func:`tail_mask` for the partial last
-loop step of a streamed mat-vec."""
+loop step of a streamed mat-vec; :func:`pinned` for values a loop loads a step ahead."""
 
 import triton
 import triton.language as tl
@@ -19,3 +19,15 @@ def tail_mask(idx, TAIL: tl.constexpr):
     """``idx < TAIL`` in the last K split of a streamed mat-vec (program axis 1), all False in the others: the
     members ``idx`` of a partial last loop step of ``TAIL`` units, which only the last split runs."""
     return idx < tl.where(tl.program_id(1) == tl.num_programs(1) - 1, TAIL, 0)
+
+
+@triton.jit
+def pinned(v, ASM: tl.constexpr):
+    """``v`` (32-bit values) through an opaque register move (``ASM``; else ``v``), for a loop that loads the next
+    step's values while this step uses its own: taken at the top of the step, the copy waits for the load made a step
+    before, and the new load can go into the registers the loop carries. Left to the compiler, the copy into the
+    loop's registers sat at the end of the step, right after the load it waits for (and values of 16 bits were
+    packed there too), so the step ahead hid no latency (session 29, ``quant/mmv.py``, ``quant/affine_idot.py``)."""
+    if ASM:
+        return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [v], dtype=v.dtype, is_pure=False, pack=1)
+    return v

@@ -51,7 +51,7 @@ import triton.language as tl
 
 from ...kernels.dependent import enter, leave_loop
 from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
-from ...kernels.loads import load_or_zero
+from ...kernels.loads import load_or_zero, pinned
 from ...kernels.norm_handoff import handoff_rstd
 from ..quant.affine_mv import store_row_tile
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
@@ -225,19 +225,15 @@ def q4_idot_kernel(
         rstd = handoff_rstd(parts_ptr, STRIDE_W // TW * 64, eps, PARTS, NPARTS)
     if PREFETCH:
         w0, w1, w2, w3, sw = _words(w_ptr, c_off, s_off, j_lo * TW, H, WPL)
-        for j in range(j_lo, j_hi, G):
+        for j in range(j_lo, j_hi, G):  # this step's words taken at its top (kernels.loads.pinned)
+            c0, c1, c2, c3, cs = pinned(w0, ASM), pinned(w1, ASM), pinned(w2, ASM), pinned(w3, ASM), pinned(sw, ASM)
             nxt = tl.minimum(j + G, j_hi - G) * TW  # the last step reloads itself
-            w0_n, w1_n, w2_n, w3_n, sw_n = _words(w_ptr, c_off, s_off, nxt, H, WPL)
+            w0, w1, w2, w3, sw = _words(w_ptr, c_off, s_off, nxt, H, WPL)
             if FENCE:  # keeps the loads above at the top of the loop body (ptxas moves no load across a barrier)
                 tl.debug_barrier()
-            w0, w1, w2, w3 = _spliced(w0, w1, w2, w3, sw, splice, Q4_1, WPL)
-            acc = _step(acc, w0, w1, w2, w3, sw, xw_ptr + 32 * j, oa0, ob0, oa1, ob1, oa2, ob2, oa3, ob3, d_sh,
+            c0, c1, c2, c3 = _spliced(c0, c1, c2, c3, cs, splice, Q4_1, WPL)
+            acc = _step(acc, c0, c1, c2, c3, cs, xw_ptr + 32 * j, oa0, ob0, oa1, ob1, oa2, ob2, oa3, ob3, d_sh,
                         Q4_1, WPL, X_BF16, ASM)
-            w0 = w0_n
-            w1 = w1_n
-            w2 = w2_n
-            w3 = w3_n
-            sw = sw_n
     else:
         for j in range(j_lo, j_hi, G):
             w0, w1, w2, w3, sw = _words(w_ptr, c_off, s_off, j * TW, H, WPL)

@@ -33,7 +33,7 @@ import triton.language as tl
 
 from ...kernels.dependent import enter, leave_loop
 from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
-from ...kernels.loads import load_or_zero
+from ...kernels.loads import load_or_zero, pinned
 from ...kernels.norm_handoff import handoff_rstd
 from ...kernels.words import half_lo
 from ..quant.affine_idot import thread_words
@@ -216,13 +216,11 @@ def q4k_idot_kernel(
     if NORM_IN:  # read while the first weights are in flight
         rstd = handoff_rstd(parts_ptr, STRIDE_W // SBW * 256, eps, PARTS, NPARTS)
     if PREFETCH:
-        for s in range(i_lo, i_hi):
+        for s in range(i_lo, i_hi):  # this step's tiles taken at its top (kernels.loads.pinned)
+            wa_s, wb_s, h_s = pinned(wa, ASM), pinned(wb, ASM), pinned(h, ASM)
             nxt = tl.minimum(s + 1, i_hi - 1)  # the last step reloads itself
-            wa_n, wb_n, h_n = step_tiles(w_ptr, w_off, h_off, nxt * STEP_W)
-            acc = _step(acc, wa, wb, h, sa, sh, keep, magic, x_ptr + s * (CH * 64), x_off, ASM)
-            wa = wa_n
-            wb = wb_n
-            h = h_n
+            wa, wb, h = step_tiles(w_ptr, w_off, h_off, nxt * STEP_W)
+            acc = _step(acc, wa_s, wb_s, h_s, sa, sh, keep, magic, x_ptr + s * (CH * 64), x_off, ASM)
     else:
         acc = _step(acc, wa, wb, h, sa, sh, keep, magic, x_ptr + i_lo * (CH * 64), x_off, ASM)
         for s in range(i_lo + 1, i_hi):

@@ -25,7 +25,7 @@ import triton.language as tl
 
 from ...kernels.dependent import enter
 from ...kernels.idot import chunk_scale, word_idot, word_pairs
-from ...kernels.loads import load_or_zero
+from ...kernels.loads import load_or_zero, pinned
 from ...kernels.norm_handoff import handoff_rstd
 from .affine_mv import row_tile
 from .qmm import store_or_hand_off
@@ -116,6 +116,22 @@ def _tiles(wp, sp, bp, wup, sup, bup, dw, ds, HAS_UP: tl.constexpr):
 
 
 @triton.jit
+def _word_ptrs(s_ptr, s_off):
+    """int32 pointers ``[CH, BN]`` to the words holding the 16-bit scales at ``s_ptr + s_off`` (4-byte aligned
+    ``s_ptr``; a step's scalar offset then counts words, half the scales')."""
+    return s_ptr.to(tl.pointer_type(tl.int32)) + (s_off >> 1)
+
+
+@triton.jit
+def _half_of(sw, half, HAS_UP: tl.constexpr, DT: tl.constexpr):
+    """The 16-bit values of type ``DT`` in half ``half`` (0 or 16, ``[CH, BN]``) of the words ``sw`` (``[CH, BN]``,
+    or ``[CH, 2 BN]`` gate / up interleaved with HAS_UP)."""
+    if HAS_UP:
+        half = tl.reshape(tl.join(half, half), sw.shape)
+    return ((sw >> half) & 0xFFFF).to(tl.int16).to(DT, bitcast=True)
+
+
+@triton.jit
 def masked_tiles(w_ptr, s_ptr, b_ptr, wu_ptr, su_ptr, bu_ptr, w_off, s_off, w_ok, s_ok, HAS_UP: tl.constexpr):
     """:func:`_tiles` at ``w_ptr + w_off`` / ``s_ptr + s_off`` ... with the words past the row (``w_ok [4 * CH,
     1]``, ``s_ok [CH, 1]``) read as 0."""
@@ -147,8 +163,8 @@ def affine_idot_kernel(
     HAS_UP: tl.constexpr = False, ACT: tl.constexpr = 0,
     NORM_OUT: tl.constexpr = False,  # hand off a norm: out = h = out + residual, normed = h * w, parts of sum(h^2)
     NORM_IN: tl.constexpr = False, PARTS: tl.constexpr = 1, NPARTS: tl.constexpr = 1,  # x is a handed-off h * w
-    PDL: tl.constexpr = False, TAIL: tl.constexpr = 0,
-):
+    PDL: tl.constexpr = False, TAIL: tl.constexpr = 0, S_WORDS: tl.constexpr = False,
+):  # S_WORDS (with PREFETCH): 16-bit scales / biases as int32 words, 4-byte aligned
     """Steps of ``4 * CH`` words: ``steps_per_split`` whole ones, then (``TAIL``, unsplit K, no ``HAS_UP``) one step
     of only its first ``TAIL`` words, loaded with the first step's."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
@@ -169,21 +185,30 @@ def affine_idot_kernel(
     acc = tl.zeros([CH, 2 * BN if HAS_UP else BN], dtype=tl.float32)
     wp, sp, bp = w_ptr + w_off, s_ptr + s_off, b_ptr + s_off  # the first step's pointer tiles (see _tiles)
     wup, sup, bup = wu_ptr + w_off, su_ptr + s_off, bu_ptr + s_off
-    w, S, B = _tiles(wp, sp, bp, wup, sup, bup, i_lo * STEP, i_lo * SSTEP, HAS_UP)
+    if not PREFETCH:
+        w, S, B = _tiles(wp, sp, bp, wup, sup, bup, i_lo * STEP, i_lo * SSTEP, HAS_UP)
     if TAIL:  # the row's last, partial step: its words, scales and biases in flight with the first step's
         tail_chunk = (c < TAIL // 4)[:, None]
         w_t, S_t, B_t = masked_tiles(wp, sp, bp, wup, sup, bup, i_hi * STEP, i_hi * SSTEP,
                                      (tl.arange(0, 4 * CH) < TAIL)[:, None], tail_chunk, False)
     if NORM_IN:  # read while the first weights are in flight
         rstd = handoff_rstd(parts_ptr, K, eps, PARTS, NPARTS)
-    if PREFETCH:
+    if PREFETCH:  # the next step's tiles loaded during this one, taken at the top of the next (kernels.loads.pinned)
+        SW: tl.constexpr = S_WORDS and s_ptr.dtype.element_ty.primitive_bitwidth == 16
+        if SW:  # 16-bit scales / biases as the int32 words holding them (each half-select is loop-invariant)
+            half = (s_off & 1) * 16
+            sp, bp = _word_ptrs(s_ptr, s_off), _word_ptrs(b_ptr, s_off)
+            sup, bup = _word_ptrs(su_ptr, s_off), _word_ptrs(bu_ptr, s_off)
+        ds_scale: tl.constexpr = 2 if SW else 1
+        w, S, B = _tiles(wp, sp, bp, wup, sup, bup, i_lo * STEP, i_lo * SSTEP // ds_scale, HAS_UP)
         for i in range(i_lo, i_hi):
+            w_i, S_i, B_i = pinned(w, ASM), pinned(S, ASM), pinned(B, ASM)
             nxt = tl.minimum(i + 1, i_hi - 1)  # the last step reloads itself
-            w_n, S_n, B_n = _tiles(wp, sp, bp, wup, sup, bup, nxt * STEP, nxt * SSTEP, HAS_UP)
-            acc = _step(acc, w, S, B, x_ptr + i * (STEP * 8), x_off, ASM)
-            w = w_n
-            S = S_n
-            B = B_n
+            w, S, B = _tiles(wp, sp, bp, wup, sup, bup, nxt * STEP, nxt * SSTEP // ds_scale, HAS_UP)
+            if SW:
+                S_i = _half_of(S_i, half, HAS_UP, s_ptr.dtype.element_ty)
+                B_i = _half_of(B_i, half, HAS_UP, s_ptr.dtype.element_ty)
+            acc = _step(acc, w_i, S_i, B_i, x_ptr + i * (STEP * 8), x_off, ASM)
     else:
         acc = _step(acc, w, S, B, x_ptr + i_lo * (STEP * 8), x_off, ASM)
         for i in range(i_lo + 1, i_hi):
@@ -221,7 +246,14 @@ from ...kernels import idot  # noqa: E402
 IDOT_BN = 4  # rows per program
 IDOT_MAX_WARPS = 2  # a loop step is 128 words of each row per warp
 PROGRAMS_PER_SM = 1  # split K only below one program per SM
-PREFETCH_BELOW_TILES_PER_SM = 4  # register prefetch with fewer row tiles than this per SM
+# Register prefetch (the next step's tiles loaded during this one) on rows of several steps. Until session 29 the
+# copies into the loop's registers sat at the end of each step, right after the loads they wait for (the prefetch
+# hid nothing: 5-15% slower than none, session 8), so it ran only below 4 row tiles per SM; taken at the top of the
+# next step (kernels.loads.pinned), session 29 run 7 (H100, us, none -> prefetch): 14336 x 4096 14.4 -> 13.9, with
+# 16-bit scales / biases as int32 words 13.6 (``PREFETCH_S_WORDS``; rows of a partial step lost with the words:
+# 11008 x 4096 12.1 -> 12.6, 5376 x 4096 7.5 -> 7.75, so those keep 16-bit loads), 11008 x 4096 12.5 -> 12.1.
+PREFETCH_BELOW_TILES_PER_SM = 1 << 20  # register prefetch with fewer row tiles than this per SM
+PREFETCH_S_WORDS = True  # prefetched 16-bit scales / biases loaded as the int32 words that hold them (no TAIL)
 # Gate/up pairs (scripts/glu_probe.py, bench/results/2026-11-22-h100-session9/): 2 rows of each projection per
 # program, the same 4 rows per tile as a single matrix. K 4096 x I 14336: 25.2 us against 27.1 with 4 + 4 rows
 # and 28.5 for the [2 I, K] mat-vec plus silu_mul.
@@ -274,6 +306,11 @@ def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, 
             and affine_mv.one_row_call(bits, group_size, transpose, x_dtype, m, words))
 
 
+def _aligned(t: torch.Tensor) -> torch.Tensor:
+    """``t``, or a copy in fresh memory when it starts 2 bytes past a 4-byte boundary."""
+    return t.clone() if t.data_ptr() % 4 else t
+
+
 class AffineIdotLaunch(affine_mv.HandoffMvLaunch):
     """:func:`affine_idot_kernel` for ``(x [1, k], w [n, k / 8] int32, scales, biases [n, k / group_size])``,
     all contiguous. With ``act`` (an activation code of ``qmm.ACT_CODES``) calls take the up projection's
@@ -295,8 +332,10 @@ class AffineIdotLaunch(affine_mv.HandoffMvLaunch):
         tiles = triton.cdiv(n, bn)
         if prefetch is None:  # (a row of one whole step would only reload it)
             prefetch = tiles < PREFETCH_BELOW_TILES_PER_SM * sms and k // 8 // step > 1
+        self.s_words = prefetch and PREFETCH_S_WORDS and not tail
         constexprs = dict(STRIDE_W=k // 8, STRIDE_S=k // group_size, BN=bn, CH=32 * warps, GS=group_size,
                           EVEN_N=n % bn == 0, PREFETCH=prefetch, ASM=not env.settings.triton_interpret,
+                          S_WORDS=self.s_words,
                           HAS_UP=act is not None, TAIL=tail, **self.role_constexprs(hand_off, take_parts, act))
         # gate/up pairs, the handoff producer and rows with a partial step: one program per row tile (no K split)
         target = 1 if act is not None or hand_off or tail else programs_per_sm * sms
@@ -305,6 +344,10 @@ class AffineIdotLaunch(affine_mv.HandoffMvLaunch):
                          device, tail_ints=affine_mv.NO_NORM_ARGS, num_warps=warps, trigger=True)
 
     def __call__(self, x, w, s, b, w_up=None, s_up=None, b_up=None) -> torch.Tensor:
+        if self.s_words:  # scales / biases read as int32 words: 4-byte aligned
+            s, b = _aligned(s), _aligned(b)
+            if w_up is not None:
+                s_up, b_up = _aligned(s_up), _aligned(b_up)
         if w_up is None:
             return self.run(x, w, s, b, w, s, b)
         return self.run(x, w, s, b, w_up, s_up, b_up)

@@ -94,7 +94,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import enter
-from ...kernels.loads import load_or_zero
+from ...kernels.loads import load_or_zero, pinned
 from .gemv import AFFINE, Q4_0, Q4_1, Q4_K
 from .qmm import store_result
 
@@ -256,15 +256,6 @@ def _x_order16(xn, KS: tl.constexpr, FMT: tl.constexpr):
     else:  # F = 4: c = b, f = j: [m, b, i0, j, e, i1] -> [i1, i0, j, b, e, m]
         xt = tl.permute(tl.reshape(xn, (MP, 4, 2, 4, 2, 2)), (5, 2, 3, 1, 4, 0))
     return tl.reshape(xt, (KS, MP))
-
-
-@triton.jit
-def _pinned(v, ASM: tl.constexpr):
-    """``v`` (int32) through an opaque register move (``ASM``), which the compiler may not hoist into the
-    iteration before: it kept reordering each step's x right after its load, waiting for it there."""
-    if ASM:
-        return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [v], dtype=v.dtype, is_pure=False, pack=1)
-    return v
 
 
 @triton.jit
@@ -710,15 +701,15 @@ def mmv_kernel(
         xn = _x_load(x_ptr, m, g_lo, stride_xm, tl.where(g_lo < g_hi, M, 0), GS, KS)
         if FMT == Q4_K:  # its headers come with the code words, through the cp.async pipeline
             for g in range(g_lo, g_hi, GPS):
-                xs = _x_order(_pinned(xn, ASM), KS, FMT, x_ptr.dtype.element_ty)
+                xs = _x_order(pinned(xn, ASM), KS, FMT, x_ptr.dtype.element_ty)
                 xn = _x_load(x_ptr, m, g + GPS, stride_xm, tl.where(g + GPS < g_hi, M, 0), GS, KS)
                 acc = _q4k_packed_step(xs, w_ptr, rows, g, stride_wn, acc, BN, X_F16, ASM)
         else:  # scales and biases as words a step ahead too
             sw = _affine_scale_words(s_ptr, rows, g_lo, g_hi, stride_sn, GPS)
             bw = _affine_scale_words(b_ptr, rows, g_lo, g_hi, stride_sn, GPS)
             for g in range(g_lo, g_hi, GPS):
-                xs = _x_order(_pinned(xn, ASM), KS, FMT, x_ptr.dtype.element_ty)
-                sc, bc = _pinned(sw, ASM), _pinned(bw, ASM)
+                xs = _x_order(pinned(xn, ASM), KS, FMT, x_ptr.dtype.element_ty)
+                sc, bc = pinned(sw, ASM), pinned(bw, ASM)
                 xn = _x_load(x_ptr, m, g + GPS, stride_xm, tl.where(g + GPS < g_hi, M, 0), GS, KS)
                 sw = _affine_scale_words(s_ptr, rows, g + GPS, g_hi, stride_sn, GPS)
                 bw = _affine_scale_words(b_ptr, rows, g + GPS, g_hi, stride_sn, GPS)
