@@ -251,6 +251,31 @@ def _plan_names(plans_built):
     return [type(p).__name__ for p in plans_built]
 
 
+@pytest.mark.parametrize("k, gs, dtype", [(3072, 32, torch.bfloat16), (6144, 64, torch.float16),
+                                          (3072, 128, torch.bfloat16)])
+@pytest.mark.parametrize("words", [True, False], ids=["scale-words", "scales-16bit"])
+def test_affine_idot_prefetch(device, monkeypatch, affine_mv_plans, k, gs, dtype, words):
+    """The integer-dot one-row kernel's register prefetch (rows of several whole steps), its 16-bit scales / biases
+    loaded as the int32 words that hold them or not (``affine_idot.PREFETCH_S_WORDS``); scales and biases handed in
+    2 bytes past a 4-byte boundary (copied first for the word loads)."""
+    from mlx_native.ops.quant import affine_idot
+
+    monkeypatch.setattr(affine_idot, "PREFETCH_S_WORDS", words)
+    n = 40
+    wq, s, b = qweight(n, k, gs, 4, dtype)
+    x = randn(1, k, dtype=dtype)
+    s_off, b_off = (torch.zeros(s.numel() + 1, dtype=dtype, device=device) for _ in range(2))
+    s_off[1:], b_off[1:] = s.reshape(-1).to(device), b.reshape(-1).to(device)
+    s_d, b_d = s_off[1:].view(s.shape), b_off[1:].view(b.shape)
+    assert s_d.data_ptr() % 4 == 2
+    out = mn.quantized_matmul(x.to(device), wq.to(device), s_d, b_d, group_size=gs)
+    oracle = x.double() @ dequant64(wq, s, b, gs, 4).T
+    assert_error_bar(out.cpu(), oracle, lowp_qmm(x, wq, s, b, gs, 4), what=f"prefetch K{k} g{gs} words={words}")
+    (plan,) = affine_mv_plans
+    c = plan.launch.constexprs
+    assert type(plan).__name__ == "AffineIdotLaunch" and c["PREFETCH"] and c["S_WORDS"] is words and not c["TAIL"]
+
+
 @pytest.mark.parametrize("n, k, gs, dtype", [
     (37, 1024, 64, torch.bfloat16),  # N not a multiple of the row tile (clamped rows), 128-word steps
     (16, 768, 64, torch.float16),  # 96 words a row: three 32-word steps
