@@ -206,10 +206,20 @@ def test_quantized_matmul_tensor_core_decode(device, monkeypatch, m, n, k, gs, d
     assert built[0].launch.constexprs["PRESCALE"] is prescale
 
 
-@pytest.mark.parametrize("layout", ["offset", "odd-stride"])
+def _offset_view(t: torch.Tensor, device) -> torch.Tensor:
+    """``t`` on ``device`` in memory starting 2 bytes past a 4-byte boundary (a view one element into a buffer)."""
+    buf = torch.zeros(t.numel() + 1, dtype=t.dtype, device=device)
+    buf[1:] = t.reshape(-1).to(device)
+    view = buf[1:].view(t.shape)
+    assert view.data_ptr() % 4 == 2
+    return view
+
+
+@pytest.mark.parametrize("layout", ["offset", "odd-stride", "scales-offset"])
 def test_quantized_matmul_tensor_core_decode_x_views(device, monkeypatch, layout):
-    """Packed tiles load x as int32 words (``mmv._x_load``); x 2 bytes past an aligned address, or rows of an odd
-    stride, are copied first (on the GPU the word loads would fault), with the right result."""
+    """Packed tiles load x and the MLX scales / biases as int32 words (``mmv._x_load``, ``_affine_scale_words``); x
+    or the scales 2 bytes past an aligned address, or x rows of an odd stride, are copied first (on the GPU the word
+    loads would fault), with the right result."""
     from mlx_native.ops.quant import mmv
 
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="on", affine_idot=False,
@@ -218,17 +228,17 @@ def test_quantized_matmul_tensor_core_decode_x_views(device, monkeypatch, layout
     m, n, k, gs, dtype = 5, 72, 512, 64, torch.bfloat16
     wq, s, b = qweight(n, k, gs, 4, dtype)
     x = randn(m, k, dtype=dtype)
+    xd, s_d, b_d = x.to(device), s.to(device), b.to(device)
     if layout == "offset":
-        buf = torch.zeros(m * k + 1, dtype=dtype, device=device)
-        buf[1:] = x.reshape(-1).to(device)
-        xd = buf[1:].view(m, k)
-        assert xd.data_ptr() % 4 == 2
-    else:
+        xd = _offset_view(x, device)
+    elif layout == "odd-stride":
         buf = torch.zeros(m, k + 1, dtype=dtype, device=device)
         buf[:, :k] = x.to(device)
         xd = buf[:, :k]
         assert xd.stride(0) % 2 == 1
-    out = mn.quantized_matmul(xd, wq.to(device), s.to(device), b.to(device), group_size=gs)
+    else:
+        s_d, b_d = _offset_view(s, device), _offset_view(b, device)
+    out = mn.quantized_matmul(xd, wq.to(device), s_d, b_d, group_size=gs)
     oracle = x.double() @ dequant64(wq, s, b, gs, 4).T
     assert_error_bar(out.cpu(), oracle, lowp_qmm(x, wq, s, b, gs, 4), what=f"x {layout}")
     (plan,) = built
@@ -264,11 +274,8 @@ def test_affine_idot_prefetch(device, monkeypatch, affine_mv_plans, k, gs, dtype
     n = 40
     wq, s, b = qweight(n, k, gs, 4, dtype)
     x = randn(1, k, dtype=dtype)
-    s_off, b_off = (torch.zeros(s.numel() + 1, dtype=dtype, device=device) for _ in range(2))
-    s_off[1:], b_off[1:] = s.reshape(-1).to(device), b.reshape(-1).to(device)
-    s_d, b_d = s_off[1:].view(s.shape), b_off[1:].view(b.shape)
-    assert s_d.data_ptr() % 4 == 2
-    out = mn.quantized_matmul(x.to(device), wq.to(device), s_d, b_d, group_size=gs)
+    out = mn.quantized_matmul(x.to(device), wq.to(device), _offset_view(s, device), _offset_view(b, device),
+                              group_size=gs)
     oracle = x.double() @ dequant64(wq, s, b, gs, 4).T
     assert_error_bar(out.cpu(), oracle, lowp_qmm(x, wq, s, b, gs, 4), what=f"prefetch K{k} g{gs} words={words}")
     (plan,) = affine_mv_plans

@@ -236,6 +236,7 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
+from ...runtime.memory import word_aligned  # noqa: E402
 from . import affine_mv  # noqa: E402
 from ...kernels import idot  # noqa: E402
 
@@ -306,11 +307,6 @@ def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, 
             and affine_mv.one_row_call(bits, group_size, transpose, x_dtype, m, words))
 
 
-def _aligned(t: torch.Tensor) -> torch.Tensor:
-    """``t``, or a copy in fresh memory when it starts 2 bytes past a 4-byte boundary."""
-    return t.clone() if t.data_ptr() % 4 else t
-
-
 class AffineIdotLaunch(affine_mv.HandoffMvLaunch):
     """:func:`affine_idot_kernel` for ``(x [1, k], w [n, k / 8] int32, scales, biases [n, k / group_size])``,
     all contiguous. With ``act`` (an activation code of ``qmm.ACT_CODES``) calls take the up projection's
@@ -343,24 +339,26 @@ class AffineIdotLaunch(affine_mv.HandoffMvLaunch):
         super().__init__(affine_idot_kernel, n, tiles, k // 8 // step, 1, target, (n, k), constexprs, out_dtype,
                          device, tail_ints=affine_mv.NO_NORM_ARGS, num_warps=warps, trigger=True)
 
-    def __call__(self, x, w, s, b, w_up=None, s_up=None, b_up=None) -> torch.Tensor:
-        if self.s_words:  # scales / biases read as int32 words: 4-byte aligned
-            s, b = _aligned(s), _aligned(b)
-            if w_up is not None:
-                s_up, b_up = _aligned(s_up), _aligned(b_up)
+    def _weights(self, w, s, b, w_up, s_up, b_up) -> tuple:
+        """``(w, s, b, w_up, s_up, b_up)`` for the kernel (the up projection's are ``w, s, b`` without one); with
+        ``s_words`` the scales / biases 4-byte aligned (:func:`~mlx_native.runtime.memory.word_aligned`)."""
         if w_up is None:
-            return self.run(x, w, s, b, w, s, b)
-        return self.run(x, w, s, b, w_up, s_up, b_up)
+            w_up, s_up, b_up = w, s, b
+        if self.s_words:
+            s, b, s_up, b_up = (word_aligned(t) for t in (s, b, s_up, b_up))
+        return w, s, b, w_up, s_up, b_up
+
+    def __call__(self, x, w, s, b, w_up=None, s_up=None, b_up=None) -> torch.Tensor:
+        return self.run(x, *self._weights(w, s, b, w_up, s_up, b_up))
 
     def hand_off(self, x, w, s, b, residual, norm_weight,
                  weight_offset: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The producer of a norm handoff (a plan built with ``hand_off``): see
         :meth:`~mlx_native.ops.quant.affine_mv.HandoffMvLaunch.run_hand_off`."""
-        return self.run_hand_off((x, w, s, b, w, s, b), residual, norm_weight, weight_offset)
+        return self.run_hand_off((x, *self._weights(w, s, b, None, None, None)), residual, norm_weight,
+                                 weight_offset)
 
     def take(self, scaled, parts, eps: float, w, s, b, w_up=None, s_up=None, b_up=None) -> torch.Tensor:
         """The consumer of a norm handoff (a plan built with ``take_parts``): ``rms_norm(h) * weight`` times
         ``W^T`` (and the up projection's, as :meth:`__call__`) from ``scaled = h * weight`` and ``h``'s parts."""
-        if w_up is None:
-            w_up, s_up, b_up = w, s, b
-        return self.run_take(scaled, parts, eps, (w, s, b, w_up, s_up, b_up))
+        return self.run_take(scaled, parts, eps, self._weights(w, s, b, w_up, s_up, b_up))

@@ -756,7 +756,7 @@ import torch  # noqa: E402
 from ...kernels.dependent import dependent_launch  # noqa: E402
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ...runtime.memory import empty  # noqa: E402
+from ...runtime.memory import empty, word_aligned  # noqa: E402
 from .qmm import SplitK, run_split  # noqa: E402
 
 # From the H100 sweeps (bench/mmv_sweep.py, bench/results/2026-11-22-h100-quant-mmv/): 64-feature tiles,
@@ -948,7 +948,7 @@ class MmvLaunch:
         tiles = triton.cdiv(n, bn)
         self.split, per_split = split_rule(groups, gps, tiles, PROGRAMS_PER_SM * device_info(device).sm_count,
                                            min_steps)
-        self.m, self.n, self.out_dtype, self.device = m, n, out_dtype, device
+        self.m, self.n, self.out_dtype, self.device, self.fmt = m, n, out_dtype, device, fmt
         # packed MLX / Q4_K tiles load x as int32 words (_x_load): rows of an odd stride are copied to contiguous ones
         self.x_words = packed and fmt in (AFFINE.value, Q4_K.value)
         self.x_copy = self.x_words and strides[0] % 2 == 1
@@ -972,10 +972,10 @@ class MmvLaunch:
 
     def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
         out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)
-        if self.x_copy:
-            x = x.contiguous()
-        elif self.x_words and x.data_ptr() % 4:  # a view 2 bytes off: the same strides, fresh (aligned) memory
-            x = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device).copy_(x)
+        if self.x_words:  # read as int32 words: 4-byte aligned rows (MLX scales / biases too)
+            x = x.contiguous() if self.x_copy else word_aligned(x)
+            if self.fmt == AFFINE.value:
+                s, b = word_aligned(s), word_aligned(b)
         if self.wide_x is not None:
             s = empty(self.wide_shape, dtype=x.dtype, device=self.device)
             self.wide_x(x, s, *self.wide_ints)
