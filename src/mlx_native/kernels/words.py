@@ -38,6 +38,9 @@ def bit_select(m, x, y):
 
 
 def word_aligned(x: torch.Tensor) -> torch.Tensor:
-    """x for kernels that read it as int32 words (pairs of 16-bit values): a view at an odd element is copied (a
-    misaligned word load faults on the GPU)."""
-    return x.clone() if x.data_ptr() % 4 else x
+    """x (or 16-bit scales) for kernels that read it as int32 words (pairs of 16-bit values): a view at an odd element
+    is copied to fresh memory with the same strides (a misaligned word load faults on the GPU; plans hold the
+    strides)."""
+    if x.data_ptr() % 4 == 0:
+        return x
+    return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device).copy_(x)

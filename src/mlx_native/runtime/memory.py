@@ -22,14 +22,6 @@ def empty(shape: Sequence[int], *, dtype: torch.dtype, device: torch.device) -> 
     return out
 
 
-def word_aligned(t: torch.Tensor) -> torch.Tensor:
-    """``t``, or a copy in fresh memory (same strides) when it starts 2 bytes past a 4-byte boundary: for kernels
-    that read 16-bit tensors as int32 words."""
-    if t.data_ptr() % 4 == 0:
-        return t
-    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t)
-
-
 def empty_like(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
     """A contiguous tensor of ``x``'s shape (NaN-filled in debug mode)."""
     return empty(x.shape, dtype=dtype or x.dtype, device=x.device)

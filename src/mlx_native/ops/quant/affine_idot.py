@@ -26,6 +26,7 @@ import triton.language as tl
 from ...kernels.dependent import enter
 from ...kernels.idot import chunk_scale, word_idot, word_pairs
 from ...kernels.loads import load_or_zero, pinned
+from ...kernels.words import word_aligned
 from ...kernels.norm_handoff import handoff_rstd
 from .affine_mv import row_tile
 from .qmm import store_or_hand_off
@@ -236,7 +237,6 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ...runtime.memory import word_aligned  # noqa: E402
 from . import affine_mv  # noqa: E402
 from ...kernels import idot  # noqa: E402
 
@@ -341,7 +341,7 @@ class AffineIdotLaunch(affine_mv.HandoffMvLaunch):
 
     def _weights(self, w, s, b, w_up, s_up, b_up) -> tuple:
         """``(w, s, b, w_up, s_up, b_up)`` for the kernel (the up projection's are ``w, s, b`` without one); with
-        ``s_words`` the scales / biases 4-byte aligned (:func:`~mlx_native.runtime.memory.word_aligned`)."""
+        ``s_words`` the scales / biases 4-byte aligned (:func:`~mlx_native.kernels.words.word_aligned`)."""
         if w_up is None:
             w_up, s_up, b_up = w, s, b
         if self.s_words:

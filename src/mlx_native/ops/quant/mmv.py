@@ -756,7 +756,8 @@ import torch  # noqa: E402
 from ...kernels.dependent import dependent_launch  # noqa: E402
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ...runtime.memory import empty, word_aligned  # noqa: E402
+from ...runtime.memory import empty  # noqa: E402
+from ...kernels.words import word_aligned  # noqa: E402
 from .qmm import SplitK, run_split  # noqa: E402
 
 # From the H100 sweeps (bench/mmv_sweep.py, bench/results/2026-11-22-h100-quant-mmv/): 64-feature tiles,
