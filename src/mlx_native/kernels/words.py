@@ -3,6 +3,8 @@ alignment those reads need.
 
 * :func:`x_pair`: the two bf16 / fp16 values of an int32 word (x read as words of two values) as fp32;
 * :func:`half_lo`: the fp16 in the low 16 bits of an int32 word as fp32 (GGUF block scales);
+* :func:`half16`: the 16-bit value of a given type in either half of an int32 word (no conversion);
+* :func:`word_ptrs`: int32 pointers to the words holding 16-bit values at given offsets;
 * :func:`bit_select`: the bits of one word where a mask is set, of another elsewhere, in one LOP3;
 * :func:`word_aligned`: x for such kernels, copied when a view starts at an odd element.
 """
@@ -16,6 +18,20 @@ import triton.language as tl
 def half_lo(v):
     """fp32 of the fp16 in the low 16 bits of the int32 ``v``."""
     return v.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def half16(v, shift, DT: tl.constexpr):
+    """The 16-bit value of type ``DT`` in bits ``shift`` (0 or 16; scalar or tensor) to ``shift + 15`` of the int32
+    ``v``."""
+    return ((v >> shift) & 0xFFFF).to(tl.int16).to(DT, bitcast=True)
+
+
+@triton.jit
+def word_ptrs(p, off):
+    """int32 pointers to the words holding the 16-bit values at ``p + off`` (``p`` 4-byte aligned: the value sits
+    in half ``off % 2`` of its word)."""
+    return p.to(tl.pointer_type(tl.int32)) + (off >> 1)
 
 
 @triton.jit

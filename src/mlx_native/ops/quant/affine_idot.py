@@ -26,7 +26,7 @@ import triton.language as tl
 from ...kernels.dependent import enter
 from ...kernels.idot import chunk_scale, word_idot, word_pairs
 from ...kernels.loads import load_or_zero, pinned
-from ...kernels.words import word_aligned
+from ...kernels.words import half16, word_aligned, word_ptrs
 from ...kernels.norm_handoff import handoff_rstd
 from .affine_mv import row_tile
 from .qmm import store_or_hand_off
@@ -117,19 +117,12 @@ def _tiles(wp, sp, bp, wup, sup, bup, dw, ds, HAS_UP: tl.constexpr):
 
 
 @triton.jit
-def _word_ptrs(s_ptr, s_off):
-    """int32 pointers ``[CH, BN]`` to the words holding the 16-bit scales at ``s_ptr + s_off`` (4-byte aligned
-    ``s_ptr``; a step's scalar offset then counts words, half the scales')."""
-    return s_ptr.to(tl.pointer_type(tl.int32)) + (s_off >> 1)
-
-
-@triton.jit
 def _half_of(sw, half, HAS_UP: tl.constexpr, DT: tl.constexpr):
     """The 16-bit values of type ``DT`` in half ``half`` (0 or 16, ``[CH, BN]``) of the words ``sw`` (``[CH, BN]``,
     or ``[CH, 2 BN]`` gate / up interleaved with HAS_UP)."""
     if HAS_UP:
         half = tl.reshape(tl.join(half, half), sw.shape)
-    return ((sw >> half) & 0xFFFF).to(tl.int16).to(DT, bitcast=True)
+    return half16(sw, half, DT)
 
 
 @triton.jit
@@ -198,8 +191,8 @@ def affine_idot_kernel(
         SW: tl.constexpr = S_WORDS and s_ptr.dtype.element_ty.primitive_bitwidth == 16
         if SW:  # 16-bit scales / biases as the int32 words holding them (each half-select is loop-invariant)
             half = (s_off & 1) * 16
-            sp, bp = _word_ptrs(s_ptr, s_off), _word_ptrs(b_ptr, s_off)
-            sup, bup = _word_ptrs(su_ptr, s_off), _word_ptrs(bu_ptr, s_off)
+            sp, bp = word_ptrs(s_ptr, s_off), word_ptrs(b_ptr, s_off)
+            sup, bup = word_ptrs(su_ptr, s_off), word_ptrs(bu_ptr, s_off)
         ds_scale: tl.constexpr = 2 if SW else 1
         w, S, B = _tiles(wp, sp, bp, wup, sup, bup, i_lo * STEP, i_lo * SSTEP // ds_scale, HAS_UP)
         for i in range(i_lo, i_hi):
@@ -342,10 +335,12 @@ class AffineIdotLaunch(affine_mv.HandoffMvLaunch):
     def _weights(self, w, s, b, w_up, s_up, b_up) -> tuple:
         """``(w, s, b, w_up, s_up, b_up)`` for the kernel (the up projection's are ``w, s, b`` without one); with
         ``s_words`` the scales / biases 4-byte aligned (:func:`~mlx_native.kernels.words.word_aligned`)."""
+        if self.s_words:
+            s, b = word_aligned(s), word_aligned(b)
+            if w_up is not None:
+                s_up, b_up = word_aligned(s_up), word_aligned(b_up)
         if w_up is None:
             w_up, s_up, b_up = w, s, b
-        if self.s_words:
-            s, b, s_up, b_up = (word_aligned(t) for t in (s, b, s_up, b_up))
         return w, s, b, w_up, s_up, b_up
 
     def __call__(self, x, w, s, b, w_up=None, s_up=None, b_up=None) -> torch.Tensor:

@@ -95,6 +95,7 @@ import triton.language as tl
 
 from ...kernels.dependent import enter
 from ...kernels.loads import load_or_zero, pinned
+from ...kernels.words import half16, word_aligned
 from .gemv import AFFINE, Q4_0, Q4_1, Q4_K
 from .qmm import store_result
 
@@ -229,9 +230,7 @@ def _x_order(xn, KS: tl.constexpr, FMT: tl.constexpr, DT: tl.constexpr):
     """:func:`_x_load`'s ``[MP, KS / 2]`` words -> ``[KS, MP]`` 16-bit floats of type ``DT`` in a tile's column order
     (:func:`_x_order16`)."""
     MP: tl.constexpr = xn.shape[0]
-    dt: tl.constexpr = DT
-    return _x_order16(tl.reshape(tl.join((xn & 0xFFFF).to(tl.int16).to(dt, bitcast=True),
-                                         ((xn >> 16) & 0xFFFF).to(tl.int16).to(dt, bitcast=True)), (MP, KS)), KS, FMT)
+    return _x_order16(tl.reshape(tl.join(half16(xn, 0, DT), half16(xn, 16, DT)), (MP, KS)), KS, FMT)
 
 
 @triton.jit
@@ -757,7 +756,6 @@ from ...kernels.dependent import dependent_launch  # noqa: E402
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from ...runtime.memory import empty  # noqa: E402
-from ...kernels.words import word_aligned  # noqa: E402
 from .qmm import SplitK, run_split  # noqa: E402
 
 # From the H100 sweeps (bench/mmv_sweep.py, bench/results/2026-11-22-h100-quant-mmv/): 64-feature tiles,
