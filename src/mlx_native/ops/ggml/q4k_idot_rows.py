@@ -57,6 +57,7 @@ import triton.language as tl
 
 from ...kernels.dependent import enter
 from ...kernels.idot import HIGH_NIBBLES, LOW_NIBBLES, dp2a
+from ...kernels.loads import pinned
 from ...runtime.device import device_info
 from ..quant.affine_idot import thread_words
 from ..quant.affine_idot_rows import RowsLaunch, part_accs, store_parts
@@ -180,14 +181,12 @@ def q4k_idot_rows_kernel(
     acc0, acc1, acc2, acc3 = part_accs(R0, R1, R2, R3, CH, BN)
     wa, wb, h = step_tiles(w_ptr, w_off, h_off, i_lo * STEP_W)
     if PREFETCH:
-        for s in range(i_lo, i_hi):
+        for s in range(i_lo, i_hi):  # this step's tiles taken at its top (kernels.loads.pinned)
+            wa_s, wb_s, h_s = pinned(wa, ASM), pinned(wb, ASM), pinned(h, ASM)
             nxt = tl.minimum(s + 1, i_hi - 1)  # the last step reloads itself
-            wa_n, wb_n, h_n = step_tiles(w_ptr, w_off, h_off, nxt * STEP_W)
-            acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, wa, wb, h, sa, sh, keep, magic,
+            wa, wb, h = step_tiles(w_ptr, w_off, h_off, nxt * STEP_W)
+            acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, wa_s, wb_s, h_s, sa, sh, keep, magic,
                                            x_ptr + s * (CH * 64), x_off, stride_x, R1, R2, R3, ASM)
-            wa = wa_n
-            wb = wb_n
-            h = h_n
     else:
         acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, wa, wb, h, sa, sh, keep, magic,
                                        x_ptr + i_lo * (CH * 64), x_off, stride_x, R1, R2, R3, ASM)
