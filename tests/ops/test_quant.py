@@ -440,6 +440,24 @@ def test_affine_idot_rows(device, monkeypatch, affine_mv_plans, m, n, k, gs, dty
 
 
 @pytest.mark.usefixtures("rows_up_to_8")
+def test_affine_idot_rows_prefetch_offset_scales(device, monkeypatch, affine_mv_plans):
+    """The multi-row kernel's prefetch reads the 16-bit scales / biases as int32 words: scales and biases handed in 2
+    bytes past a 4-byte boundary are copied first, with the right result."""
+    from mlx_native.ops.quant import affine_idot_rows
+
+    monkeypatch.setattr(affine_idot_rows, "PREFETCH_BELOW_ROWS_PER_SM", 10**6)
+    m, n, k, gs, dtype = 3, 16, 3072, 64, torch.bfloat16
+    wq, s, b = qweight(n, k, gs, 4, dtype)
+    x = randn(m, k, dtype=dtype)
+    out = mn.quantized_matmul(x.to(device), wq.to(device), _offset_view(s, device), _offset_view(b, device),
+                              group_size=gs)
+    oracle = x.double() @ dequant64(wq, s, b, gs, 4).T
+    assert_error_bar(out.cpu(), oracle, lowp_qmm(x, wq, s, b, gs, 4), what="rows prefetch, offset scales")
+    (plan,) = affine_mv_plans
+    assert type(plan).__name__ == "AffineIdotRowsLaunch" and plan.launch.constexprs["PREFETCH"]
+
+
+@pytest.mark.usefixtures("rows_up_to_8")
 def test_affine_idot_rows_strided_x(device, affine_mv_plans):
     """Rows of x inside a wider tensor (row stride K + 24, not a multiple of 16: no 16-byte vector assumed)."""
     m, n, k, gs = 3, 24, 1024, 64
