@@ -49,9 +49,10 @@ import triton.language as tl
 from ...kernels.dependent import dependent_launch, enter, leave_loop
 from ...kernels.idot import HIGH_NIBBLES, LOW_NIBBLES, dp2a, pack_pair, round_int
 from ...kernels.loads import pinned
+from ...kernels.words import word_aligned
 from ...runtime import env
 from ...runtime.device import device_info
-from ...runtime.memory import empty, word_aligned
+from ...runtime.memory import empty
 from . import affine_idot
 from .affine_idot import thread_words, x_stats
 from .affine_mv import row_tile, split_count, word_planes
