@@ -49,7 +49,7 @@ import triton.language as tl
 from ...kernels.dependent import dependent_launch, enter, leave_loop
 from ...kernels.idot import HIGH_NIBBLES, LOW_NIBBLES, dp2a, pack_pair, round_int
 from ...kernels.loads import pinned
-from ...kernels.words import word_aligned
+from ...kernels.words import half16, word_aligned
 from ...runtime import env
 from ...runtime.device import device_info
 from ...runtime.memory import empty
@@ -229,8 +229,7 @@ def affine_idot_rows_kernel(
             nxt = tl.minimum(i + 1, i_hi - 1)  # the last step reloads itself
             w, S, B = _tiles(w_ptr, sw_ptr, bw_ptr, w_off + nxt * STEP, sw_off + nxt * (SSTEP // 2))
             dt: tl.constexpr = s_ptr.dtype.element_ty  # 16-bit (a 16-bit result: affine_idot.supports)
-            S_i = ((S_i >> half) & 0xFFFF).to(tl.int16).to(dt, bitcast=True)
-            B_i = ((B_i >> half) & 0xFFFF).to(tl.int16).to(dt, bitcast=True)
+            S_i, B_i = half16(S_i, half, dt), half16(B_i, half, dt)
             acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, w_i, S_i, B_i, x_ptr + i * (STEP * 8), c_off,
                                            stride_x, R1, R2, R3, ASM)
     else:
