@@ -35,7 +35,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import enter, leave_loop
-from ...kernels.loads import load_or_zero, pinned, tail_mask
+from ...kernels.loads import load_or_zero, tail_mask
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
 from ..quant.affine_mv import glu_row_tile, row_tile
 from ..quant.qmm import store_result
@@ -126,7 +126,7 @@ def q8_mv_kernel(
     N, units_per_split, c_lo, c_hi,
     STRIDE_W: tl.constexpr, N_UNITS: tl.constexpr, BN: tl.constexpr, UPS: tl.constexpr, WPL: tl.constexpr,
     FENCE: tl.constexpr, EVEN_N: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr,
-    PDL: tl.constexpr = False, TAIL: tl.constexpr = 0, ASM: tl.constexpr = True,
+    PDL: tl.constexpr = False, TAIL: tl.constexpr = 0,
 ):
     """Offsets are in 32-bit words: ``STRIDE_W`` per row, 17 per pair of blocks. Units are code words (4 codes):
     ``N_UNITS = K / 4``; ``UPS`` (units per step) and ``units_per_split`` are multiples of 16 (whole pairs) and
@@ -163,13 +163,16 @@ def q8_mv_kernel(
         tail = tail_mask(tl.arange(0, G), TAIL)[None, :, None]
         w0_t, w1_t, sw_t = _step_words(w_ptr, c_off, s_off, T0 * PAIR_WORDS, H, WPL, tail)
     w0, w1, sw = _step_words(w_ptr, c_off, s_off, (j_lo // 16) * PAIR_WORDS, H, WPL)
-    for j in range(j_lo, j_hi, UPS):  # this step's words taken at its top (kernels.loads.pinned)
-        c0, c1, cs = pinned(w0, ASM), pinned(w1, ASM), pinned(sw, ASM)
-        w0, w1, sw = _step_words(w_ptr, c_off, s_off, (tl.minimum(j + UPS, j_hi - UPS) // 16) * PAIR_WORDS, H, WPL)
+    for j in range(j_lo, j_hi, UPS):
+        w0_n, w1_n, sw_n = _step_words(w_ptr, c_off, s_off, (tl.minimum(j + UPS, j_hi - UPS) // 16) * PAIR_WORDS,
+                                       H, WPL)
         if FENCE:  # keeps the loads above at the top of the loop body (ptxas moves no load across a barrier)
             tl.debug_barrier()
-        acc = _step(acc, c0, c1, cs, xw_ptr + 2 * j, x0_off, x2_off, x4_off, x6_off, splice, d_sh, c_lo, c_hi, WPL,
+        acc = _step(acc, w0, w1, sw, xw_ptr + 2 * j, x0_off, x2_off, x4_off, x6_off, splice, d_sh, c_lo, c_hi, WPL,
                     X_BF16)
+        w0 = w0_n
+        w1 = w1_n
+        sw = sw_n
     if TAIL:
         acc = _step(acc, w0_t, w1_t, sw_t, xw_ptr + 32 * T0, x0_off, x2_off, x4_off, x6_off, splice, d_sh, c_lo,
                     c_hi, WPL, X_BF16, tail)
@@ -241,8 +244,7 @@ class Q8MvLaunch(StreamedMvLaunch):
         super().__init__(q8_mv_kernel, n, triton.cdiv(n, Q8_BN), k // 4 // ups, ups,
                          PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
                              STRIDE_W=k // 64 * 17, N_UNITS=k // 4, BN=Q8_BN, UPS=ups, WPL=Q8_WPL,
-                             FENCE=Q8_FENCE, EVEN_N=n % Q8_BN == 0, TAIL=tail, ASM=not env.settings.triton_interpret),
-                         out_dtype, device,
+                             FENCE=Q8_FENCE, EVEN_N=n % Q8_BN == 0, TAIL=tail), out_dtype, device,
                          tail_ints=(C_LO, C_HI), num_warps=Q8_WARPS, trigger="late")
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
