@@ -24,8 +24,8 @@ from mlx_native.runtime import plans  # noqa: E402
 SHAPES = [(4096, 4096), (4096, 14336), (14336, 4096)]
 CASES = ([(f, m, k, n) for f in ("Q4_0", "Q4_1") for m in (2, 3, 4) for k, n in SHAPES]
          + [(f, 1, k, n) for f in ("Q8_0", "Q5_K") for k, n in SHAPES]
-         + [("affine", 2, 4096, 4096), ("affine", 2, 2048, 8192), ("affine", 2, 4096, 1024)]
-         + [("Q4_K", 2, k, n) for k, n in SHAPES])
+         + [("affine", 2, k, n) for k, n in ((4096, 4096), (2048, 8192), (4096, 1024), (4096, 2048), (14336, 2048))]
+         + [("Q4_K", 2, k, n) for k, n in SHAPES + [(4096, 2048), (14336, 1024), (2048, 8192)]])
 
 if __name__ == "__main__":
     copy_bw = common.copy_bandwidth()

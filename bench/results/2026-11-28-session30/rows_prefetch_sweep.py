@@ -1,6 +1,7 @@
 """Session 30: where the 2-4-row integer-dot kernels' register prefetch pays (``affine_idot_rows`` for MLX g64,
 ``q4k_idot_rows`` for Q4_K; branch pinned-rows, prefetch taken at the next step's top). Each shape at 2 and 4 rows,
-prefetch forced off and on (the modules' ``PREFETCH_BELOW_ROWS_PER_SM``), two alternated rounds, best kept.
+prefetch forced off and on (the modules' ``PREFETCH_BELOW_ROWS_PER_SM`` of run 2's tree; the rules it led to have
+other names), two alternated rounds, best kept.
 
     python bench/results/2026-11-28-session30/rows_prefetch_sweep.py OUT.json
 """

@@ -252,7 +252,10 @@ def affine_idot_rows_kernel(
 IDOT_ROWS_MAX = 4
 IDOT_ROWS_BN = 8  # weight rows per program
 PROGRAMS_PER_SM = 1  # split K only below one program per SM
-PREFETCH_BELOW_ROWS_PER_SM = 16  # register prefetch with fewer output rows than this per SM
+PREFETCH_ROWS_PER_SM = (12, 24)  # register prefetch with output rows per SM in [lo, hi). Session 30 run 2 (H100,
+# M2, us, off / on): K x N 4096 x 2048 5.40 / 4.97, 14336 x 2048 21.0 / 14.9, 2048 x 2048 3.32 / 3.32; fewer rows:
+# 4096 x 1024 4.94 / 5.48, 4096 x 512 4.02 / 4.20, 14336 x 1024 9.84 / 10.28; more: 4096 x 4096 7.20 / 7.21,
+# 4096 x 6144 11.1 / 14.1 (2048 x 8192 8.73 / 8.45)
 MAX_PARTS = 4  # the kernel's row parts (R0 .. R3)
 
 
@@ -315,7 +318,7 @@ class AffineIdotRowsLaunch(RowsLaunch):
         sms = device_info(device).sm_count
         warps = warps or affine_idot.step_warps(k)
         if prefetch is None:
-            prefetch = n < PREFETCH_BELOW_ROWS_PER_SM * sms
+            prefetch = PREFETCH_ROWS_PER_SM[0] * sms <= n < PREFETCH_ROWS_PER_SM[1] * sms
         self.prefetch = prefetch  # scales / biases then read as int32 words: 4-byte aligned
         super().__init__(affine_idot_rows_kernel, m, n, bn or IDOT_ROWS_BN, k // 8 // (128 * warps), warps,
                          (programs_per_sm or PROGRAMS_PER_SM) * sms, prefetch, (n, k, stride_x), (),
