@@ -3,6 +3,7 @@ dequantization (bit-exact, random and crafted blocks, extreme scales); matmuls a
 dequantize + fp64 matmul with the error bar; embedding rows; bad input."""
 
 import dataclasses
+import types
 
 import gguf
 import numpy as np
@@ -548,6 +549,29 @@ def test_wide_rows_leave_q4_mv(monkeypatch):
             assert kernel.streamed_launch(tid, bf16, m, n, 4096, 4096, cpu).func is q4_mv.Q4MvLaunch, (tid, m, n)
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="off"))
     assert kernel.streamed_launch(Q4_0_ID, bf16, 4, 14336, 4096, 4096, cpu).func is q4_mv.Q4MvLaunch
+
+
+def test_large_q4k_two_rows_leave_idot_rows(monkeypatch):
+    """2 rows of x against a Q4_K matrix of at least ``mmv.Q4K_OVER_IDOT_M2_MIN_WEIGHTS`` weights leave the
+    integer-dot rows kernel for the packed tensor-core tiles (session 30 run 2, 14336 x 4096: 27.6 against 23.1 us);
+    smaller matrices and ``MLX_NATIVE_MMV=off`` keep it; its prefetch is on from ``PREFETCH_MIN_WEIGHTS`` below
+    ``PREFETCH_BELOW_ROWS_PER_SM`` rows per SM."""
+    from mlx_native.ops.ggml import kernel, q4k_idot_rows
+    from mlx_native.ops.quant import mmv
+    from mlx_native.runtime import env
+
+    bf16, cpu, q4k = torch.bfloat16, torch.device("cpu"), formats.BY_NAME["Q4_K"].id
+    monkeypatch.setattr(kernel, "device_info", lambda device: types.SimpleNamespace(sm_count=132))
+    monkeypatch.setattr(q4k_idot_rows, "device_info", lambda device: types.SimpleNamespace(sm_count=132))
+    big = mmv.Q4K_OVER_IDOT_M2_MIN_WEIGHTS // 4096
+    assert kernel.streamed_launch(q4k, bf16, 2, big, 4096, 4096, cpu) is None
+    for n, prefetch in ((big - 128, True), (2048, True), (1024, False)):
+        build = kernel.streamed_launch(q4k, bf16, 2, n, 4096, 4096, cpu)
+        assert build.func is q4k_idot_rows.Q4kIdotRowsLaunch, n
+        assert build().launch.constexprs["PREFETCH"] is prefetch, n
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="off"))
+    build = kernel.streamed_launch(q4k, bf16, 2, 14336, 4096, 4096, cpu)
+    assert build.func is q4k_idot_rows.Q4kIdotRowsLaunch and not build().launch.constexprs["PREFETCH"]
 
 
 @pytest.mark.parametrize("name, k", [("Q4_0", 128), ("Q4_1", 96), ("Q4_1", 128), ("Q4_K", 256)])

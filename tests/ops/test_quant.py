@@ -433,10 +433,41 @@ def test_affine_idot_rows(device, monkeypatch, affine_mv_plans, m, n, k, gs, dty
     fp64 oracle and agreeing with MLX."""
     from mlx_native.ops.quant import affine_idot_rows
 
-    monkeypatch.setattr(affine_idot_rows, "PREFETCH_BELOW_ROWS_PER_SM", 10**6 if prefetch else 0)
+    monkeypatch.setattr(affine_idot_rows, "PREFETCH_ROWS_PER_SM", (0, 10**6) if prefetch else (0, 0))
     _check_qmm(device, m, n, k, gs, 4, dtype)
     (plan,) = affine_mv_plans
     assert type(plan).__name__ == "AffineIdotRowsLaunch" and plan.launch.constexprs["PREFETCH"] is prefetch
+
+
+@pytest.mark.usefixtures("rows_up_to_8")
+def test_affine_idot_rows_prefetch_offset_scales(device, monkeypatch, affine_mv_plans):
+    """The multi-row kernel's prefetch reads the 16-bit scales / biases as int32 words: scales and biases handed in 2
+    bytes past a 4-byte boundary are copied first, with the right result."""
+    from mlx_native.ops.quant import affine_idot_rows
+
+    monkeypatch.setattr(affine_idot_rows, "PREFETCH_ROWS_PER_SM", (0, 10**6))
+    m, n, k, gs, dtype = 3, 16, 3072, 64, torch.bfloat16
+    wq, s, b = qweight(n, k, gs, 4, dtype)
+    x = randn(m, k, dtype=dtype)
+    out = mn.quantized_matmul(x.to(device), wq.to(device), _offset_view(s, device), _offset_view(b, device),
+                              group_size=gs)
+    oracle = x.double() @ dequant64(wq, s, b, gs, 4).T
+    assert_error_bar(out.cpu(), oracle, lowp_qmm(x, wq, s, b, gs, 4), what="rows prefetch, offset scales")
+    (plan,) = affine_mv_plans
+    assert type(plan).__name__ == "AffineIdotRowsLaunch" and plan.launch.constexprs["PREFETCH"]
+
+
+def test_affine_idot_rows_prefetch_rule(monkeypatch):
+    """The multi-row kernel prefetches with ``PREFETCH_ROWS_PER_SM`` = [lo, hi) output rows per SM (session 30 run 2:
+    fewer rows split K into single steps, more run out of registers): on at 132 SMs for N 1584-3167, off around."""
+    from mlx_native.ops.quant import affine_idot_rows
+
+    monkeypatch.setattr(affine_idot_rows, "device_info", lambda device: types.SimpleNamespace(sm_count=132))
+    lo, hi = affine_idot_rows.PREFETCH_ROWS_PER_SM
+    cpu = torch.device("cpu")
+    for n, want in ((lo * 132 - 8, False), (lo * 132, True), (hi * 132 - 8, True), (hi * 132, False)):
+        launch = affine_idot_rows.AffineIdotRowsLaunch(2, n, 4096, 64, torch.bfloat16, 4096, cpu)
+        assert launch.launch.constexprs["PREFETCH"] is want, n
 
 
 @pytest.mark.usefixtures("rows_up_to_8")

@@ -79,7 +79,8 @@ def streamed_launch(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, 
     ``func`` names the kernel), or None. One row: ``q8_mv`` (Q8_0),
     ``q6k_mv`` (Q6_K), ``q4k_mv`` (Q5_K; Q4_K rows that take no integer-dot step), ``q4k_idot`` (Q4_K),
     ``q4_idot`` (Q4_0 / Q4_1 matrices large enough; ``q4_mv`` for rows that take no integer-dot step); 2 rows:
-    ``q4k_idot_rows`` (Q4_K, ``IDOT_ROWS_MAX``); 2-4 rows: ``q4_mv`` with ``MR`` rows (Q4_0 / Q4_1; not the rows that
+    ``q4k_idot_rows`` (Q4_K, ``IDOT_ROWS_MAX``; not the matrices that ``mmv.over_idot_rows`` sends to the
+    tensor-core kernel); 2-4 rows: ``q4_mv`` with ``MR`` rows (Q4_0 / Q4_1; not the rows that
     ``mmv.wide_rows`` sends to the tensor-core kernel: 3-4 rows of large matrices). ``pairs``: the
     rows are stacked gate/up pairs, which the integer-dot kernels take only in rows of whole steps."""
     if qmm.CONFIG_OVERRIDE is not None or type_id not in formats.BY_ID:
@@ -98,7 +99,9 @@ def streamed_launch(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, 
         return functools.partial(q4k_mv.Q4kMvLaunch, n, k, x_dtype, device)
     if m > 1 and (m - 1) * x_row_stride + k >= 2**31:  # the multi-row kernels' x offsets are int32
         return None
-    if q4k_idot_rows.supports_rows(type_id, x_dtype, x_dtype, m, k, raw_bytes):
+    if q4k_idot_rows.supports_rows(type_id, x_dtype, x_dtype, m, k, raw_bytes) and not (
+            mmv.supports_gguf(type_id, x_dtype, m, k, raw_bytes) and mmv.prefer(m, n, k, type_id)
+            and mmv.over_idot_rows(m, n, k, type_id)):
         return functools.partial(q4k_idot_rows.Q4kIdotRowsLaunch, m, n, k, x_dtype, x_row_stride, device)
     if q4_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms) and not (
             mmv.supports_gguf(type_id, x_dtype, m, k, raw_bytes) and mmv.wide_rows(m, n, k)):

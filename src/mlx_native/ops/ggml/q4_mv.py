@@ -37,13 +37,9 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import enter, leave_loop
+from ...kernels.loads import pinned
 from ..quant.affine_mv import code_f32, row_tile
 from ..quant.qmm import store_result
-
-
-@triton.jit
-def _f16(p):
-    return tl.load(p).to(tl.float16, bitcast=True).to(tl.float32)
 
 
 @triton.jit
@@ -83,12 +79,19 @@ def _row_step(acc, v0, v4, v8, v12, d, m, xp, Q4_1: tl.constexpr, PRESCALE: tl.c
 
 @triton.jit
 def _step_tiles(w_ptr, w_off, s_off, base, Q4_1: tl.constexpr):
-    """A loop step's units ``[8, G, BN]`` and block scales ``d`` (Q4_1: and ``m``; else ``d`` again) ``[G, BN]``,
-    fp32, at ``base`` halves past the offsets."""
-    w = tl.load(w_ptr + w_off + base)
-    d = _f16(w_ptr + s_off + base)
-    m = _f16(w_ptr + s_off + base + 1) if Q4_1 else d
+    """A loop step's units ``[8, G, BN]`` and the fp16 bits of its block scales ``d`` (Q4_1: and ``m``; else ``d``
+    again) ``[G, BN]``, at ``base`` halves past the offsets, each half widened to int32 (32-bit registers, which a loop
+    carries to the next step as loaded; :func:`_half_f32` converts the scales there)."""
+    w = tl.load(w_ptr + w_off + base).to(tl.int32)
+    d = tl.load(w_ptr + s_off + base).to(tl.int32)
+    m = tl.load(w_ptr + s_off + base + 1).to(tl.int32) if Q4_1 else d
     return w, d, m
+
+
+@triton.jit
+def _half_f32(h):
+    """The fp16 bits in the low half of int32 ``h`` as fp32."""
+    return (h & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
 
 
 @triton.jit(do_not_specialize=["units_per_split", "magic", "zero"])
@@ -101,7 +104,7 @@ def q4_mv_kernel(
     N, stride_x, units_per_split, magic, zero,
     Q4_1: tl.constexpr, STRIDE_H: tl.constexpr, N_UNITS: tl.constexpr, BN: tl.constexpr, UPS: tl.constexpr,
     EVEN_N: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr, MR: tl.constexpr, PRESCALE: tl.constexpr,
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr = False, ASM: tl.constexpr = True,
 ):
     """Offsets are in 16-bit halves: ``STRIDE_H`` per row, ``TH`` per block (9 / 10), the nibbles from half
     ``QH`` (1 / 2). ``N_UNITS = K / 4``; ``UPS`` (units per step) and ``units_per_split`` are multiples of 8
@@ -128,28 +131,26 @@ def q4_mv_kernel(
     base = (j_lo // 8) * TH
     w, d, m = _step_tiles(w_ptr, w_off, s_off, base, Q4_1)
     if MR == 1:  # one row of x: the decode mat-vec
-        for j in range(j_lo, j_hi, UPS):
+        for j in range(j_lo, j_hi, UPS):  # this step's tiles taken at its top (kernels.loads.pinned)
+            w_j, d_j, m_j = pinned(w, ASM), pinned(d, ASM), pinned(m, ASM)
             nxt = (tl.minimum(j + UPS, j_hi - UPS) // 8) * TH
-            w_n, d_n, m_n = _step_tiles(w_ptr, w_off, s_off, nxt, Q4_1)
+            w, d, m = _step_tiles(w_ptr, w_off, s_off, nxt, Q4_1)
+            d_j, m_j = _half_f32(d_j), _half_f32(m_j)
             xv = tl.load(x_ptr + 4 * j + x_off).to(tl.float32)  # [8, G, 4]: values 2u, 2u + 1, 2u + 16, 2u + 17
             lo, hi = tl.split(tl.reshape(xv, (8, G, 2, 2)))  # 2u, 2u + 1 / 2u + 16, 2u + 17
             x0, x1 = tl.split(lo)
             x16, x17 = tl.split(hi)
-            u = w.to(tl.int32) & 0xFFFF
+            u = w_j & 0xFFFF
             a = code_f32(u, 0, magic) * x0[:, :, None]
             a = tl.fma(code_f32(u, 4, magic), x16[:, :, None], a)
             a = tl.fma(code_f32(u, 8, magic), x1[:, :, None], a)
             a = tl.fma(code_f32(u, 12, magic), x17[:, :, None], a)
             xs = (x0 + x1) + (x16 + x17)
-            acc = tl.fma(d[None, :, :], a, acc)
+            acc = tl.fma(d_j[None, :, :], a, acc)
             if Q4_1:
-                acc = tl.fma(m[None, :, :], xs[:, :, None], acc)
+                acc = tl.fma(m_j[None, :, :], xs[:, :, None], acc)
             else:
-                acc = tl.fma(-8.0 * d[None, :, :], xs[:, :, None], acc)
-            w = w_n
-            d = d_n
-            if Q4_1:
-                m = m_n
+                acc = tl.fma(-8.0 * d_j[None, :, :], xs[:, :, None], acc)
         leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
         res = tl.sum(tl.sum(acc, axis=0), axis=0)
         store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res,
@@ -159,17 +160,18 @@ def q4_mv_kernel(
         acc1 = tl.zeros([8, G, BN], dtype=tl.float32)
         acc2 = tl.zeros([8, G, BN], dtype=tl.float32)
         acc3 = tl.zeros([8, G, BN], dtype=tl.float32)
-        for j in range(j_lo, j_hi, UPS):
+        for j in range(j_lo, j_hi, UPS):  # this step's tiles taken at its top (kernels.loads.pinned)
+            w_j, d_j, m_j = pinned(w, ASM), pinned(d, ASM), pinned(m, ASM)
             nxt = (tl.minimum(j + UPS, j_hi - UPS) // 8) * TH
-            w_n, d_n, m_n = _step_tiles(w_ptr, w_off, s_off, nxt, Q4_1)
-            u = w.to(tl.int32) & 0xFFFF
+            w, d, m = _step_tiles(w_ptr, w_off, s_off, nxt, Q4_1)
+            u = w_j & 0xFFFF
             v0 = code_f32(u, 0, magic, 4, OFF)
             v4 = code_f32(u, 4, magic, 4, OFF)
             v8 = code_f32(u, 8, magic, 4, OFF)
             v12 = code_f32(u, 12, magic, 4, OFF)
-            ds = d[None, :, :]
+            ds = _half_f32(d_j)[None, :, :]
             if Q4_1:
-                ms = m[None, :, :]
+                ms = _half_f32(m_j)[None, :, :]
             else:
                 ms = ds  # (unused)
             if PRESCALE:
@@ -190,10 +192,6 @@ def q4_mv_kernel(
                 acc2 = _row_step(acc2, v0, v4, v8, v12, ds, ms, xp + 2 * stride_x, Q4_1, PRESCALE)
             if MR > 3:
                 acc3 = _row_step(acc3, v0, v4, v8, v12, ds, ms, xp + 3 * stride_x, Q4_1, PRESCALE)
-            w = w_n
-            d = d_n
-            if Q4_1:
-                m = m_n
         leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
         cols = pid_n * BN + tl.arange(0, BN).to(tl.int64)
         if MR == 2:
@@ -288,7 +286,8 @@ class Q4MvLaunch(StreamedMvLaunch):
         tiles = triton.cdiv(n, bn)
         stride_x = k if m == 1 or x_row_stride is None else x_row_stride  # one compiled variant for one row
         constexprs = dict(Q4_1=ggml_type == 3, STRIDE_H=k // 32 * Q4_IDS[ggml_type], N_UNITS=k // 4, BN=bn, UPS=ups,
-                          EVEN_N=n % bn == 0, MR=m, PRESCALE=m > 1 and m >= PRESCALE_MIN_ROWS[ggml_type])
+                          EVEN_N=n % bn == 0, MR=m, PRESCALE=m > 1 and m >= PRESCALE_MIN_ROWS[ggml_type],
+                          ASM=not env.settings.triton_interpret)
         super().__init__(q4_mv_kernel, n, tiles, k // 4 // ups, ups, pps * device_info(device).sm_count, (n, stride_x),
                          constexprs, out_dtype, device, tail_ints=(MAGIC, 0), trigger="late")
         self.m = m

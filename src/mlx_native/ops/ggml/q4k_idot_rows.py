@@ -57,6 +57,7 @@ import triton.language as tl
 
 from ...kernels.dependent import enter
 from ...kernels.idot import HIGH_NIBBLES, LOW_NIBBLES, dp2a
+from ...kernels.loads import pinned
 from ...runtime.device import device_info
 from ..quant.affine_idot import thread_words
 from ..quant.affine_idot_rows import RowsLaunch, part_accs, store_parts
@@ -180,14 +181,12 @@ def q4k_idot_rows_kernel(
     acc0, acc1, acc2, acc3 = part_accs(R0, R1, R2, R3, CH, BN)
     wa, wb, h = step_tiles(w_ptr, w_off, h_off, i_lo * STEP_W)
     if PREFETCH:
-        for s in range(i_lo, i_hi):
+        for s in range(i_lo, i_hi):  # this step's tiles taken at its top (kernels.loads.pinned)
+            wa_s, wb_s, h_s = pinned(wa, ASM), pinned(wb, ASM), pinned(h, ASM)
             nxt = tl.minimum(s + 1, i_hi - 1)  # the last step reloads itself
-            wa_n, wb_n, h_n = step_tiles(w_ptr, w_off, h_off, nxt * STEP_W)
-            acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, wa, wb, h, sa, sh, keep, magic,
+            wa, wb, h = step_tiles(w_ptr, w_off, h_off, nxt * STEP_W)
+            acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, wa_s, wb_s, h_s, sa, sh, keep, magic,
                                            x_ptr + s * (CH * 64), x_off, stride_x, R1, R2, R3, ASM)
-            wa = wa_n
-            wb = wb_n
-            h = h_n
     else:
         acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, wa, wb, h, sa, sh, keep, magic,
                                        x_ptr + i_lo * (CH * 64), x_off, stride_x, R1, R2, R3, ASM)
@@ -215,7 +214,11 @@ IDOT_ROWS_BN = 8  # weight rows per program ...
 IDOT_ROWS_SMALL_BN = 4  # ... with fewer than BIG_TILES_PER_SM of them per SM
 BIG_TILES_PER_SM = 8
 PROGRAMS_PER_SM = 1  # split K only below one program per SM
-PREFETCH_BELOW_ROWS_PER_SM = 16  # register prefetch with fewer output rows than this per SM
+PREFETCH_MIN_WEIGHTS = 1 << 23  # register prefetch from this N x K ...
+PREFETCH_BELOW_ROWS_PER_SM = 40  # ... with fewer output rows than this per SM. Session 30 run 2 (H100, M2, us, off
+# / on): K x N 4096 x 2048 6.80 / 5.87, 4096 x 4096 12.6 / 10.8, 14336 x 4096 29.2 / 27.6, 14336 x 1024 17.0 /
+# 16.2 (14336 x 2048 20.5 / 22.6); smaller: 4096 x 1024 4.24 / 4.38, 2048 x 2048 3.74 / 4.08; more rows: 4096 x
+# 6144 14.6 / 15.9, 4096 x 14336 24.5 / 38.8 (from 3 << 22 weights 2 rows go to quant/mmv.py where it runs)
 
 
 def tile_rows(n: int, sms: int) -> int:
@@ -253,7 +256,7 @@ class Q4kIdotRowsLaunch(RowsLaunch):
         sms = device_info(device).sm_count
         warps = warps or step_warps(k)
         if prefetch is None:
-            prefetch = n < PREFETCH_BELOW_ROWS_PER_SM * sms
+            prefetch = n * k >= PREFETCH_MIN_WEIGHTS and n < PREFETCH_BELOW_ROWS_PER_SM * sms
         super().__init__(q4k_idot_rows_kernel, m, n, bn or tile_rows(n, sms), k // 256 // (8 * warps), warps,
                          (programs_per_sm or PROGRAMS_PER_SM) * sms, prefetch, (n, x_row_stride), (MAGIC,),
                          dict(STRIDE_W=k // 256 * SB_WORDS), out_dtype, device, trigger=True)

@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import enter
-from ...kernels.loads import load_or_zero, tail_mask
+from ...kernels.loads import load_or_zero, pinned, tail_mask
 from ...kernels.words import half_lo
 from ..quant.affine_mv import code_f32, row_tile, word_planes
 from ..quant.qmm import store_result
@@ -132,7 +132,7 @@ def q4k_mv_kernel(
     N, words_per_split, magic,
     STRIDE_W: tl.constexpr, N_QS: tl.constexpr, BN: tl.constexpr, WPS: tl.constexpr, EVEN_N: tl.constexpr,
     SPLIT_K: tl.constexpr, FUSE: tl.constexpr, Q5K: tl.constexpr = False,
-    PDL: tl.constexpr = False, TAIL: tl.constexpr = 0,
+    PDL: tl.constexpr = False, TAIL: tl.constexpr = 0, ASM: tl.constexpr = True,
 ):
     """Words are counted in nibble words (32 per super-block): ``N_QS = K / 8``; ``WPS`` and
     ``words_per_split`` are multiples of 32 (whole super-blocks) and ``words_per_split`` of ``WPS``. ``Q5K``:
@@ -173,16 +173,16 @@ def q4k_mv_kernel(
     qh = 0
     if Q5K:
         qh = tl.load(w_ptr + q_off + base)
-    for j in range(j_lo, j_hi, WPS):
+    for j in range(j_lo, j_hi, WPS):  # this step's words taken at its top (kernels.loads.pinned)
         base = (j // 32) * SBW
         jn = tl.minimum(j + WPS, j_hi - WPS)
-        w_n = tl.load(w_ptr + w_off + (jn // 32) * SBW)
-        qh_n = qh
+        w_j = pinned(w, ASM)
+        qh_j = qh
         if Q5K:
-            qh_n = tl.load(w_ptr + q_off + (jn // 32) * SBW)
-        acc = _step(acc, w, qh, w_ptr, h_off, base, x_ptr + 8 * j, x_off, c, q_sh, magic, Q5K)
-        w = w_n
-        qh = qh_n
+            qh_j = pinned(qh, ASM)
+            qh = tl.load(w_ptr + q_off + (jn // 32) * SBW)
+        w = tl.load(w_ptr + w_off + (jn // 32) * SBW)
+        acc = _step(acc, w_j, qh_j, w_ptr, h_off, base, x_ptr + 8 * j, x_off, c, q_sh, magic, Q5K)
     if TAIL:
         acc = _step(acc, w_t, qh_t, w_ptr, h_off, T0 * SBW, x_ptr + 256 * T0, x_off, c, q_sh, magic, Q5K, tail)
     res = tl.sum(tl.sum(acc, axis=0), axis=0)
@@ -239,7 +239,7 @@ class Q4kMvLaunch(StreamedMvLaunch):
         super().__init__(q4k_mv_kernel, n, triton.cdiv(n, Q4K_BN), k // 8 // wps, wps,
                          PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
                              STRIDE_W=k // 256 * SB_WORDS, N_QS=k // 8, BN=Q4K_BN, WPS=wps, EVEN_N=n % Q4K_BN == 0,
-                             Q5K=False, TAIL=tail), out_dtype, device)
+                             Q5K=False, TAIL=tail, ASM=not env.settings.triton_interpret), out_dtype, device)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(x, raw.view(torch.int32))
@@ -255,6 +255,7 @@ class Q5kMvLaunch(StreamedMvLaunch):
         super().__init__(q4k_mv_kernel, n, triton.cdiv(n, Q5K_BN), k // 8 // wps, wps,
                          Q5K_PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
                              STRIDE_W=k // 256 * Q5K_SB_WORDS, N_QS=k // 8, BN=Q5K_BN, WPS=wps,
-                             EVEN_N=n % Q5K_BN == 0, Q5K=True, TAIL=tail), out_dtype, device)
+                             EVEN_N=n % Q5K_BN == 0, Q5K=True, TAIL=tail,
+                             ASM=not env.settings.triton_interpret), out_dtype, device)
 
     __call__ = Q4kMvLaunch.__call__

@@ -48,6 +48,8 @@ import triton.language as tl
 
 from ...kernels.dependent import dependent_launch, enter, leave_loop
 from ...kernels.idot import HIGH_NIBBLES, LOW_NIBBLES, dp2a, pack_pair, round_int
+from ...kernels.loads import pinned
+from ...kernels.words import half16, word_aligned
 from ...runtime import env
 from ...runtime.device import device_info
 from ...runtime.memory import empty
@@ -214,16 +216,22 @@ def affine_idot_rows_kernel(
     i_lo = pid_k * steps_per_split
     i_hi = i_lo + steps_per_split
     acc0, acc1, acc2, acc3 = part_accs(R0, R1, R2, R3, CH, BN)
-    w, S, B = _tiles(w_ptr, s_ptr, b_ptr, w_off + i_lo * STEP, s_off + i_lo * SSTEP)
-    if PREFETCH:
+    if not PREFETCH:
+        w, S, B = _tiles(w_ptr, s_ptr, b_ptr, w_off + i_lo * STEP, s_off + i_lo * SSTEP)
+    if PREFETCH:  # the next step's tiles loaded during this one, taken at the top of the next (kernels.loads.pinned);
+        # 16-bit scales / biases as the int32 words that hold them (4-byte aligned; the half-select is loop-invariant)
+        sw_ptr, bw_ptr = s_ptr.to(tl.pointer_type(tl.int32)), b_ptr.to(tl.pointer_type(tl.int32))
+        half = tl.trans((s_off & 1) * 16)[None, :, :]
+        sw_off = s_off >> 1
+        w, S, B = _tiles(w_ptr, sw_ptr, bw_ptr, w_off + i_lo * STEP, sw_off + i_lo * (SSTEP // 2))
         for i in range(i_lo, i_hi):
+            w_i, S_i, B_i = pinned(w, ASM), pinned(S, ASM), pinned(B, ASM)
             nxt = tl.minimum(i + 1, i_hi - 1)  # the last step reloads itself
-            w_n, S_n, B_n = _tiles(w_ptr, s_ptr, b_ptr, w_off + nxt * STEP, s_off + nxt * SSTEP)
-            acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, w, S, B, x_ptr + i * (STEP * 8), c_off, stride_x,
-                                           R1, R2, R3, ASM)
-            w = w_n
-            S = S_n
-            B = B_n
+            w, S, B = _tiles(w_ptr, sw_ptr, bw_ptr, w_off + nxt * STEP, sw_off + nxt * (SSTEP // 2))
+            dt: tl.constexpr = s_ptr.dtype.element_ty  # 16-bit (a 16-bit result: affine_idot.supports)
+            S_i, B_i = half16(S_i, half, dt), half16(B_i, half, dt)
+            acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, w_i, S_i, B_i, x_ptr + i * (STEP * 8), c_off,
+                                           stride_x, R1, R2, R3, ASM)
     else:
         acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, w, S, B, x_ptr + i_lo * (STEP * 8), c_off, stride_x,
                                        R1, R2, R3, ASM)
@@ -244,7 +252,10 @@ def affine_idot_rows_kernel(
 IDOT_ROWS_MAX = 4
 IDOT_ROWS_BN = 8  # weight rows per program
 PROGRAMS_PER_SM = 1  # split K only below one program per SM
-PREFETCH_BELOW_ROWS_PER_SM = 16  # register prefetch with fewer output rows than this per SM
+PREFETCH_ROWS_PER_SM = (12, 24)  # register prefetch with output rows per SM in [lo, hi). Session 30 run 2 (H100,
+# M2, us, off / on): K x N 4096 x 2048 5.40 / 4.97, 14336 x 2048 21.0 / 14.9, 2048 x 2048 3.32 / 3.32; fewer rows:
+# 4096 x 1024 4.94 / 5.48, 4096 x 512 4.02 / 4.20, 14336 x 1024 9.84 / 10.28; more: 4096 x 4096 7.20 / 7.21,
+# 4096 x 6144 11.1 / 14.1 (2048 x 8192 8.73 / 8.45)
 MAX_PARTS = 4  # the kernel's row parts (R0 .. R3)
 
 
@@ -307,11 +318,14 @@ class AffineIdotRowsLaunch(RowsLaunch):
         sms = device_info(device).sm_count
         warps = warps or affine_idot.step_warps(k)
         if prefetch is None:
-            prefetch = n < PREFETCH_BELOW_ROWS_PER_SM * sms
+            prefetch = PREFETCH_ROWS_PER_SM[0] * sms <= n < PREFETCH_ROWS_PER_SM[1] * sms
+        self.prefetch = prefetch  # scales / biases then read as int32 words: 4-byte aligned
         super().__init__(affine_idot_rows_kernel, m, n, bn or IDOT_ROWS_BN, k // 8 // (128 * warps), warps,
                          (programs_per_sm or PROGRAMS_PER_SM) * sms, prefetch, (n, k, stride_x), (),
                          dict(STRIDE_W=k // 8, STRIDE_S=k // group_size, GS=group_size), out_dtype, device,
                          trigger="late")
 
     def __call__(self, x, w, s, b, *unused) -> torch.Tensor:
+        if self.prefetch:
+            s, b = word_aligned(s), word_aligned(b)
         return self.run(x, w, s, b)

@@ -783,15 +783,25 @@ MMV_WARPS_ROWS = 4
 MMV_STEP_ROWS = 128  # PACKED: codes of a row per loop step (at most; whole groups dividing K)
 OVER_IDOT_ROWS_FROM = 3  # MLX affine: rows of x from which calls it prefers go here, not to affine_idot_rows
 OVER_IDOT_M2_MIN_WEIGHTS = 1 << 25  # and at 2 rows from this N x K (see over_idot_rows)
+Q4K_OVER_IDOT_M2_MIN_WEIGHTS = 3 << 22  # GGUF Q4_K at 2 rows: N x K from which calls go here, not to q4k_idot_rows
 
 
-def over_idot_rows(m: int, n: int, k: int) -> bool:
-    """Whether an MLX affine call of ``m`` rows that :func:`prefer` sends here goes here rather than to the
-    integer-dot rows kernel (``affine_idot_rows``). From ``OVER_IDOT_ROWS_FROM`` rows always; at 2 rows from
-    ``OVER_IDOT_M2_MIN_WEIGHTS`` weights, where this kernel's time is flat in M. Session 22 run 1 (g64, us, this
-    kernel against the rows kernel at M2): K x N 4096 x 14336 21.7 / 23.6, 14336 x 4096 20.3 / 25.4, 4096 x 8192
-    13.2 / 16.8, 8192 x 4096 13.6 / 16.0, 2048 x 16384 12.7 / 14.2; below, at 4096 x 4096, the rows kernel is
-    ahead (8.4 at M2 against 8.6 at M3 here)."""
+def over_idot_rows(m: int, n: int, k: int, fmt: int = AFFINE.value) -> bool:
+    """Whether a call of ``m`` rows that :func:`prefer` sends here goes here rather than to the integer-dot rows
+    kernel (``affine_idot_rows`` for MLX affine, ``ggml/q4k_idot_rows`` for GGUF Q4_K, ``fmt``).
+
+    MLX affine: from ``OVER_IDOT_ROWS_FROM`` rows always; at 2 rows from ``OVER_IDOT_M2_MIN_WEIGHTS`` weights,
+    where this kernel's time is flat in M. Session 22 run 1 (g64, us, this kernel against the rows kernel at M2):
+    K x N 4096 x 14336 21.7 / 23.6, 14336 x 4096 20.3 / 25.4, 4096 x 8192 13.2 / 16.8, 8192 x 4096 13.6 / 16.0,
+    2048 x 16384 12.7 / 14.2; below, at 4096 x 4096, the rows kernel is ahead (8.4 at M2 against 8.6 at M3 here).
+
+    GGUF Q4_K (the rows kernel takes 2 rows): at 2 rows from ``Q4K_OVER_IDOT_M2_MIN_WEIGHTS`` weights. Session 30
+    run 2 (H100, us, the rows kernel at M2 with its prefetch on / off against this kernel at M4, an upper bound of
+    its M2): K x N 14336 x 4096 27.6 / 29.2 against 23.1, 4096 x 4096 10.8 / 12.6 against 9.8, 4096 x 8192 20.2 /
+    19.4 against 15.1, 14336 x 1024 16.2 / 17.0 against 10.3, 2048 x 8192 10.5 / 10.2 against 8.8; below, the rows
+    kernel is ahead (4096 x 2048 5.9 against 6.9, 2048 x 2048 3.7 against 4.9, 4096 x 1024 4.2 against 5.5)."""
+    if fmt == Q4_K.value:
+        return m == 2 and n * k >= Q4K_OVER_IDOT_M2_MIN_WEIGHTS
     return m >= OVER_IDOT_ROWS_FROM or (m == 2 and n * k >= OVER_IDOT_M2_MIN_WEIGHTS)
 GGUF_FORMATS = (Q4_0.value, Q4_1.value, Q4_K.value)  # GGUF type ids
 Q41_MIN_ROWS = 5  # Q4_1 rows of x from which prefer() sends calls here (packed tiles)
