@@ -1,0 +1,72 @@
+"""The read ceiling of a decode mat-vec: a streaming read of the same bytes (a Triton kernel that loads every 32-bit
+word once and writes one XOR per program), timed as the quant rows are (CUDA-graph replay, buffers rotated past L2),
+in microseconds and as a fraction of the device-to-device copy bandwidth. Small matrices cannot reach the copy
+bandwidth of a 2 GiB copy (launch, ramp-up and tail); this says how close a kernel reading their bytes can get.
+
+    python bench/read_ceiling.py --out DIR [--mib 2.25,4.5,9,18,31.5,63,126]
+
+Writes DIR/read_ceiling.json. 9 and 31.5 MiB are the bytes of the issue's 4-bit decode shapes K x N 4096 x 4096 and
+4096 x 14336 (= 14336 x 4096) in MLX g64 (codes + bf16 scales + biases), GGUF Q4_0 and Q4_K alike (4.5 bits a
+weight).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import common  # noqa: E402
+
+BLOCK = 2048  # words a program loads per iteration (8 KiB: four 16-byte loads a thread at 4 warps)
+ITERS = 4  # iterations a program
+
+
+@triton.jit
+def _read_kernel(src, out, n_words, BLOCK: tl.constexpr, ITERS: tl.constexpr):
+    base = tl.program_id(0).to(tl.int64) * (BLOCK * ITERS)
+    acc = tl.zeros([BLOCK], tl.int32)
+    for i in range(ITERS):
+        offs = base + i * BLOCK + tl.arange(0, BLOCK)
+        acc ^= tl.load(src + offs, mask=offs < n_words, other=0)
+    tl.store(out + tl.program_id(0), tl.xor_sum(acc, 0))
+
+
+def read_all(src: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """XOR of every word of ``src`` (int32, flat) per program of ``BLOCK * ITERS`` words into ``out``."""
+    _read_kernel[(out.numel(),)](src, out, src.numel(), BLOCK=BLOCK, ITERS=ITERS, num_warps=4)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--mib", default="2.25,4.5,9,18,31.5,63,126")
+    a = ap.parse_args()
+    copy_bw = common.copy_bandwidth()
+    rows = []
+    for mib in (float(v) for v in a.mib.split(",")):
+        words = int(mib * 2**20) // 4
+        programs = math.ceil(words / (BLOCK * ITERS))
+        sets = [(torch.randint(-2**31, 2**31 - 1, (words,), dtype=torch.int32, device="cuda"),
+                 torch.empty(programs, dtype=torch.int32, device="cuda"))
+                for _ in range(max(2, min(16, math.ceil(256 / mib))))]
+        t = common.time_graph(read_all, sets, 20)
+        rows.append(dict(mib=mib, bytes=4 * words, us=t, frac_copy=4 * words / (t * 1e-6) / copy_bw))
+        print(f"[read] {mib:8.3f} MiB {t:8.2f} us {100 * rows[-1]['frac_copy']:5.1f}% copy", flush=True)
+        del sets
+        torch.cuda.empty_cache()
+    os.makedirs(a.out, exist_ok=True)
+    common.save_json(os.path.join(a.out, "read_ceiling.json"),
+                     dict(environment=common.environment(), copy_bandwidth_Bps=copy_bw, rows=rows))
+
+
+if __name__ == "__main__":
+    main()
