@@ -6,6 +6,7 @@ from collections import defaultdict
 from typing import Any
 
 OURS = "mlx-native"
+CEILING = "ceiling: "  # names of bounds timed beside the implementations (common.Impl.bound), not peers
 
 
 def _derive(row: dict[str, Any], copy_bw: float) -> dict[str, Any]:
@@ -19,7 +20,10 @@ def _derive(row: dict[str, Any], copy_bw: float) -> dict[str, Any]:
         d["ours_us"] = t
         d["ours_tbps"] = row["bytes"] / (t * 1e-6) / 1e12
         d["frac_copy"] = row["bytes"] / (t * 1e-6) / copy_bw
-        peers = {k: v for k, v in main.items() if k != OURS and not k.startswith(OURS)}
+        peers = {k: v for k, v in main.items() if not k.startswith((OURS, CEILING))}
+        ceilings = [v for k, v in main.items() if k.startswith(CEILING)]
+        if ceilings:
+            d["frac_ceiling"] = min(ceilings) / t
         if peers:
             best = min(peers, key=peers.get)
             d["best_peer"] = best
@@ -52,7 +56,8 @@ def markdown(env: dict[str, Any], copy_bw: float, rows: list[dict[str, Any]], no
         "call's data). `large` rows: calls issued back to back (GPU-bound). `decode` rows: the main number is "
         "GPU time per call from a CUDA-graph replay; `eager` is the same calls issued from Python, back to back "
         "with nothing queued ahead (host-bound at these sizes); every implementation of a decode row is timed in two round-robin rounds and keeps the "
-        "better median. Speedup = best peer time / ours (>1: we are faster).",
+        "better median. Speedup = best peer time / ours (>1: we are faster). `% of ceiling`: the time of the "
+        "row's `ceiling:` entry (e.g. one streaming read of the same weight bytes, `bench/read_ceiling.py`) over ours.",
         "",
     ]
     if notes:
@@ -62,18 +67,18 @@ def markdown(env: dict[str, Any], copy_bw: float, rows: list[dict[str, Any]], no
         by_family[r["family"]].append(r)
     for family, frows in by_family.items():
         lines += [f"## {family}", ""]
-        lines += ["| op | shape | regime | MB moved | ours us | ours TB/s | % of copy | best peer | peer us | "
-                  "speedup | eager us (all) | graph us (all) |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += ["| op | shape | regime | MB moved | ours us | ours TB/s | % of copy | % of ceiling | best peer | "
+                  "peer us | speedup | eager us (all) | graph us (all) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in frows:
             if "error" in r:
-                lines.append(f"| {r['op']} | {r['shape']} | {r['regime']} | | error: {r['error'][:80]} | | | | | | | |")
+                lines.append(f"| {r['op']} | {r['shape']} | {r['regime']} | | error: {r['error'][:80]} | | | | | | | | |")
                 continue
             alls = lambda m: ", ".join(f"{k} {v:.1f}" for k, v in sorted(r.get(m, {}).items(), key=lambda kv: kv[1]))
             lines.append(
                 f"| {r['op']} | {r['shape']} | {r['regime']} | {r['bytes'] / 1e6:.1f} | {_fmt(r.get('ours_us'))} | "
                 f"{_fmt(r.get('ours_tbps'), 2)} | {_fmt(100 * r['frac_copy'] if 'frac_copy' in r else None)} | "
-                f"{r.get('best_peer', '-')} | {_fmt(r.get('best_peer_us'))} | {_fmt(r.get('speedup_vs_best'), 2)} | "
+                f"{_fmt(100 * r['frac_ceiling'] if 'frac_ceiling' in r else None)} | {r.get('best_peer', '-')} | {_fmt(r.get('best_peer_us'))} | {_fmt(r.get('speedup_vs_best'), 2)} | "
                 f"{alls('eager_us')} | {alls('graph_us')} |"
             )
         lines.append("")

@@ -55,8 +55,9 @@ def main(argv=None) -> int:
                 row["error"] = repr(exc)
             rows.append(report.enrich([row], copy_bw)[0])
             r = rows[-1]
+            ceiling = f" {100 * r['frac_ceiling']:5.1f}% ceiling" if "frac_ceiling" in r else ""
             print(f"[bench] {case.op:16s} {case.shape:28s} {case.regime:6s} ours {r.get('ours_us', float('nan')):9.2f} us "
-                  f"{100 * r.get('frac_copy', float('nan')):5.1f}% copy  vs {r.get('best_peer', '-')}: "
+                  f"{100 * r.get('frac_copy', float('nan')):5.1f}% copy{ceiling}  vs {r.get('best_peer', '-')}: "
                   f"{r.get('speedup_vs_best', float('nan')):.2f}x  ({time.time() - t0:.0f}s)", flush=True)
     try:
         over = overhead.rows()
