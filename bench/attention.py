@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402
 from common import Case, Impl  # noqa: E402
+from read_ceiling import add_read_ceiling  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
 from mlx_native.ops.attention.stream import large_batch  # noqa: E402
@@ -131,7 +132,8 @@ def decode_case(b, hq, hkv, kv, d, dtype=BF16, ragged=False) -> Case:
     nbytes = (2 * sum(lens_host) * hkv * d + 2 * b * hq * d) * esize
     flops = 4 * hq * sum(lens_host) * d
     shape = f"B{b} Hq{hq} Hkv{hkv} kv{kv} D{d}" + (" ragged 1k-" + str(kv // 1024) + "k" if ragged else "")
-    return Case("attention", "decode", shape, str(dtype), "decode", nbytes, make, impls, flops=flops)
+    case = Case("attention", "decode", shape, str(dtype), "decode", nbytes, make, impls, flops=flops)
+    return add_read_ceiling(case, 2 * sum(lens_host) * hkv * d * esize)  # the K / V rows the batch attends to
 
 
 def prefill_variant(cfg, causal):
@@ -262,7 +264,8 @@ def run(out_dir: str, reps: int, budget_s: float, ops: str = "") -> None:
             row["error"] = repr(exc)[:500]
         rows.append(report.enrich([row], copy_bw)[0])
         r = rows[-1]
-        print(f"[bench] {case.op:15s} {case.shape:36s} ours {r.get('ours_us', float('nan')):9.1f} us  "
+        ceiling = f" {100 * r['frac_ceiling']:5.1f}% ceiling" if "frac_ceiling" in r else ""
+        print(f"[bench] {case.op:15s} {case.shape:36s} ours {r.get('ours_us', float('nan')):9.1f} us{ceiling}  "
               f"vs {r.get('best_peer', '-')}: {r.get('speedup_vs_best', float('nan')):.2f}x  ({time.time() - t0:.0f}s)",
               flush=True)
         payload = {"environment": env, "copy_bandwidth_Bps": copy_bw, "rows": rows, "host_overhead": []}

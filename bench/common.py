@@ -111,9 +111,13 @@ def copy_bandwidth(n_bytes: int = 2 << 30) -> float:
     return 2 * n_bytes / statistics.median(times)
 
 
+def input_set_count(n_bytes: int) -> int:
+    """Input sets a case of ``n_bytes`` rotates through (L2 holds none of the next call's data)."""
+    return max(1, min(MAX_SETS, math.ceil(L2_ROTATE_BYTES / max(n_bytes, 1))))
+
+
 def _input_sets(case: Case) -> list[tuple]:
-    n = max(1, min(MAX_SETS, math.ceil(L2_ROTATE_BYTES / max(case.bytes, 1))))
-    return [case.make() for _ in range(n)]
+    return [case.make() for _ in range(input_set_count(case.bytes))]
 
 
 def _time_pass(run_pass: Callable[[], None], reps: int, queue_ahead: bool = True) -> float:

@@ -26,9 +26,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402
-import read_ceiling  # noqa: E402
 from common import Case, Impl  # noqa: E402
-from report import CEILING  # noqa: E402
+from read_ceiling import add_read_ceiling  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
 from mlx_native.ops.ggml import formats  # noqa: E402
@@ -82,7 +81,7 @@ def int4pack_peer(gs):
     """tinygemm: w = (q - 8) * scale + zero with zero = bias + 8 * scale. Verified on first use."""
     checked = {}
 
-    def fn(x, wq, s, b, w_bf16, packed, sz, *_):
+    def fn(x, wq, s, b, w_bf16, packed, sz):
         out = torch.ops.aten._weight_int4pack_mm(x, packed, gs, sz)
         if not checked:
             want = x @ w_bf16.T
@@ -106,18 +105,6 @@ def int4pack_args(wq, s, b):
 # ----------------------------------------------------------------------------- cases
 
 TWO_KERNEL = "mlx-native[2-kernel split-K]"
-READ_CEILING = CEILING + "one read of the weight bytes"
-
-
-def with_read_ceiling(make, impls: dict, weight_bytes: int):
-    """Decode rows: ``make`` with :func:`read_ceiling.buffers` of ``weight_bytes`` appended to each input set, and
-    ``impls`` with ``READ_CEILING`` (a streaming read of those bytes, ``bench/read_ceiling.py``: the time no kernel
-    reading the row's weights once can beat at this size) added; the implementations ignore the two extra inputs."""
-    def make_with_buffers():
-        return (*make(), *read_ceiling.buffers(weight_bytes, common.DEVICE))
-
-    impls[READ_CEILING] = Impl(lambda *inputs: read_ceiling.read_all(*inputs[-2:]), bound=True)
-    return make_with_buffers
 
 
 def two_kernel_splitk(build, call):
@@ -160,9 +147,9 @@ def _affine_case(regime, m, k, n, gs=64, bits=4, int4=True):
         impls[TWO_KERNEL] = two_kernel_splitk(
             lambda x, wq, s, b, *_: QmmPlan(x, wq, s, b, True, gs, bits, n, k, DT),
             lambda plan, x, wq, s, b, *_: plan(x, wq, s, b))
-        make = with_read_ceiling(make, impls, wbytes)
-    return Case("quant", f"qmm_affine_{bits}b_g{gs}", f"M{m} K{k} N{n}", str(DT), regime,
+    case = Case("quant", f"qmm_affine_{bits}b_g{gs}", f"M{m} K{k} N{n}", str(DT), regime,
                 wbytes + 2 * (m * k + m * n), make, impls, flops=2 * m * n * k)
+    return add_read_ceiling(case, wbytes) if regime == "decode" else case
 
 
 def _gguf_case(regime, name, m, k, n):
@@ -174,15 +161,15 @@ def _gguf_case(regime, name, m, k, n):
         return (torch.randn(m, k, device=common.DEVICE, dtype=DT), raw, mn.ggml_dequantize(raw, name, (n, k), dtype=DT))
 
     impls = {
-        "mlx-native": Impl(lambda x, raw, *_: mn.ggml_matmul(x, raw, name, (n, k))),
-        "torch bf16 matmul (cuBLAS)": Impl(lambda x, raw, wd, *_: x @ wd.T),
+        "mlx-native": Impl(lambda x, raw, wd: mn.ggml_matmul(x, raw, name, (n, k))),
+        "torch bf16 matmul (cuBLAS)": Impl(lambda x, raw, wd: x @ wd.T),
     }
     if regime == "decode":
-        impls[TWO_KERNEL] = two_kernel_splitk(lambda x, raw, *_: MatmulPlan(x, raw, t, n, k),
-                                              lambda plan, x, raw, *_: plan(x, raw))
-        make = with_read_ceiling(make, impls, wbytes)
-    return Case("quant", f"ggml_matmul_{name}", f"M{m} K{k} N{n}", str(DT), regime, wbytes + 2 * (m * k + m * n),
+        impls[TWO_KERNEL] = two_kernel_splitk(lambda x, raw, wd: MatmulPlan(x, raw, t, n, k),
+                                              lambda plan, x, raw, wd: plan(x, raw))
+    case = Case("quant", f"ggml_matmul_{name}", f"M{m} K{k} N{n}", str(DT), regime, wbytes + 2 * (m * k + m * n),
                 make, impls, flops=2 * m * n * k)
+    return add_read_ceiling(case, wbytes) if regime == "decode" else case
 
 
 def _moe_case(label, e, topk, hidden, inter, tokens):
@@ -199,15 +186,15 @@ def _moe_case(label, e, topk, hidden, inter, tokens):
         return (torch.randn(tokens, hidden, device=common.DEVICE, dtype=DT),
                 torch.randn(tokens, e, device=common.DEVICE, dtype=torch.float32))
 
-    def ours(x, logits, *_):  # the whole step: two launches routing in the kernels at decode sizes
+    def ours(x, logits):  # the whole step: two launches routing in the kernels at decode sizes
         return mn.moe_ffn(x, logits, topk, gq, uq, dq)
 
-    def three_launches(x, logits, *_):  # route, gate/up, down mixed over the slots
+    def three_launches(x, logits):  # route, gate/up, down mixed over the slots
         ids, w = mn.moe_route(logits, topk)
         h = mn.moe_qmm(x, ids, *gq, w_up=uq[0], scales_up=uq[1], biases_up=uq[2])
         return mn.moe_qmm(h, ids, *dq, topk_weights=w)
 
-    def torch_bf16(x, logits, *_):
+    def torch_bf16(x, logits):
         p = torch.softmax(logits, -1)
         w, ids = torch.topk(p, topk, -1)
         w = w / w.sum(-1, keepdim=True)
@@ -221,11 +208,10 @@ def _moe_case(label, e, topk, hidden, inter, tokens):
 
     impls = {"mlx-native": Impl(ours), "mlx-native[3 launches]": Impl(three_launches),
              "torch bf16 (gather experts + bmm)": Impl(torch_bf16, tolerance=5e-2)}
-    if regime == "decode":
-        make = with_read_ceiling(make, impls, used * per_expert)
     flops = 2 * tokens * topk * 3 * hidden * inter
-    return Case("quant", f"moe_ffn_{label}", f"T{tokens} E{e} top{topk} H{hidden} I{inter}", str(DT), regime, nbytes,
+    case = Case("quant", f"moe_ffn_{label}", f"T{tokens} E{e} top{topk} H{hidden} I{inter}", str(DT), regime, nbytes,
                 make, impls, flops=flops)
+    return add_read_ceiling(case, used * per_expert) if regime == "decode" else case
 
 
 def cases() -> list[Case]:

@@ -13,6 +13,7 @@ weight).
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import os
 import sys
@@ -24,6 +25,7 @@ import triton.language as tl
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402
+from report import CEILING  # noqa: E402
 
 CONFIGS = ((2048, 1), (2048, 4), (4096, 8))  # (words a program loads per iteration, iterations): the best is kept
 
@@ -52,6 +54,28 @@ def buffers(n_bytes: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     words = n_bytes // 4
     src = torch.randint(-2**31, 2**31 - 1, (words,), dtype=torch.int32, device=device)
     return src, torch.empty(math.ceil(words / 2048), dtype=torch.int32, device=device)
+
+
+READ_CEILING = CEILING + "one read of the same bytes"
+
+
+def add_read_ceiling(case: common.Case, n_bytes: int) -> common.Case:
+    """``case`` with ``READ_CEILING`` timed beside its implementations (a bound, ``common.Impl.bound``): one
+    streaming read of ``n_bytes`` (the weights or K/V the row must read) per call, rotating through as many
+    buffers as the case rotates input sets (allocated on the first call), so that no kernel reading those bytes
+    once can beat it at this size."""
+    sets: list[tuple[torch.Tensor, torch.Tensor]] = []
+    calls = iter(())
+
+    def read_next(*_inputs):
+        nonlocal calls
+        if not sets:
+            sets.extend(buffers(n_bytes, common.DEVICE) for _ in range(common.input_set_count(case.bytes)))
+            calls = itertools.cycle(sets)
+        return read_all(*next(calls))
+
+    case.impls[READ_CEILING] = common.Impl(read_next, bound=True)
+    return case
 
 
 def main() -> None:
