@@ -64,22 +64,15 @@ def _knob_sweep(copy_bw: float, formats: list[str], ms, variants_of, cublas: boo
     shape and rows of x, the default route, then the kernel forced on (``MLX_NATIVE_MMV=on``, the streamed one-row
     and integer-dot rows kernels off) with each knob set of ``variants_of(fmt)``, outputs checked against the
     default route; with ``cublas`` the bf16 cuBLAS matmul of the same shape (weights rotating like ours)."""
-    from quant import affine_bytes, affine_weight, gguf_raw  # noqa: E402
+    from quant import decode_call  # noqa: E402
 
-    from mlx_native.ops.ggml import formats as ggml_formats, q4k_idot_rows
+    from mlx_native.ops.ggml import q4k_idot_rows
 
     rows = []
     defaults = {name: getattr(mmv, name) for fmt in formats for var in variants_of(fmt) for name in var}
     base = env.settings
     for fmt, (k, n), m in itertools.product(formats, SHAPES, ms):
-        if fmt == "affine":
-            wbytes = affine_bytes(n, k)
-            fn = lambda x, wq, s, b: mn.quantized_matmul(x, wq, s, b)  # noqa: E731
-            make = lambda: affine_weight(n, k)  # noqa: E731
-        else:
-            wbytes = n * ggml_formats.row_bytes(ggml_formats.BY_NAME[fmt], k)
-            fn = lambda x, raw, fmt=fmt, n=n, k=k: mn.ggml_matmul(x, raw, fmt, (n, k))  # noqa: E731
-            make = lambda fmt=fmt, n=n, k=k: (gguf_raw(fmt, n, k),)  # noqa: E731
+        wbytes, fn, make = decode_call(fmt, n, k)
         sets = [(torch.randn(m, k, device="cuda", dtype=DT), *make())
                 for _ in range(max(2, min(8, math.ceil(256e6 / wbytes))))]
 

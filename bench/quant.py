@@ -94,6 +94,16 @@ def int4pack_peer(gs):
     return fn
 
 
+def decode_call(fmt: str, n: int, k: int):
+    """``(weight bytes, fn, make)`` of one decode matmul for the sweeps: ``fn(x, *make())`` runs ours on an
+    ``(n, k)`` weight of ``fmt`` (``"affine"``: MLX 4-bit g64; else a GGUF type name) made by ``make()``."""
+    if fmt == "affine":
+        return (affine_bytes(n, k), lambda x, wq, s, b: mn.quantized_matmul(x, wq, s, b),
+                lambda: affine_weight(n, k))
+    return (n * formats.row_bytes(formats.BY_NAME[fmt], k), lambda x, raw: mn.ggml_matmul(x, raw, fmt, (n, k)),
+            lambda: (gguf_raw(fmt, n, k),))
+
+
 def int4pack_args(wq, s, b):
     q = qref.unpack(wq, 4)
     u8 = ((q[:, ::2] << 4) | q[:, 1::2]).to(torch.uint8)

@@ -15,10 +15,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import common  # noqa: E402
 import mmv_sweep  # noqa: E402
-from quant import affine_bytes, affine_weight, gguf_raw  # noqa: E402
+from quant import decode_call  # noqa: E402
 
-import mlx_native as mn  # noqa: E402
-from mlx_native.ops.ggml import formats  # noqa: E402
 from mlx_native.runtime import plans  # noqa: E402
 
 SHAPES = [(4096, 4096), (4096, 14336), (14336, 4096)]
@@ -32,13 +30,7 @@ if __name__ == "__main__":
     rows = []
     for fmt, m, k, n in CASES:
         torch.manual_seed(0)
-        if fmt == "affine":
-            wbytes, fn = affine_bytes(n, k), (lambda x, wq, s, b: mn.quantized_matmul(x, wq, s, b))
-            make = lambda: affine_weight(n, k)  # noqa: E731
-        else:
-            wbytes = n * formats.row_bytes(formats.BY_NAME[fmt], k)
-            fn = lambda x, raw, fmt=fmt, n=n, k=k: mn.ggml_matmul(x, raw, fmt, (n, k))  # noqa: E731
-            make = lambda fmt=fmt, n=n, k=k: (gguf_raw(fmt, n, k),)  # noqa: E731
+        wbytes, fn, make = decode_call(fmt, n, k)
         sets = [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), *make())
                 for _ in range(max(2, min(8, int(256e6 // wbytes))))]
         plans.clear_all()

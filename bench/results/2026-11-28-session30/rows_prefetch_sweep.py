@@ -14,9 +14,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 import mmv_sweep  # noqa: E402
-from quant import affine_weight, gguf_raw  # noqa: E402
+from quant import decode_call  # noqa: E402
 
-import mlx_native as mn  # noqa: E402
 from mlx_native.ops.ggml import q4k_idot_rows  # noqa: E402
 from mlx_native.ops.quant import affine_idot_rows  # noqa: E402
 from mlx_native.runtime import plans  # noqa: E402
@@ -29,12 +28,7 @@ if __name__ == "__main__":
     rows = []
     for fmt, shapes in (("affine", AFFINE), ("Q4_K", Q4K)):
         for (k, n) in shapes:
-            if fmt == "affine":
-                fn = lambda x, wq, s, b: mn.quantized_matmul(x, wq, s, b)  # noqa: E731
-                make = lambda: affine_weight(n, k)  # noqa: E731
-            else:
-                fn = lambda x, raw, n=n, k=k: mn.ggml_matmul(x, raw, "Q4_K", (n, k))  # noqa: E731
-                make = lambda n=n, k=k: (gguf_raw("Q4_K", n, k),)  # noqa: E731
+            _, fn, make = decode_call(fmt, n, k)
             ws = [make() for _ in range(4)]
             for m in (2, 4):
                 sets = [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16), *w) for w in ws]
