@@ -205,9 +205,8 @@ def q4k_idot_rows_kernel(
 # 24.6 / 35.6 / 39.0 us against 31.1 / 40.9 / 48.8 with 4 rows; x's quantization, 4 / BN instructions per code and
 # row of x, is the largest per-row cost), else 4-row tiles (14336 x 4096, 512 tiles of 8 rows: M = 2 / 3 29.3 /
 # 36.7 us against 33.4 / 43.4); the tensor-core kernel took 65-76 us. The one-row kernel's warps (2 where K
-# allows); a K split only below one program per SM (1 or 2 per SM: within 0.2%); register prefetch as the affine
-# multi-row kernel (only with few output rows per SM: its double tiles cost registers next to M rows of
-# accumulators). From 3 rows the tensor-core kernel with packed tiles (quant/mmv.py, session 19 run 6: K 4096 x N
+# allows); a K split only below one program per SM (1 or 2 per SM: within 0.2%); register prefetch by the rule
+# below (its double tiles cost registers next to M rows of accumulators: 255 and spills at 8-row tiles). From 3 rows the tensor-core kernel with packed tiles (quant/mmv.py, session 19 run 6: K 4096 x N
 # 14336 / 14336 x 4096 at 2-16 rows 33-34 / 30-31 us) beats these (3 rows 35.6 / 36.7, 4 rows 39.0 / 49.7 us).
 IDOT_ROWS_MAX = 2
 IDOT_ROWS_BN = 8  # weight rows per program ...
@@ -218,7 +217,8 @@ PREFETCH_MIN_WEIGHTS = 1 << 23  # register prefetch from this N x K ...
 PREFETCH_BELOW_ROWS_PER_SM = 40  # ... with fewer output rows than this per SM. Session 30 run 2 (H100, M2, us, off
 # / on): K x N 4096 x 2048 6.80 / 5.87, 4096 x 4096 12.6 / 10.8, 14336 x 4096 29.2 / 27.6, 14336 x 1024 17.0 /
 # 16.2 (14336 x 2048 20.5 / 22.6); smaller: 4096 x 1024 4.24 / 4.38, 2048 x 2048 3.74 / 4.08; more rows: 4096 x
-# 6144 14.6 / 15.9, 4096 x 14336 24.5 / 38.8 (from 3 << 22 weights 2 rows go to quant/mmv.py where it runs)
+# 6144 14.6 / 15.9, 4096 x 14336 24.5 / 38.8 (from 3 << 22 weights 2 rows go to quant/mmv.py unless
+# MLX_NATIVE_MMV=off: mmv.over_idot_rows)
 
 
 def tile_rows(n: int, sms: int) -> int:

@@ -216,23 +216,22 @@ def affine_idot_rows_kernel(
     i_lo = pid_k * steps_per_split
     i_hi = i_lo + steps_per_split
     acc0, acc1, acc2, acc3 = part_accs(R0, R1, R2, R3, CH, BN)
-    if not PREFETCH:
-        w, S, B = _tiles(w_ptr, s_ptr, b_ptr, w_off + i_lo * STEP, s_off + i_lo * SSTEP)
     if PREFETCH:  # the next step's tiles loaded during this one, taken at the top of the next (kernels.loads.pinned);
         # 16-bit scales / biases as the int32 words that hold them (4-byte aligned; the half-select is loop-invariant)
         sw_ptr, bw_ptr = s_ptr.to(tl.pointer_type(tl.int32)), b_ptr.to(tl.pointer_type(tl.int32))
         half = tl.trans((s_off & 1) * 16)[None, :, :]
         sw_off = s_off >> 1
+        dt: tl.constexpr = s_ptr.dtype.element_ty  # 16-bit (a 16-bit result: affine_idot.supports)
         w, S, B = _tiles(w_ptr, sw_ptr, bw_ptr, w_off + i_lo * STEP, sw_off + i_lo * (SSTEP // 2))
         for i in range(i_lo, i_hi):
             w_i, S_i, B_i = pinned(w, ASM), pinned(S, ASM), pinned(B, ASM)
             nxt = tl.minimum(i + 1, i_hi - 1)  # the last step reloads itself
             w, S, B = _tiles(w_ptr, sw_ptr, bw_ptr, w_off + nxt * STEP, sw_off + nxt * (SSTEP // 2))
-            dt: tl.constexpr = s_ptr.dtype.element_ty  # 16-bit (a 16-bit result: affine_idot.supports)
             S_i, B_i = half16(S_i, half, dt), half16(B_i, half, dt)
             acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, w_i, S_i, B_i, x_ptr + i * (STEP * 8), c_off,
                                            stride_x, R1, R2, R3, ASM)
     else:
+        w, S, B = _tiles(w_ptr, s_ptr, b_ptr, w_off + i_lo * STEP, s_off + i_lo * SSTEP)
         acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, w, S, B, x_ptr + i_lo * (STEP * 8), c_off, stride_x,
                                        R1, R2, R3, ASM)
         for i in range(i_lo + 1, i_hi):

@@ -803,6 +803,8 @@ def over_idot_rows(m: int, n: int, k: int, fmt: int = AFFINE.value) -> bool:
     if fmt == Q4_K.value:
         return m == 2 and n * k >= Q4K_OVER_IDOT_M2_MIN_WEIGHTS
     return m >= OVER_IDOT_ROWS_FROM or (m == 2 and n * k >= OVER_IDOT_M2_MIN_WEIGHTS)
+
+
 GGUF_FORMATS = (Q4_0.value, Q4_1.value, Q4_K.value)  # GGUF type ids
 Q41_MIN_ROWS = 5  # Q4_1 rows of x from which prefer() sends calls here (packed tiles)
 Q41_MIN_WEIGHTS = 1 << 24  # ... of a matrix of at least this many weights
