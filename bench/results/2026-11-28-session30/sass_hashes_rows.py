@@ -1,7 +1,7 @@
 """Session 30 review: SASS hashes (offline sm_90, PYTHONPATH=/tmp/tri36/site:src) of affine_idot_rows with prefetch
 off / on, 2-3 rows, bf16 / fp16; the review (one PREFETCH branch, the 16-bit type taken before the loop) left all six
 identical."""
-import dataclasses, json, os, sys
+import json, sys
 sys.path.insert(0, "/work/main/scripts"); sys.path.insert(0, "/work/main/bench")
 import torch
 import cbank_lines as cb
