@@ -24,6 +24,8 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
+from report import CEILING
+
 DEVICE = "cuda"  # bench/dry_run.py switches this to "cpu"
 L2_ROTATE_BYTES = 256 << 20  # rotate input sets until this many bytes are touched per pass
 MAX_SETS = 64
@@ -37,14 +39,12 @@ QUEUE_AHEAD_CYCLES = 2_000_000  # ~1 ms of GPU sleep queued before the start eve
 
 @dataclasses.dataclass
 class Impl:
-    """One implementation of a benchmarked op: ``fn(*inputs)``; ``tolerance`` for the agreement check. ``bound``:
-    not an implementation but a ceiling timed beside them (its name starts with ``CEILING``; no agreement check,
-    not a peer)."""
+    """One implementation of a benchmarked op: ``fn(*inputs)``; ``tolerance`` for the agreement check. Named with
+    ``report.CEILING`` first: a bound timed beside the implementations (no agreement check, not a peer)."""
 
     fn: Callable[..., Any]
     tolerance: float = 2e-2
     graph_ok: bool = True
-    bound: bool = False
 
 
 @dataclasses.dataclass
@@ -245,7 +245,7 @@ def check_agreement(case: Case) -> dict[str, float]:
     ours = _flatten(case.impls["mlx-native"].fn(*fresh()))
     errors = {}
     for name, impl in case.impls.items():
-        if name == "mlx-native" or impl.bound:
+        if name == "mlx-native" or name.startswith(CEILING):
             continue
         try:
             theirs = _flatten(impl.fn(*fresh()))

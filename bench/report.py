@@ -6,7 +6,7 @@ from collections import defaultdict
 from typing import Any
 
 OURS = "mlx-native"
-CEILING = "ceiling: "  # names of bounds timed beside the implementations (common.Impl.bound), not peers
+CEILING = "ceiling: "  # names of bounds timed beside the implementations (see common.Impl), not peers
 
 
 def _derive(row: dict[str, Any], copy_bw: float) -> dict[str, Any]:
@@ -57,7 +57,8 @@ def markdown(env: dict[str, Any], copy_bw: float, rows: list[dict[str, Any]], no
         "GPU time per call from a CUDA-graph replay; `eager` is the same calls issued from Python, back to back "
         "with nothing queued ahead (host-bound at these sizes); every implementation of a decode row is timed in two round-robin rounds and keeps the "
         "better median. Speedup = best peer time / ours (>1: we are faster). `% of ceiling`: the time of the "
-        "row's `ceiling:` entry (e.g. one streaming read of the same weight bytes, `bench/read_ceiling.py`) over ours.",
+        "row's `ceiling:` entry (e.g. one streaming read of the same weight bytes, `bench/read_ceiling.py`) over "
+        "ours.",
         "",
     ]
     if notes:
@@ -72,13 +73,15 @@ def markdown(env: dict[str, Any], copy_bw: float, rows: list[dict[str, Any]], no
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in frows:
             if "error" in r:
-                lines.append(f"| {r['op']} | {r['shape']} | {r['regime']} | | error: {r['error'][:80]} | | | | | | | | |")
+                lines.append(f"| {r['op']} | {r['shape']} | {r['regime']} | | error: {r['error'][:80]} |"
+                             + " |" * 8)
                 continue
             alls = lambda m: ", ".join(f"{k} {v:.1f}" for k, v in sorted(r.get(m, {}).items(), key=lambda kv: kv[1]))
             lines.append(
                 f"| {r['op']} | {r['shape']} | {r['regime']} | {r['bytes'] / 1e6:.1f} | {_fmt(r.get('ours_us'))} | "
                 f"{_fmt(r.get('ours_tbps'), 2)} | {_fmt(100 * r['frac_copy'] if 'frac_copy' in r else None)} | "
-                f"{_fmt(100 * r['frac_ceiling'] if 'frac_ceiling' in r else None)} | {r.get('best_peer', '-')} | {_fmt(r.get('best_peer_us'))} | {_fmt(r.get('speedup_vs_best'), 2)} | "
+                f"{_fmt(100 * r['frac_ceiling'] if 'frac_ceiling' in r else None)} | {r.get('best_peer', '-')} | "
+                f"{_fmt(r.get('best_peer_us'))} | {_fmt(r.get('speedup_vs_best'), 2)} | "
                 f"{alls('eager_us')} | {alls('graph_us')} |"
             )
         lines.append("")

@@ -38,6 +38,7 @@ import triton.language as tl
 
 from ...kernels.dependent import enter, leave_loop
 from ...kernels.loads import pinned
+from ...kernels.words import half_lo
 from ..quant.affine_mv import code_f32, row_tile
 from ..quant.qmm import store_result
 
@@ -81,17 +82,11 @@ def _row_step(acc, v0, v4, v8, v12, d, m, xp, Q4_1: tl.constexpr, PRESCALE: tl.c
 def _step_tiles(w_ptr, w_off, s_off, base, Q4_1: tl.constexpr):
     """A loop step's units ``[8, G, BN]`` and the fp16 bits of its block scales ``d`` (Q4_1: and ``m``; else ``d``
     again) ``[G, BN]``, at ``base`` halves past the offsets, each half widened to int32 (32-bit registers, which a loop
-    carries to the next step as loaded; :func:`_half_f32` converts the scales there)."""
+    carries to the next step as loaded; ``kernels.words.half_lo`` converts the scales there)."""
     w = tl.load(w_ptr + w_off + base).to(tl.int32)
     d = tl.load(w_ptr + s_off + base).to(tl.int32)
     m = tl.load(w_ptr + s_off + base + 1).to(tl.int32) if Q4_1 else d
     return w, d, m
-
-
-@triton.jit
-def _half_f32(h):
-    """The fp16 bits in the low half of int32 ``h`` as fp32."""
-    return (h & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
 
 
 @triton.jit(do_not_specialize=["units_per_split", "magic", "zero"])
@@ -135,7 +130,7 @@ def q4_mv_kernel(
             w_j, d_j, m_j = pinned(w, ASM), pinned(d, ASM), pinned(m, ASM)
             nxt = (tl.minimum(j + UPS, j_hi - UPS) // 8) * TH
             w, d, m = _step_tiles(w_ptr, w_off, s_off, nxt, Q4_1)
-            d_j, m_j = _half_f32(d_j), _half_f32(m_j)
+            d_j, m_j = half_lo(d_j), half_lo(m_j)
             xv = tl.load(x_ptr + 4 * j + x_off).to(tl.float32)  # [8, G, 4]: values 2u, 2u + 1, 2u + 16, 2u + 17
             lo, hi = tl.split(tl.reshape(xv, (8, G, 2, 2)))  # 2u, 2u + 1 / 2u + 16, 2u + 17
             x0, x1 = tl.split(lo)
@@ -169,9 +164,9 @@ def q4_mv_kernel(
             v4 = code_f32(u, 4, magic, 4, OFF)
             v8 = code_f32(u, 8, magic, 4, OFF)
             v12 = code_f32(u, 12, magic, 4, OFF)
-            ds = _half_f32(d_j)[None, :, :]
+            ds = half_lo(d_j)[None, :, :]
             if Q4_1:
-                ms = _half_f32(m_j)[None, :, :]
+                ms = half_lo(m_j)[None, :, :]
             else:
                 ms = ds  # (unused)
             if PRESCALE:

@@ -206,8 +206,9 @@ def q4k_idot_rows_kernel(
 # row of x, is the largest per-row cost), else 4-row tiles (14336 x 4096, 512 tiles of 8 rows: M = 2 / 3 29.3 /
 # 36.7 us against 33.4 / 43.4); the tensor-core kernel took 65-76 us. The one-row kernel's warps (2 where K
 # allows); a K split only below one program per SM (1 or 2 per SM: within 0.2%); register prefetch by the rule
-# below (its double tiles cost registers next to M rows of accumulators: 255 and spills at 8-row tiles). From 3 rows the tensor-core kernel with packed tiles (quant/mmv.py, session 19 run 6: K 4096 x N
-# 14336 / 14336 x 4096 at 2-16 rows 33-34 / 30-31 us) beats these (3 rows 35.6 / 36.7, 4 rows 39.0 / 49.7 us).
+# below (its double tiles cost registers next to M rows of accumulators: 255 and spills at 8-row tiles). From 3
+# rows the tensor-core kernel with packed tiles (quant/mmv.py, session 19 run 6: K 4096 x N 14336 / 14336 x 4096
+# at 2-16 rows 33-34 / 30-31 us) beats these (3 rows 35.6 / 36.7, 4 rows 39.0 / 49.7 us).
 IDOT_ROWS_MAX = 2
 IDOT_ROWS_BN = 8  # weight rows per program ...
 IDOT_ROWS_SMALL_BN = 4  # ... with fewer than BIG_TILES_PER_SM of them per SM

@@ -246,7 +246,6 @@ PROGRAMS_PER_SM = 1  # split K only below one program per SM
 # next step (kernels.loads.pinned), session 29 run 7 (H100, us, none -> prefetch): 14336 x 4096 14.4 -> 13.9, with
 # 16-bit scales / biases as int32 words 13.6 (``PREFETCH_S_WORDS``; rows of a partial step lost with the words:
 # 11008 x 4096 12.1 -> 12.6, 5376 x 4096 7.5 -> 7.75, so those keep 16-bit loads), 11008 x 4096 12.5 -> 12.1.
-PREFETCH_BELOW_TILES_PER_SM = 1 << 20  # register prefetch with fewer row tiles than this per SM
 PREFETCH_S_WORDS = True  # prefetched 16-bit scales / biases loaded as the int32 words that hold them (no TAIL)
 # Gate/up pairs (scripts/glu_probe.py, bench/results/2026-11-22-h100-session9/): 2 rows of each projection per
 # program, the same 4 rows per tile as a single matrix. K 4096 x I 14336: 25.2 us against 27.1 with 4 + 4 rows
@@ -319,8 +318,8 @@ class AffineIdotLaunch(affine_mv.HandoffMvLaunch):
         if tail and (act is not None or k // 8 < step):
             raise ValueError(f"affine_idot: {warps}-warp steps of a {k}-column row leave a partial step")
         tiles = triton.cdiv(n, bn)
-        if prefetch is None:  # (a row of one whole step would only reload it)
-            prefetch = tiles < PREFETCH_BELOW_TILES_PER_SM * sms and k // 8 // step > 1
+        if prefetch is None:  # rows of several steps (a row of one whole step would only reload it)
+            prefetch = k // 8 // step > 1
         self.s_words = prefetch and PREFETCH_S_WORDS and not tail
         constexprs = dict(STRIDE_W=k // 8, STRIDE_S=k // group_size, BN=bn, CH=32 * warps, GS=group_size,
                           EVEN_N=n % bn == 0, PREFETCH=prefetch, ASM=not env.settings.triton_interpret,
