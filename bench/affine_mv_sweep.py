@@ -98,7 +98,7 @@ Q4K_MV_GRID = [(bn, pps) for bn in (8, 16) for pps in (1, 2)]  # (BN, pps) of q4
 
 def q4k_idot_launcher(n, k, bn, warps, prefetch, pps):
     """(``f(x, raw)``, split) of the Q4_K integer-dot kernel in one configuration, or None if it does not fit."""
-    if (k // 256) % (8 * warps):
+    if k // 256 < 8 * warps:  # under one step (a partial last step follows the whole ones)
         return None
     plan = Q4kIdotLaunch(n, k, DT, torch.device("cuda"), bn=bn, warps=warps, programs_per_sm=pps,
                          prefetch=bool(prefetch))

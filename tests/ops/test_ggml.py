@@ -454,6 +454,34 @@ def test_q4k_idot_step_rule():
     assert not q4k_idot.supports(q4k, bf16, bf16, 1, 5376, 10, pairs=True)
 
 
+
+def test_q4k_idot_two_warps_on_small_grids(device, monkeypatch, request):
+    """Rows of whole 1-warp steps only take 2-warp steps and a partial last one where the grid has fewer than
+    ``TWO_WARPS_BELOW_TILES_PER_SM`` row tiles per SM (132 SMs: 14336 x 2048 has 512 tiles of 4 rows, 14336 x 4096
+    1024); gate/up pairs (no partial step), norm handoff roles and rows of whole 2-warp steps keep theirs. The
+    result of a 2-warp plan on one SM matches the fp64 reference."""
+    from mlx_native.ops.ggml import q4k_idot
+
+    bf16, cpu = torch.bfloat16, torch.device("cpu")
+    monkeypatch.setattr(q4k_idot, "device_info", lambda device: types.SimpleNamespace(sm_count=132))
+    for n, k, ch, tail, prefetch in ((2048, 14336, 64, 32, False), (1024, 6144, 64, 32, False),
+                                     (4096, 14336, 32, 0, True), (3072, 14336, 32, 0, True), (1024, 8192, 64, 0, False),
+                                     (1024, 2048, 32, 0, False)):
+        c = q4k_idot.Q4kIdotLaunch(n, k, bf16, cpu).launch.constexprs
+        assert (c["CH"], c["TAIL"], c["PREFETCH"]) == (ch, tail, prefetch), (n, k)
+    assert q4k_idot.Q4kIdotLaunch(1024, 14336, bf16, cpu, act=0).launch.constexprs["CH"] == 32
+    assert q4k_idot.Q4kIdotLaunch(1024, 14336, bf16, cpu, hand_off=True).launch.constexprs["CH"] == 32
+    monkeypatch.setattr(q4k_idot, "device_info", lambda device: types.SimpleNamespace(sm_count=1))
+    n, k = 3, 6144
+    raw = valid_blocks("Q4_K", n, k, rng_for(request))
+    w = torch.from_numpy(gguf_values(raw, "Q4_K", (n, k)))
+    plan = q4k_idot.Q4kIdotLaunch(n, k, bf16, torch.device(device))
+    assert plan.launch.constexprs["CH"] == 64 and plan.launch.constexprs["TAIL"] == 32
+    x = randn(1, k, dtype=bf16)
+    assert_error_bar(plan(x.to(device), raw_tensor(raw, device)).cpu(), x.double() @ w.double().T,
+                     x @ w.to(bf16).T, what="2 warps, partial step")
+
+
 MMV_TYPES = ("Q4_0", "Q4_1", "Q4_K")
 
 

@@ -3,7 +3,9 @@
 us and % of copy, with a checksum of the first output (seeded inputs) to compare packages. Run once per package
 (PYTHONPATH), alternated.
 
-    python bench/results/2026-11-28-session30/routes_ab.py OUT.json
+    python bench/results/2026-11-28-session30/routes_ab.py OUT.json [FMT:M,...]
+
+The optional second argument keeps only the cases of those formats and rows (e.g. ``Q4_1:2``; session 31).
 """
 import json
 import os
@@ -26,6 +28,9 @@ CASES = ([(f, m, k, n) for f in ("Q4_0", "Q4_1") for m in (2, 3, 4) for k, n in 
          + [("Q4_K", 2, k, n) for k, n in SHAPES + [(4096, 2048), (14336, 1024), (2048, 8192)]])
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2:
+        keep = {(f, int(m)) for f, m in (c.split(":") for c in sys.argv[2].split(","))}
+        CASES = [c for c in CASES if (c[0], c[1]) in keep]
     copy_bw = common.copy_bandwidth()
     rows = []
     for fmt, m, k, n in CASES:

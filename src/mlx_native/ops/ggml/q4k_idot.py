@@ -259,6 +259,13 @@ BIG_TILES_PER_SM = 32
 IDOT_MAX_WARPS = 2  # a loop step is 8 super-blocks of each row per warp
 PROGRAMS_PER_SM = 1  # split K only below one program per SM
 PREFETCH_MIN_STEPS = 4
+# Plain calls on rows of whole 1-warp steps only (K / 256 an odd multiple of 8) take 2-warp steps and a partial last
+# one where the grid holds fewer than TWO_WARPS_BELOW_TILES_PER_SM row tiles per SM (session 31 runs 6-7, H100, us,
+# 1 -> 2 warps): 14336 x 1024 12.21 -> 8.42, 14336 x 2048 14.71 -> 11.00, 10240 x 2048 11.02 -> 8.52, 6144 x 1024
+# 6.48 -> 4.58, 6144 x 2048 7.47 -> 5.92 (<= 3.9 tiles per SM); with more, one warp stays ahead: 14336 x 3072 (5.8)
+# 15.30 against 18.44, 14336 x 4096 (7.8) 17.52 against 18.63. The norm handoff roles were not measured: they keep
+# one warp.
+TWO_WARPS_BELOW_TILES_PER_SM = 4
 
 
 def step_warps(k: int) -> int:
@@ -293,15 +300,20 @@ class Q4kIdotLaunch(HandoffMvLaunch):
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device, bn: int = 0, warps: int = 0,
                  programs_per_sm: int = 0, prefetch: Optional[bool] = None, hand_off: bool = False,
                  take_parts: int = 0, act: Optional[int] = None):
-        warps = warps or step_warps(k) or partial_warps(k)
-        tail = k // 256 % (8 * warps) * 4  # chunks of a last, partial step (then K is not split)
-        if tail and (act is not None or k // 256 < 8 * warps):
-            raise ValueError(f"q4k_idot: {warps}-warp steps of a {k}-column row leave a partial step")
         sms = device_info(device).sm_count
         rows = n if act is None else 2 * n
         bn = bn or (BIG_BN if triton.cdiv(rows, BIG_BN) >= BIG_TILES_PER_SM * sms else IDOT_BN)
         outs = bn if act is None else bn // 2  # outputs a program
-        tiles, steps = triton.cdiv(n, outs), k // 256 // (8 * warps)
+        tiles = triton.cdiv(n, outs)
+        if not warps:
+            warps = step_warps(k) or partial_warps(k)
+            plain = act is None and not hand_off and not take_parts  # (the norm handoff roles: not measured)
+            if plain and tiles < TWO_WARPS_BELOW_TILES_PER_SM * sms:
+                warps = max(warps, partial_warps(k))
+        tail = k // 256 % (8 * warps) * 4  # chunks of a last, partial step (then K is not split)
+        if tail and (act is not None or k // 256 < 8 * warps):
+            raise ValueError(f"q4k_idot: {warps}-warp steps of a {k}-column row leave a partial step")
+        steps = k // 256 // (8 * warps)
         target = 1 if hand_off or act is not None or tail else (programs_per_sm or PROGRAMS_PER_SM) * sms
         if prefetch is None:  # from PREFETCH_MIN_STEPS steps per program, after the split StreamedMvLaunch takes
             prefetch = steps // split_count(steps, tiles, target) >= PREFETCH_MIN_STEPS
