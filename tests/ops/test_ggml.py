@@ -454,7 +454,6 @@ def test_q4k_idot_step_rule():
     assert not q4k_idot.supports(q4k, bf16, bf16, 1, 5376, 10, pairs=True)
 
 
-
 def test_q4k_idot_two_warps_on_small_grids(device, monkeypatch, request):
     """Rows of whole 1-warp steps only take 2-warp steps and a partial last one where the grid has fewer than
     ``TWO_WARPS_BELOW_TILES_PER_SM`` row tiles per SM (132 SMs: 14336 x 2048 has 512 tiles of 4 rows, 14336 x 4096
