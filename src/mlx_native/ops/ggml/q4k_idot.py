@@ -252,7 +252,8 @@ from ...kernels import idot  # noqa: E402
 # From the H100 sweep (bench/affine_mv_sweep.py --kernel q4k_idot, bench/results/2026-11-22-h100-session9/):
 # 4-row tiles, 8-row tiles from BIG_TILES_PER_SM 8-row tiles per SM (Llama-3 head 4096 x 128256: 101.2 us against
 # 117.4 with 4 rows); register prefetch from PREFETCH_MIN_STEPS loop steps per program (14336 x 4096, one warp,
-# 7 steps: 18.5 us against 19.8; with one step it only reloads); 2 warps where K allows, no K split.
+# 7 steps: 18.5 us against 19.8; with one step it only reloads); 2 warps where K allows (on small grids also with a
+# partial last step: TWO_WARPS_BELOW_TILES_PER_SM), no K split.
 IDOT_BN = 4  # rows per program
 BIG_BN = 8
 BIG_TILES_PER_SM = 32
