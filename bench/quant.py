@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402
 from common import Case, Impl  # noqa: E402
-from read_ceiling import READ_CEILING, add_read_ceiling  # noqa: E402
+from read_ceiling import add_read_ceiling  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
 from mlx_native.ops.ggml import formats  # noqa: E402
@@ -356,12 +356,11 @@ def summary(path: str) -> str:
         ours = main.get("mlx-native")
         cub = main.get("torch bf16 matmul (cuBLAS)")
         i4 = main.get("torch _weight_int4pack_mm")
-        read = main.get(READ_CEILING)
         f = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
         tf = r["flops"] / (ours * 1e-6) / 1e12 if ours and r.get("flops") else None
         lines.append(f"| {r['op']} | {r['shape']} | {r['regime']} | {f(ours)} | "
                      f"{f(100 * r['bytes'] / (ours * 1e-6) / copy_bw) if ours else '-'} | "
-                     f"{f(100 * read / ours) if read and ours else '-'} | {f(tf)} | {f(cub)} | "
+                     f"{f(100 * r['frac_ceiling']) if 'frac_ceiling' in r else '-'} | {f(tf)} | {f(cub)} | "
                      f"{(cub / ours if cub and ours else float('nan')):.2f} | {f(i4)} | "
                      f"{(i4 / ours if i4 and ours else float('nan')):.2f} |")
     return "\n".join(lines)
