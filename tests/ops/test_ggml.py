@@ -9,6 +9,7 @@ import gguf
 import numpy as np
 import pytest
 import torch
+import triton
 from gguf.quants import dequantize as gguf_dequantize
 from gguf.quants import quantize as gguf_quantize
 
@@ -527,6 +528,23 @@ def test_matmul_tensor_core_decode_wide_steps(device, monkeypatch, name, m, dtyp
     (plan,) = built
     assert plan.launch.constexprs["PACKED"] and plan.launch.constexprs["GPS"] == 8 and plan.wide_x is not None
     assert (plan.split, plan.ints[-1]) == (2, 24)
+
+
+@pytest.mark.parametrize("name, m, dtype", [("Q4_K", 100, torch.bfloat16), ("Q4_0", 40, torch.float16),
+                                            ("Q4_1", 24, torch.bfloat16), ("Q4_1", 64, torch.float16)])
+def test_matmul_tensor_core_mid_rows(device, monkeypatch, name, m, dtype, request):
+    """17-128 rows of x (Q4_0 / Q4_1: 17-64) take the tensor-core decode kernel (``mmv.MID_ROWS_MAX``: x tiles of the
+    rows padded to a power of two; ``mmv.MID_WIDE``: 128-feature tiles of 8 warps), within the error bar of the fp64
+    oracle."""
+    from mlx_native.ops.quant import mmv
+
+    built = spy_plans(monkeypatch, mmv.MmvLaunch)
+    _check_matmul(device, name, m, 40, 512, dtype, rng_for(request))
+    (plan,) = built
+    consts = plan.launch.constexprs
+    assert consts["MP"] == triton.next_power_of_2(m) and consts["PACKED"]
+    lo, hi = mmv.MID_WIDE.get(plan.fmt, (0, 0))
+    assert consts["BN"] == (mmv.MID_WIDE_BN if lo <= m <= hi else mmv.MMV_BN_ROWS)
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf * 0 in the interpreter's numpy

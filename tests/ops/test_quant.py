@@ -8,6 +8,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 import torch
+import triton
 
 import mlx_native as mn
 from helpers import ALL_FLOAT, assert_agrees_with, assert_error_bar, from_mlx, mlx_array, randn, spy_plans
@@ -204,6 +205,26 @@ def test_quantized_matmul_tensor_core_decode(device, monkeypatch, m, n, k, gs, d
     _check_qmm(device, m, n, k, gs, 4, dtype)
     assert len(built) == 1, "the tensor-core decode kernel was not used"
     assert built[0].launch.constexprs["PRESCALE"] is prescale
+
+
+
+@pytest.mark.parametrize("m, n, k, gs, dtype", [
+    (17, 72, 512, 64, torch.bfloat16),  # x tile of 32 rows, one partial feature tile
+    (40, 64, 384, 32, torch.float16),  # 64 rows: 128-feature tiles of 8 warps
+    (100, 40, 256, 128, torch.bfloat16),  # 128 rows
+])
+def test_quantized_matmul_tensor_core_mid_rows(device, monkeypatch, m, n, k, gs, dtype):
+    """17-128 rows of 4-bit weights take the tensor-core decode kernel (``mmv.MID_ROWS_MAX``: its x tile the rows
+    padded to a power of two; ``mmv.MID_WIDE``: 128-feature tiles at 33-64 rows), with the result of MLX and the fp64
+    oracle."""
+    from mlx_native.ops.quant import mmv
+
+    built = spy_plans(monkeypatch, mmv.MmvLaunch)
+    _check_qmm(device, m, n, k, gs, 4, dtype)
+    (plan,) = built
+    consts = plan.launch.constexprs
+    assert consts["MP"] == triton.next_power_of_2(m) and consts["PACKED"]
+    assert consts["BN"] == (mmv.MID_WIDE_BN if 33 <= m <= 64 else mmv.MMV_BN_ROWS)
 
 
 def _offset_view(t: torch.Tensor, device) -> torch.Tensor:

@@ -48,3 +48,25 @@ def test_chunked_prefill_gguf(device, small_chunks):
     out = mn.ggml_matmul(x.to(device), torch.from_numpy(raw).to(device), "Q4_K", (n, k))
     w64 = torch.from_numpy(gguf_values(raw, "Q4_K", (n, k))).double()
     assert_error_bar(out.cpu(), x.double() @ w64.T, x @ w64.to(torch.bfloat16).T)
+
+
+@pytest.mark.parametrize("fmt, m", [("affine8", 17), ("Q6_K", 17), ("Q4_0", 65), ("Q8_0", 40)])
+def test_rows_past_decode_take_the_chunks(device, monkeypatch, fmt, m):
+    """From 17 rows (``qmm.PREFILL_CUBLAS_MIN_M``) the formats and row counts the tensor-core decode kernel does not
+    take (``mmv.MID_ROWS_MAX``: here MLX 8-bit, Q6_K, Q8_0, and Q4_0 past 64 rows) run chunked dequantize + cuBLAS,
+    not the tiled kernel (which measured 1.4-80x slower there on the H100), within the error bar."""
+    from mlx_native.ops.quant import mmv
+
+    built = spy_plans(monkeypatch, qmm.ChunkedPrefill, mmv.MmvLaunch)
+    n, k = 40, 256
+    x = randn(m, k, dtype=torch.bfloat16)
+    if fmt == "affine8":
+        wq, s, b = mn.quantize(randn(n, k, dtype=torch.bfloat16, scale=0.05), 64, 8)
+        out = mn.quantized_matmul(x.to(device), wq.to(device), s.to(device), b.to(device), bits=8)
+        w64 = ref.dequantize(wq, s, b, 64, 8, dtype=torch.float64, compute=torch.float64)
+    else:
+        raw = crafted_blocks(fmt, n * k // (256 if fmt.endswith("_K") else 32), np.random.default_rng(1))
+        out = mn.ggml_matmul(x.to(device), torch.from_numpy(raw).to(device), fmt, (n, k))
+        w64 = torch.from_numpy(gguf_values(raw, fmt, (n, k))).double()
+    assert [type(p) for p in built] == [qmm.ChunkedPrefill]
+    assert_error_bar(out.cpu(), x.double() @ w64.T, x @ w64.to(torch.bfloat16).T)

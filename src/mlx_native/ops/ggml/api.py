@@ -164,12 +164,12 @@ def _ggml_matmul(x: torch.Tensor, raw: torch.Tensor, type_id: int, shape: list[i
 def ggml_matmul(x: torch.Tensor, raw: torch.Tensor, ggml_type: TypeArg, shape: Sequence[int]) -> torch.Tensor:
     """``x @ W.T`` computed directly on the raw GGUF blocks of ``W [N, K]``.
 
-    No dequantized copy of W is made: the decode kernels (up to 16 rows of x)
-    dequantize blocks in registers (Q4_0, Q4_1 and Q4_K rows with bf16/fp16 x straight into
-    tensor-core operands, ``quant/mmv.py``, where ``mmv.prefer`` says); the prefill kernel dequantizes
-    tiles and runs tensor-core dots. Fused kernels exist for Q4_0, Q4_1, Q8_0, Q4_K,
-    Q5_K, Q6_K and F32/F16/BF16; the other types of :func:`ggml_dequantize` run
-    dequantize + matmul.
+    The decode kernels (up to 16 rows of x) dequantize blocks in registers (Q4_0, Q4_1 and
+    Q4_K rows with bf16/fp16 x straight into tensor-core operands, ``quant/mmv.py``, where
+    ``mmv.prefer`` says, which also takes Q4_K up to 128 rows and Q4_0 / Q4_1 up to 64);
+    more rows dequantize L2-sized chunks of W (a bounded workspace, never the whole
+    matrix) for cuBLAS. Fused decode kernels exist for Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K
+    and F32/F16/BF16; the other types of :func:`ggml_dequantize` run dequantize + matmul.
 
     Args:
         x: ``[..., K]`` float32/float16/bfloat16.

@@ -197,10 +197,10 @@ class MatmulPlan:
     """ggml_matmul: float types with x's dtype go to torch.matmul on a view of the bytes (no copy); one
     bf16/fp16 row of x against Q4_K, Q5_K, Q6_K, Q8_0 (and Q4_0 / Q4_1 matrices large enough), 2 rows against
     Q4_K and 2-4 against Q4_0 / Q4_1, the streamed mat-vecs (:func:`streamed_launch`); the tensor-core decode kernel
-    (``quant/mmv.py``) other Q4_K calls with 2-16 bf16/fp16 rows, Q4_0 / Q4_1 calls with 5-16 (3-4 on large matrices;
-    ``mmv.prefer``), and with ``MLX_NATIVE_MMV=on`` the other
-    Q4_0 / Q4_1 / Q4_K calls with 1-16 rows (see ``mmv.prefer``); everything else runs the fused kernels on the
-    blocks."""
+    (``quant/mmv.py``) other Q4_K calls with 2-128 bf16/fp16 rows, Q4_0 / Q4_1 calls with 5-64 (3-4 on large matrices;
+    ``mmv.prefer``, ``mmv.MID_ROWS_MAX``), and with ``MLX_NATIVE_MMV=on`` the other Q4_0 / Q4_1 / Q4_K calls with 1-16
+    rows; other calls of 17 rows or more chunked dequantize + cuBLAS (``qmm.PREFILL_CUBLAS_MIN_M``); everything else
+    runs the fused kernels on the blocks."""
 
     def __init__(self, x, raw, t, n, k):
         self.t, self.n, self.k = t, n, k
@@ -220,7 +220,9 @@ class MatmulPlan:
         strides = (x2.stride(0) if x2.stride(-1) == 1 else k, 1, 0, rb, 0, 0, 1)
         self.kind, self.cfg = kind, cfg
         self.chunked = None
-        if kind == "prefill" and m >= qmm.PREFILL_CUBLAS_MIN_M and qmm.CONFIG_OVERRIDE is None:
+        tensor_core = (kind in ("gemv", "decode") or mmv.mid_rows(m, t.id)) and mmv.supports_gguf(
+            t.id, x.dtype, m, k, n * rb) and mmv.prefer(m, n, k, t.id) and qmm.CONFIG_OVERRIDE is None
+        if kind == "prefill" and m >= qmm.PREFILL_CUBLAS_MIN_M and not tensor_core and qmm.CONFIG_OVERRIDE is None:
             rows_launch = {}
 
             def dequant_rows(args, n0, n1, ws, t=t, k=k, rb=rb):
@@ -239,8 +241,7 @@ class MatmulPlan:
             self.launch = build()
             self.kind = "streamed"
             return
-        if kind in ("gemv", "decode") and mmv.supports_gguf(t.id, x.dtype, m, k, n * rb) \
-                and mmv.prefer(m, n, k, t.id) and qmm.CONFIG_OVERRIDE is None:
+        if tensor_core:
             self.launch = mmv.MmvLaunch(m, n, k, mmv.GGUF_GROUP, x.dtype, x.dtype, (strides[0], rb, 0), x.device,
                                         fmt=t.id)
             self.kind = "mmv"

@@ -287,9 +287,10 @@ def quantized_matmul(x: torch.Tensor, w: torch.Tensor, scales: torch.Tensor, bia
     """``x @ dequantize(w).T`` (``transpose=True``) or ``x @ dequantize(w)`` (MLX ``mx.quantized_matmul``).
 
     The weight is never dequantized in memory by the decode kernels (up to 16 rows
-    of x): they dequantize in registers and split K over programs (one row of 4-bit
-    weights: a streamed mat-vec near memory bandwidth, ``MLX_NATIVE_AFFINE_MV``). Prefill
-    dequantizes L2-sized chunks for cuBLAS, or tiles for tensor-core dots.
+    of x; 4-bit weights with 16-bit x up to 128 rows): they dequantize in registers and
+    split K over programs (one row of 4-bit weights: a streamed mat-vec near memory
+    bandwidth, ``MLX_NATIVE_AFFINE_MV``). More rows dequantize L2-sized chunks for cuBLAS
+    (``transpose=False``: tiles for tensor-core dots).
 
     Args:
         x: ``[..., K]`` float32/float16/bfloat16 (rows may be strided; last dim stride 1).

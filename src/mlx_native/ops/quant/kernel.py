@@ -112,8 +112,9 @@ class QmmPlan:
     ``affine_idot_rows.IDOT_ROWS_MAX`` rows that the integer-dot kernel would take its multi-row variant
     (``affine_idot_rows.py``; x rows may be strided); one row of 3/5/6-bit weights ``affine_mv_odd.py``; other
     one-row calls the word-level mat-vec, other calls
-    of 2-16 rows the tensor-core decode kernel (``mmv.py``, where it measured faster), many rows chunked
-    dequantize + cuBLAS or the tiled kernel."""
+    of 2-16 rows the tensor-core decode kernel (``mmv.py``, where it measured faster; 4-bit 16-bit-x calls of 17-128
+    rows too, ``mmv.MID_ROWS_MAX``), other calls of 17 rows or more chunked dequantize + cuBLAS
+    (``qmm.PREFILL_CUBLAS_MIN_M``) or, with ``transpose=False``, the tiled kernel."""
 
     def __init__(self, x, w, scales, biases, transpose, group_size, bits, n, k, out_dtype):
         self.out_dtype = out_dtype
@@ -130,7 +131,10 @@ class QmmPlan:
         strides = (x2.stride(0), 1, 0, w.stride(0), 0, scales.stride(0), 1)
         self.kind, self.cfg = kind, cfg
         self.chunked = None
-        if kind == "prefill" and transpose and m >= qmm.PREFILL_CUBLAS_MIN_M \
+        tensor_core = (kind in ("gemv", "decode") or mmv.mid_rows(m)) and mmv.supports(
+            bits, group_size, transpose, x.dtype, out_dtype, m) and mmv.prefer(m, n, k) and w.numel() < 2**31 \
+            and qmm.CONFIG_OVERRIDE is None
+        if kind == "prefill" and transpose and m >= qmm.PREFILL_CUBLAS_MIN_M and not tensor_core \
                 and qmm.CONFIG_OVERRIDE is None:
             rows_launch = {}
 
@@ -150,8 +154,6 @@ class QmmPlan:
             self.launch = affine_idot.AffineIdotLaunch(n, k, group_size, out_dtype, x.device)
             self.kind = "affine_idot"
             return
-        tensor_core = kind in ("gemv", "decode") and mmv.supports(bits, group_size, transpose, x.dtype, out_dtype, m) \
-            and mmv.prefer(m, n, k) and w.numel() < 2**31 and qmm.CONFIG_OVERRIDE is None
         if affine_idot_rows.supports_rows(bits, group_size, transpose, x.dtype, out_dtype, m, k, w.numel()) \
                 and (m - 1) * x2.stride(0) + k < 2**31 and qmm.CONFIG_OVERRIDE is None \
                 and not (tensor_core and mmv.over_idot_rows(m, n, k)):

@@ -1,5 +1,6 @@
 """Decode matmul on tensor cores for 4-bit weights with one scale and offset per 32-128 codes:
-MLX affine and GGUF Q4_0 / Q4_1 / Q4_K, 1 to 16 rows of x, one kernel (``FMT`` picks the layout).
+MLX affine and GGUF Q4_0 / Q4_1 / Q4_K, 1 to 16 rows of x (and 17-128 where ``MID_ROWS_MAX`` says), one kernel
+(``FMT`` picks the layout).
 
 ``out[m, n] = sum_k x[m, k] * (S[n, g] * q[n, k] + B[n, g])`` for groups ``g`` of ``GS`` codes:
 
@@ -772,7 +773,18 @@ MMV_WARPS = 4
 MMV_STAGES = 3  # one row of x
 MMV_STAGES_ROWS = 3  # 2-16 rows
 PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
-MAX_ROWS = 16
+MAX_ROWS = 16  # decode calls: 1 to this many rows of x
+# Calls of 17 to MID_ROWS_MAX[format] rows (prefill-sized for the other kernels) come here too, the x tile the rows
+# padded to a power of two, and take MID_WIDE_BN-feature tiles of MID_WIDE_WARPS warps for the rows of MID_WIDE.
+# H100 session 32 run 4 (bench/mid_rows_sweep.py, us at 17 / 64 / 128 rows against the tiled kernel and chunked
+# dequantize + cuBLAS that had them, and bf16 cuBLAS): MLX g64 4096 x 14336 25.4 / 37.8 / 64.1 against 172 / 193 /
+# 109 (cuBLAS 43.6 / 44.3 / 46.1), 14336 x 4096 23.1 / 40.0 / 61.1 against 477 / 536 / 115; Q4_K 4096 x 14336 27.4 /
+# 39.4 / 59.7 against 97 / 112 / 110; Q4_0 4096 x 14336 33.7 / 57.7 against 79 / 85 (chunks 106); 4096 x 4096 MLX
+# 10.4 / 15.5 / 27.4 against 28-31 (cuBLAS 14.6-15.7). Q4_0 / Q4_1 tiles of 128 rows do not fit in shared memory.
+MID_ROWS_MAX = {AFFINE.value: 128, Q4_K.value: 128, Q4_0.value: 64, Q4_1.value: 64}
+MID_WIDE = {AFFINE.value: (33, 64), Q4_0.value: (17, 64), Q4_1.value: (33, 64)}
+MID_WIDE_BN = 128
+MID_WIDE_WARPS = 8
 Q4K_MP8 = True  # packed Q4_K tiles of up to 8 rows of x: x tiles of 8 rows (the dot's N), not 16. Session 28 run 10
 # (us, 2 / 4 / 8 rows): 4096 x 14336 25.4-25.6 -> 24.8-25.0, 14336 x 4096 24.0-24.3 -> 23.3-23.6, 4096 x 4096
 # 10.4-10.5 -> 10.1-10.3; MLX tiles lost 4-11% with them, Q4_0's wide steps 7-20% (164 registers against 106)
@@ -821,6 +833,16 @@ WIDE_X_STEPS = 1  # wide_x_kernel: steps of a row per program. Session 28 run 14
 WIDE_COLUMNS = {Q4_0.value: 288, Q4_1.value: 320}  # tile columns of a wide step (its words times 8; wide_x_kernel)
 
 
+def max_rows(fmt: int) -> int:
+    """The most rows of x this kernel takes for weights of format ``fmt`` (``gemv.AFFINE`` or a GGUF type id)."""
+    return max(MAX_ROWS, MID_ROWS_MAX.get(fmt, 0))
+
+
+def mid_rows(m: int, fmt: int = AFFINE.value) -> bool:
+    """Whether a call of ``m`` rows, more than the decode kernels take, comes here (``MID_ROWS_MAX``)."""
+    return MAX_ROWS < m <= MID_ROWS_MAX.get(fmt, 0)
+
+
 def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, out_dtype: torch.dtype,
              m: int) -> bool:
     """MLX affine weights and activations this kernel takes (``MLX_NATIVE_MMV=off`` turns it off).
@@ -831,14 +853,14 @@ def supports(bits: int, group_size: int, transpose: bool, x_dtype: torch.dtype, 
     """
     low = (torch.bfloat16, torch.float16)
     return (env.settings.mmv != "off" and bits == 4 and transpose and group_size in (32, 64, 128)
-            and 1 <= m <= MAX_ROWS and x_dtype in low and out_dtype in low)
+            and 1 <= m <= max_rows(AFFINE.value) and x_dtype in low and out_dtype in low)
 
 
 def supports_gguf(fmt: int, x_dtype: torch.dtype, m: int, k: int, nbytes: int) -> bool:
     """GGUF weights (type id ``fmt``, ``nbytes`` of blocks for ``k`` columns) this kernel takes for
     ``m`` rows of x; the output has x's dtype, 16-bit for the reason of :func:`supports`.
     Byte offsets are int32; Q4_0 needs an even number of blocks per row (its loads pair them)."""
-    return (env.settings.mmv != "off" and fmt in GGUF_FORMATS and 1 <= m <= MAX_ROWS
+    return (env.settings.mmv != "off" and fmt in GGUF_FORMATS and 1 <= m <= max_rows(fmt)
             and x_dtype in (torch.bfloat16, torch.float16) and nbytes < 2**31 and (fmt != Q4_0.value or k % 64 == 0))
 
 
@@ -933,7 +955,12 @@ class MmvLaunch:
     def __init__(self, m: int, n: int, k: int, group_size: int, x_dtype: torch.dtype, out_dtype: torch.dtype,
                  strides: tuple, device, fmt: int = AFFINE.value, prescale: Optional[bool] = None,
                  scale_dtype: Optional[torch.dtype] = None):
-        bn, warps = (MMV_BN, MMV_WARPS) if m == 1 else (MMV_BN_ROWS, MMV_WARPS_ROWS)
+        if m == 1:
+            bn, warps = MMV_BN, MMV_WARPS
+        elif MID_WIDE.get(fmt, (0, 0))[0] <= m <= MID_WIDE.get(fmt, (0, 0))[1]:
+            bn, warps = MID_WIDE_BN, MID_WIDE_WARPS
+        else:
+            bn, warps = MMV_BN_ROWS, MMV_WARPS_ROWS
         if prescale is None:
             prescale = m >= PRESCALE_MIN_ROWS
         groups = k // group_size
@@ -974,7 +1001,8 @@ class MmvLaunch:
                                            True, num_warps=4)
             self.wide_ints, self.wide_shape = (k, strides[0]), (m, steps * WIDE_COLUMNS[fmt])
         self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
-        mp = 8 if Q4K_MP8 and packed and fmt == Q4_K.value and m <= 8 else 16  # x tile rows (padded; the dot's N)
+        # x tile rows (padded; the dot's N)
+        mp = 8 if Q4K_MP8 and packed and fmt == Q4_K.value and m <= 8 else max(16, triton.next_power_of_2(m))
         self.launch = dependent_launch(mmv_kernel, (tiles, self.split), dict(
             FMT=fmt, BN=bn, GS=group_size, MP=mp, GPS=gps, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
             FUSE=self.splitk is not None and self.splitk.fused, ONE_ROW=m == 1, PRESCALE=prescale, PACKED=packed,
