@@ -679,6 +679,36 @@ def test_gather_qmm_defaults_to_plain_batched_matmul(device):
     assert_agrees_with(out.cpu(), theirs, oracle)
 
 
+
+def _row_strided(t: torch.Tensor, device) -> torch.Tensor:
+    """``t`` on ``device`` as a view with twice its row stride (the last dim contiguous), garbage in the gaps."""
+    wide = torch.cat([t, torch.full_like(t, 7)], dim=-1).to(device)
+    return wide[..., : t.shape[-1]]
+
+
+@pytest.mark.parametrize("m", [1, 4, 40])
+def test_quantized_matmul_row_strided_weights(device, m):
+    """w, scales and biases as views with a row stride past their width: the calls copy them to contiguous
+    tensors, and the plans must use the copies' strides (with the views' strides 2-16 rows read garbage)."""
+    n, k, gs = 64, 2048, 64
+    wq, s, b = qweight(n, k, gs, 4, torch.bfloat16)
+    x = randn(m, k, dtype=torch.bfloat16).to(device)
+    want = mn.quantized_matmul(x, wq.to(device), s.to(device), b.to(device))
+    got = mn.quantized_matmul(x, _row_strided(wq, device), _row_strided(s, device), _row_strided(b, device))
+    assert torch.equal(got, want)
+
+
+def test_gather_qmm_row_strided_stack(device):
+    """An expert stack whose rows are strided views (see above) gives the contiguous stack's result."""
+    e, n, k = 3, 24, 128
+    wq, s, b = qweight(n, k, 64, 4, torch.bfloat16, lead=(e,))
+    x = randn(3, 2, k, dtype=torch.bfloat16).to(device)
+    rhs = torch.tensor([2, 0, 1]).to(device)
+    want = mn.gather_qmm(x, wq.to(device), s.to(device), b.to(device), rhs_indices=rhs)
+    got = mn.gather_qmm(x, _row_strided(wq, device), _row_strided(s, device), _row_strided(b, device),
+                        rhs_indices=rhs)
+    assert torch.equal(got, want)
+
 # --------------------------------------------------------------------------- bad input
 
 

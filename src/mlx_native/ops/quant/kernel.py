@@ -128,7 +128,8 @@ class QmmPlan:
         spec = WeightSpec(0, 0, bits, group_size, transpose)
         cfg = choose_config(kind, m, n, k, spec, x.device)
         x2 = _rows2d(x)
-        strides = (x2.stride(0), 1, 0, w.stride(0), 0, scales.stride(0), 1)
+        w_rs, s_rs = w.shape[-1], scales.shape[-1]  # row strides of the contiguous w / scales the calls pass
+        strides = (x2.stride(0), 1, 0, w_rs, 0, s_rs, 1)
         self.kind, self.cfg = kind, cfg
         self.chunked = None
         tensor_core = (kind in ("gemv", "decode") or mmv.mid_rows(m)) and mmv.supports(
@@ -172,7 +173,7 @@ class QmmPlan:
             return
         if tensor_core:
             self.launch = mmv.MmvLaunch(m, n, k, group_size, x.dtype, out_dtype,
-                                        (x2.stride(0), w.stride(0), scales.stride(0)), x.device,
+                                        (x2.stride(0), w_rs, s_rs), x.device,
                                         scale_dtype=scales.dtype)
             self.kind = "mmv"
             return
@@ -211,7 +212,8 @@ class GatherQmmPlan:
         spec = WeightSpec(0, 0, bits, group_size, transpose)
         w3 = w.reshape(n_mats, *w.shape[-2:])
         s3 = scales.reshape(n_mats, *scales.shape[-2:])
-        strides = (k, w3.stride(0), w3.stride(1), s3.stride(0), s3.stride(1))
+        # strides of the contiguous stacks the calls pass
+        strides = (k, w3.shape[1] * w3.shape[2], w3.shape[2], s3.shape[1] * s3.shape[2], s3.shape[2])
         self.n_mats = n_mats
         self.launch = RoutedLaunch(spec, n, k, rows, n_mats, 1, True, False, 0, out_dtype, out_dtype == torch.float32,
                                    strides, x.device)
