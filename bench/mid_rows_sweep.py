@@ -1,6 +1,7 @@
 """17-1024 rows of x on 4-bit weights: the tensor-core decode kernel (``ops/quant/mmv.py``, x tiles of the rows padded
-to a power of two) and the fused prefill tiles (``quant/affine_mm.py``) against the general tiled kernel
-(``qmm_kernel``), chunked dequantize + cuBLAS and bf16 cuBLAS.
+to a power of two) against the general tiled kernel (``qmm_kernel``), chunked dequantize + cuBLAS and bf16 cuBLAS.
+(Session 32 runs 6-7 also timed fused prefill tiles, ``quant/affine_mm.py`` of commit 6e4ea25, with this script as of
+that commit; a copy of the kernel is in bench/results/2026-11-28-session32/affine_mm.py.)
 
     python bench/mid_rows_sweep.py [--formats affine,Q4_K,Q4_0] [--rows 17,24,32,48,64] [--routes chunked,mmv]
                                    [--out FILE.json]
@@ -9,9 +10,8 @@ For each format (``affine``: MLX g64 4-bit, ``affineB``: B bits; GGUF type names
 and rows of x: the default route, chunked dequantize + cuBLAS from 17 rows (``qmm.PREFILL_CUBLAS_MIN_M``; the
 mid-rows mmv route off), the mmv kernel up to 128 rows with 64-feature tiles of 4 warps and with 128-feature tiles
 of 8 warps, and the bf16 cuBLAS matmul of the same shape; CUDA-graph replay, weights
-rotated past L2; each output checked against the first route's; MLX affine also the fused prefill tiles
-(``quant/affine_mm.py``) by config. ``--routes`` keeps the routes whose names start with one of its words
-(``chunked``, ``mmv``, ``affine_mm``).
+rotated past L2; each output checked against the first route's. ``--routes`` keeps the routes whose names start with
+one of its words (``chunked``, ``mmv``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import common  # noqa: E402
 from quant import affine_bytes, affine_weight, decode_call  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
-from mlx_native.ops.quant import affine_mm, mmv, qmm  # noqa: E402
+from mlx_native.ops.quant import mmv, qmm  # noqa: E402
 from mlx_native.runtime import plans  # noqa: E402
 
 DT = torch.bfloat16
@@ -44,12 +44,6 @@ ROUTES = {
     "mmv bn64 w4": lambda fmt: MMV_ROWS + [(mmv, "MID_WIDE", {})],
     "mmv bn128 w8": lambda fmt: MMV_ROWS + [(mmv, "MID_WIDE", {FORMATS[fmt]: (2, 128)})],
 }
-# the fused prefill tiles (quant/affine_mm.py, MLX affine only) by (BM, BN, BK, warps, stages)
-AFFINE_MM_CONFIGS = [(128, 128, 128, 8, 3), (128, 128, 128, 8, 4), (128, 64, 128, 4, 4), (64, 128, 128, 8, 3),
-                     (64, 64, 128, 4, 4), (256, 64, 128, 8, 3)]  # no spills in the offline sm_90 SASS (triton 3.6)
-for _cfg in AFFINE_MM_CONFIGS:
-    ROUTES["affine_mm " + ",".join(map(str, _cfg))] = lambda fmt, cfg=_cfg: None if fmt != "affine" else [
-        (affine_mm, "ROWS", (17, 1 << 20)), (affine_mm, "CONFIG", cfg), (mmv, "MID_ROWS_MAX", {})]
 
 
 def _call(fmt: str, n: int, k: int):
@@ -88,7 +82,7 @@ def main() -> int:
             out = fn(*sets[0])
             row = dict(fmt=fmt, k=k, n=n, m=m, label=label, us=t, tflops=2 * m * n * k / (t * 1e-6) / 1e12)
             rows.append(row)
-            print(f"{fmt:6s} K{k:<6d} N{n:<6d} M{m:<3d} {label:34s} {t:8.2f} us {row['tflops']:6.1f} TFLOP/s",
+            print(f"{fmt:6s} K{k:<6d} N{n:<6d} M{m:<3d} {label:30s} {t:8.2f} us {row['tflops']:6.1f} TFLOP/s",
                   flush=True)
             return out
 
@@ -112,7 +106,7 @@ def main() -> int:
                 setattr(mod, name, value)
         t = _time(lambda x, w: x @ w.T, [(s[0], torch.randn(n, k, device="cuda", dtype=DT)) for s in sets[:4]])
         rows.append(dict(fmt=fmt, k=k, n=n, m=m, label="cuBLAS bf16", us=t, tflops=2 * m * n * k / (t * 1e-6) / 1e12))
-        print(f"{fmt:6s} K{k:<6d} N{n:<6d} M{m:<3d} {'cuBLAS bf16':34s} {t:8.2f} us", flush=True)
+        print(f"{fmt:6s} K{k:<6d} N{n:<6d} M{m:<3d} {'cuBLAS bf16':30s} {t:8.2f} us", flush=True)
         torch.cuda.empty_cache()
     if args.out:
         json.dump(dict(copy_bandwidth_Bps=copy_bw, rows=rows), open(args.out, "w"), indent=1)

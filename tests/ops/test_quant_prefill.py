@@ -71,25 +71,3 @@ def test_rows_past_decode_take_the_chunks(device, monkeypatch, fmt, m):
     assert [type(p) for p in built] == [qmm.ChunkedPrefill]
     assert_error_bar(out.cpu(), x.double() @ w64.T, x @ w64.to(torch.bfloat16).T)
 
-
-@pytest.mark.parametrize("m, n, k, gs, dtype, config", [
-    (37, 72, 256, 64, torch.bfloat16, (32, 32, 64, 4, 2)),  # partial row and feature tiles, one group a step
-    (20, 50, 256, 128, torch.float16, (16, 32, 64, 4, 1)),  # half a group a step
-    (40, 40, 384, 32, torch.bfloat16, (32, 16, 128, 4, 2)),  # 4 groups a step
-])
-def test_affine_mm_tiles(device, monkeypatch, m, n, k, gs, dtype, config):
-    """The fused prefill tiles (``quant/affine_mm.py``: 4-bit codes dequantized in registers, one tensor-core dot a
-    step) where ``affine_mm.ROWS`` routes a call, within the error bar of the fp64 oracle."""
-    from mlx_native.ops.quant import affine_mm, mmv
-
-    monkeypatch.setattr(mmv, "MID_ROWS_MAX", {})
-    monkeypatch.setattr(affine_mm, "ROWS", (17, 1 << 20))
-    monkeypatch.setattr(affine_mm, "CONFIG", config)
-    built = spy_plans(monkeypatch, affine_mm.AffineMmLaunch)
-    w = randn(n, k, dtype=dtype, scale=0.05)
-    wq, s, b = mn.quantize(w, gs, 4)
-    x = randn(m, k, dtype=dtype)
-    out = mn.quantized_matmul(x.to(device), wq.to(device), s.to(device), b.to(device), group_size=gs)
-    assert len(built) == 1
-    w64 = ref.dequantize(wq, s, b, gs, 4, dtype=torch.float64, compute=torch.float64)
-    assert_error_bar(out.cpu(), x.double() @ w64.T, x @ ref.dequantize(wq, s, b, gs, 4, dtype=dtype).T)

@@ -15,7 +15,7 @@ from ...kernels.dependent import dependent_launch, enter
 from ...kernels.launch import Launch
 from ...runtime.memory import empty
 from ..common import next_pow2
-from . import affine_idot, affine_idot_rows, affine_mm, affine_mv, affine_mv_odd, gemv, mmv, qmm
+from . import affine_idot, affine_idot_rows, affine_mv, affine_mv_odd, gemv, mmv, qmm
 from .qmm import QmmLaunch, select_kind, RoutedLaunch, WeightSpec, choose_config
 from .tiles import affine_tile
 
@@ -135,12 +135,6 @@ class QmmPlan:
         tensor_core = (kind in ("gemv", "decode") or mmv.mid_rows(m)) and mmv.supports(
             bits, group_size, transpose, x.dtype, out_dtype, m) and mmv.prefer(m, n, k) and w.numel() < 2**31 \
             and qmm.CONFIG_OVERRIDE is None
-        if not tensor_core and affine_mm.supports(m, bits, group_size, transpose, x.dtype, out_dtype, scales.dtype,
-                                                  k, n, w.numel()) and qmm.CONFIG_OVERRIDE is None:
-            self.launch = affine_mm.AffineMmLaunch(m, n, k, group_size, out_dtype,
-                                                   (x2.stride(0), w_rs, s_rs), x.device)
-            self.kind = "affine_mm"
-            return
         if kind == "prefill" and transpose and m >= qmm.PREFILL_CUBLAS_MIN_M and not tensor_core \
                 and qmm.CONFIG_OVERRIDE is None:
             rows_launch = {}
