@@ -43,6 +43,7 @@ SMALL_M = [2, 4, 8, 16]  # on SMALL_M_SHAPES
 SMALL_M_SHAPES = [(4096, 14336)]
 GGUF_M16_SHAPES = [s for s in SHAPES if s not in SMALL_M_SHAPES]  # GGUF decode at M = 16 on the other shapes
 PREFILL = [(1024, 4096, 4096), (1024, 4096, 14336), (1024, 14336, 4096), (4096, 4096, 14336), (256, 4096, 14336)]  # M, K, N
+MID = [(32, 4096, 14336), (64, 4096, 14336), (128, 4096, 14336), (64, 14336, 4096)]  # M, K, N: batches past decode
 GGUF_MAIN = ["Q4_0", "Q4_K"]
 GGUF_OTHER = ["Q4_1", "Q8_0", "Q5_K", "Q6_K"]
 OTHER_SHAPES = [(4096, 14336), (14336, 4096)]
@@ -245,7 +246,7 @@ def cases() -> list[Case]:
     k, n = OTHER_SHAPES[0]
     for bits, gs in ((8, 64), (3, 64), (5, 64), (6, 64), (4, 32), (4, 128)):
         out.append(_affine_case("decode", 1, k, n, gs, bits))
-    for m, k, n in PREFILL:
+    for m, k, n in MID + PREFILL:
         out.append(_affine_case("large", m, k, n))
         for name in GGUF_MAIN:
             out.append(_gguf_case("large", name, m, k, n))
