@@ -184,6 +184,17 @@ def time_graph(fn: Callable, sets: Sequence[tuple], reps: int = 20) -> Optional[
     return t
 
 
+def time_any(fn: Callable, sets: Sequence[tuple], reps: int = 20) -> float:
+    """:func:`time_graph`, or :func:`time_eager` where the pass cannot be captured."""
+    t = time_graph(fn, sets, reps)
+    return t if t is not None else time_eager(fn, sets, reps)
+
+
+def rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
+    """Largest absolute difference of ``got`` from ``want`` over ``want``'s largest magnitude (at least 1e-6)."""
+    return (got.float() - want.float()).abs().max().item() / max(want.float().abs().max().item(), 1e-6)
+
+
 def time_graph_rounds(fns: dict[str, Callable], sets: Sequence[tuple], rounds: int) -> dict[str, float]:
     """Best of ``rounds`` interleaved rounds of :func:`time_graph` for each function (A/B runs: every
     candidate sees the same host and clock minutes)."""

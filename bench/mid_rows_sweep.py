@@ -55,11 +55,6 @@ def _call(fmt: str, n: int, k: int):
     return decode_call(fmt, n, k)
 
 
-def _time(fn, sets):
-    t = common.time_graph(fn, sets, 20)
-    return t if t is not None else common.time_eager(fn, sets, 20)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--formats", default="affine,Q4_K,Q4_0")
@@ -78,7 +73,7 @@ def main() -> int:
 
         def measure(label):
             plans.clear_all()
-            t = _time(fn, sets)
+            t = common.time_any(fn, sets)
             out = fn(*sets[0])
             row = dict(fmt=fmt, k=k, n=n, m=m, label=label, us=t, tflops=2 * m * n * k / (t * 1e-6) / 1e12)
             rows.append(row)
@@ -96,7 +91,7 @@ def main() -> int:
                 setattr(mod, name, value)
             try:
                 got = measure(label)
-                err = (got.float() - want.float()).abs().max().item() / max(want.float().abs().max().item(), 1e-6)
+                err = common.rel_err(got, want)
                 rows[-1]["rel_err_vs_previous"] = err
                 if err > 2e-2:
                     print(f"  MISMATCH rel err {err:.3e}", flush=True)
@@ -104,7 +99,7 @@ def main() -> int:
                 print(f"{fmt} K{k} N{n} M{m} {label}: {exc!r}"[:400], flush=True)
             for mod, name, value in saved:
                 setattr(mod, name, value)
-        t = _time(lambda x, w: x @ w.T, [(s[0], torch.randn(n, k, device="cuda", dtype=DT)) for s in sets[:4]])
+        t = common.time_any(lambda x, w: x @ w.T, [(s[0], torch.randn(n, k, device="cuda", dtype=DT)) for s in sets[:4]])
         rows.append(dict(fmt=fmt, k=k, n=n, m=m, label="cuBLAS bf16", us=t, tflops=2 * m * n * k / (t * 1e-6) / 1e12))
         print(f"{fmt:6s} K{k:<6d} N{n:<6d} M{m:<3d} {'cuBLAS bf16':30s} {t:8.2f} us", flush=True)
         torch.cuda.empty_cache()

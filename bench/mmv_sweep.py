@@ -54,11 +54,6 @@ def _weights(n, k, count):
     return out
 
 
-def _time(fn, sets):
-    t = common.time_graph(fn, sets, 20)
-    return t if t is not None else common.time_eager(fn, sets, 20)
-
-
 def _knob_sweep(copy_bw: float, formats: list[str], ms, variants_of, cublas: bool) -> list[dict]:
     """Rows of the ``--prescale`` / ``--packed`` sweeps: for each format (``affine``: MLX g64, or a GGUF type name),
     shape and rows of x, the default route, then the kernel forced on (``MLX_NATIVE_MMV=on``, the streamed one-row
@@ -78,7 +73,7 @@ def _knob_sweep(copy_bw: float, formats: list[str], ms, variants_of, cublas: boo
 
         def measure(label, **extra):
             plans.clear_all()
-            t = _time(fn, sets)
+            t = common.time_any(fn, sets)
             out = fn(*sets[0])
             row = dict(fmt=fmt, k=k, n=n, m=m, label=label, us=t, frac_copy=wbytes / (t * 1e-6) / copy_bw, **extra)
             rows.append(row)
@@ -98,7 +93,7 @@ def _knob_sweep(copy_bw: float, formats: list[str], ms, variants_of, cublas: boo
             except Exception as exc:  # noqa: BLE001
                 print(f"{fmt} K{k} N{n} M{m} {var}: {exc!r}"[:400], flush=True)
                 continue
-            err = (got.float() - want.float()).abs().max().item() / max(want.float().abs().max().item(), 1e-6)
+            err = common.rel_err(got, want)
             rows[-1]["rel_err_vs_default"] = err
             if err > 2e-2:
                 print(f"  MISMATCH rel err {err:.3e}", flush=True)
@@ -106,7 +101,7 @@ def _knob_sweep(copy_bw: float, formats: list[str], ms, variants_of, cublas: boo
             setattr(mmv, name, value)
         env.settings, q4k_idot_rows.IDOT_ROWS_MAX = base, rows_max
         if cublas:
-            t = _time(lambda x, w: x @ w.T, [(s[0], torch.randn(n, k, device="cuda", dtype=DT)) for s in sets[:4]])
+            t = common.time_any(lambda x, w: x @ w.T, [(s[0], torch.randn(n, k, device="cuda", dtype=DT)) for s in sets[:4]])
             rows.append(dict(fmt=fmt, k=k, n=n, m=m, label="cuBLAS bf16", us=t,
                              frac_copy=wbytes / (t * 1e-6) / copy_bw))
             print(f"{fmt:6s} K{k:<6d} N{n:<6d} M{m:<3d} {'cuBLAS bf16':78s} {t:8.2f} us", flush=True)
@@ -173,7 +168,7 @@ def main() -> int:
 
         def measure(label, sets=sets, **extra):
             plans.clear_all()
-            t = _time(fn, sets)
+            t = common.time_any(fn, sets)
             out = fn(*sets[0])
             row = dict(k=k, n=n, m=m, label=label, us=t, frac_copy=wbytes / (t * 1e-6) / copy_bw, **extra)
             rows.append(row)
@@ -192,14 +187,14 @@ def main() -> int:
             except Exception as exc:  # noqa: BLE001
                 print(f"K{k} N{n} M{m} {var}: {exc!r}"[:400], flush=True)
                 continue
-            err = (got.float() - want.float()).abs().max().item() / max(want.float().abs().max().item(), 1e-6)
+            err = common.rel_err(got, want)
             rows[-1]["rel_err_vs_previous"] = err
             if err > 2e-2:
                 print(f"  MISMATCH rel err {err:.3e}", flush=True)
         for name, value in defaults.items():
             setattr(mmv, name, value)
         wd = [mn.dequantize(*w) for w in ws[:4]]
-        t = _time(lambda x, w: x @ w.T, [(sets[0][0], w) for w in wd])
+        t = common.time_any(lambda x, w: x @ w.T, [(sets[0][0], w) for w in wd])
         rows.append(dict(k=k, n=n, m=m, label="cuBLAS bf16", us=t, frac_copy=wbytes / (t * 1e-6) / copy_bw))
         print(f"K{k:<6d} N{n:<6d} M{m:<3d} {'cuBLAS bf16 (dequantized weight)':48s} {t:8.2f} us", flush=True)
         torch.cuda.empty_cache()

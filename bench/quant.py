@@ -86,7 +86,7 @@ def int4pack_peer(gs):
         out = torch.ops.aten._weight_int4pack_mm(x, packed, gs, sz)
         if not checked:
             want = x @ w_bf16.T
-            err = (out.float() - want.float()).abs().max().item() / max(want.float().abs().max().item(), 1e-6)
+            err = common.rel_err(out, want)
             if err > 2e-2:
                 raise RuntimeError(f"int4pack packing mismatch ({err:.2e})")
             checked["ok"] = True
@@ -258,11 +258,6 @@ def cases() -> list[Case]:
 # ----------------------------------------------------------------------------- sweep
 
 
-def _time(fn, sets, reps=20):
-    t = common.time_graph(fn, sets, reps)
-    return t if t is not None else common.time_eager(fn, sets, reps)
-
-
 def sweep():
     """Time launch configs of the qmm kernel (decode, small-M, prefill) against cuBLAS bf16."""
     from mlx_native.runtime import plans
@@ -287,12 +282,12 @@ def sweep():
         else:
             fn = lambda x, raw: mn.ggml_matmul(x, raw, fmt, (n, k))  # noqa: E731
         wd = [torch.randn(n, k, device="cuda", dtype=DT) for _ in range(max(2, min(8, math.ceil(256e6 / (2 * n * k)))))]
-        t_cublas = _time(lambda w, x: x @ w.T, [(w, sets[0][0]) for w in wd])
+        t_cublas = common.time_any(lambda w, x: x @ w.T, [(w, sets[0][0]) for w in wd])
         for cfg in configs:
             qmm.CONFIG_OVERRIDE = (lambda c: (lambda *a: c))(cfg)
             plans.clear_all()
             try:
-                t = _time(fn, sets)
+                t = common.time_any(fn, sets)
             except Exception as exc:  # noqa: BLE001
                 print(f"{label} {cfg}: {exc!r}"[:300], flush=True)
                 continue
@@ -332,7 +327,7 @@ def sweep():
                 fn = lambda x, w: x @ mn.dequantize(*w).T  # noqa: E731
             else:
                 fn = lambda x, raw: x @ mn.ggml_dequantize(raw, fmt, (n, k), dtype=DT).T  # noqa: E731
-            t = _time(fn, sets)
+            t = common.time_any(fn, sets)
             print(f"prefill    M{m:<5d} K{k:<6d} N{n:<6d} {fmt:7s} dequantize + cuBLAS {t:9.2f} us "
                   f"{2 * m * n * k / (t * 1e-6) / 1e12:.0f} TF", flush=True)
     return results
