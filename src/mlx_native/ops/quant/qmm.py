@@ -708,8 +708,8 @@ class RoutedLaunch:
 # them (mmv.MID_ROWS_MAX). H100 session 32 run 5 (bench/mid_rows_sweep.py, us at 17 / 64 rows, the tiled kernel
 # against the chunks): Q6_K 4096 x 14336 8020 / 3021 against 211 / 211, 14336 x 4096 17027 / 7409 against 214 / 216;
 # Q8_0 14336 x 4096 299 / 415 against 119 / 120; MLX 8-bit 727 / 973 against 118 / 119, 3-bit 1528 / 1853 against
-# 116 / 118; Q4_0 at 100 rows 90-302 against 28-110. The tiled kernel kept two shapes: 4096 x 14336 at 17-32 rows
-# Q8_0 87 against 118, Q5_K 109 against 114.
+# 116 / 118; Q4_0 at 100 rows 90-302 against 28-110. Two shapes lost (the tiled kernel was faster there): 4096 x
+# 14336 at 17-32 rows Q8_0 87 -> 118 us, Q5_K 109 -> 114.
 PREFILL_CUBLAS_MIN_M = 17
 # Dequantized bytes per chunk (the workspace never grows past this). The GEMM is compute-bound and runs best on the
 # widest chunk: H100 session 16 (bench/prefill_chunk_sweep.py), M = 1024 K 4096 x N 14336 0.67-0.69x cuBLAS in four
