@@ -125,6 +125,38 @@ def test_moe_qmm_fused_gate_up(device, activation, tokens):
     assert_error_bar(out.cpu(), oracle, (act(gl) * ul).reshape(tokens, topk, n))
 
 
+
+def _row_strided(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as a view with twice its row stride (garbage in the gaps)."""
+    return torch.cat([t, torch.full_like(t, 7)], dim=-1)[..., : t.shape[-1]]
+
+
+@pytest.mark.parametrize("strided", ["gate", "up"])
+def test_moe_qmm_gate_up_of_other_strides(device, strided):
+    """The gate / up pair with one stack a row-strided view and the other contiguous: the routed kernel reads both
+    with one set of strides, so the call passes contiguous copies (before: the view's rows were read with the other
+    stack's strides, garbage out)."""
+    e, n, k, topk, tokens = 4, 32, 128, 2, 3
+    gq, gs_, gb = experts_affine(e, n, k)
+    uq, us, ub = experts_affine(e, n, k)
+    x = randn(tokens, k, dtype=torch.bfloat16)
+    ids = torch.randint(0, e, (tokens, topk), dtype=torch.int32)
+    gate, up = [gq, gs_, gb], [uq, us, ub]
+    views = [_row_strided(u.to(device)) for u in (gate if strided == "gate" else up)]
+    args = [u.to(device) for u in gate + up]
+    if strided == "gate":
+        args[0:3] = views
+    else:
+        args[3:6] = views
+    out = mn.moe_qmm(x.to(device), ids.to(device), *args[:3], w_up=args[3], scales_up=args[4], biases_up=args[5])
+    xr = _rows(x, tokens, topk)
+    g64 = per_expert_loop(xr, ids.flatten(), qref.dequantize(gq, gs_, gb, 64, 4, torch.float64, torch.float64))
+    u64 = per_expert_loop(xr, ids.flatten(), qref.dequantize(uq, us, ub, 64, 4, torch.float64, torch.float64))
+    gl = _lowp_rows(xr, ids.flatten(), qref.dequantize(gq, gs_, gb, 64, 4))
+    ul = _lowp_rows(xr, ids.flatten(), qref.dequantize(uq, us, ub, 64, 4))
+    assert_error_bar(out.cpu(), (F.silu(g64) * u64).reshape(tokens, topk, n),
+                     (F.silu(gl) * ul).reshape(tokens, topk, n))
+
 @pytest.fixture
 def moe_idot_plans(monkeypatch):
     """The routed integer-dot launches (ops/moe/idot.py) built while the test runs."""

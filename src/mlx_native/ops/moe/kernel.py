@@ -192,7 +192,9 @@ class MoeQmmPlan:
         self.out_shape = (t, k, n)
         spec = WeightSpec(0, 0, bits, group_size, True)
         x2 = _x2d(x)
-        strides = (x2.stride(0), w.stride(0), w.stride(1), scales.stride(0), scales.stride(1))
+        # the strides of the contiguous stacks the calls pass (gate and up share them)
+        strides = (x2.stride(0), w.shape[1] * w.shape[2], w.shape[2], scales.shape[1] * scales.shape[2],
+                   scales.shape[2])
         self.launch = RoutedLaunch(spec, n, kf, t * k, w.shape[0], x_div, False, has_up, ACT_CODES.get(activation, 0),
                                    x.dtype, x.dtype == torch.float32, strides, x.device)
 
@@ -215,6 +217,8 @@ class MoeQmmPlan:
             out = self.launch(_x2d(x), ids.reshape(-1), words(w), scales, biases, words(w_up), scales_up, biases_up,
                               mix=mix)
             return out.view(self.out_shape)
+        w, scales, biases, w_up, scales_up, biases_up = (
+            None if u is None else u.contiguous() for u in (w, scales, biases, w_up, scales_up, biases_up))
         out = self.launch(_x2d(x), ids.reshape(-1), words(w), scales, biases, words(w_up), scales_up, biases_up)
         return out.view(self.out_shape)
 
