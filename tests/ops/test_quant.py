@@ -130,7 +130,7 @@ def test_quantized_embedding_kernel_gives_nan_rows_for_out_of_range_ids(device):
 
     wq, s, b = (t.to(device) for t in qweight(4, 64, 64, 4, torch.bfloat16))
     ids = torch.tensor([1, 4, -1, 2], device=device)
-    out = EmbeddingPlan(ids, wq, s, 64, 4, 64, torch.float16)(ids, wq, s, b).cpu()
+    out = EmbeddingPlan(ids, wq, s, b, 64, 4, 64, torch.float16)(ids, wq, s, b).cpu()
     assert out[[1, 2]].isnan().all() and not out[[0, 3]].isnan().any()
     assert torch.equal(out[[0, 3]], ref.dequantize(wq.cpu(), s.cpu(), b.cpu(), 64, 4, dtype=torch.float16)[[1, 2]])
 
@@ -685,6 +685,20 @@ def _row_strided(t: torch.Tensor, device) -> torch.Tensor:
     wide = torch.cat([t, torch.full_like(t, 7)], dim=-1).to(device)
     return wide[..., : t.shape[-1]]
 
+
+
+@pytest.mark.parametrize("which", ["w", "scales", "biases", "all"])
+def test_dequantize_and_embedding_row_strided(device, which):
+    """dequantize / quantized_embedding with w, scales or biases as row-strided views (biases of another stride
+    than the scales were read with the scales' stride before): the contiguous tensors' results, bit for bit."""
+    wq, s, b = qweight(40, 128, 64, 4, torch.bfloat16)
+    parts = {"w": wq, "scales": s, "biases": b}
+    views = {name: (_row_strided(t, device) if which in (name, "all") else t.to(device)) for name, t in parts.items()}
+    want = mn.dequantize(wq.to(device), s.to(device), b.to(device))
+    assert torch.equal(mn.dequantize(views["w"], views["scales"], views["biases"]), want)
+    ids = torch.tensor([[0, 39], [7, 7]]).to(device)
+    got = mn.quantized_embedding(ids, views["w"], views["scales"], views["biases"])
+    assert torch.equal(got, want[ids])
 
 @pytest.mark.parametrize("m", [1, 4, 40])
 def test_quantized_matmul_row_strided_weights(device, m):

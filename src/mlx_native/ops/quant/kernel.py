@@ -68,6 +68,18 @@ def _rows2d(t: torch.Tensor) -> torch.Tensor:
     return t2 if t2.stride(-1) == 1 or t2.shape[-1] == 1 else t2.contiguous()
 
 
+def _scale_rows(scales: torch.Tensor, biases: torch.Tensor, copy: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(scales, biases)`` as ``[R, G]`` rows for kernels that read both with the scales' row stride: contiguous
+    copies with ``copy`` (a plan's :func:`_scale_copy`, when their strides differ)."""
+    s2, b2 = _rows2d(scales), _rows2d(biases)
+    return (s2.contiguous(), b2.contiguous()) if copy else (s2, b2)
+
+
+def _scale_copy(scales: torch.Tensor, biases: torch.Tensor) -> bool:
+    """Whether scales and biases rows differ in stride (then :func:`_scale_rows` copies them)."""
+    return _rows2d(scales).stride() != _rows2d(biases).stride()
+
+
 class DequantPlan:
     def __init__(self, w, scales, biases, group_size, bits, width):
         self.group_size, self.bits = group_size, bits
@@ -76,7 +88,8 @@ class DequantPlan:
         if self.numel == 0:
             return
         rows = math.prod(w.shape[:-1])
-        w2, s2 = _rows2d(w), _rows2d(scales)
+        self.copy_sb = _scale_copy(scales, biases)
+        w2, (s2, _) = _rows2d(w), _scale_rows(scales, biases, self.copy_sb)
         self.dtype, self.rows, self.width = scales.dtype, rows, width
         self.ints = (rows, rows, width, w2.stride(0), s2.stride(0))
         self.launch = dequant_launch(rows, width, group_size, bits, False)
@@ -84,25 +97,27 @@ class DequantPlan:
     def __call__(self, w, scales, biases):
         out = empty(self.out_shape, dtype=self.dtype, device=w.device)
         w2 = _words(_rows2d(w))
-        self.launch(w2, _rows2d(scales), _rows2d(biases), w2, out, *self.ints)
+        self.launch(w2, *_scale_rows(scales, biases, self.copy_sb), w2, out, *self.ints)
         return out
 
 
 class EmbeddingPlan:
     """``quantized_embedding``: the rows ``ids`` of a packed ``[vocab, K]`` table, dequantized in one launch."""
 
-    def __init__(self, ids, w, scales, group_size, bits, width, dtype):
+    def __init__(self, ids, w, scales, biases, group_size, bits, width, dtype):
         self.dtype = dtype
         self.out_shape = (*ids.shape, width)
         self.numel = math.prod(self.out_shape)
         if self.numel == 0:
             return
-        self.ints = (ids.numel(), w.shape[0], width, w.stride(0), scales.stride(0))
+        self.copy_sb = _scale_copy(scales, biases)
+        s2, _ = _scale_rows(scales, biases, self.copy_sb)
+        self.ints = (ids.numel(), w.shape[0], width, w.stride(0), s2.stride(0))
         self.launch = dequant_launch(ids.numel(), width, group_size, bits, True, w.device)
 
     def __call__(self, ids, w, scales, biases):
         out = empty(self.out_shape, dtype=self.dtype, device=w.device)
-        self.launch(_words(w), scales, biases, ids.reshape(-1), out, *self.ints)
+        self.launch(_words(w), *_scale_rows(scales, biases, self.copy_sb), ids.reshape(-1), out, *self.ints)
         return out
 
 
