@@ -66,6 +66,11 @@ def randn(*shape: int, dtype=torch.float32, device="cpu", scale: float = 1.0) ->
     return (torch.randn(*shape, dtype=torch.float32) * scale).to(dtype=dtype, device=device)
 
 
+def row_strided(t: torch.Tensor, device="cpu") -> torch.Tensor:
+    """``t`` on ``device`` as a view with twice its row stride (the last dim contiguous), garbage in the gaps."""
+    return torch.cat([t, torch.full_like(t, 7)], dim=-1).to(device)[..., : t.shape[-1]]
+
+
 @contextlib.contextmanager
 def reference_backend() -> Iterator[None]:
     with mn.use_backend("reference"):

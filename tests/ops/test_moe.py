@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import mlx_native as mn
-from helpers import assert_error_bar, randn, spy_plans
+from helpers import assert_error_bar, randn, row_strided, spy_plans
 from mlx_native.ops.ggml import formats
 from mlx_native.ops.quant import ref as qref
 from test_ggml import crafted_blocks, gguf_values
@@ -125,12 +125,6 @@ def test_moe_qmm_fused_gate_up(device, activation, tokens):
     assert_error_bar(out.cpu(), oracle, (act(gl) * ul).reshape(tokens, topk, n))
 
 
-
-def _row_strided(t: torch.Tensor) -> torch.Tensor:
-    """``t`` as a view with twice its row stride (garbage in the gaps)."""
-    return torch.cat([t, torch.full_like(t, 7)], dim=-1)[..., : t.shape[-1]]
-
-
 @pytest.mark.parametrize("strided", ["gate", "up"])
 def test_moe_qmm_gate_up_of_other_strides(device, strided):
     """The gate / up pair with one stack a row-strided view and the other contiguous: the routed kernel reads both
@@ -142,7 +136,7 @@ def test_moe_qmm_gate_up_of_other_strides(device, strided):
     x = randn(tokens, k, dtype=torch.bfloat16)
     ids = torch.randint(0, e, (tokens, topk), dtype=torch.int32)
     gate, up = [gq, gs_, gb], [uq, us, ub]
-    views = [_row_strided(u.to(device)) for u in (gate if strided == "gate" else up)]
+    views = [row_strided(u, device) for u in (gate if strided == "gate" else up)]
     args = [u.to(device) for u in gate + up]
     if strided == "gate":
         args[0:3] = views
@@ -156,6 +150,7 @@ def test_moe_qmm_gate_up_of_other_strides(device, strided):
     ul = _lowp_rows(xr, ids.flatten(), qref.dequantize(uq, us, ub, 64, 4))
     assert_error_bar(out.cpu(), (F.silu(g64) * u64).reshape(tokens, topk, n),
                      (F.silu(gl) * ul).reshape(tokens, topk, n))
+
 
 @pytest.fixture
 def moe_idot_plans(monkeypatch):

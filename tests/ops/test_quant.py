@@ -11,7 +11,8 @@ import torch
 import triton
 
 import mlx_native as mn
-from helpers import ALL_FLOAT, assert_agrees_with, assert_error_bar, from_mlx, mlx_array, randn, spy_plans
+from helpers import (ALL_FLOAT, assert_agrees_with, assert_error_bar, from_mlx, mlx_array, randn, row_strided,
+                     spy_plans)
 from mlx_native.ops.quant import ref
 from mlx_native.runtime import env
 
@@ -130,7 +131,7 @@ def test_quantized_embedding_kernel_gives_nan_rows_for_out_of_range_ids(device):
 
     wq, s, b = (t.to(device) for t in qweight(4, 64, 64, 4, torch.bfloat16))
     ids = torch.tensor([1, 4, -1, 2], device=device)
-    out = EmbeddingPlan(ids, wq, s, b, 64, 4, 64, torch.float16)(ids, wq, s, b).cpu()
+    out = EmbeddingPlan(ids, wq, s, 64, 4, 64, torch.float16)(ids, wq, s, b).cpu()
     assert out[[1, 2]].isnan().all() and not out[[0, 3]].isnan().any()
     assert torch.equal(out[[0, 3]], ref.dequantize(wq.cpu(), s.cpu(), b.cpu(), 64, 4, dtype=torch.float16)[[1, 2]])
 
@@ -207,7 +208,6 @@ def test_quantized_matmul_tensor_core_decode(device, monkeypatch, m, n, k, gs, d
     assert built[0].launch.constexprs["PRESCALE"] is prescale
 
 
-
 @pytest.mark.parametrize("m, n, k, gs, dtype", [
     (17, 72, 512, 64, torch.bfloat16),  # x tile of 32 rows, one partial feature tile
     (40, 64, 384, 32, torch.float16),  # 64 rows: 128-feature tiles of 8 warps
@@ -224,7 +224,8 @@ def test_quantized_matmul_tensor_core_mid_rows(device, monkeypatch, m, n, k, gs,
     (plan,) = built
     consts = plan.launch.constexprs
     assert consts["MP"] == triton.next_power_of_2(m) and consts["PACKED"]
-    assert consts["BN"] == (mmv.MID_WIDE_BN if 33 <= m <= 64 else mmv.MMV_BN_ROWS)
+    lo, hi = mmv.MID_WIDE[mmv.AFFINE.value]
+    assert consts["BN"] == (mmv.MID_WIDE_BN if lo <= m <= hi else mmv.MMV_BN_ROWS)
 
 
 def _offset_view(t: torch.Tensor, device) -> torch.Tensor:
@@ -679,26 +680,19 @@ def test_gather_qmm_defaults_to_plain_batched_matmul(device):
     assert_agrees_with(out.cpu(), theirs, oracle)
 
 
-
-def _row_strided(t: torch.Tensor, device) -> torch.Tensor:
-    """``t`` on ``device`` as a view with twice its row stride (the last dim contiguous), garbage in the gaps."""
-    wide = torch.cat([t, torch.full_like(t, 7)], dim=-1).to(device)
-    return wide[..., : t.shape[-1]]
-
-
-
 @pytest.mark.parametrize("which", ["w", "scales", "biases", "all"])
 def test_dequantize_and_embedding_row_strided(device, which):
     """dequantize / quantized_embedding with w, scales or biases as row-strided views (biases of another stride
     than the scales were read with the scales' stride before): the contiguous tensors' results, bit for bit."""
     wq, s, b = qweight(40, 128, 64, 4, torch.bfloat16)
     parts = {"w": wq, "scales": s, "biases": b}
-    views = {name: (_row_strided(t, device) if which in (name, "all") else t.to(device)) for name, t in parts.items()}
+    views = {name: (row_strided(t, device) if which in (name, "all") else t.to(device)) for name, t in parts.items()}
     want = mn.dequantize(wq.to(device), s.to(device), b.to(device))
     assert torch.equal(mn.dequantize(views["w"], views["scales"], views["biases"]), want)
     ids = torch.tensor([[0, 39], [7, 7]]).to(device)
     got = mn.quantized_embedding(ids, views["w"], views["scales"], views["biases"])
     assert torch.equal(got, want[ids])
+
 
 @pytest.mark.parametrize("m", [1, 4, 40])
 def test_quantized_matmul_row_strided_weights(device, m):
@@ -708,7 +702,7 @@ def test_quantized_matmul_row_strided_weights(device, m):
     wq, s, b = qweight(n, k, gs, 4, torch.bfloat16)
     x = randn(m, k, dtype=torch.bfloat16).to(device)
     want = mn.quantized_matmul(x, wq.to(device), s.to(device), b.to(device))
-    got = mn.quantized_matmul(x, _row_strided(wq, device), _row_strided(s, device), _row_strided(b, device))
+    got = mn.quantized_matmul(x, row_strided(wq, device), row_strided(s, device), row_strided(b, device))
     assert torch.equal(got, want)
 
 
@@ -719,9 +713,10 @@ def test_gather_qmm_row_strided_stack(device):
     x = randn(3, 2, k, dtype=torch.bfloat16).to(device)
     rhs = torch.tensor([2, 0, 1]).to(device)
     want = mn.gather_qmm(x, wq.to(device), s.to(device), b.to(device), rhs_indices=rhs)
-    got = mn.gather_qmm(x, _row_strided(wq, device), _row_strided(s, device), _row_strided(b, device),
+    got = mn.gather_qmm(x, row_strided(wq, device), row_strided(s, device), row_strided(b, device),
                         rhs_indices=rhs)
     assert torch.equal(got, want)
+
 
 # --------------------------------------------------------------------------- bad input
 

@@ -70,4 +70,3 @@ def test_rows_past_decode_take_the_chunks(device, monkeypatch, fmt, m):
         w64 = torch.from_numpy(gguf_values(raw, fmt, (n, k))).double()
     assert [type(p) for p in built] == [qmm.ChunkedPrefill]
     assert_error_bar(out.cpu(), x.double() @ w64.T, x @ w64.to(torch.bfloat16).T)
-

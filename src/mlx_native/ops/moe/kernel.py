@@ -192,9 +192,7 @@ class MoeQmmPlan:
         self.out_shape = (t, k, n)
         spec = WeightSpec(0, 0, bits, group_size, True)
         x2 = _x2d(x)
-        # the strides of the contiguous stacks the calls pass (gate and up share them)
-        strides = (x2.stride(0), w.shape[1] * w.shape[2], w.shape[2], scales.shape[1] * scales.shape[2],
-                   scales.shape[2])
+        strides = (x2.stride(0), *qmm.stack_strides(w, scales))
         self.launch = RoutedLaunch(spec, n, kf, t * k, w.shape[0], x_div, False, has_up, ACT_CODES.get(activation, 0),
                                    x.dtype, x.dtype == torch.float32, strides, x.device)
 

@@ -184,7 +184,7 @@ def _embedding_plan(ids, w, scales, biases, group_size, bits, dtype):
     width = _validate_embedding(ids, w, scales, biases, group_size, bits, dtype)
     from .kernel import EmbeddingPlan
 
-    return EmbeddingPlan(ids, w, scales, biases, group_size, bits, width, dtype)
+    return EmbeddingPlan(ids, w, scales, group_size, bits, width, dtype)
 
 
 _EMB_PLANS = PlanCache(_embedding_plan)

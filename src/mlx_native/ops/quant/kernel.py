@@ -68,16 +68,10 @@ def _rows2d(t: torch.Tensor) -> torch.Tensor:
     return t2 if t2.stride(-1) == 1 or t2.shape[-1] == 1 else t2.contiguous()
 
 
-def _scale_rows(scales: torch.Tensor, biases: torch.Tensor, copy: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(scales, biases)`` as ``[R, G]`` rows for kernels that read both with the scales' row stride: contiguous
-    copies with ``copy`` (a plan's :func:`_scale_copy`, when their strides differ)."""
-    s2, b2 = _rows2d(scales), _rows2d(biases)
-    return (s2.contiguous(), b2.contiguous()) if copy else (s2, b2)
-
-
-def _scale_copy(scales: torch.Tensor, biases: torch.Tensor) -> bool:
-    """Whether scales and biases rows differ in stride (then :func:`_scale_rows` copies them)."""
-    return _rows2d(scales).stride() != _rows2d(biases).stride()
+def _scale_rows(scales: torch.Tensor, biases: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(scales, biases)`` as contiguous ``[R, G]`` rows (the dequantize kernel reads both with one row stride,
+    ``G``; a copy only for views)."""
+    return _rows2d(scales).contiguous(), _rows2d(biases).contiguous()
 
 
 class DequantPlan:
@@ -88,36 +82,33 @@ class DequantPlan:
         if self.numel == 0:
             return
         rows = math.prod(w.shape[:-1])
-        self.copy_sb = _scale_copy(scales, biases)
-        w2, (s2, _) = _rows2d(w), _scale_rows(scales, biases, self.copy_sb)
+        w2 = _rows2d(w)
         self.dtype, self.rows, self.width = scales.dtype, rows, width
-        self.ints = (rows, rows, width, w2.stride(0), s2.stride(0))
+        self.ints = (rows, rows, width, w2.stride(0), scales.shape[-1])
         self.launch = dequant_launch(rows, width, group_size, bits, False)
 
     def __call__(self, w, scales, biases):
         out = empty(self.out_shape, dtype=self.dtype, device=w.device)
         w2 = _words(_rows2d(w))
-        self.launch(w2, *_scale_rows(scales, biases, self.copy_sb), w2, out, *self.ints)
+        self.launch(w2, *_scale_rows(scales, biases), w2, out, *self.ints)
         return out
 
 
 class EmbeddingPlan:
     """``quantized_embedding``: the rows ``ids`` of a packed ``[vocab, K]`` table, dequantized in one launch."""
 
-    def __init__(self, ids, w, scales, biases, group_size, bits, width, dtype):
+    def __init__(self, ids, w, scales, group_size, bits, width, dtype):
         self.dtype = dtype
         self.out_shape = (*ids.shape, width)
         self.numel = math.prod(self.out_shape)
         if self.numel == 0:
             return
-        self.copy_sb = _scale_copy(scales, biases)
-        s2, _ = _scale_rows(scales, biases, self.copy_sb)
-        self.ints = (ids.numel(), w.shape[0], width, w.stride(0), s2.stride(0))
+        self.ints = (ids.numel(), w.shape[0], width, w.stride(0), scales.shape[-1])
         self.launch = dequant_launch(ids.numel(), width, group_size, bits, True, w.device)
 
     def __call__(self, ids, w, scales, biases):
         out = empty(self.out_shape, dtype=self.dtype, device=w.device)
-        self.launch(_words(w), *_scale_rows(scales, biases, self.copy_sb), ids.reshape(-1), out, *self.ints)
+        self.launch(_words(w), *_scale_rows(scales, biases), ids.reshape(-1), out, *self.ints)
         return out
 
 
@@ -225,10 +216,7 @@ class GatherQmmPlan:
         n_mats = math.prod(w.shape[:-2])
         rows = math.prod(batch) * m
         spec = WeightSpec(0, 0, bits, group_size, transpose)
-        w3 = w.reshape(n_mats, *w.shape[-2:])
-        s3 = scales.reshape(n_mats, *scales.shape[-2:])
-        # strides of the contiguous stacks the calls pass
-        strides = (k, w3.shape[1] * w3.shape[2], w3.shape[2], s3.shape[1] * s3.shape[2], s3.shape[2])
+        strides = (k, *qmm.stack_strides(w, scales))
         self.n_mats = n_mats
         self.launch = RoutedLaunch(spec, n, k, rows, n_mats, 1, True, False, 0, out_dtype, out_dtype == torch.float32,
                                    strides, x.device)

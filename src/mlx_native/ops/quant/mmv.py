@@ -955,9 +955,10 @@ class MmvLaunch:
     def __init__(self, m: int, n: int, k: int, group_size: int, x_dtype: torch.dtype, out_dtype: torch.dtype,
                  strides: tuple, device, fmt: int = AFFINE.value, prescale: Optional[bool] = None,
                  scale_dtype: Optional[torch.dtype] = None):
+        wide_lo, wide_hi = MID_WIDE.get(fmt, (0, 0))
         if m == 1:
             bn, warps = MMV_BN, MMV_WARPS
-        elif MID_WIDE.get(fmt, (0, 0))[0] <= m <= MID_WIDE.get(fmt, (0, 0))[1]:
+        elif wide_lo <= m <= wide_hi:
             bn, warps = MID_WIDE_BN, MID_WIDE_WARPS
         else:
             bn, warps = MMV_BN_ROWS, MMV_WARPS_ROWS

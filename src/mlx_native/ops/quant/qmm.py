@@ -642,6 +642,13 @@ def max_row_blocks(r: int, n_experts: int, bm: int) -> int:
     return triton.cdiv(r + (n_experts + 1) * (bm - 1), bm)
 
 
+def stack_strides(w: torch.Tensor, scales: torch.Tensor) -> tuple[int, int, int, int]:
+    """``(stride_we, stride_wr, stride_se, stride_sr)`` of the contiguous ``[E, R, C]`` expert stacks of words and
+    scales that :class:`RoutedLaunch` calls pass (``.contiguous()`` of the given ones; an up projection shares
+    them)."""
+    return w.shape[-2] * w.shape[-1], w.shape[-1], scales.shape[-2] * scales.shape[-1], scales.shape[-1]
+
+
 class RoutedLaunch:
     """Expert-routed rows: row ``r`` multiplies x row ``xrow[r]`` (or ``r // x_div``) by expert ``erow[r]``.
 
