@@ -237,6 +237,91 @@ def test_moe_qmm_topk_weights_other_paths(device):
         assert torch.equal(ref_mix, mn.moe_weighted_reduce(mn.moe_qmm(h, ids, wq, s, b, bits=8), w))
 
 
+@pytest.fixture
+def grouped_plans(monkeypatch):
+    """The expert-grouped tensor-core launches (ops/moe/grouped.py) built while the test runs."""
+    from mlx_native.ops.moe import grouped
+
+    return spy_plans(monkeypatch, grouped.GroupedLaunch)
+
+
+def _skewed_ids(tokens, topk, e, hot, seed):
+    """``[tokens, topk]`` distinct experts per token, expert ``hot`` in every token (more rows than a block holds)
+    and experts ``e - 2``, ``e - 1`` in none."""
+    g = torch.Generator().manual_seed(seed)
+    rest = [torch.randperm(e - 3, generator=g)[: topk - 1] for _ in range(tokens)]
+    rows = [torch.cat([torch.tensor([hot]), torch.where(r >= hot, r + 1, r)]) for r in rest]
+    return torch.stack(rows).to(torch.int32)
+
+
+@pytest.mark.parametrize("tokens, topk, e, n, k, gs, dtype, per_slot", [
+    (70, 2, 6, 72, 256, 64, torch.bfloat16, False),  # 140 rows: blocks of 64 rows, a hot expert in every token
+    (41, 2, 12, 40, 384, 32, torch.float16, True),  # 82 rows, blocks of 16, x one row per slot, a ragged tile
+    (33, 3, 9, 64, 256, 128, torch.bfloat16, True),  # group size 128 (one group a 128-code step)
+])
+def test_moe_qmm_grouped(device, grouped_plans, tokens, topk, e, n, k, gs, dtype, per_slot):
+    """Routed rows past the decode kernels (MoE prefill) run the expert-grouped tensor-core kernel: rows sorted by
+    expert into blocks, one pass over an expert's weights per block; every slot within the error bar of the fp64
+    per-expert oracle, experts with more rows than a block and experts with none included."""
+    wq, s, b = experts_affine(e, n, k, gs, 4, dtype)
+    x = randn(tokens, topk, k, dtype=dtype) if per_slot else randn(tokens, k, dtype=dtype)
+    ids = _skewed_ids(tokens, topk, e, 1, tokens)
+    out = mn.moe_qmm(x.to(device), ids.to(device), wq.to(device), s.to(device), b.to(device), group_size=gs)
+    assert len(grouped_plans) == 1 and out.shape == (tokens, topk, n) and out.dtype == dtype
+    assert (ids == 1).sum() > grouped_plans[0].mp
+    assert_error_bar(out.cpu(), *_slot_oracles(x, ids, wq, s, b, gs))
+    mix = torch.rand(tokens, topk)
+    mixed = mn.moe_qmm(x.to(device), ids.to(device), wq.to(device), s.to(device), b.to(device), group_size=gs,
+                       topk_weights=mix.to(device))
+    assert_error_bar(mixed.cpu(), *_slot_oracles(x, ids, wq, s, b, gs, mix))
+
+
+@pytest.mark.parametrize("activation", ["silu", "gelu_tanh"])
+def test_moe_qmm_grouped_gate_up(device, grouped_plans, activation):
+    """The fused gate/up pair on the grouped kernel: both matrices over the same x steps, the activation in the
+    epilogue (one rounding)."""
+    e, n, k, topk, tokens, gs = 7, 48, 256, 2, 45, 64
+    gq, gs_, gb = experts_affine(e, n, k, gs, 4)
+    uq, us, ub = experts_affine(e, n, k, gs, 4)
+    x = randn(tokens, k, dtype=torch.bfloat16)
+    ids = _skewed_ids(tokens, topk, e, 4, 3)
+    out = mn.moe_qmm(x.to(device), ids.to(device), gq.to(device), gs_.to(device), gb.to(device),
+                     w_up=uq.to(device), scales_up=us.to(device), biases_up=ub.to(device), activation=activation)
+    assert len(grouped_plans) == 1 and grouped_plans[0].launch.constexprs["HAS_UP"]
+    xr = _rows(x, tokens, topk)
+    g64 = per_expert_loop(xr, ids.flatten(), qref.dequantize(gq, gs_, gb, gs, 4, torch.float64, torch.float64))
+    u64 = per_expert_loop(xr, ids.flatten(), qref.dequantize(uq, us, ub, gs, 4, torch.float64, torch.float64))
+    act = F.silu if activation == "silu" else (lambda v: F.gelu(v, approximate="tanh"))
+    gl = _lowp_rows(xr, ids.flatten(), qref.dequantize(gq, gs_, gb, gs, 4))
+    ul = _lowp_rows(xr, ids.flatten(), qref.dequantize(uq, us, ub, gs, 4))
+    assert_error_bar(out.cpu(), (act(g64) * u64).reshape(tokens, topk, n),
+                     (act(gl) * ul).reshape(tokens, topk, n))
+
+
+@pytest.mark.parametrize("dtype, up", [(torch.bfloat16, False), (torch.float16, True)])
+def test_moe_ggml_grouped_q4k(device, grouped_plans, dtype, up):
+    """GGUF Q4_K experts (Qwen3-MoE Q4_K_M files) past the decode kernels take the grouped kernel too, with and
+    without the fused gate/up pair."""
+    rng = np.random.default_rng(11)
+    e, n, k, topk, tokens = 5, 40, 512, 2, 30
+    graw = crafted_blocks("Q4_K", e * n * k // 256, rng)
+    uraw = crafted_blocks("Q4_K", e * n * k // 256, rng)
+    x = randn(tokens, k, dtype=dtype)
+    ids = _skewed_ids(tokens, topk, e, 0, 5)
+    out = mn.moe_ggml_matmul(x.to(device), ids.to(device), torch.from_numpy(graw).to(device), "Q4_K", (e, n, k),
+                             raw_up=torch.from_numpy(uraw).to(device) if up else None)
+    assert len(grouped_plans) == 1
+    xr = _rows(x, tokens, topk)
+    g = torch.from_numpy(gguf_values(graw, "Q4_K", (e, n, k)))
+    oracle = per_expert_loop(xr, ids.flatten(), g.double())
+    lowp = _lowp_rows(xr, ids.flatten(), g.to(dtype))
+    if up:
+        u = torch.from_numpy(gguf_values(uraw, "Q4_K", (e, n, k)))
+        oracle = F.silu(oracle) * per_expert_loop(xr, ids.flatten(), u.double())
+        lowp = F.silu(lowp) * _lowp_rows(xr, ids.flatten(), u.to(dtype))
+    assert_error_bar(out.cpu(), oracle.reshape(tokens, topk, n), lowp.reshape(tokens, topk, n))
+
+
 @pytest.mark.parametrize("name", ["Q4_0", "Q4_K", "Q8_0", "Q6_K", "Q5_0"])
 @pytest.mark.parametrize("tokens", [1, 21])
 def test_moe_ggml_matmul(device, name, tokens):

@@ -17,8 +17,9 @@ from ..common import next_pow2
 from ..ggml.kernel import aligned, weight_spec
 from ..ggml import formats
 from ..quant import affine_idot, qmm
+from ..quant.gemv import AFFINE
 from ..quant.qmm import ACT_CODES, RoutedLaunch, WeightSpec
-from . import idot as moe_idot
+from . import grouped, idot as moe_idot
 from . import ref
 
 
@@ -190,8 +191,14 @@ class MoeQmmPlan:
                 self.out_shape = (t, k, n)  # the caller mixes the slots (x shared by a token's slots)
             return
         self.out_shape = (t, k, n)
-        spec = WeightSpec(0, 0, bits, group_size, True)
         x2 = _x2d(x)
+        if fast and grouped.supports(AFFINE.value, t * k, kf, x.dtype, bits, group_size, scales.dtype,
+                                     scales.shape[-2] * scales.shape[-1]):
+            self.launch = grouped.GroupedLaunch(AFFINE.value, n, kf, group_size, t * k, w.shape[0], x_div, x.dtype,
+                                                (x2.stride(0), *qmm.stack_strides(w, scales)), x.device, act)
+            self.kind = "grouped"
+            return
+        spec = WeightSpec(0, 0, bits, group_size, True)
         strides = (x2.stride(0), *qmm.stack_strides(w, scales))
         self.launch = RoutedLaunch(spec, n, kf, t * k, w.shape[0], x_div, False, has_up, ACT_CODES.get(activation, 0),
                                    x.dtype, x.dtype == torch.float32, strides, x.device)
@@ -210,6 +217,9 @@ class MoeQmmPlan:
         if self.kind == "dense_glu":  # ids can only be 0 (one expert)
             return self.launch(_x2d(x), words(w[0]), scales[0], biases[0], words(w_up[0]), scales_up[0],
                                biases_up[0]).view(self.out_shape)
+        if self.kind == "grouped":
+            return self.launch(_x2d(x), ids.reshape(-1), words(w), scales, biases, words(w_up), scales_up,
+                               biases_up).view(self.out_shape)
         if self.kind.startswith("idot"):
             mix = mix.reshape(-1) if self.kind == "idot_mix" else None
             out = self.launch(_x2d(x), ids.reshape(-1), words(w), scales, biases, words(w_up), scales_up, biases_up,
@@ -268,6 +278,12 @@ class MoeGgmlPlan:
         rb = formats.row_bytes(t, self.kf)
         x2 = _x2d(x)
         strides = (x2.stride(0), self.n * rb, rb, 0, 0)
+        self.grouped = grouped.supports(t.id, tt * k, self.kf, x.dtype)
+        if self.grouped:
+            self.launch = grouped.GroupedLaunch(t.id, self.n, self.kf, 32, tt * k, self.n_experts,
+                                                k if x.dim() == 2 else 1, x.dtype, strides, x.device,
+                                                ACT_CODES[activation] if has_up else None)
+            return
         self.launch = RoutedLaunch(weight_spec(t), self.n, self.kf, tt * k, self.n_experts,
                                    k if x.dim() == 2 else 1, False, has_up, ACT_CODES.get(activation, 0), x.dtype,
                                    x.dtype == torch.float32, strides, x.device)
@@ -283,5 +299,7 @@ class MoeGgmlPlan:
     def __call__(self, x, ids, raw, raw_up):
         r = aligned(raw.reshape(-1))
         r2 = aligned(raw_up.reshape(-1)) if raw_up is not None else None
+        if self.grouped:
+            return self.launch(_x2d(x), ids.reshape(-1), r, r, r, r2, r2, r2).view(self.out_shape)
         out = self.launch(_x2d(x), ids.reshape(-1), r, r, r, r2, r2, r2)
         return out.view(self.out_shape)

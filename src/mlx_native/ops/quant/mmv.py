@@ -221,9 +221,16 @@ def _x_load(x_ptr, m, g, stride_xm, M, GS: tl.constexpr, KS: tl.constexpr):
     order (rows ``>= M``: 0; x 4-byte aligned, ``stride_xm`` even). Words, not 16-bit values: a loop can carry them to
     the next step in the registers they were loaded into, where 16-bit halves were moved at the end of the step,
     waiting there for the load; :func:`_x_order` unpacks and reorders them."""
+    return _x_load_rows(x_ptr, m, m < M, g, stride_xm, GS, KS)
+
+
+@triton.jit
+def _x_load_rows(x_ptr, xr, ok, g, stride_xm, GS: tl.constexpr, KS: tl.constexpr):
+    """:func:`_x_load` of the x rows ``xr [MP]`` (gathered: ``ops/moe/grouped.py``), 0 where ``ok [MP]`` is
+    False."""
     xw = x_ptr.to(tl.pointer_type(tl.int32))
-    return tl.load(xw + m[:, None] * (stride_xm // 2) + (g * (GS // 2) + tl.arange(0, KS // 2))[None, :],
-                   mask=(m < M)[:, None], other=0)
+    return tl.load(xw + xr[:, None] * (stride_xm // 2) + (g * (GS // 2) + tl.arange(0, KS // 2))[None, :],
+                   mask=ok[:, None], other=0)
 
 
 @triton.jit

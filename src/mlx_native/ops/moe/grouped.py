@@ -1,0 +1,193 @@
+"""Expert-grouped tensor-core matmul for routed rows past decode (MoE prefill, batches of many tokens), on MLX
+affine 4-bit experts (scales and biases in x's dtype) and GGUF Q4_K experts.
+
+A prefill of ``T`` tokens with ``top_k`` of ``E`` experts routes about ``T top_k / E`` rows to each expert (32 for
+512 tokens of Qwen3-30B-A3B). The rows are sorted by expert on the device into blocks of ``MP`` rows of one expert
+(:func:`~mlx_native.ops.quant.qmm.group_rows`, no host sync); program ``(tile, block)`` gathers its block's rows
+of x and runs the loop of ``quant/mmv.py``'s packed tiles over its expert's ``BN`` output rows: each step
+dequantizes ``GPS * GS`` codes of every row in registers, two codes an instruction, into one tile of the column
+order that x is reordered into, and one tensor-core dot takes all ``MP`` rows. The weights of an expert are read
+once per block of its rows (the tiled kernel this replaces read them once per ``16-64`` rows too, but its
+dequantization through shared memory made it 2-12x slower on dense calls of 17-127 rows).
+
+With an up projection (``HAS_UP``: the fused gate/up pair) the program runs both matrices over the same x
+steps and stores ``act(x Wg^T) * (x Wu^T)`` (fp32, one rounding). Expert ids outside ``[0, E)`` give NaN rows
+and read no weights.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+import triton
+import triton.language as tl
+
+from ...kernels.launch import Launch
+from ...kernels.loads import pinned
+from ...kernels.words import word_aligned
+from ...runtime import env
+from ...runtime.memory import empty
+from ..quant import mmv
+from ..quant.gemv import AFFINE, Q4_K
+from ..quant.mmv import _affine_scale_words, _affine_step, _q4k_packed_step, _x_load_rows, _x_order
+from ..quant.qmm import group_rows, max_row_blocks, store_result
+
+
+@triton.jit
+def grouped_mmv_kernel(
+    x_ptr,  # [X, K] activations, bf16 / fp16 (row stride stride_xm, even; 4-byte aligned)
+    rows_ptr,  # [blocks * MP] int32 routed row of each slot of a block, -1 = padding (group_rows)
+    bexp_ptr,  # [blocks] int32 expert of each block: n_experts = invalid ids (NaN rows), more = past the last block
+    w_ptr, s_ptr, b_ptr,  # MLX: [E, N, K / 8] int32 words, [E, N, K / GS] scales / biases; Q4_K: [E, N, row] bytes
+    w2_ptr, s2_ptr, b2_ptr,  # the up projection (HAS_UP), same layout
+    out_ptr,  # [R, N] output (row r: routed row r)
+    N, K, stride_xm, x_div, stride_we, stride_wn, stride_se, stride_sn, n_experts,
+    FMT: tl.constexpr, BN: tl.constexpr, GS: tl.constexpr, MP: tl.constexpr, GPS: tl.constexpr,
+    X_F16: tl.constexpr, HAS_UP: tl.constexpr, ACT: tl.constexpr, ASM: tl.constexpr,
+):
+    """Routed row ``r`` reads x row ``r // x_div`` (``x_div``: the slots of a token sharing its x, or 1).
+    ``stride_we`` / ``stride_wn``: words (MLX) or bytes (Q4_K); ``stride_se`` even (scale words)."""
+    pid_n = tl.program_id(0)
+    blk = tl.program_id(1)
+    e = tl.load(bexp_ptr + blk)
+    if e > n_experts:  # past the last block in use
+        return
+    bad = e == n_experts
+    e = tl.where(bad, 0, e).to(tl.int64)
+    m = tl.arange(0, MP)
+    r = tl.load(rows_ptr + blk * MP + m)
+    ok = r >= 0
+    r = tl.where(ok, r, 0)
+    xr = (r // x_div).to(tl.int64)
+    cols = pid_n * BN + tl.arange(0, BN)
+    col_ok = cols < N
+    rows = tl.where(col_ok, cols, 0)
+    n_groups = K // GS
+    KS: tl.constexpr = GPS * GS
+    wp, w2p = w_ptr + e * stride_we, w2_ptr + e * stride_we
+    acc = tl.zeros([BN, MP], dtype=tl.float32)
+    acc2 = tl.zeros([BN, MP], dtype=tl.float32)
+    xn = _x_load_rows(x_ptr, xr, ok, 0, stride_xm, GS, KS)  # x of the next step, as words (see mmv_kernel)
+    if FMT == Q4_K:
+        for g in range(0, n_groups, GPS):
+            xs = _x_order(pinned(xn, ASM), KS, FMT, x_ptr.dtype.element_ty)
+            xn = _x_load_rows(x_ptr, xr, ok & (m * 0 + g + GPS < n_groups), g + GPS, stride_xm, GS, KS)
+            acc = _q4k_packed_step(xs, wp, rows, g, stride_wn, acc, BN, X_F16, ASM)
+            if HAS_UP:
+                acc2 = _q4k_packed_step(xs, w2p, rows, g, stride_wn, acc2, BN, X_F16, ASM)
+    else:
+        sp, bp = s_ptr + e * stride_se, b_ptr + e * stride_se
+        s2p, b2p = s2_ptr + e * stride_se, b2_ptr + e * stride_se
+        sw = _affine_scale_words(sp, rows, 0, n_groups, stride_sn, GPS)
+        bw = _affine_scale_words(bp, rows, 0, n_groups, stride_sn, GPS)
+        sw2 = sw
+        bw2 = bw
+        if HAS_UP:
+            sw2 = _affine_scale_words(s2p, rows, 0, n_groups, stride_sn, GPS)
+            bw2 = _affine_scale_words(b2p, rows, 0, n_groups, stride_sn, GPS)
+        for g in range(0, n_groups, GPS):
+            xs = _x_order(pinned(xn, ASM), KS, FMT, x_ptr.dtype.element_ty)
+            sc, bc = pinned(sw, ASM), pinned(bw, ASM)
+            xn = _x_load_rows(x_ptr, xr, ok & (m * 0 + g + GPS < n_groups), g + GPS, stride_xm, GS, KS)
+            sw = _affine_scale_words(sp, rows, g + GPS, n_groups, stride_sn, GPS)
+            bw = _affine_scale_words(bp, rows, g + GPS, n_groups, stride_sn, GPS)
+            acc = _affine_step(xs, sc, bc, wp, rows, g, stride_wn, stride_sn, acc, BN, GS, KS, X_F16, ASM)
+            if HAS_UP:
+                sc2, bc2 = pinned(sw2, ASM), pinned(bw2, ASM)
+                sw2 = _affine_scale_words(s2p, rows, g + GPS, n_groups, stride_sn, GPS)
+                bw2 = _affine_scale_words(b2p, rows, g + GPS, n_groups, stride_sn, GPS)
+                acc2 = _affine_step(xs, sc2, bc2, w2p, rows, g, stride_wn, stride_sn, acc2, BN, GS, KS, X_F16, ASM)
+    acc = tl.where(bad, float("nan"), acc)
+    mask = col_ok[:, None] & ok[None, :]
+    out_off = r[None, :].to(tl.int64) * N + cols[:, None]
+    store_result(out_ptr, out_ptr, out_ptr, out_ptr, acc, acc2, out_off, mask, 0, False, False, HAS_UP, ACT)
+
+
+# ----------------------------------------------------------------------------- launch plan
+
+MIN_ROWS = 17  # routed rows from which expert calls come here (fewer: the decode mat-vecs)
+MP_MAX = 64  # rows of a block at most (the dot's N)
+# (BN, warps) by block rows: not yet swept on the GPU; mmv's mid-row tiles (MID_WIDE: 128 features, 8 warps for
+# 33-64 rows) as the starting point, 64-feature tiles where the up projection doubles the accumulators.
+CONFIG = {16: (64, 4), 32: (64, 4), 64: (128, 8)}
+CONFIG_UP = {16: (64, 4), 32: (64, 4), 64: (64, 4)}
+STAGES = 3
+CONFIG_OVERRIDE: Optional[tuple] = None  # (MP, BN, warps, stages) for sweeps (bench/moe_prefill_sweep.py)
+
+
+def block_rows(n_rows: int, n_experts: int) -> int:
+    """Rows of a block (``MP``): a power of two from 16 covering 1.5x the mean rows per expert, at most
+    ``MP_MAX`` (a block is one pass over its expert's weights; rows past an expert's count are padding)."""
+    mean = n_rows / max(1, n_experts)
+    return max(16, min(MP_MAX, triton.next_power_of_2(math.ceil(1.5 * mean))))
+
+
+def step_groups(fmt: int, k: int, group_size: int) -> int:
+    """Groups per loop step (``GPS``): Q4_K half a super-block; MLX the widest step of whole groups of at most
+    ``mmv.MMV_STEP_ROWS`` codes dividing ``k``."""
+    if fmt == Q4_K.value:
+        return mmv.Q4_K_GPS // 2
+    step = mmv.MMV_STEP_ROWS
+    while step > group_size and k % step:
+        step //= 2
+    return max(1, step // group_size)
+
+
+def supports(fmt: int, n_rows: int, k: int, x_dtype: torch.dtype, bits: int = 4, group_size: int = 32,
+             scale_dtype: Optional[torch.dtype] = None, scale_stride: int = 0) -> bool:
+    """Whether an expert call of ``n_rows`` routed rows comes here: MLX affine 4-bit (``fmt`` ``gemv.AFFINE``,
+    group size 32 / 64 / 128, scales / biases in x's dtype, an even ``scale_stride`` = N K / group_size per
+    expert) or GGUF Q4_K (``k`` a multiple of 256), bf16 / fp16 x, at least ``MIN_ROWS`` rows;
+    ``MLX_NATIVE_MMV=off`` turns it off."""
+    if env.settings.mmv == "off" or n_rows < MIN_ROWS or x_dtype not in (torch.bfloat16, torch.float16):
+        return False
+    if fmt == Q4_K.value:
+        return k % 256 == 0
+    return (fmt == AFFINE.value and bits == 4 and group_size in (32, 64, 128) and k % group_size == 0
+            and scale_dtype == x_dtype and scale_stride % 2 == 0)
+
+
+class GroupedLaunch:
+    """:func:`grouped_mmv_kernel` for ``n_rows`` routed rows against experts stacked ``[E, n, k]`` (contiguous).
+
+    Args:
+        fmt: ``gemv.AFFINE`` or GGUF ``Q4_K``'s type id. x_div: routed rows per x row. strides: ``(stride_xm,
+            stride_we, stride_wn, stride_se, stride_sn)`` (MLX: words and scale elements; Q4_K: bytes, the scale
+            strides unused). act: ``qmm.ACT_CODES`` code of a fused gate/up pair (``None``: one matrix).
+
+    Call with ``(x, erow, w, s, b, w2, s2, b2)`` (``erow [n_rows]`` expert of each routed row) -> ``[n_rows, n]``.
+    """
+
+    def __init__(self, fmt: int, n: int, k: int, group_size: int, n_rows: int, n_experts: int, x_div: int,
+                 x_dtype: torch.dtype, strides: tuple, device, act: Optional[int] = None):
+        has_up = act is not None
+        mp = block_rows(n_rows, n_experts)
+        bn, warps = (CONFIG_UP if has_up else CONFIG)[mp]
+        stages = STAGES
+        if CONFIG_OVERRIDE is not None:
+            mp, bn, warps, stages = CONFIG_OVERRIDE
+        self.mp, self.n, self.n_rows, self.n_experts = mp, n, n_rows, n_experts
+        self.x_dtype, self.device, self.fmt = x_dtype, device, fmt
+        stride_xm = strides[0]
+        self.x_copy = stride_xm % 2 == 1  # x is read as int32 words: rows of an odd stride are copied
+        if self.x_copy:
+            stride_xm = k
+        self.ints = (n, k, stride_xm, x_div, *strides[1:], n_experts)
+        gs = 32 if fmt == Q4_K.value else group_size
+        self.launch = Launch(grouped_mmv_kernel, (triton.cdiv(n, bn), max_row_blocks(n_rows, n_experts, mp)), dict(
+            FMT=fmt, BN=bn, GS=gs, MP=mp, GPS=step_groups(fmt, k, group_size), X_F16=x_dtype == torch.float16,
+            HAS_UP=has_up, ACT=act or 0, ASM=not env.settings.triton_interpret), num_warps=warps, num_stages=stages)
+
+    def __call__(self, x, erow, w, s, b, w2=None, s2=None, b2=None) -> torch.Tensor:
+        rows, bexp, _ = group_rows(erow, self.n_experts, self.mp)
+        x = x.contiguous() if self.x_copy else word_aligned(x)
+        if self.fmt == AFFINE.value:
+            s, b = word_aligned(s), word_aligned(b)
+            if w2 is not None:
+                s2, b2 = word_aligned(s2), word_aligned(b2)
+        out = empty((self.n_rows, self.n), dtype=self.x_dtype, device=self.device)
+        self.launch(x, rows, bexp, w, s, b, w if w2 is None else w2, s if s2 is None else s2,
+                    b if b2 is None else b2, out, *self.ints)
+        return out
