@@ -6,10 +6,10 @@ grouped kernel it replaced, per launch config, with peers.
 
 For each MoE shape (4-bit MLX g64 experts, bf16) and token count: ``moe_ffn`` (route, gate/up, down, mix) on the
 default route and with the grouped kernel off (``grouped.MIN_ROWS`` past the rows: the tiled kernel, as before
-session 33); the gate/up and the down ``moe_qmm`` alone; ``group_rows`` alone; each launch config of
+session 33); the gate/up and the down ``moe_qmm`` alone; the rows grouped by expert alone; each launch config of
 ``grouped.CONFIG_OVERRIDE`` (``--configs all``). Peers in the same run: bf16 cuBLAS on the routed rows as one
 dense GEMM of the same FLOPs (a roofline, not a MoE), and the weight floor (the touched experts' bytes at the
-measured copy bandwidth). CUDA-graph replay where the call can be captured; outputs checked against the default
+measured copy bandwidth). CUDA-graph replay where the call can be captured (and ``moe_ffn`` in eager calls); outputs checked against the default
 route.
 """
 
@@ -29,7 +29,7 @@ from quant import MOE, affine_bytes, affine_weight  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
 from mlx_native.ops.moe import grouped  # noqa: E402
-from mlx_native.ops.quant import qmm  # noqa: E402
+from mlx_native.ops.quant.grouping import RowGrouping  # noqa: E402
 from mlx_native.runtime import plans  # noqa: E402
 
 DT = torch.bfloat16
@@ -82,10 +82,10 @@ def main() -> int:
             def dense(xr, wg, hr, wd):  # the same FLOPs as one dense GEMM pair (no routing): a roofline
                 return xr @ wg.T, hr @ wd.T
 
-            def timed(label, fn, sets, **extra):
+            def timed(label, fn, sets, eager=False, **extra):
                 plans.clear_all()
                 try:
-                    us = common.time_any(fn, sets)
+                    us = common.time_eager(fn, sets) if eager else common.time_any(fn, sets)
                 except Exception as exc:  # noqa: BLE001 - keep the other rows
                     print(f"{name} T{t} {label}: {exc!r}"[:300], flush=True)
                     return None
@@ -98,9 +98,11 @@ def main() -> int:
 
             want = ffn(x, logits)
             timed("moe_ffn", ffn, [(x, logits)])
+            timed("moe_ffn, eager calls", ffn, [(x, logits)], eager=True)
             timed("gate/up moe_qmm", gate_up, [(x, ids)])
             timed("down moe_qmm + mix", down_mix, [(h, ids, w)])
-            timed("group_rows", lambda i: qmm.group_rows(i.reshape(-1), e, grouped.block_rows(t * topk, e)), [(ids,)])
+            grouping = RowGrouping(t * topk, e, grouped.block_rows(t * topk, e), x.device)
+            timed("rows grouped by expert (RowGrouping)", grouping, [(ids,)])
             timed("peer: dense bf16 cuBLAS, same FLOPs", dense, [(xr, wg, hr, wd)])
             keep = grouped.MIN_ROWS
             grouped.MIN_ROWS = 1 << 30

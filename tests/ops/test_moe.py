@@ -237,6 +237,35 @@ def test_moe_qmm_topk_weights_other_paths(device):
         assert torch.equal(ref_mix, mn.moe_weighted_reduce(mn.moe_qmm(h, ids, wq, s, b, bits=8), w))
 
 
+@pytest.mark.parametrize("n_rows, n_experts, bm", [(300, 7, 16), (2500, 128, 32), (40, 256, 64)])
+def test_row_grouping(device, n_rows, n_experts, bm):
+    """Routed rows sorted by expert into blocks (three launches, atomic slots): every row once, in a block of its
+    expert (invalid ids in the last bucket's blocks), padding -1, blocks past the last in use marked
+    ``n_experts + 1``; the counters re-armed, so a second call lays out the same blocks."""
+    from mlx_native.ops.quant.grouping import RowGrouping
+
+    g = torch.Generator().manual_seed(n_rows)
+    erow = torch.randint(0, n_experts, (n_rows,), generator=g)
+    erow[::13] = 3  # a hot expert
+    erow[5::97] = n_experts + 4  # out of range
+    erow[7::101] = -1
+    grouping = RowGrouping(n_rows, n_experts, bm, device)
+    for _ in range(2):
+        rows, bexp, nblk = (u.cpu() for u in grouping(erow.to(device)))
+        bucket = torch.where((erow >= 0) & (erow < n_experts), erow, n_experts)
+        counts = torch.bincount(bucket, minlength=n_experts + 1)
+        blocks = (counts + bm - 1) // bm
+        assert nblk.item() == blocks.sum().item() and rows.numel() == grouping.max_blocks * bm
+        assert torch.equal(bexp[: nblk.item()], torch.repeat_interleave(torch.arange(n_experts + 1), blocks).int())
+        assert (bexp[nblk.item():] == n_experts + 1).all()
+        table = rows.reshape(-1, bm)[: nblk.item()]
+        real = table[table >= 0].long()
+        assert torch.equal(real.sort().values, torch.arange(n_rows))
+        assert torch.equal(bucket[table.clamp(min=0).long()][table >= 0],
+                           bexp[: nblk.item()].long()[:, None].expand(-1, bm)[table >= 0])
+        assert (rows.reshape(-1, bm)[nblk.item():] == -1).all()
+
+
 @pytest.fixture
 def grouped_plans(monkeypatch):
     """The expert-grouped tensor-core launches (ops/moe/grouped.py) built while the test runs."""

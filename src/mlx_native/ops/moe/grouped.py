@@ -3,7 +3,7 @@ affine 4-bit experts (scales and biases in x's dtype) and GGUF Q4_K experts.
 
 A prefill of ``T`` tokens with ``top_k`` of ``E`` experts routes about ``T top_k / E`` rows to each expert (32 for
 512 tokens of Qwen3-30B-A3B). The rows are sorted by expert on the device into blocks of ``MP`` rows of one expert
-(:func:`~mlx_native.ops.quant.qmm.group_rows`, no host sync); program ``(tile, block)`` gathers its block's rows
+(:class:`~mlx_native.ops.quant.grouping.RowGrouping`, no host sync); program ``(tile, block)`` gathers its block's rows
 of x and runs the loop of ``quant/mmv.py``'s packed tiles over its expert's ``BN`` output rows: each step
 dequantizes ``GPS * GS`` codes of every row in registers, two codes an instruction, into one tile of the column
 order that x is reordered into, and one tensor-core dot takes all ``MP`` rows. The weights of an expert are read
@@ -32,13 +32,14 @@ from ...runtime.memory import empty
 from ..quant import mmv
 from ..quant.gemv import AFFINE, Q4_K
 from ..quant.mmv import _affine_scale_words, _affine_step, _q4k_packed_step, _x_load_rows, _x_order
-from ..quant.qmm import group_rows, max_row_blocks, store_result
+from ..quant.grouping import RowGrouping
+from ..quant.qmm import store_result
 
 
 @triton.jit
 def grouped_mmv_kernel(
     x_ptr,  # [X, K] activations, bf16 / fp16 (row stride stride_xm, even; 4-byte aligned)
-    rows_ptr,  # [blocks * MP] int32 routed row of each slot of a block, -1 = padding (group_rows)
+    rows_ptr,  # [blocks * MP] int32 routed row of each slot of a block, -1 = padding (RowGrouping)
     bexp_ptr,  # [blocks] int32 expert of each block: n_experts = invalid ids (NaN rows), more = past the last block
     w_ptr, s_ptr, b_ptr,  # MLX: [E, N, K / 8] int32 words, [E, N, K / GS] scales / biases; Q4_K: [E, N, row] bytes
     w2_ptr, s2_ptr, b2_ptr,  # the up projection (HAS_UP), same layout
@@ -109,19 +110,20 @@ def grouped_mmv_kernel(
 
 MIN_ROWS = 17  # routed rows from which expert calls come here (fewer: the decode mat-vecs)
 MP_MAX = 64  # rows of a block at most (the dot's N)
-# (BN, warps) by block rows: not yet swept on the GPU; mmv's mid-row tiles (MID_WIDE: 128 features, 8 warps for
-# 33-64 rows) as the starting point, 64-feature tiles where the up projection doubles the accumulators.
-CONFIG = {16: (64, 4), 32: (64, 4), 64: (128, 8)}
+# (BN, warps) by block rows, 3 stages. H200 session 33 run 2 (bench/moe_prefill_sweep.py --configs all, Qwen3-30B-A3B
+# at 512 tokens, 32 rows an expert on average, us with 90 us of the sort this replaced): gate/up pair MP 32 / BN 64 /
+# 4 warps 250.0 (MP 64: 260.0; BN 128 / 8 warps 254.2; 8 warps on BN 64 334-444; 2 stages 3-17% slower), down MP 64 /
+# BN 128 / 8 warps 187.9 (MP 32 193.5; BN 64 / 4 warps 197.0-200.1; MP 16 216-228).
+CONFIG = {16: (64, 4), 32: (128, 8), 64: (128, 8)}
 CONFIG_UP = {16: (64, 4), 32: (64, 4), 64: (64, 4)}
 STAGES = 3
 CONFIG_OVERRIDE: Optional[tuple] = None  # (MP, BN, warps, stages) for sweeps (bench/moe_prefill_sweep.py)
 
 
 def block_rows(n_rows: int, n_experts: int) -> int:
-    """Rows of a block (``MP``): a power of two from 16 covering 1.5x the mean rows per expert, at most
-    ``MP_MAX`` (a block is one pass over its expert's weights; rows past an expert's count are padding)."""
-    mean = n_rows / max(1, n_experts)
-    return max(16, min(MP_MAX, triton.next_power_of_2(math.ceil(1.5 * mean))))
+    """Rows of a block (``MP``): the mean rows per expert as a power of two from 16, at most ``MP_MAX`` (a block is
+    one pass over its expert's weights; rows past an expert's count are padding)."""
+    return max(16, min(MP_MAX, triton.next_power_of_2(math.ceil(n_rows / max(1, n_experts)))))
 
 
 def step_groups(fmt: int, k: int, group_size: int) -> int:
@@ -176,12 +178,13 @@ class GroupedLaunch:
             stride_xm = k
         self.ints = (n, k, stride_xm, x_div, *strides[1:], n_experts)
         gs = 32 if fmt == Q4_K.value else group_size
-        self.launch = Launch(grouped_mmv_kernel, (triton.cdiv(n, bn), max_row_blocks(n_rows, n_experts, mp)), dict(
+        self.grouping = RowGrouping(n_rows, n_experts, mp, device)
+        self.launch = Launch(grouped_mmv_kernel, (triton.cdiv(n, bn), self.grouping.max_blocks), dict(
             FMT=fmt, BN=bn, GS=gs, MP=mp, GPS=step_groups(fmt, k, group_size), X_F16=x_dtype == torch.float16,
             HAS_UP=has_up, ACT=act or 0, ASM=not env.settings.triton_interpret), num_warps=warps, num_stages=stages)
 
     def __call__(self, x, erow, w, s, b, w2=None, s2=None, b2=None) -> torch.Tensor:
-        rows, bexp, _ = group_rows(erow, self.n_experts, self.mp)
+        rows, bexp, _ = self.grouping(erow)
         x = x.contiguous() if self.x_copy else word_aligned(x)
         if self.fmt == AFFINE.value:
             s, b = word_aligned(s), word_aligned(b)

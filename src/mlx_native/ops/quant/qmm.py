@@ -397,6 +397,7 @@ from ...kernels.launch import Launch  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
 from ...runtime.memory import empty  # noqa: E402
 from ..common import next_pow2  # noqa: E402
+from .grouping import RowGrouping  # noqa: E402
 
 # False: the decode kernels (mmv, gemv) leave the split-K sum to a second launch (splitk_reduce_kernel)
 # instead of merging in place; read when a plan is built (bench/quant.py times both).
@@ -606,42 +607,6 @@ class QmmLaunch:
         return self.splitk.reduce_into(part, part2, out)
 
 
-def group_rows(erow: torch.Tensor, n_experts: int, bm: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Sort rows by expert into blocks of ``bm`` rows of one expert, on the device, without a sync.
-
-    Args:
-        erow: ``[R]`` expert of each row (ids outside ``[0, n_experts)`` go to a last
-            "invalid" bucket, whose block expert id ``n_experts`` the kernel turns into NaN rows).
-
-    Returns:
-        ``rows [max_blocks * bm]`` int32 row ids (-1 = padding), ``block_expert [max_blocks]``
-        int32, ``n_blocks [1]`` int32; ``max_blocks = cdiv(R + (E + 1) * (bm - 1), bm)``
-        depends on shapes only.
-    """
-    dev = erow.device
-    r = erow.numel()
-    e1 = n_experts + 1
-    max_blocks = max_row_blocks(r, n_experts, bm)
-    ids = erow.reshape(-1).to(torch.int64)
-    bucket = torch.where((ids >= 0) & (ids < n_experts), ids, n_experts)
-    sorted_b, order = torch.sort(bucket, stable=True)
-    counts = torch.zeros(e1, dtype=torch.int64, device=dev).scatter_add_(0, bucket, torch.ones_like(bucket))
-    padded = (counts + (bm - 1)) // bm * bm
-    pend = torch.cumsum(padded, 0)
-    uend = torch.cumsum(counts, 0)
-    dest = (pend - padded)[sorted_b] + torch.arange(r, device=dev) - (uend - counts)[sorted_b]
-    rows = torch.full((max_blocks * bm,), -1, dtype=torch.int32, device=dev)
-    rows.scatter_(0, dest, order.to(torch.int32))
-    starts = torch.arange(max_blocks, device=dev, dtype=torch.int64) * bm
-    block_expert = torch.searchsorted(pend, starts, right=True).to(torch.int32)
-    n_blocks = (pend[-1:] // bm).to(torch.int32)
-    return rows, block_expert, n_blocks
-
-
-def max_row_blocks(r: int, n_experts: int, bm: int) -> int:
-    return triton.cdiv(r + (n_experts + 1) * (bm - 1), bm)
-
-
 def stack_strides(w: torch.Tensor, scales: torch.Tensor) -> tuple[int, int, int, int]:
     """``(stride_we, stride_wr, stride_se, stride_sr)`` of the contiguous ``[E, R, C]`` expert stacks of words and
     scales that :class:`RoutedLaunch` calls pass (``.contiguous()`` of the given ones; an up projection shares
@@ -654,7 +619,7 @@ class RoutedLaunch:
 
     Up to ``DECODE_MAX_ROWS`` rows: one mat-vec program set per row (each expert's
     weight is streamed once per row that uses it). More rows: rows sorted by expert
-    on the device (:func:`group_rows`) into blocks of one expert, tensor-core tiles.
+    on the device (:class:`~mlx_native.ops.quant.grouping.RowGrouping`) into blocks of one expert, tensor-core tiles.
     """
 
     def __init__(self, spec: WeightSpec, n: int, k: int, n_rows: int, n_experts: int, x_div: int, has_xrow: bool,
@@ -682,7 +647,8 @@ class RoutedLaunch:
             self.bm = max(16, min(64, next_pow2(n_rows // max(1, n_experts))))
             base = choose_config("prefill", self.bm, n, k, spec, device)
             cfg = dataclasses.replace(base, bm=self.bm, group_m=1)
-            grid_m = max_row_blocks(n_rows, n_experts, self.bm)
+            self.grouping = RowGrouping(n_rows, n_experts, self.bm, device)
+            grid_m = self.grouping.max_blocks
             self.launch = QmmLaunch(spec, cfg, n, k, n_rows, grid_m, True, True, has_xrow, has_up, act, out_dtype,
                                     compute_ieee, st, device)
 
@@ -705,7 +671,7 @@ class RoutedLaunch:
                 self.fast = False
         if self.gemv:
             return self.launch(x, w, s, b, w2, s2, b2, rows=self.rows, bexp=erow, xrow=xrow)
-        rows, bexp, nblk = group_rows(erow, self.n_experts, self.bm)
+        rows, bexp, nblk = self.grouping(erow)
         return self.launch(x, w, s, b, w2, s2, b2, rows=rows, bexp=bexp, nblk=nblk, xrow=xrow)
 
 
