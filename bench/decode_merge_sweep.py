@@ -12,7 +12,7 @@ rotated so the cache does not sit in L2), with SDPA's cuDNN and flash backends o
 The default (``decode.merge_mode``'s choice) is timed too, at batch 1 also with other tile configs
 (``(BLOCK_N, num_warps, num_stages)``), and the kernels of B1 kv8k are profiled.
 
-    python bench/decode_merge_sweep.py [--out FILE.json] [--quick]
+    python bench/decode_merge_sweep.py [--out FILE.json] [--quick] [--shapes B1,B8] [--splits 16,32]
 """
 
 from __future__ import annotations
@@ -48,10 +48,12 @@ CONFIGS = [(64, 4, 4), (64, 4, 3), (128, 4, 3), (64, 4, 2), (64, 8, 3)]
 DEFAULT_TILE_CONFIG = dec.tile_config
 
 
-def set_variant(merge=None, config=None) -> None:
+def set_variant(merge=None, config=None, splits=None) -> None:
     """``merge``: None for the default rule (decode.merge_mode), else forced; ``config``: a forced
-    ``(BLOCK_N, num_warps, num_stages)``, None for decode.tile_config's."""
+    ``(BLOCK_N, num_warps, num_stages)``, None for decode.tile_config's; ``splits``: a forced split count, None for
+    decode.num_splits'."""
     dec.MERGE_OVERRIDE = merge
+    dec.SPLITS_OVERRIDE = splits
     dec.tile_config = (lambda block_d, span, dtype, batch, c=config: c) if config else DEFAULT_TILE_CONFIG
     plans.clear_all()
 
@@ -90,7 +92,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "decode_merge_sweep.json"))
     ap.add_argument("--quick", action="store_true", help="default tiles only")
+    ap.add_argument("--shapes", default="", help="keep the shapes whose name contains one of these (comma-separated)")
+    ap.add_argument("--splits", default="", help="batch 1, D 128: also each tile config at these split counts")
     a = ap.parse_args()
+    split_counts = [int(v) for v in a.splits.split(",") if v]
     rows = []
 
     def emit(**row):
@@ -99,21 +104,24 @@ def main() -> None:
 
     for b, hq, hkv, kv, d, ragged in SHAPES:
         shape = f"B{b} Hq{hq} Hkv{hkv} kv{kv} D{d}" + (" ragged" if ragged else "")
+        if a.shapes and not any(w in shape for w in a.shapes.split(",")):
+            continue
         sets = make_sets(b, hq, hkv, kv, d, ragged)
         nbytes = sum(2 * int(n.clamp(max=kv).sum()) * hkv * d * 2 for *_, n in sets) / len(sets)
-        variants = [(None, None)] + [(m, None) for m in MERGES]
+        variants = [(None, None, None)] + [(m, None, None) for m in MERGES]
         if not a.quick and b == 1 and d == 128:
-            variants += [(None, c) for c in CONFIGS]
+            variants += [(None, c, None) for c in CONFIGS]
+            variants += [(None, c, n) for c in [None] + CONFIGS for n in split_counts]
         for _ in range(common.DECODE_ROUNDS):  # round-robin: each variant keeps its better median
             for name in ("sdpa cudnn", "sdpa flash"):
                 if ragged:
                     continue
                 t = common.time_graph(peer(name), sets)
                 emit(shape=shape, impl=name, us=t, tbps=nbytes / t / 1e6 if t else None)
-            for merge, config in variants:
-                set_variant(merge, config)
+            for merge, config, splits in variants:
+                set_variant(merge, config, splits)
                 t = common.time_graph(ours, sets)
-                emit(shape=shape, impl="ours", merge=merge or "default", config=config, us=t,
+                emit(shape=shape, impl="ours", merge=merge or "default", config=config, splits=splits, us=t,
                      tbps=nbytes / t / 1e6 if t else None)
         if b == 1 and kv == 8192 and d == 128:
             for merge in MERGES:
@@ -122,9 +130,10 @@ def main() -> None:
         del sets
         torch.cuda.empty_cache()
     set_variant()
-    best = common.save_sweep(a.out, rows, lambda r: (r["shape"], r["impl"], r.get("merge"), str(r.get("config"))))
+    best = common.save_sweep(a.out, rows, lambda r: (r["shape"], r["impl"], r.get("merge"), str(r.get("config")),
+                                                     str(r.get("splits"))))
     for key, t in sorted(best.items(), key=lambda kv: (kv[0][0], kv[1])):
-        print(f"{key[0]:34s} {key[1]:10s} {str(key[2]):7s} cfg={key[3]:14s} {t:8.2f} us")
+        print(f"{key[0]:34s} {key[1]:10s} {str(key[2]):7s} cfg={key[3]:14s} splits={key[4]:5s} {t:8.2f} us")
 
 
 if __name__ == "__main__":

@@ -2,13 +2,14 @@
 grouped kernel it replaced, per launch config, with peers.
 
     python bench/moe_prefill_sweep.py [--tokens 32,128,512,2048] [--shapes qwen3-30b-a3b,qwen3.6-35b-a3b]
-                                      [--configs default|all] [--out FILE.json]
+                                      [--configs default|all] [--gguf] [--out FILE.json]
 
 For each MoE shape (4-bit MLX g64 experts, bf16) and token count: ``moe_ffn`` (route, gate/up, down, mix) on the
 default route and with the grouped kernel off (``grouped.MIN_ROWS`` past the rows: the tiled kernel, as before
 session 33); the gate/up and the down ``moe_qmm`` alone; the rows grouped by expert alone; each launch config of
-``grouped.CONFIG_OVERRIDE`` (``--configs all``). Peers in the same run: bf16 cuBLAS on the routed rows as one
-dense GEMM of the same FLOPs (a roofline, not a MoE), and the weight floor (the touched experts' bytes at the
+``grouped.CONFIG_OVERRIDE`` (``--configs all``). Peers in the same run: ``torch._grouped_mm`` (CUTLASS grouped GEMM) on the
+dequantized bf16 experts with the routing sorted outside the timing (the peer's best case), bf16 cuBLAS on the routed
+rows as one dense GEMM of the same FLOPs (a roofline, not a MoE), and the weight floor (the touched experts' bytes at the
 measured copy bandwidth). CUDA-graph replay where the call can be captured (and ``moe_ffn`` in eager calls); outputs checked against the default
 route.
 """
@@ -25,7 +26,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402
-from quant import MOE, affine_bytes, affine_weight  # noqa: E402
+from quant import MOE, affine_bytes, affine_weight, gguf_raw  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
 from mlx_native.ops.moe import grouped  # noqa: E402
@@ -46,6 +47,7 @@ def main() -> int:
     ap.add_argument("--tokens", default="32,128,512,2048")
     ap.add_argument("--shapes", default="qwen3-30b-a3b,qwen3.6-35b-a3b")
     ap.add_argument("--configs", default="default")
+    ap.add_argument("--gguf", action="store_true", help="also GGUF experts: Q4_K gate/up, Q4_K and Q6_K down")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "moe_prefill_sweep.json"))
     a = ap.parse_args()
     copy_bw = common.copy_bandwidth()
@@ -96,7 +98,20 @@ def main() -> int:
                       f"({floor:.1f} us)  {row['tflops']:6.1f} TFLOP/s", flush=True)
                 return us
 
+            order = torch.sort(ids.reshape(-1), stable=True).indices
+            offs = torch.cumsum(torch.bincount(ids.reshape(-1).long(), minlength=e), 0).to(torch.int32)
+            wgu = torch.cat([mn.dequantize(*gate), mn.dequantize(*up)], dim=1).transpose(-2, -1)  # [E, K, 2I]
+            wdn = mn.dequantize(*down).transpose(-2, -1)
+
+            def grouped_mm(x, order, offs, w):  # routing given (sorted outside the timing): the peer's best case
+                xs = x.index_select(0, order // topk)
+                gu = torch._grouped_mm(xs, wgu, offs=offs)
+                hs = torch.nn.functional.silu(gu[:, :inter]) * gu[:, inter:]
+                ys = torch._grouped_mm(hs, wdn, offs=offs) * w.reshape(-1)[order, None].to(DT)
+                return torch.zeros(t, hidden, device="cuda", dtype=DT).index_add_(0, order // topk, ys)
+
             want = ffn(x, logits)
+            timed("peer: torch._grouped_mm bf16, rows pre-sorted", grouped_mm, [(x, order, offs, w)])
             timed("moe_ffn", ffn, [(x, logits)])
             timed("moe_ffn, eager calls", ffn, [(x, logits)], eager=True)
             timed("gate/up moe_qmm", gate_up, [(x, ids)])
@@ -112,6 +127,14 @@ def main() -> int:
                 timed("moe_ffn, tiled kernel (before)", ffn, [(x, logits)], rel_err=common.rel_err(got, want))
             finally:
                 grouped.MIN_ROWS = keep
+            if a.gguf:
+                gq = gguf_raw("Q4_K", inter, hidden, lead=e)
+                timed("GGUF Q4_K gate/up moe_ggml_matmul", lambda x, ids: mn.moe_ggml_matmul(
+                    x, ids, gq, "Q4_K", (e, inter, hidden), raw_up=gq), [(x, ids)])
+                for name_d in ("Q4_K", "Q6_K"):
+                    dq = gguf_raw(name_d, hidden, inter, lead=e)
+                    timed(f"GGUF {name_d} down moe_ggml_matmul", lambda h, ids: mn.moe_ggml_matmul(
+                        h, ids, dq, name_d, (e, hidden, inter)), [(h, ids)])
             for cfg in _configs(a.configs):
                 grouped.CONFIG_OVERRIDE = cfg
                 try:
