@@ -383,7 +383,7 @@ def sweep(out_dir: str, budget_s: float = 1e9, kinds: str = "prefill,decode") ->
             for splits in splits_list:
                 if time.time() - t_start > budget_s:
                     break
-                dec.tile_config = lambda block_d, span, dtype, batch, cfg=cfg: cfg
+                dec.tile_config = lambda block_d, span, dtype, batch, name="", cfg=cfg: cfg
                 dec.SPLITS_OVERRIDE = splits
                 clear_all()
                 try:

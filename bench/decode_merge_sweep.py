@@ -54,7 +54,7 @@ def set_variant(merge=None, config=None, splits=None) -> None:
     decode.num_splits'."""
     dec.MERGE_OVERRIDE = merge
     dec.SPLITS_OVERRIDE = splits
-    dec.tile_config = (lambda block_d, span, dtype, batch, c=config: c) if config else DEFAULT_TILE_CONFIG
+    dec.tile_config = (lambda block_d, span, dtype, batch, name="", c=config: c) if config else DEFAULT_TILE_CONFIG
     plans.clear_all()
 
 

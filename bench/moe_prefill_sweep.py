@@ -7,11 +7,13 @@ grouped kernel it replaced, per launch config, with peers.
 For each MoE shape (4-bit MLX g64 experts, bf16) and token count: ``moe_ffn`` (route, gate/up, down, mix) on the
 default route and with the grouped kernel off (``grouped.MIN_ROWS`` past the rows: the tiled kernel, as before
 session 33); the gate/up and the down ``moe_qmm`` alone; the rows grouped by expert alone; each launch config of
-``grouped.CONFIG_OVERRIDE`` (``--configs all``). Peers in the same run: ``torch._grouped_mm`` (CUTLASS grouped GEMM) on the
-dequantized bf16 experts with the routing sorted outside the timing (the peer's best case), bf16 cuBLAS on the routed
-rows as one dense GEMM of the same FLOPs (a roofline, not a MoE), and the weight floor (the touched experts' bytes at the
-measured copy bandwidth). CUDA-graph replay where the call can be captured (and ``moe_ffn`` in eager calls); outputs checked against the default
-route.
+``grouped.CONFIG_OVERRIDE`` (``--configs all``); with ``--gguf`` GGUF experts too (Q4_K gate/up; Q4_K, Q6_K or
+Q8_0 down).
+Peers in the same run: ``torch._grouped_mm`` (CUTLASS grouped GEMM) on the dequantized bf16 experts with the routing
+sorted outside the timing (the peer's best case), bf16 cuBLAS on the routed rows as one dense GEMM of the same FLOPs
+(a roofline, not a MoE), and the weight floor (the touched experts' bytes at the measured copy bandwidth).
+CUDA-graph replay where the call can be captured (and ``moe_ffn`` in eager calls); outputs checked against the
+default route.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ def main() -> int:
     shapes = {name: (e, topk, hidden, inter) for name, e, topk, hidden, inter, _ in MOE}
     for name in a.shapes.split(","):
         e, topk, hidden, inter = shapes[name]
-        gate, up, down = (affine_weight(n, k, lead=(e,)) for n, k in ((inter, hidden), (inter, hidden), (hidden, inter)))
+        dims = ((inter, hidden), (inter, hidden), (hidden, inter))
+        gate, up, down = (affine_weight(n, k, lead=(e,)) for n, k in dims)
         per_expert = 2 * affine_bytes(inter, hidden) + affine_bytes(hidden, inter)
         for t in map(int, a.tokens.split(",")):
             x = torch.randn(t, hidden, device="cuda", dtype=DT)
@@ -131,7 +134,7 @@ def main() -> int:
                 gq = gguf_raw("Q4_K", inter, hidden, lead=e)
                 timed("GGUF Q4_K gate/up moe_ggml_matmul", lambda x, ids: mn.moe_ggml_matmul(
                     x, ids, gq, "Q4_K", (e, inter, hidden), raw_up=gq), [(x, ids)])
-                for name_d in ("Q4_K", "Q6_K"):
+                for name_d in ("Q4_K", "Q6_K", "Q8_0"):
                     dq = gguf_raw(name_d, hidden, inter, lead=e)
                     timed(f"GGUF {name_d} down moe_ggml_matmul", lambda h, ids: mn.moe_ggml_matmul(
                         h, ids, dq, name_d, (e, hidden, inter)), [(h, ids)])

@@ -570,6 +570,18 @@ def test_decode_stream_k_tile_ranges():
                 assert owner(t, P, total) == ((t + 1) * P - 1) // total
 
 
+def test_batch1_tile_config_by_device():
+    """Batch-1 decode takes three stages of 64-key tiles on the H100 and four on the H200 (session 33 run 4); other
+    batches and head dims do not depend on the device."""
+    from mlx_native.ops.attention import decode as dec
+
+    assert dec.tile_config(128, 32768, torch.bfloat16, 1, "NVIDIA H100 80GB HBM3") == (64, 4, 3)
+    assert dec.tile_config(128, 32768, torch.bfloat16, 1, "NVIDIA H200") == (64, 4, 4)
+    for b, d in ((8, 128), (1, 256)):
+        assert dec.tile_config(d, 32768, torch.bfloat16, b, "NVIDIA H200") == dec.tile_config(d, 32768,
+                                                                                           torch.bfloat16, b)
+
+
 def _h100_splits(b, hkv, kv, d=128, g=8):
     """Effective split count the plan would use on a 132-SM H100 (bf16, one query token)."""
     from mlx_native.ops.attention import decode as dec

@@ -351,6 +351,66 @@ def test_moe_ggml_grouped_q4k(device, grouped_plans, dtype, up):
     assert_error_bar(out.cpu(), oracle.reshape(tokens, topk, n), lowp.reshape(tokens, topk, n))
 
 
+@pytest.fixture
+def dequant_grouped_plans(monkeypatch):
+    """The dequantized-chunk grouped launches (ops/moe/grouped.py) built while the test runs; one expert a chunk."""
+    from mlx_native.ops.moe import grouped
+
+    monkeypatch.setattr(grouped, "CHUNK_BYTES", 1)
+    return spy_plans(monkeypatch, grouped.DequantGroupedLaunch)
+
+
+@pytest.mark.parametrize("bits, gs, sdtype, up", [(8, 64, torch.bfloat16, False), (3, 32, torch.float16, True),
+                                                  (4, 64, torch.float32, False)])
+def test_moe_qmm_dequant_grouped(device, dequant_grouped_plans, bits, gs, sdtype, up):
+    """MLX experts without the 4-bit grouped kernel (other bits, fp32 scales) past the decode kernels: dequantized a
+    chunk of experts at a time (here one expert a chunk), the chunk's blocks on tensor cores."""
+    e, n, k, topk, tokens = 5, 36, 192, 2, 40
+    dt = torch.float16 if sdtype == torch.float16 else torch.bfloat16
+    wq, s, b = mn.quantize(randn(e, n, k, dtype=sdtype, scale=0.05), gs, bits)
+    uq, us, ub = mn.quantize(randn(e, n, k, dtype=sdtype, scale=0.05), gs, bits)
+    x = randn(tokens, k, dtype=dt)
+    ids = _skewed_ids(tokens, topk, e, 2, 9)
+    kw = dict(w_up=uq.to(device), scales_up=us.to(device), biases_up=ub.to(device)) if up else {}
+    out = mn.moe_qmm(x.to(device), ids.to(device), wq.to(device), s.to(device), b.to(device), group_size=gs,
+                     bits=bits, **kw)
+    assert len(dequant_grouped_plans) == 1 and dequant_grouped_plans[0].chunk == 1
+    xr = _rows(x, tokens, topk)
+    g64 = qref.dequantize(wq, s, b, gs, bits, torch.float64, torch.float64)
+    oracle = per_expert_loop(xr, ids.flatten(), g64)
+    lowp = _lowp_rows(xr, ids.flatten(), qref.dequantize(wq, s, b, gs, bits, dt))
+    if up:
+        oracle = F.silu(oracle) * per_expert_loop(xr, ids.flatten(), qref.dequantize(uq, us, ub, gs, bits,
+                                                                                     torch.float64, torch.float64))
+        lowp = F.silu(lowp) * _lowp_rows(xr, ids.flatten(), qref.dequantize(uq, us, ub, gs, bits, dt))
+    assert_error_bar(out.cpu(), oracle.reshape(tokens, topk, n), lowp.reshape(tokens, topk, n))
+
+
+@pytest.mark.parametrize("name, up", [("Q6_K", False), ("Q8_0", True), ("Q5_K", False)])
+def test_moe_ggml_dequant_grouped(device, dequant_grouped_plans, name, up):
+    """GGUF experts of the other types (the Q6_K down projection of Q4_K_M files) past the decode kernels:
+    dequantized chunks of experts, their blocks on tensor cores, with and without the gate/up pair."""
+    rng = np.random.default_rng(3)
+    t = formats.BY_NAME[name]
+    e, n, k, topk, tokens = 4, 24, 256, 2, 20
+    graw = crafted_blocks(name, e * n * k // t.block_elems, rng)
+    uraw = crafted_blocks(name, e * n * k // t.block_elems, rng)
+    x = randn(tokens, topk, k, dtype=torch.bfloat16) if not up else randn(tokens, k, dtype=torch.bfloat16)
+    ids = _skewed_ids(tokens, topk, e, 0, 4)
+    out = mn.moe_ggml_matmul(x.to(device), ids.to(device), torch.from_numpy(graw).to(device), name, (e, n, k),
+                             raw_up=torch.from_numpy(uraw).to(device) if up else None)
+    assert len(dequant_grouped_plans) == 1
+    xr = _rows(x, tokens, topk)
+    g = torch.from_numpy(gguf_values(graw, name, (e, n, k)))
+    oracle = per_expert_loop(xr, ids.flatten(), g.double())
+    lowp = _lowp_rows(xr, ids.flatten(), g.to(torch.bfloat16))
+    if up:
+        u = torch.from_numpy(gguf_values(uraw, name, (e, n, k)))
+        oracle = F.silu(oracle) * per_expert_loop(xr, ids.flatten(), u.double())
+        lowp = F.silu(lowp) * _lowp_rows(xr, ids.flatten(), u.to(torch.bfloat16))
+    assert_error_bar(out.cpu(), oracle.reshape(tokens, topk, n), lowp.reshape(tokens, topk, n))
+
+
 @pytest.mark.parametrize("name", ["Q4_0", "Q4_K", "Q8_0", "Q6_K", "Q5_0"])
 @pytest.mark.parametrize("tokens", [1, 21])
 def test_moe_ggml_matmul(device, name, tokens):

@@ -81,6 +81,10 @@ GPU_CONFIGS_LONG = {128: (128, 4, 3)}
 # Session 14, H100, B1 Hkv8 kv 1k (Hq32) / 8k / 32k / 128k: 8.19 -> 7.99, 18.31 -> 17.96, 52.11 -> 50.55, 180.6 -> 179.2
 # us (4 stages -> 3, and 128-key tiles -> 64 from 32k); two stages lose from 8k (23.4 us).
 GPU_CONFIGS_BATCH1 = {128: (64, 4, 3)}
+# ... but four stages on the H200 (4.3 TB/s: the same time holds 1.4x the H100's bytes in flight). Session 33 run 4
+# (bench/decode_merge_sweep.py, H200, B1 Hkv8 kv 8k / 32k / 128k): 14.93 / 38.69 / 131.60 -> 14.89 / 37.88 / 126.68 us,
+# cuDNN 15.49 / 38.43 / 127.92; 128-key tiles 15.86 / 38.89 / 127.53; 24 or 32 splits lost 3-40%.
+GPU_CONFIGS_BATCH1_H200 = {128: (64, 4, 4)}
 GPU_CONFIGS_F32 = {16: (32, 4, 3), 32: (32, 4, 3), 64: (32, 4, 3), 128: (32, 4, 3), 256: (16, 4, 2),
                    512: (16, 4, 1)}
 INTERPRETER = dict(block_n=16, min_split_keys=16, max_splits=4)
@@ -421,14 +425,16 @@ def _reduce_kernel(
     tl.store(o_ptr + r * HEAD_D + offs_d, out.to(o_ptr.dtype.element_ty), mask=d_ok)
 
 
-def tile_config(block_d: int, span: int, dtype: torch.dtype, batch: int) -> tuple[int, int, int]:
+def tile_config(block_d: int, span: int, dtype: torch.dtype, batch: int, device_name: str = "") -> tuple[int, int, int]:
     """``(BLOCK_N, num_warps, num_stages)`` on CUDA for a padded head dim ``block_d``, a span of ``span`` positions,
-    the inputs' dtype and the batch size (``GPU_CONFIGS``; ``GPU_CONFIGS_BATCH1`` at batch 1,
-    ``GPU_CONFIGS_LONG`` from ``LONG_SPAN`` positions, ``GPU_CONFIGS_F32``)."""
+    the inputs' dtype, the batch size and the device's name (``GPU_CONFIGS``; ``GPU_CONFIGS_BATCH1`` at batch 1,
+    ``GPU_CONFIGS_BATCH1_H200`` there on an H200, ``GPU_CONFIGS_LONG`` from ``LONG_SPAN`` positions,
+    ``GPU_CONFIGS_F32``)."""
     if dtype == torch.float32:
         return GPU_CONFIGS_F32[block_d]
-    if batch == 1 and block_d in GPU_CONFIGS_BATCH1:
-        return GPU_CONFIGS_BATCH1[block_d]
+    batch1 = GPU_CONFIGS_BATCH1_H200 if "H200" in device_name else GPU_CONFIGS_BATCH1
+    if batch == 1 and block_d in batch1:
+        return batch1[block_d]
     if span >= LONG_SPAN and block_d in GPU_CONFIGS_LONG:
         return GPU_CONFIGS_LONG[block_d]
     return GPU_CONFIGS[block_d]
@@ -591,8 +597,9 @@ class DecodePlan:
         self.shape, self.dtype, self.device = (b, hq, lq, d), q.dtype, q.device
         on_cuda = q.is_cuda and not env.settings.triton_interpret
         if on_cuda:
-            block_n, warps, stages = tile_config(block_d, span, q.dtype, b)
-            sm_count = device_info(q.device).sm_count
+            info = device_info(q.device)
+            block_n, warps, stages = tile_config(block_d, span, q.dtype, b, info.name)
+            sm_count = info.sm_count
         else:
             block_n, warps, stages, sm_count = INTERPRETER["block_n"], 4, 1, 1
         slots = sm_count * occupancy(block_m, block_n, block_d, stages, q.element_size())

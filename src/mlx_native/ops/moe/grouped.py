@@ -194,3 +194,103 @@ class GroupedLaunch:
         self.launch(x, rows, bexp, w, s, b, w if w2 is None else w2, s if s2 is None else s2,
                     b if b2 is None else b2, out, *self.ints)
         return out
+
+
+# ----------------------------------------------------------------------------- other formats: dequantized chunks
+
+
+@triton.jit
+def grouped_dense_kernel(
+    x_ptr,  # [X, K] activations, bf16 / fp16 (row stride stride_xm)
+    rows_ptr, bexp_ptr,  # as grouped_mmv_kernel's (RowGrouping)
+    w_ptr, w2_ptr,  # [e_hi - e_lo, N, K] dequantized weights of experts [e_lo, e_hi) in x's dtype (w2: up projection)
+    out_ptr,  # [R, N]
+    N, K, stride_xm, x_div, e_lo, e_hi, n_experts,
+    BN: tl.constexpr, BK: tl.constexpr, MP: tl.constexpr, HAS_UP: tl.constexpr, ACT: tl.constexpr,
+):
+    """The blocks of experts ``[e_lo, e_hi)`` (the others exit; the invalid bucket's NaN rows come with the chunk
+    of expert 0): ``out[r] = x[r // x_div] @ W_e.T`` over tiles of ``BK`` columns, one tensor-core dot each."""
+    pid_n = tl.program_id(0)
+    blk = tl.program_id(1)
+    e = tl.load(bexp_ptr + blk)
+    bad = e == n_experts
+    if (e > n_experts) | ((e != n_experts) & ((e < e_lo) | (e >= e_hi))) | (bad & (e_lo > 0)):
+        return
+    e = tl.where(bad, 0, e - e_lo).to(tl.int64)
+    m = tl.arange(0, MP)
+    r = tl.load(rows_ptr + blk * MP + m)
+    ok = r >= 0
+    r = tl.where(ok, r, 0)
+    xrow = x_ptr + (r // x_div).to(tl.int64)[None, :] * stride_xm
+    cols = pid_n * BN + tl.arange(0, BN)
+    col_ok = cols < N
+    wrow = e * N * K + tl.where(col_ok, cols, 0).to(tl.int64)[:, None] * K
+    acc = tl.zeros([BN, MP], dtype=tl.float32)
+    acc2 = tl.zeros([BN, MP], dtype=tl.float32)
+    kk = tl.arange(0, BK)
+    for k0 in range(0, K, BK):
+        k_ok = k0 + kk < K
+        xt = tl.load(xrow + (k0 + kk)[:, None], mask=k_ok[:, None] & ok[None, :], other=0.0)  # [BK, MP]
+        wt = tl.load(w_ptr + wrow + (k0 + kk)[None, :], mask=k_ok[None, :], other=0.0)
+        acc = tl.dot(wt, xt, acc)
+        if HAS_UP:
+            acc2 = tl.dot(tl.load(w2_ptr + wrow + (k0 + kk)[None, :], mask=k_ok[None, :], other=0.0), xt, acc2)
+    acc = tl.where(bad, float("nan"), acc)
+    out_off = r[None, :].to(tl.int64) * N + cols[:, None]
+    store_result(out_ptr, out_ptr, out_ptr, out_ptr, acc, acc2, out_off, col_ok[:, None] & ok[None, :], 0, False,
+                 False, HAS_UP, ACT)
+
+
+# Dequantized bytes of experts per chunk (the workspace, with an up projection's, never grows past this).
+CHUNK_BYTES = 128 << 20
+DENSE_CONFIG = (64, 64, 4, 3)  # BN, BK, warps, stages: not swept
+
+
+def dense_supports(n_rows: int, x_dtype: torch.dtype) -> bool:
+    """Expert calls of any format past the decode kernels (:class:`DequantGroupedLaunch`): bf16 / fp16 x, at least
+    ``MIN_ROWS`` rows (``MLX_NATIVE_MMV=off`` turns it off)."""
+    return env.settings.mmv != "off" and n_rows >= MIN_ROWS and x_dtype in (torch.bfloat16, torch.float16)
+
+
+class DequantGroupedLaunch:
+    """Routed rows on experts of a format without :func:`grouped_mmv_kernel` (GGUF Q6_K, Q8_0, Q5_K, ...; MLX affine
+    of other bits or fp32 scales): the experts are dequantized to x's dtype a chunk at a time (at most
+    ``CHUNK_BYTES``) and :func:`grouped_dense_kernel` runs the blocks of the chunk's experts. (The tiled kernel
+    that had these calls took 5.7-28.7 ms for Qwen3-30B-A3B's Q6_K down projection at 128-2048 tokens on the
+    H200, session 33 run 4.)
+
+    Args:
+        dequant: ``(args, e0, e1, ws)`` writes experts ``e0:e1`` of the weights ``args`` into ``ws[: e1 - e0]``
+            (``[*, n, k]`` in x's dtype). Other args as :class:`GroupedLaunch`'s, ``strides`` only ``stride_xm``.
+
+    Call with ``(x, erow, args, args_up)`` (``args_up`` None without an up projection) -> ``[n_rows, n]``.
+    """
+
+    def __init__(self, n: int, k: int, n_rows: int, n_experts: int, x_div: int, x_dtype: torch.dtype, stride_xm: int,
+                 device, dequant, act: Optional[int] = None):
+        has_up = act is not None
+        mp = block_rows(n_rows, n_experts)
+        bn, bk, warps, stages = DENSE_CONFIG
+        self.n, self.k, self.n_rows, self.n_experts = n, k, n_rows, n_experts
+        self.x_dtype, self.device = x_dtype, device
+        self.dequant = dequant
+        per_expert = n * k * torch.empty((), dtype=x_dtype).element_size() * (2 if has_up else 1)
+        self.chunk = max(1, min(n_experts, CHUNK_BYTES // per_expert))
+        self.grouping = RowGrouping(n_rows, n_experts, mp, device)
+        self.ints = (n, k, stride_xm, x_div)
+        self.launch = Launch(grouped_dense_kernel, (triton.cdiv(n, bn), self.grouping.max_blocks), dict(
+            BN=bn, BK=bk, MP=mp, HAS_UP=has_up, ACT=act or 0), num_warps=warps, num_stages=stages)
+
+    def __call__(self, x, erow, args, args_up=None) -> torch.Tensor:
+        rows, bexp, _ = self.grouping(erow)
+        out = empty((self.n_rows, self.n), dtype=self.x_dtype, device=self.device)
+        shape = (min(self.chunk, self.n_experts), self.n, self.k)
+        ws = torch.empty(shape, dtype=self.x_dtype, device=self.device)
+        ws2 = torch.empty(shape, dtype=self.x_dtype, device=self.device) if args_up is not None else ws
+        for e0 in range(0, self.n_experts, self.chunk):
+            e1 = min(self.n_experts, e0 + self.chunk)
+            self.dequant(args, e0, e1, ws)
+            if args_up is not None:
+                self.dequant(args_up, e0, e1, ws2)
+            self.launch(x, rows, bexp, ws, ws2, out, *self.ints, e0, e1, self.n_experts)
+        return out

@@ -14,9 +14,10 @@ from ...kernels.launch import Launch, pdl_available
 from ...kernels.math import sigmoid
 from ...runtime.memory import empty
 from ..common import next_pow2
-from ..ggml.kernel import aligned, weight_spec
+from ..ggml.kernel import _dequant_launch, aligned, run_dequant, weight_spec
 from ..ggml import formats
 from ..quant import affine_idot, qmm
+from ..quant import kernel as qkernel
 from ..quant.gemv import AFFINE
 from ..quant.qmm import ACT_CODES, RoutedLaunch, WeightSpec
 from . import grouped, idot as moe_idot
@@ -198,6 +199,22 @@ class MoeQmmPlan:
                                                 (x2.stride(0), *qmm.stack_strides(w, scales)), x.device, act)
             self.kind = "grouped"
             return
+        if fast and grouped.dense_supports(t * k, x.dtype):
+            rows_launch = {}
+
+            def dequant(args, e0, e1, ws, n=n, kf=kf):
+                w_, s_, b_ = (u.reshape(-1, u.shape[-1]) for u in args)
+                rows = (e1 - e0) * n
+                if rows not in rows_launch:
+                    rows_launch[rows] = qkernel.dequant_launch(rows, kf, group_size, bits, False)
+                r0, r1 = e0 * n, e1 * n
+                rows_launch[rows](w_[r0:r1], s_[r0:r1], b_[r0:r1], w_, ws[: e1 - e0].view(rows, kf), rows, rows, kf,
+                                  w_.stride(0), s_.stride(0))
+
+            self.launch = grouped.DequantGroupedLaunch(n, kf, t * k, w.shape[0], x_div, x.dtype, x2.stride(0),
+                                                       x.device, dequant, act)
+            self.kind = "dequant_grouped"
+            return
         spec = WeightSpec(0, 0, bits, group_size, True)
         strides = (x2.stride(0), *qmm.stack_strides(w, scales))
         self.launch = RoutedLaunch(spec, n, kf, t * k, w.shape[0], x_div, False, has_up, ACT_CODES.get(activation, 0),
@@ -217,6 +234,9 @@ class MoeQmmPlan:
         if self.kind == "dense_glu":  # ids can only be 0 (one expert)
             return self.launch(_x2d(x), words(w[0]), scales[0], biases[0], words(w_up[0]), scales_up[0],
                                biases_up[0]).view(self.out_shape)
+        if self.kind == "dequant_grouped":
+            up = None if w_up is None else (words(w_up), scales_up, biases_up)
+            return self.launch(_x2d(x), ids.reshape(-1), (words(w), scales, biases), up).view(self.out_shape)
         if self.kind == "grouped":
             return self.launch(_x2d(x), ids.reshape(-1), words(w), scales, biases, words(w_up), scales_up,
                                biases_up).view(self.out_shape)
@@ -278,11 +298,27 @@ class MoeGgmlPlan:
         rb = formats.row_bytes(t, self.kf)
         x2 = _x2d(x)
         strides = (x2.stride(0), self.n * rb, rb, 0, 0)
-        self.grouped = grouped.supports(t.id, tt * k, self.kf, x.dtype)
-        if self.grouped:
-            self.launch = grouped.GroupedLaunch(t.id, self.n, self.kf, 32, tt * k, self.n_experts,
-                                                k if x.dim() == 2 else 1, x.dtype, strides, x.device,
-                                                ACT_CODES[activation] if has_up else None)
+        act = ACT_CODES[activation] if has_up else None
+        x_div = k if x.dim() == 2 else 1
+        self.kind = "tiled"
+        if grouped.supports(t.id, tt * k, self.kf, x.dtype):
+            self.launch = grouped.GroupedLaunch(t.id, self.n, self.kf, 32, tt * k, self.n_experts, x_div, x.dtype,
+                                                strides, x.device, act)
+            self.kind = "grouped"
+            return
+        if grouped.dense_supports(tt * k, x.dtype):
+            rows_launch = {}
+
+            def dequant(raw_, e0, e1, ws, t=t, n=self.n, kf=self.kf, rb=rb):
+                rows = (e1 - e0) * n
+                if rows not in rows_launch:
+                    rows_launch[rows] = _dequant_launch(t, rows, rows, kf, False)
+                launch, ints = rows_launch[rows]
+                run_dequant(launch, ints, raw_[e0 * n * rb:e1 * n * rb], ws[: e1 - e0].view(rows, kf))
+
+            self.launch = grouped.DequantGroupedLaunch(self.n, self.kf, tt * k, self.n_experts, x_div, x.dtype,
+                                                       x2.stride(0), x.device, dequant, act)
+            self.kind = "dequant_grouped"
             return
         self.launch = RoutedLaunch(weight_spec(t), self.n, self.kf, tt * k, self.n_experts,
                                    k if x.dim() == 2 else 1, False, has_up, ACT_CODES.get(activation, 0), x.dtype,
@@ -299,7 +335,9 @@ class MoeGgmlPlan:
     def __call__(self, x, ids, raw, raw_up):
         r = aligned(raw.reshape(-1))
         r2 = aligned(raw_up.reshape(-1)) if raw_up is not None else None
-        if self.grouped:
+        if self.kind == "grouped":
             return self.launch(_x2d(x), ids.reshape(-1), r, r, r, r2, r2, r2).view(self.out_shape)
+        if self.kind == "dequant_grouped":
+            return self.launch(_x2d(x), ids.reshape(-1), r, r2).view(self.out_shape)
         out = self.launch(_x2d(x), ids.reshape(-1), r, r, r, r2, r2, r2)
         return out.view(self.out_shape)
