@@ -199,7 +199,7 @@ class GroupedLaunch:
 # ----------------------------------------------------------------------------- other formats: dequantized chunks
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["e_lo", "e_hi"])
 def grouped_dense_kernel(
     x_ptr,  # [X, K] activations, bf16 / fp16 (row stride stride_xm)
     rows_ptr, bexp_ptr,  # as grouped_mmv_kernel's (RowGrouping)
