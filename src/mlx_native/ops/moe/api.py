@@ -12,8 +12,9 @@ A MoE FFN step with these ops (Qwen3-MoE, Qwen3.5/3.6-A3B, Gemma-style)::
 or in one call, ``out = mn.moe_ffn(x, router_logits, 8, gate, up, down)`` (at decode sizes the three
 launches overlap by programmatic dependent launch).
 
-Rows are grouped by expert on the GPU (no host sync, static sizes); a few rows
-(decode) run one mat-vec program set per row instead.
+A few routed rows (decode) run one mat-vec program set per row (``ops/moe/idot.py``, the word-level kernels).
+From 17 rows (prefill) the rows are sorted by expert on the GPU (no host sync, static sizes) into blocks of one
+expert's rows, and each block's rows meet its expert's weights on tensor cores (``ops/moe/grouped.py``).
 
 No ``from __future__ import annotations`` here: torch.library reads the annotations.
 """
