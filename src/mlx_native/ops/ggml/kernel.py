@@ -188,6 +188,24 @@ def run_dequant(launch: Launch, ints: tuple, raw: torch.Tensor, out: torch.Tenso
         launch(raw, raw, out, *ints)
 
 
+def rows_dequantizer(t, width: int):
+    """``dequant(args, r0, r1, ws)``: rows ``r0:r1`` of the GGUF blocks ``args = (raw,)`` (rows of ``width`` values of
+    type ``t``; an expert stack's rows one after the other) dequantized into the first ``r1 - r0`` rows of ``ws [*,
+    width]``; one launch per row count, kept (``qmm.ChunkedPrefill``, ``moe/grouped.py``)."""
+    rb = formats.row_bytes(t, width)
+    launches = {}
+
+    def dequant(args, r0, r1, ws):
+        (raw,) = args
+        rows = r1 - r0
+        if rows not in launches:
+            launches[rows] = _dequant_launch(t, rows, rows, width, False)
+        launch, ints = launches[rows]
+        run_dequant(launch, ints, raw[r0 * rb:r1 * rb], ws)
+
+    return dequant
+
+
 def weight_spec(t) -> WeightSpec:
     unit = 64 if t.id in (formats.BY_NAME["Q4_K"].id, formats.BY_NAME["Q5_K"].id) else 32
     return WeightSpec(1, t.id, unit=unit)
@@ -223,17 +241,7 @@ class MatmulPlan:
         tensor_core = (kind in ("gemv", "decode") or mmv.mid_rows(m, t.id)) and mmv.supports_gguf(
             t.id, x.dtype, m, k, n * rb) and mmv.prefer(m, n, k, t.id) and qmm.CONFIG_OVERRIDE is None
         if kind == "prefill" and m >= qmm.PREFILL_CUBLAS_MIN_M and not tensor_core and qmm.CONFIG_OVERRIDE is None:
-            rows_launch = {}
-
-            def dequant_rows(args, n0, n1, ws, t=t, k=k, rb=rb):
-                (raw_,) = args
-                key = n1 - n0
-                if key not in rows_launch:
-                    rows_launch[key] = _dequant_launch(t, key, key, k, False)
-                launch, ints = rows_launch[key]
-                run_dequant(launch, ints, raw_[n0 * rb:n1 * rb], ws)
-
-            self.chunked = qmm.ChunkedPrefill(m, n, k, x.dtype, x.dtype, x.device, dequant_rows)
+            self.chunked = qmm.ChunkedPrefill(m, n, k, x.dtype, x.dtype, x.device, rows_dequantizer(t, k))
             self.kind = "prefill (chunked dequantize + cuBLAS)"
             return
         build = streamed_launch(t.id, x.dtype, m, n, k, strides[0], x.device)

@@ -74,6 +74,7 @@ def grouped_mmv_kernel(
     if FMT == Q4_K:
         for g in range(0, n_groups, GPS):
             xs = _x_order(pinned(xn, ASM), KS, FMT, x_ptr.dtype.element_ty)
+            # (m * 0 +: a tensor mask; the interpreter takes no scalar bool in one)
             xn = _x_load_rows(x_ptr, xr, ok & (m * 0 + g + GPS < n_groups), g + GPS, stride_xm, GS, KS)
             acc = _q4k_packed_step(xs, wp, rows, g, stride_wn, acc, BN, X_F16, ASM)
             if HAS_UP:
@@ -260,8 +261,10 @@ class DequantGroupedLaunch:
     H200, session 33 run 4.)
 
     Args:
-        dequant: ``(args, e0, e1, ws)`` writes experts ``e0:e1`` of the weights ``args`` into ``ws[: e1 - e0]``
-            (``[*, n, k]`` in x's dtype). Other args as :class:`GroupedLaunch`'s, ``strides`` only ``stride_xm``.
+        dequant: ``(args, r0, r1, ws)`` writes rows ``r0:r1`` of the expert stack ``args`` (its experts' ``n`` rows
+            one after the other) into the first ``r1 - r0`` rows of ``ws [*, k]`` in x's dtype, as
+            ``qmm.ChunkedPrefill``'s (``quant.kernel.rows_dequantizer``, ``ggml.kernel.rows_dequantizer``). Other
+            args as :class:`GroupedLaunch`'s, ``strides`` only ``stride_xm``.
 
     Call with ``(x, erow, args, args_up)`` (``args_up`` None without an up projection) -> ``[n_rows, n]``.
     """
@@ -289,8 +292,8 @@ class DequantGroupedLaunch:
         ws2 = torch.empty(shape, dtype=self.x_dtype, device=self.device) if args_up is not None else ws
         for e0 in range(0, self.n_experts, self.chunk):
             e1 = min(self.n_experts, e0 + self.chunk)
-            self.dequant(args, e0, e1, ws)
+            self.dequant(args, e0 * self.n, e1 * self.n, ws.view(-1, self.k))
             if args_up is not None:
-                self.dequant(args_up, e0, e1, ws2)
+                self.dequant(args_up, e0 * self.n, e1 * self.n, ws2.view(-1, self.k))
             self.launch(x, rows, bexp, ws, ws2, out, *self.ints, e0, e1, self.n_experts)
         return out

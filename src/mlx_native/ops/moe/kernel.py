@@ -14,7 +14,7 @@ from ...kernels.launch import Launch, pdl_available
 from ...kernels.math import sigmoid
 from ...runtime.memory import empty
 from ..common import next_pow2
-from ..ggml.kernel import _dequant_launch, aligned, run_dequant, weight_spec
+from ..ggml.kernel import aligned, rows_dequantizer, weight_spec
 from ..ggml import formats
 from ..quant import affine_idot, qmm
 from ..quant import kernel as qkernel
@@ -200,19 +200,8 @@ class MoeQmmPlan:
             self.kind = "grouped"
             return
         if fast and grouped.dense_supports(t * k, x.dtype):
-            rows_launch = {}
-
-            def dequant(args, e0, e1, ws, n=n, kf=kf):
-                w_, s_, b_ = (u.reshape(-1, u.shape[-1]) for u in args)
-                rows = (e1 - e0) * n
-                if rows not in rows_launch:
-                    rows_launch[rows] = qkernel.dequant_launch(rows, kf, group_size, bits, False)
-                r0, r1 = e0 * n, e1 * n
-                rows_launch[rows](w_[r0:r1], s_[r0:r1], b_[r0:r1], w_, ws[: e1 - e0].view(rows, kf), rows, rows, kf,
-                                  w_.stride(0), s_.stride(0))
-
             self.launch = grouped.DequantGroupedLaunch(n, kf, t * k, w.shape[0], x_div, x.dtype, x2.stride(0),
-                                                       x.device, dequant, act)
+                                                       x.device, qkernel.rows_dequantizer(kf, group_size, bits), act)
             self.kind = "dequant_grouped"
             return
         spec = WeightSpec(0, 0, bits, group_size, True)
@@ -307,22 +296,12 @@ class MoeGgmlPlan:
             self.kind = "grouped"
             return
         if grouped.dense_supports(tt * k, x.dtype):
-            rows_launch = {}
-
-            def dequant(raw_, e0, e1, ws, t=t, n=self.n, kf=self.kf, rb=rb):
-                rows = (e1 - e0) * n
-                if rows not in rows_launch:
-                    rows_launch[rows] = _dequant_launch(t, rows, rows, kf, False)
-                launch, ints = rows_launch[rows]
-                run_dequant(launch, ints, raw_[e0 * n * rb:e1 * n * rb], ws[: e1 - e0].view(rows, kf))
-
             self.launch = grouped.DequantGroupedLaunch(self.n, self.kf, tt * k, self.n_experts, x_div, x.dtype,
-                                                       x2.stride(0), x.device, dequant, act)
+                                                       x2.stride(0), x.device, rows_dequantizer(t, self.kf), act)
             self.kind = "dequant_grouped"
             return
-        self.launch = RoutedLaunch(weight_spec(t), self.n, self.kf, tt * k, self.n_experts,
-                                   k if x.dim() == 2 else 1, False, has_up, ACT_CODES.get(activation, 0), x.dtype,
-                                   x.dtype == torch.float32, strides, x.device)
+        self.launch = RoutedLaunch(weight_spec(t), self.n, self.kf, tt * k, self.n_experts, x_div, False, has_up,
+                                   ACT_CODES.get(activation, 0), x.dtype, x.dtype == torch.float32, strides, x.device)
 
     def reference(self, x, ids, raw, raw_up):
         compute = torch.float64 if x.dtype == torch.float64 else torch.float32
@@ -338,6 +317,6 @@ class MoeGgmlPlan:
         if self.kind == "grouped":
             return self.launch(_x2d(x), ids.reshape(-1), r, r, r, r2, r2, r2).view(self.out_shape)
         if self.kind == "dequant_grouped":
-            return self.launch(_x2d(x), ids.reshape(-1), r, r2).view(self.out_shape)
+            return self.launch(_x2d(x), ids.reshape(-1), (r,), None if r2 is None else (r2,)).view(self.out_shape)
         out = self.launch(_x2d(x), ids.reshape(-1), r, r, r, r2, r2, r2)
         return out.view(self.out_shape)

@@ -58,6 +58,22 @@ def dequant_launch(rows: int, width: int, group_size: int, bits: int, has_ids: b
                             dependent=has_ids, num_warps=4)
 
 
+def rows_dequantizer(width: int, group_size: int, bits: int):
+    """``dequant(args, r0, r1, ws)``: rows ``r0:r1`` of the MLX affine weights ``args = (w, scales, biases)``
+    (``w`` int32 words; leading dims flattened into rows, e.g. an expert stack) dequantized into the first ``r1 - r0``
+    rows of ``ws [*, width]``; one launch per row count, kept (``qmm.ChunkedPrefill``, ``moe/grouped.py``)."""
+    launches = {}
+
+    def dequant(args, r0, r1, ws):
+        w_, s_, b_ = (u.reshape(-1, u.shape[-1]) for u in args)
+        rows = r1 - r0
+        if rows not in launches:
+            launches[rows] = dequant_launch(rows, width, group_size, bits, False)
+        launches[rows](w_[r0:r1], s_[r0:r1], b_[r0:r1], w_, ws, rows, rows, width, w_.stride(0), s_.stride(0))
+
+    return dequant
+
+
 def _words(w: torch.Tensor) -> torch.Tensor:
     return w.view(torch.int32) if w.dtype == torch.uint32 else w
 
@@ -143,17 +159,9 @@ class QmmPlan:
             and qmm.CONFIG_OVERRIDE is None
         if kind == "prefill" and transpose and m >= qmm.PREFILL_CUBLAS_MIN_M and not tensor_core \
                 and qmm.CONFIG_OVERRIDE is None:
-            rows_launch = {}
-
-            def dequant_rows(args, n0, n1, ws, gs=group_size, bits=bits):
-                w_, s_, b_ = args
-                key = n1 - n0
-                if key not in rows_launch:
-                    rows_launch[key] = dequant_launch(key, k, gs, bits, False)
-                rows_launch[key](w_[n0:n1], s_[n0:n1], b_[n0:n1], w_, ws, key, key, k, w_.stride(0), s_.stride(0))
-
             compute = out_dtype if out_dtype == torch.float32 else x.dtype
-            self.chunked = qmm.ChunkedPrefill(m, n, k, compute, out_dtype, x.device, dequant_rows)
+            self.chunked = qmm.ChunkedPrefill(m, n, k, compute, out_dtype, x.device,
+                                              rows_dequantizer(k, group_size, bits))
             self.kind = "prefill (chunked dequantize + cuBLAS)"
             return
         if affine_idot.supports(bits, group_size, transpose, x.dtype, out_dtype, m, k, w.numel()) \
