@@ -18,7 +18,7 @@ from ..common import next_pow2
 from ..quant import gemv, mmv, qmm
 from ..quant.qmm import QmmLaunch, select_kind, WeightSpec, choose_config
 from . import formats, q4_idot, q4_mv, q4k_idot, q4k_idot_rows, q4k_mv, q6k_mv, q8_mv
-from .tiles import STRUCTURED, ggml_elem, ggml_tile, planes_of
+from .tiles import STRUCTURED, ggml_elem, ggml_tile, planes_of, tile_unit
 
 _FLOAT_DTYPES = {formats.F32.id: torch.float32, formats.F16.id: torch.float16, formats.BF16.id: torch.bfloat16}
 
@@ -49,7 +49,7 @@ def _dequant_kernel(
 
 @triton.jit(do_not_specialize=["n_rows"])
 def _dequant_tile_kernel(
-    raw_ptr,  # [n_rows * row_bytes] uint8 blocks of a structured type (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K)
+    raw_ptr,  # [n_rows * row_bytes] uint8 blocks of a structured type (tiles.STRUCTURED)
     out_ptr,  # [n_rows, K] contiguous
     n_rows, row_bytes, K,
     FMT: tl.constexpr, NPLANES: tl.constexpr, RUN: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr,
@@ -135,8 +135,7 @@ def _dequant_launch(t, n_rows: int, n_table: int, k: int, has_ids: bool, device=
     ``device``: a decode step's first launch) and its ints."""
     if not has_ids and t.id in STRUCTURED:
         planes, run = planes_of(t.id)
-        unit = 64 if t.id in (12, 13) else 32
-        bk = max(unit, min(256, next_pow2(k)))
+        bk = max(tile_unit(t.id), min(256, next_pow2(k)))
         br = max(1, min(next_pow2(n_rows), 4096 // bk))
         launch = Launch(_dequant_tile_kernel, (triton.cdiv(n_rows, br), triton.cdiv(k, bk)),
                         dict(FMT=t.id, NPLANES=planes, RUN=max(run, 1), BR=br, BK=bk), num_warps=4)
@@ -207,8 +206,7 @@ def rows_dequantizer(t, width: int):
 
 
 def weight_spec(t) -> WeightSpec:
-    unit = 64 if t.id in (formats.BY_NAME["Q4_K"].id, formats.BY_NAME["Q5_K"].id) else 32
-    return WeightSpec(1, t.id, unit=unit)
+    return WeightSpec(1, t.id, unit=tile_unit(t.id))
 
 
 class MatmulPlan:

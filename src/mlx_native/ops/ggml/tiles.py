@@ -5,7 +5,7 @@
   embedding, and the matmul of the types without a structured tile).
 * :func:`ggml_tile`: a ``[BN, BK]`` tile of rows in natural column order, with
   structured loads (whole blocks: contiguous code bytes, one scale load per
-  block or sub-block) for Q4_0, Q4_1, Q8_0, Q4_K and Q5_K; other types fall
+  block or sub-block) for Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K; other types fall
   back to :func:`ggml_elem`. It is :func:`ggml_load` followed by :func:`ggml_decode`, which the
   matmul kernels call apart so that the loads of the next step overlap the decode of this one.
 
@@ -36,7 +36,7 @@ Q5_K: tl.constexpr = tl.constexpr(13)
 Q6_K: tl.constexpr = tl.constexpr(14)
 BF16: tl.constexpr = tl.constexpr(30)
 
-STRUCTURED = (2, 3, 8, 12, 13)  # types with a structured tile
+STRUCTURED = (2, 3, 8, 12, 13, 14)  # types with a structured tile
 
 
 @triton.jit
@@ -173,7 +173,14 @@ def planes_of(fmt: int) -> tuple[int, int]:
         return 2, 16
     if fmt in (12, 13):  # Q4_K, Q5_K: low / high nibbles of 32-byte chunks
         return 2, 32
+    if fmt == 14:  # Q6_K: low / high nibbles of the 64 low-bit bytes of a half super-block
+        return 2, 64
     return 1, 0
+
+
+def tile_unit(fmt: int) -> int:
+    """Columns of K a structured tile step of type ``fmt`` must be a multiple of (the types that gather: a block)."""
+    return {12: 64, 13: 64, 14: 128}.get(fmt, 32)
 
 
 @triton.jit
@@ -245,6 +252,23 @@ def ggml_load(raw_ptr, row_off, row_ok, k0, k_end, FMT: tl.constexpr, BK: tl.con
         if FMT == Q5_K:
             qh = tl.load(raw_ptr + bb[:, :, None] + 16 + l[None, None, :], mask=cok[:, :, None], other=0)
         return qb, d, dmin, a0, a4, am, b0, b4, bm, qh
+    elif FMT == Q6_K:
+        # half h of a 210-byte super-block: low bits ql[64 h + l] (values 128 h + l, low nibble, and + 64, high),
+        # high bits qh[32 h + l % 32] (2 bits, shift 2 (l // 32), + 4 for the high nibble's value), int8 scales
+        # 192 + 8 h .. + 8 (16 values each), fp16 d at 208. Byte loads: the blocks are only 2-byte aligned.
+        NH: tl.constexpr = BK // 128
+        hh = k0 // 128 + tl.arange(0, NH)
+        hok = row_ok[:, None] & (hh * 128 < k_end)[None, :]  # [BN, NH]
+        bb = row_off[:, None] + (hh // 2)[None, :].to(tl.int64) * 210
+        h = (hh % 2)[None, :]
+        l = tl.arange(0, 64)[None, None, :]
+        m3 = hok[:, :, None]
+        ql = tl.load(raw_ptr + bb[:, :, None] + 64 * h[:, :, None] + l, mask=m3, other=0)
+        qh = tl.load(raw_ptr + bb[:, :, None] + 128 + 32 * h[:, :, None] + l % 32, mask=m3, other=0)
+        sc = tl.load(raw_ptr + bb[:, :, None] + 192 + 8 * h[:, :, None] + tl.arange(0, 8)[None, None, :], mask=m3,
+                     other=0)
+        d = _ld16(raw_ptr, bb + 208, hok)
+        return ql, qh, sc, d, ql, ql, ql, ql, ql, ql
     else:
         z = row_off
         return z, z, z, z, z, z, z, z, z, z
@@ -300,6 +324,21 @@ def ggml_decode(t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, raw_ptr, row_off, row_ok
         lo = codes_to_f32(lo) * (d * codes_to_f32(sc0))[:, :, None] - (dmin * codes_to_f32(mn0))[:, :, None]
         hi = codes_to_f32(hi) * (d * codes_to_f32(sc1))[:, :, None] - (dmin * codes_to_f32(mn1))[:, :, None]
         return tl.reshape(lo, [lo.shape[0], BK // 2]), tl.reshape(hi, [hi.shape[0], BK // 2])
+    elif FMT == Q6_K:
+        ql = t0.to(tl.int32)
+        qh = t1.to(tl.int32)
+        l = tl.arange(0, 64)[None, None, :]
+        lo = (ql & 15) | (((qh >> (2 * (l // 32))) & 3) << 4)
+        hi = (ql >> 4) | (((qh >> (4 + 2 * (l // 32))) & 3) << 4)
+        BN: tl.constexpr = t2.shape[0]
+        NH: tl.constexpr = t2.shape[1]
+        dsc = _h2f(t3)[:, :, None] * _i8_to_f32(t2.to(tl.int32))  # [BN, NH, 8]: d times the scale of 16 values
+        dsc_lo, dsc_hi = tl.split(tl.permute(tl.reshape(dsc, (BN, NH, 2, 4)), (0, 1, 3, 2)))  # scales 0-3, 4-7
+        dsc_lo = tl.reshape(tl.broadcast_to(dsc_lo[:, :, :, None], (BN, NH, 4, 16)), (BN, NH, 64))
+        dsc_hi = tl.reshape(tl.broadcast_to(dsc_hi[:, :, :, None], (BN, NH, 4, 16)), (BN, NH, 64))
+        lo = dsc_lo * (codes_to_f32(lo) - 32.0)
+        hi = dsc_hi * (codes_to_f32(hi) - 32.0)
+        return tl.reshape(lo, [BN, BK // 2]), tl.reshape(hi, [BN, BK // 2])
     else:
         e = k0 + tl.arange(0, BK)
         v = ggml_elem(raw_ptr, row_off[:, None], e[None, :], row_ok[:, None] & (e < k_end)[None, :], FMT)

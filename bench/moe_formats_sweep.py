@@ -1,0 +1,120 @@
+"""MoE prefill on expert formats without the grouped mat-vec kernel (GGUF Q6_K, Q8_0, Q5_K; MLX 8-bit): the
+dequantized-chunk route (``grouped.DequantGroupedLaunch``) against the tiled grouped kernel (``qmm.RoutedLaunch``:
+tiles dequantized in registers) at its default launch config and at each config of ``--configs``.
+
+    python bench/moe_formats_sweep.py [--tokens 128,512,2048] [--formats Q6_K,Q8_0,Q5_K,MLX8]
+                                      [--configs "64,128,4,1,1 ..."] [--out FILE.json]
+
+A config is ``BN,BK,warps,stages,swap`` of ``qmm.Config`` (``swap``: the weight tile is the MMA's wide side, the
+block's rows the narrow one). Shape: Qwen3-30B-A3B (128 experts, top-8, hidden 2048, expert intermediate 768): the
+down projection alone and the gate/up pair. Outputs are checked against the default route; CUDA-graph replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import common  # noqa: E402
+from quant import affine_weight, gguf_raw  # noqa: E402
+
+import mlx_native as mn  # noqa: E402
+from mlx_native.ops.moe import grouped  # noqa: E402
+from mlx_native.ops.quant import qmm  # noqa: E402
+from mlx_native.runtime import plans  # noqa: E402
+
+DT = torch.bfloat16
+E, TOPK, HIDDEN, INTER = 128, 8, 2048, 768
+DEFAULT_CONFIGS = "128,128,8,1,0 64,128,4,1,1 64,128,4,2,1 128,128,8,1,1 64,256,4,1,1 128,128,4,1,1 64,64,4,1,1"
+
+
+def _override(cfg):
+    bn, bk, warps, stages, swap = cfg
+
+    def hook(kind, m, n, k, spec):
+        if kind != "prefill":
+            return None
+        return qmm.Config(16, bn, max(bk, spec.k_align), 1, True, warps, num_stages=stages, group_m=1,
+                          swap=bool(swap))
+
+    return hook
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tokens", default="128,512,2048")
+    ap.add_argument("--formats", default="Q6_K,Q8_0,Q5_K,MLX8")
+    ap.add_argument("--configs", default=DEFAULT_CONFIGS)
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "moe_formats_sweep.json"))
+    a = ap.parse_args()
+    configs = [tuple(map(int, c.split(","))) for c in a.configs.split()]
+    copy_bw = common.copy_bandwidth()
+    print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s", flush=True)
+    rows = []
+    for fmt in a.formats.split(","):
+        if fmt.startswith("MLX"):
+            bits = int(fmt[3:])
+            gate, up, down = (affine_weight(n, k, bits=bits, lead=(E,)) for n, k in
+                              ((INTER, HIDDEN), (INTER, HIDDEN), (HIDDEN, INTER)))
+
+            def run_down(h, ids):
+                return mn.moe_qmm(h, ids, *down, bits=bits)
+
+            def run_pair(x, ids):
+                return mn.moe_qmm(x, ids, *gate, w_up=up[0], scales_up=up[1], biases_up=up[2], bits=bits)
+        else:
+            gq, uq = gguf_raw(fmt, INTER, HIDDEN, lead=E), gguf_raw(fmt, INTER, HIDDEN, lead=E)
+            dq = gguf_raw(fmt, HIDDEN, INTER, lead=E)
+
+            def run_down(h, ids, dq=dq, fmt=fmt):
+                return mn.moe_ggml_matmul(h, ids, dq, fmt, (E, HIDDEN, INTER))
+
+            def run_pair(x, ids, gq=gq, uq=uq, fmt=fmt):
+                return mn.moe_ggml_matmul(x, ids, gq, fmt, (E, INTER, HIDDEN), raw_up=uq)
+
+        for t in map(int, a.tokens.split(",")):
+            x = torch.randn(t, HIDDEN, device="cuda", dtype=DT)
+            h = torch.randn(t, TOPK, INTER, device="cuda", dtype=DT)
+            ids, _ = mn.moe_route(torch.randn(t, E, device="cuda"), TOPK)
+            for what, fn, args in (("down", run_down, (h, ids)), ("gate/up", run_pair, (x, ids))):
+                flops = 2 * t * TOPK * HIDDEN * INTER * (2 if what == "gate/up" else 1)
+                plans.clear_all()
+                want = fn(*args)
+
+                def timed(label, cfg=None, fn=fn, args=args, want=want, what=what, flops=flops, t=t):
+                    plans.clear_all()
+                    try:
+                        err = common.rel_err(fn(*args), want)
+                        us = common.time_any(fn, [args])
+                    except Exception as exc:  # noqa: BLE001 - keep the other rows
+                        print(f"{fmt} T{t} {what} {label}: {exc!r}"[:300], flush=True)
+                        return
+                    rows.append(dict(format=fmt, tokens=t, what=what, label=label, cfg=cfg, us=us, rel_err=err,
+                                     tflops=flops / (us * 1e-6) / 1e12))
+                    print(f"{fmt:5s} T{t:<5d} {what:8s} {label:28s} {us:9.1f} us  {flops / (us * 1e-6) / 1e12:6.1f} "
+                          f"TFLOP/s  err {err:.1e}", flush=True)
+
+                timed("default route")
+                keep = grouped.dense_supports
+                grouped.dense_supports = lambda *_: False
+                try:
+                    timed("tiled, default config")
+                    for cfg in configs:
+                        qmm.CONFIG_OVERRIDE = _override(cfg)
+                        try:
+                            timed(f"tiled {cfg}", cfg)
+                        finally:
+                            qmm.CONFIG_OVERRIDE = None
+                finally:
+                    grouped.dense_supports = keep
+    common.save_json(a.out, dict(environment=common.environment(), copy_bandwidth_Bps=copy_bw, rows=rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
