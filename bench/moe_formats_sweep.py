@@ -1,13 +1,12 @@
 """MoE prefill on expert formats without the grouped mat-vec kernel (GGUF Q6_K, Q8_0, Q5_K; MLX 8-bit): the
-default route; the dequantized-chunk route (``grouped.DequantGroupedLaunch``); the Q8_0 / Q6_K word-loaded kernel
-(``grouped_blocks``) at each config of ``--blocks`` and without its prefetch; the tiled grouped kernel
-(``qmm.RoutedLaunch``: tiles dequantized in registers) at each config of ``--configs``.
+dequantized-chunk route (``grouped.DequantGroupedLaunch``) against the tiled grouped kernel (``qmm.RoutedLaunch``:
+tiles dequantized in registers) at its default launch config and at each config of ``--configs``.
 
     python bench/moe_formats_sweep.py [--tokens 128,512,2048] [--formats Q6_K,Q8_0,Q5_K,MLX8]
-                                      [--configs "64,128,4,1,1 ..."] [--blocks "32,64,4,2 ..."] [--out FILE.json]
+                                      [--configs "64,128,4,1,1 ..."] [--out FILE.json]
 
-A ``--configs`` entry is ``BN,BK,warps,stages,swap`` of ``qmm.Config`` (``swap``: the weight tile is the MMA's wide
-side, the block's rows the narrow one); a ``--blocks`` entry ``MP,BN,warps,stages`` of ``grouped_blocks``. Shape: Qwen3-30B-A3B (128 experts, top-8, hidden 2048, expert intermediate 768): the
+A config is ``BN,BK,warps,stages,swap`` of ``qmm.Config`` (``swap``: the weight tile is the MMA's wide side, the
+block's rows the narrow one). Shape: Qwen3-30B-A3B (128 experts, top-8, hidden 2048, expert intermediate 768): the
 down projection alone and the gate/up pair. Outputs are checked against the default route; CUDA-graph replay.
 """
 
@@ -25,13 +24,13 @@ import common  # noqa: E402
 from quant import affine_weight, gguf_raw  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
-from mlx_native.ops.moe import grouped, grouped_blocks  # noqa: E402
+from mlx_native.ops.moe import grouped  # noqa: E402
 from mlx_native.ops.quant import qmm  # noqa: E402
 from mlx_native.runtime import plans  # noqa: E402
 
 DT = torch.bfloat16
 E, TOPK, HIDDEN, INTER = 128, 8, 2048, 768
-DEFAULT_CONFIGS = ""
+DEFAULT_CONFIGS = "128,128,8,1,0 64,128,4,1,1 64,128,4,2,1 128,128,8,1,1 64,256,4,1,1 128,128,4,1,1 64,64,4,1,1"
 
 
 def _override(cfg):
@@ -51,11 +50,9 @@ def main() -> int:
     ap.add_argument("--tokens", default="128,512,2048")
     ap.add_argument("--formats", default="Q6_K,Q8_0,Q5_K,MLX8")
     ap.add_argument("--configs", default=DEFAULT_CONFIGS)
-    ap.add_argument("--blocks", default="")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "moe_formats_sweep.json"))
     a = ap.parse_args()
     configs = [tuple(map(int, c.split(","))) for c in a.configs.split()]
-    blocks = [tuple(map(int, c.split(","))) for c in a.blocks.split()]
     copy_bw = common.copy_bandwidth()
     print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s", flush=True)
     rows = []
@@ -103,27 +100,10 @@ def main() -> int:
                           f"TFLOP/s  err {err:.1e}", flush=True)
 
                 timed("default route")
-                keep_blocks = grouped_blocks.supports
-                grouped_blocks.supports = lambda *_: False
-                try:
-                    timed("dequantized chunks")
-                finally:
-                    grouped_blocks.supports = keep_blocks
-                if fmt in ("Q6_K", "Q8_0"):
-                    for cfg in blocks:
-                        grouped_blocks.CONFIG_OVERRIDE = cfg
-                        try:
-                            timed(f"blocks {cfg}", cfg)
-                        finally:
-                            grouped_blocks.CONFIG_OVERRIDE = None
-                    grouped_blocks.PREFETCH = False
-                    try:
-                        timed("blocks, no prefetch")
-                    finally:
-                        grouped_blocks.PREFETCH = True
                 keep = grouped.dense_supports
-                grouped.dense_supports = grouped_blocks.supports = lambda *_: False
+                grouped.dense_supports = lambda *_: False
                 try:
+                    timed("tiled, default config")
                     for cfg in configs:
                         qmm.CONFIG_OVERRIDE = _override(cfg)
                         try:
@@ -131,7 +111,7 @@ def main() -> int:
                         finally:
                             qmm.CONFIG_OVERRIDE = None
                 finally:
-                    grouped.dense_supports, grouped_blocks.supports = keep, keep_blocks
+                    grouped.dense_supports = keep
     common.save_json(a.out, dict(environment=common.environment(), copy_bandwidth_Bps=copy_bw, rows=rows))
     return 0
 

@@ -386,68 +386,29 @@ def test_moe_qmm_dequant_grouped(device, dequant_grouped_plans, bits, gs, sdtype
     assert_error_bar(out.cpu(), oracle.reshape(tokens, topk, n), lowp.reshape(tokens, topk, n))
 
 
-def _ggml_expert_oracles(x, ids, graw, uraw, name, shape, dtype):
-    """fp64 oracle and same-dtype result of GGUF experts ``graw`` (``uraw``: the up projection of a SiLU pair, or
-    None) on routed rows, ``[tokens, topk, n]`` each."""
-    tokens, topk = ids.shape
-    xr = _rows(x, tokens, topk)
-    g = torch.from_numpy(gguf_values(graw, name, shape))
-    oracle = per_expert_loop(xr, ids.flatten(), g.double())
-    lowp = _lowp_rows(xr, ids.flatten(), g.to(dtype))
-    if uraw is not None:
-        u = torch.from_numpy(gguf_values(uraw, name, shape))
-        oracle = F.silu(oracle) * per_expert_loop(xr, ids.flatten(), u.double())
-        lowp = F.silu(lowp) * _lowp_rows(xr, ids.flatten(), u.to(dtype))
-    n = shape[1]
-    return oracle.reshape(tokens, topk, n), lowp.reshape(tokens, topk, n)
-
-
-@pytest.mark.parametrize("name, up, k", [("Q5_K", False, 256), ("Q8_0", True, 160), ("Q4_0", False, 256)])
-def test_moe_ggml_dequant_grouped(device, dequant_grouped_plans, name, up, k):
-    """GGUF experts of the types without a grouped kernel (and Q8_0 rows of a K that is no multiple of 128) past the
-    decode kernels: dequantized chunks of experts, their blocks on tensor cores, with and without the gate/up pair."""
+@pytest.mark.parametrize("name, up", [("Q6_K", False), ("Q8_0", True), ("Q5_K", False)])
+def test_moe_ggml_dequant_grouped(device, dequant_grouped_plans, name, up):
+    """GGUF experts of the other types (the Q6_K down projection of Q4_K_M files) past the decode kernels:
+    dequantized chunks of experts, their blocks on tensor cores, with and without the gate/up pair."""
     rng = np.random.default_rng(3)
     t = formats.BY_NAME[name]
-    e, n, topk, tokens = 4, 24, 2, 20
+    e, n, k, topk, tokens = 4, 24, 256, 2, 20
     graw = crafted_blocks(name, e * n * k // t.block_elems, rng)
-    uraw = crafted_blocks(name, e * n * k // t.block_elems, rng) if up else None
+    uraw = crafted_blocks(name, e * n * k // t.block_elems, rng)
     x = randn(tokens, topk, k, dtype=torch.bfloat16) if not up else randn(tokens, k, dtype=torch.bfloat16)
     ids = _skewed_ids(tokens, topk, e, 0, 4)
     out = mn.moe_ggml_matmul(x.to(device), ids.to(device), torch.from_numpy(graw).to(device), name, (e, n, k),
                              raw_up=torch.from_numpy(uraw).to(device) if up else None)
     assert len(dequant_grouped_plans) == 1
-    assert_error_bar(out.cpu(), *_ggml_expert_oracles(x, ids, graw, uraw, name, (e, n, k), torch.bfloat16))
-
-
-@pytest.fixture
-def blocks_grouped_plans(monkeypatch):
-    """The Q8_0 / Q6_K grouped launches (ops/moe/grouped_blocks.py) built while the test runs."""
-    from mlx_native.ops.moe import grouped_blocks
-
-    return spy_plans(monkeypatch, grouped_blocks.BlocksGroupedLaunch)
-
-
-@pytest.mark.parametrize("name, k, up, dtype", [
-    ("Q6_K", 768, False, torch.float16),  # rows of 630 bytes: every other row and expert at 2 mod 4
-    ("Q6_K", 512, True, torch.bfloat16),  # (crafted Q6_K weights reach 80: a SiLU pair would overflow fp16)
-    ("Q8_0", 384, True, torch.bfloat16),  # 34-byte blocks: every other block's codes at 2 mod 4
-    ("Q8_0", 256, False, torch.float16),
-])
-def test_moe_ggml_blocks_grouped(device, blocks_grouped_plans, name, k, up, dtype):
-    """GGUF Q6_K / Q8_0 experts (Q4_K_M files' down projections, Q8_0 files) past the decode kernels: blocks read as
-    words joined across the 2-byte alignment, decoded in registers, tensor-core dots; a hot expert with more rows
-    than a block, 41 output rows (a ragged tile, odd expert strides), with and without the gate/up pair."""
-    rng = np.random.default_rng(k)
-    t = formats.BY_NAME[name]
-    e, n, topk, tokens = 5, 41, 2, 30
-    graw = crafted_blocks(name, e * n * k // t.block_elems, rng)
-    uraw = crafted_blocks(name, e * n * k // t.block_elems, rng) if up else None
-    x = randn(tokens, topk, k, dtype=dtype) if not up else randn(tokens, k, dtype=dtype)
-    ids = _skewed_ids(tokens, topk, e, 1, 6)
-    out = mn.moe_ggml_matmul(x.to(device), ids.to(device), torch.from_numpy(graw).to(device), name, (e, n, k),
-                             raw_up=torch.from_numpy(uraw).to(device) if up else None)
-    assert len(blocks_grouped_plans) == 1 and (ids == 1).sum() > blocks_grouped_plans[0].grouping.bm
-    assert_error_bar(out.cpu(), *_ggml_expert_oracles(x, ids, graw, uraw, name, (e, n, k), dtype))
+    xr = _rows(x, tokens, topk)
+    g = torch.from_numpy(gguf_values(graw, name, (e, n, k)))
+    oracle = per_expert_loop(xr, ids.flatten(), g.double())
+    lowp = _lowp_rows(xr, ids.flatten(), g.to(torch.bfloat16))
+    if up:
+        u = torch.from_numpy(gguf_values(uraw, name, (e, n, k)))
+        oracle = F.silu(oracle) * per_expert_loop(xr, ids.flatten(), u.double())
+        lowp = F.silu(lowp) * _lowp_rows(xr, ids.flatten(), u.to(torch.bfloat16))
+    assert_error_bar(out.cpu(), oracle.reshape(tokens, topk, n), lowp.reshape(tokens, topk, n))
 
 
 @pytest.mark.parametrize("name", ["Q4_0", "Q4_K", "Q8_0", "Q6_K", "Q5_0"])

@@ -20,7 +20,7 @@ from ..quant import affine_idot, qmm
 from ..quant import kernel as qkernel
 from ..quant.gemv import AFFINE
 from ..quant.qmm import ACT_CODES, RoutedLaunch, WeightSpec
-from . import grouped, grouped_blocks, idot as moe_idot
+from . import grouped, idot as moe_idot
 from . import ref
 
 
@@ -295,11 +295,6 @@ class MoeGgmlPlan:
                                                 strides, x.device, act)
             self.kind = "grouped"
             return
-        if grouped_blocks.supports(t.id, tt * k, self.kf, x.dtype):
-            self.launch = grouped_blocks.BlocksGroupedLaunch(t.id, self.n, self.kf, tt * k, self.n_experts, x_div,
-                                                             x.dtype, x2.stride(0), x.device, act)
-            self.kind = "blocks_grouped"
-            return
         if grouped.dense_supports(tt * k, x.dtype):
             self.launch = grouped.DequantGroupedLaunch(self.n, self.kf, tt * k, self.n_experts, x_div, x.dtype,
                                                        x2.stride(0), x.device, rows_dequantizer(t, self.kf), act)
@@ -323,7 +318,5 @@ class MoeGgmlPlan:
             return self.launch(_x2d(x), ids.reshape(-1), r, r, r, r2, r2, r2).view(self.out_shape)
         if self.kind == "dequant_grouped":
             return self.launch(_x2d(x), ids.reshape(-1), (r,), None if r2 is None else (r2,)).view(self.out_shape)
-        if self.kind == "blocks_grouped":
-            return self.launch(_x2d(x), ids.reshape(-1), r, r2).view(self.out_shape)
         out = self.launch(_x2d(x), ids.reshape(-1), r, r, r, r2, r2, r2)
         return out.view(self.out_shape)
