@@ -1,13 +1,18 @@
-"""MoE prefill on expert formats without the grouped mat-vec kernel (GGUF Q6_K, Q8_0, Q5_K; MLX 8-bit): the
-dequantized-chunk route (``grouped.DequantGroupedLaunch``) against the tiled grouped kernel (``qmm.RoutedLaunch``:
-tiles dequantized in registers) at its default launch config and at each config of ``--configs``.
+"""MoE prefill on expert formats without the grouped mat-vec kernel (GGUF Q6_K, Q8_0, Q5_K; MLX 8-bit), and
+``gather_qmm`` on 4-bit experts (``MLX4``: mlx-lm's SwitchGLU calls): the default route (dequantized chunks,
+``grouped.DequantGroupedLaunch``, for the formats; the grouped kernel for ``gather_qmm``) at each
+``grouped.DENSE_CONFIG`` of ``--dense``, against the tiled grouped kernel (``qmm.RoutedLaunch``: tiles dequantized in
+registers) with ``--tiled`` at its default launch config and at each config of ``--configs``.
 
-    python bench/moe_formats_sweep.py [--tokens 128,512,2048] [--formats Q6_K,Q8_0,Q5_K,MLX8]
-                                      [--configs "64,128,4,1,1 ..."] [--out FILE.json]
+    python bench/moe_formats_sweep.py [--tokens 128,512,2048] [--formats Q6_K,Q8_0,Q5_K,MLX8,MLX4]
+                                      [--dense "64,64,4,3 ..."] [--tiled] [--configs "64,128,4,1,1 ..."]
+                                      [--out FILE.json]
 
-A config is ``BN,BK,warps,stages,swap`` of ``qmm.Config`` (``swap``: the weight tile is the MMA's wide side, the
-block's rows the narrow one). Shape: Qwen3-30B-A3B (128 experts, top-8, hidden 2048, expert intermediate 768): the
-down projection alone and the gate/up pair. Outputs are checked against the default route; CUDA-graph replay.
+A ``--configs`` entry is ``BN,BK,warps,stages,swap`` of ``qmm.Config`` (``swap``: the weight tile is the MMA's wide
+side, the block's rows the narrow one); a ``--dense`` entry ``BN,BK,warps,stages``. Shape: Qwen3-30B-A3B (128
+experts, top-8, hidden 2048, expert intermediate 768): the down projection alone and the gate/up pair (``MLX4``: the
+gate alone through ``gather_qmm``, x ``[T, 1, 1, K]``, ``rhs_indices`` the routing). Outputs are checked against the
+default route; CUDA-graph replay.
 """
 
 from __future__ import annotations
@@ -30,7 +35,15 @@ from mlx_native.runtime import plans  # noqa: E402
 
 DT = torch.bfloat16
 E, TOPK, HIDDEN, INTER = 128, 8, 2048, 768
-DEFAULT_CONFIGS = "128,128,8,1,0 64,128,4,1,1 64,128,4,2,1 128,128,8,1,1 64,256,4,1,1 128,128,4,1,1 64,64,4,1,1"
+DEFAULT_CONFIGS = ""
+
+
+def _h_ids(x, h, ids):
+    return h, ids
+
+
+def _x_ids(x, h, ids):
+    return x, ids
 
 
 def _override(cfg):
@@ -50,14 +63,20 @@ def main() -> int:
     ap.add_argument("--tokens", default="128,512,2048")
     ap.add_argument("--formats", default="Q6_K,Q8_0,Q5_K,MLX8")
     ap.add_argument("--configs", default=DEFAULT_CONFIGS)
+    ap.add_argument("--dense", default="")
+    ap.add_argument("--tiled", action="store_true", help="time the tiled kernel too")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "moe_formats_sweep.json"))
     a = ap.parse_args()
     configs = [tuple(map(int, c.split(","))) for c in a.configs.split()]
+    dense = [tuple(map(int, c.split(","))) for c in a.dense.split()]
     copy_bw = common.copy_bandwidth()
     print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s", flush=True)
     rows = []
     for fmt in a.formats.split(","):
-        if fmt.startswith("MLX"):
+        if fmt == "MLX4":
+            gate = affine_weight(INTER, HIDDEN, lead=(E,))
+            ops = (("gather_qmm", lambda x, ids: mn.gather_qmm(x[:, None, None, :], *gate, rhs_indices=ids), _x_ids),)
+        elif fmt.startswith("MLX"):
             bits = int(fmt[3:])
             gate, up, down = (affine_weight(n, k, bits=bits, lead=(E,)) for n, k in
                               ((INTER, HIDDEN), (INTER, HIDDEN), (HIDDEN, INTER)))
@@ -67,6 +86,8 @@ def main() -> int:
 
             def run_pair(x, ids):
                 return mn.moe_qmm(x, ids, *gate, w_up=up[0], scales_up=up[1], biases_up=up[2], bits=bits)
+
+            ops = (("down", run_down, _h_ids), ("gate/up", run_pair, _x_ids))
         else:
             gq, uq = gguf_raw(fmt, INTER, HIDDEN, lead=E), gguf_raw(fmt, INTER, HIDDEN, lead=E)
             dq = gguf_raw(fmt, HIDDEN, INTER, lead=E)
@@ -77,11 +98,13 @@ def main() -> int:
             def run_pair(x, ids, gq=gq, uq=uq, fmt=fmt):
                 return mn.moe_ggml_matmul(x, ids, gq, fmt, (E, INTER, HIDDEN), raw_up=uq)
 
+            ops = (("down", run_down, _h_ids), ("gate/up", run_pair, _x_ids))
         for t in map(int, a.tokens.split(",")):
             x = torch.randn(t, HIDDEN, device="cuda", dtype=DT)
             h = torch.randn(t, TOPK, INTER, device="cuda", dtype=DT)
             ids, _ = mn.moe_route(torch.randn(t, E, device="cuda"), TOPK)
-            for what, fn, args in (("down", run_down, (h, ids)), ("gate/up", run_pair, (x, ids))):
+            for what, fn, pick in ops:
+                args = pick(x, h, ids)
                 flops = 2 * t * TOPK * HIDDEN * INTER * (2 if what == "gate/up" else 1)
                 plans.clear_all()
                 want = fn(*args)
@@ -100,8 +123,17 @@ def main() -> int:
                           f"TFLOP/s  err {err:.1e}", flush=True)
 
                 timed("default route")
-                keep = grouped.dense_supports
-                grouped.dense_supports = lambda *_: False
+                keep_dense = grouped.DENSE_CONFIG
+                for cfg in dense if fmt != "MLX4" else ():
+                    grouped.DENSE_CONFIG = cfg
+                    try:
+                        timed(f"dense {cfg}", cfg)
+                    finally:
+                        grouped.DENSE_CONFIG = keep_dense
+                if not a.tiled:
+                    continue
+                keep = grouped.dense_supports, grouped.MIN_ROWS
+                grouped.dense_supports, grouped.MIN_ROWS = (lambda *_: False), 1 << 30
                 try:
                     timed("tiled, default config")
                     for cfg in configs:
@@ -111,7 +143,7 @@ def main() -> int:
                         finally:
                             qmm.CONFIG_OVERRIDE = None
                 finally:
-                    grouped.dense_supports = keep
+                    grouped.dense_supports, grouped.MIN_ROWS = keep
     common.save_json(a.out, dict(environment=common.environment(), copy_bandwidth_Bps=copy_bw, rows=rows))
     return 0
 

@@ -668,6 +668,37 @@ def test_gather_qmm_lhs_and_rhs_indices(device, bits):
     assert_agrees_with(out.cpu(), theirs, oracle)
 
 
+@pytest.mark.parametrize("bits, sdtype, m, kind", [
+    (4, torch.bfloat16, 1, "GroupedLaunch"),  # SwitchGLU rows at prefill: the 4-bit kernel, x rows by index
+    (4, torch.float16, 4, "GroupedLaunch"),  # batches of 4 rows: x row lhs * 4 + i
+    (6, torch.bfloat16, 1, "DequantGroupedLaunch"),  # other bits: dequantized chunks
+])
+def test_gather_qmm_many_rows_grouped(device, monkeypatch, bits, sdtype, m, kind):
+    """gather_qmm past the decode rows (mlx-lm's SwitchGLU at prefill) on the expert-grouped kernels of
+    ``moe/grouped.py``, x rows read through the lhs indices (permuted and repeated), against MLX and fp64."""
+    from mlx_native.ops.moe import grouped
+
+    monkeypatch.setattr(grouped, "CHUNK_BYTES", 1)  # the dequantized route: one matrix a chunk
+    built = spy_plans(monkeypatch, getattr(grouped, kind))
+    e, n, k, gs = 5, 40, 256, 64
+    wq, s, b = qweight(n, k, gs, bits, sdtype, lead=(e,))
+    batches = 24 if m == 1 else 6
+    x = randn(batches, m, k, dtype=sdtype)
+    g = torch.Generator().manual_seed(bits + m)
+    lhs = torch.randint(0, batches, (batches, 3), generator=g)
+    rhs = torch.randint(0, e, (batches, 3), generator=g).to(torch.int32)
+    rhs[:, 0] = 2  # a hot expert: more rows than a block holds
+    out = mn.gather_qmm(x.to(device), wq.to(device), s.to(device), b.to(device), lhs.to(device), rhs.to(device),
+                        group_size=gs, bits=bits)
+    assert len(built) == 1 and out.shape == (batches, 3, m, n)
+    theirs = from_mlx(mx.gather_qmm(mlx_array(x), mx_u32(wq), mlx_array(s), mlx_array(b), mx.array(lhs.numpy()),
+                                    mx.array(rhs.numpy()), transpose=True, group_size=gs, bits=bits))
+    oracle = x.double()[lhs] @ dequant64(wq, s, b, gs, bits)[rhs.long()].transpose(-1, -2)
+    lowp = (x.float()[lhs] @ ref.dequantize(wq, s, b, gs, bits)[rhs.long()].float().transpose(-1, -2)).to(sdtype)
+    assert_error_bar(out.cpu(), oracle, lowp)
+    assert_agrees_with(out.cpu(), theirs, oracle)
+
+
 def test_gather_qmm_defaults_to_plain_batched_matmul(device):
     wq, s, b = qweight(16, 64, 64, 8, torch.bfloat16, lead=(3,))
     x = randn(3, 4, 64, dtype=torch.bfloat16)

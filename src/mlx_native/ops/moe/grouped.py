@@ -37,18 +37,28 @@ from ..quant.qmm import store_result
 
 
 @triton.jit
+def _x_rows(xrow_ptr, r, x_div, HAS_XROW: tl.constexpr):
+    """int64 x row of each routed row ``r``: ``xrow[r]`` (``HAS_XROW``) or ``r // x_div``."""
+    if HAS_XROW:
+        return tl.load(xrow_ptr + r).to(tl.int64)
+    return (r // x_div).to(tl.int64)
+
+
+@triton.jit
 def grouped_mmv_kernel(
     x_ptr,  # [X, K] activations, bf16 / fp16 (row stride stride_xm, even; 4-byte aligned)
     rows_ptr,  # [blocks * MP] int32 routed row of each slot of a block, -1 = padding (RowGrouping)
     bexp_ptr,  # [blocks] int32 expert of each block: n_experts = invalid ids (NaN rows), more = past the last block
+    xrow_ptr,  # HAS_XROW: [R] x row of each routed row (gather_qmm's lhs indices)
     w_ptr, s_ptr, b_ptr,  # MLX: [E, N, K / 8] int32 words, [E, N, K / GS] scales / biases; Q4_K: [E, N, row] bytes
     w2_ptr, s2_ptr, b2_ptr,  # the up projection (HAS_UP), same layout
     out_ptr,  # [R, N] output (row r: routed row r)
     N, K, stride_xm, x_div, stride_we, stride_wn, stride_se, stride_sn, n_experts,
     FMT: tl.constexpr, BN: tl.constexpr, GS: tl.constexpr, MP: tl.constexpr, GPS: tl.constexpr,
-    X_F16: tl.constexpr, HAS_UP: tl.constexpr, ACT: tl.constexpr, ASM: tl.constexpr,
+    X_F16: tl.constexpr, HAS_UP: tl.constexpr, ACT: tl.constexpr, ASM: tl.constexpr, HAS_XROW: tl.constexpr = False,
 ):
-    """Routed row ``r`` reads x row ``r // x_div`` (``x_div``: the slots of a token sharing its x, or 1).
+    """Routed row ``r`` reads x row ``r // x_div`` (``x_div``: the slots of a token sharing its x, or 1), or
+    ``xrow[r]`` (``HAS_XROW``).
     ``stride_we`` / ``stride_wn``: words (MLX) or bytes (Q4_K); ``stride_se`` even (scale words)."""
     pid_n = tl.program_id(0)
     blk = tl.program_id(1)
@@ -61,7 +71,7 @@ def grouped_mmv_kernel(
     r = tl.load(rows_ptr + blk * MP + m)
     ok = r >= 0
     r = tl.where(ok, r, 0)
-    xr = (r // x_div).to(tl.int64)
+    xr = _x_rows(xrow_ptr, r, x_div, HAS_XROW)
     cols = pid_n * BN + tl.arange(0, BN)
     col_ok = cols < N
     rows = tl.where(col_ok, cols, 0)
@@ -159,12 +169,14 @@ class GroupedLaunch:
         fmt: ``gemv.AFFINE`` or GGUF ``Q4_K``'s type id. x_div: routed rows per x row. strides: ``(stride_xm,
             stride_we, stride_wn, stride_se, stride_sn)`` (MLX: words and scale elements; Q4_K: bytes, the scale
             strides unused). act: ``qmm.ACT_CODES`` code of a fused gate/up pair (``None``: one matrix).
+            has_xrow: the calls give each routed row's x row (``xrow``) instead of ``x_div``.
 
-    Call with ``(x, erow, w, s, b, w2, s2, b2)`` (``erow [n_rows]`` expert of each routed row) -> ``[n_rows, n]``.
+    Call with ``(x, erow, w, s, b, w2, s2, b2, xrow=None)`` (``erow [n_rows]`` expert of each routed row) ->
+    ``[n_rows, n]``.
     """
 
     def __init__(self, fmt: int, n: int, k: int, group_size: int, n_rows: int, n_experts: int, x_div: int,
-                 x_dtype: torch.dtype, strides: tuple, device, act: Optional[int] = None):
+                 x_dtype: torch.dtype, strides: tuple, device, act: Optional[int] = None, has_xrow: bool = False):
         has_up = act is not None
         mp = block_rows(n_rows, n_experts)
         bn, warps = (CONFIG_UP if has_up else CONFIG)[mp]
@@ -182,9 +194,10 @@ class GroupedLaunch:
         self.grouping = RowGrouping(n_rows, n_experts, mp, device)
         self.launch = Launch(grouped_mmv_kernel, (triton.cdiv(n, bn), self.grouping.max_blocks), dict(
             FMT=fmt, BN=bn, GS=gs, MP=mp, GPS=step_groups(fmt, k, group_size), X_F16=x_dtype == torch.float16,
-            HAS_UP=has_up, ACT=act or 0, ASM=not env.settings.triton_interpret), num_warps=warps, num_stages=stages)
+            HAS_UP=has_up, ACT=act or 0, ASM=not env.settings.triton_interpret, HAS_XROW=has_xrow), num_warps=warps,
+            num_stages=stages)
 
-    def __call__(self, x, erow, w, s, b, w2=None, s2=None, b2=None) -> torch.Tensor:
+    def __call__(self, x, erow, w, s, b, w2=None, s2=None, b2=None, xrow=None) -> torch.Tensor:
         rows, bexp, _ = self.grouping(erow)
         x = x.contiguous() if self.x_copy else word_aligned(x)
         if self.fmt == AFFINE.value:
@@ -192,8 +205,8 @@ class GroupedLaunch:
             if w2 is not None:
                 s2, b2 = word_aligned(s2), word_aligned(b2)
         out = empty((self.n_rows, self.n), dtype=self.x_dtype, device=self.device)
-        self.launch(x, rows, bexp, w, s, b, w if w2 is None else w2, s if s2 is None else s2,
-                    b if b2 is None else b2, out, *self.ints)
+        self.launch(x, rows, bexp, rows if xrow is None else xrow, w, s, b, w if w2 is None else w2,
+                    s if s2 is None else s2, b if b2 is None else b2, out, *self.ints)
         return out
 
 
@@ -203,11 +216,12 @@ class GroupedLaunch:
 @triton.jit(do_not_specialize=["e_lo", "e_hi"])
 def grouped_dense_kernel(
     x_ptr,  # [X, K] activations, bf16 / fp16 (row stride stride_xm)
-    rows_ptr, bexp_ptr,  # as grouped_mmv_kernel's (RowGrouping)
+    rows_ptr, bexp_ptr, xrow_ptr,  # as grouped_mmv_kernel's (RowGrouping; HAS_XROW: x row of each routed row)
     w_ptr, w2_ptr,  # [e_hi - e_lo, N, K] dequantized weights of experts [e_lo, e_hi) in x's dtype (w2: up projection)
     out_ptr,  # [R, N]
     N, K, stride_xm, x_div, e_lo, e_hi, n_experts,
     BN: tl.constexpr, BK: tl.constexpr, MP: tl.constexpr, HAS_UP: tl.constexpr, ACT: tl.constexpr,
+    HAS_XROW: tl.constexpr = False,
 ):
     """The blocks of experts ``[e_lo, e_hi)`` (the others exit; the invalid bucket's NaN rows come with the chunk
     of expert 0): ``out[r] = x[r // x_div] @ W_e.T`` over tiles of ``BK`` columns, one tensor-core dot each."""
@@ -222,7 +236,7 @@ def grouped_dense_kernel(
     r = tl.load(rows_ptr + blk * MP + m)
     ok = r >= 0
     r = tl.where(ok, r, 0)
-    xrow = x_ptr + (r // x_div).to(tl.int64)[None, :] * stride_xm
+    xrow = x_ptr + _x_rows(xrow_ptr, r, x_div, HAS_XROW)[None, :] * stride_xm
     cols = pid_n * BN + tl.arange(0, BN)
     col_ok = cols < N
     wrow = e * N * K + tl.where(col_ok, cols, 0).to(tl.int64)[:, None] * K
@@ -266,11 +280,11 @@ class DequantGroupedLaunch:
             ``qmm.ChunkedPrefill``'s (``quant.kernel.rows_dequantizer``, ``ggml.kernel.rows_dequantizer``). Other
             args as :class:`GroupedLaunch`'s, ``strides`` only ``stride_xm``.
 
-    Call with ``(x, erow, args, args_up)`` (``args_up`` None without an up projection) -> ``[n_rows, n]``.
+    Call with ``(x, erow, args, args_up, xrow=None)`` (``args_up`` None without an up projection) -> ``[n_rows, n]``.
     """
 
     def __init__(self, n: int, k: int, n_rows: int, n_experts: int, x_div: int, x_dtype: torch.dtype, stride_xm: int,
-                 device, dequant, act: Optional[int] = None):
+                 device, dequant, act: Optional[int] = None, has_xrow: bool = False):
         has_up = act is not None
         mp = block_rows(n_rows, n_experts)
         bn, bk, warps, stages = DENSE_CONFIG
@@ -282,9 +296,9 @@ class DequantGroupedLaunch:
         self.grouping = RowGrouping(n_rows, n_experts, mp, device)
         self.ints = (n, k, stride_xm, x_div)
         self.launch = Launch(grouped_dense_kernel, (triton.cdiv(n, bn), self.grouping.max_blocks), dict(
-            BN=bn, BK=bk, MP=mp, HAS_UP=has_up, ACT=act or 0), num_warps=warps, num_stages=stages)
+            BN=bn, BK=bk, MP=mp, HAS_UP=has_up, ACT=act or 0, HAS_XROW=has_xrow), num_warps=warps, num_stages=stages)
 
-    def __call__(self, x, erow, args, args_up=None) -> torch.Tensor:
+    def __call__(self, x, erow, args, args_up=None, xrow=None) -> torch.Tensor:
         rows, bexp, _ = self.grouping(erow)
         out = empty((self.n_rows, self.n), dtype=self.x_dtype, device=self.device)
         shape = (min(self.chunk, self.n_experts), self.n, self.k)
@@ -295,5 +309,6 @@ class DequantGroupedLaunch:
             self.dequant(args, e0 * self.n, e1 * self.n, ws.view(-1, self.k))
             if args_up is not None:
                 self.dequant(args_up, e0 * self.n, e1 * self.n, ws2.view(-1, self.k))
-            self.launch(x, rows, bexp, ws, ws2, out, *self.ints, e0, e1, self.n_experts)
+            self.launch(x, rows, bexp, rows if xrow is None else xrow, ws, ws2, out, *self.ints, e0, e1,
+                        self.n_experts)
         return out

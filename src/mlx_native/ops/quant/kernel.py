@@ -211,9 +211,14 @@ class QmmPlan:
 
 
 class GatherQmmPlan:
-    """gather_qmm: output row ``b * M + m`` = x row ``lhs[b] * M + m`` times matrix ``rhs[b]``."""
+    """gather_qmm: output row ``b * M + m`` = x row ``lhs[b] * M + m`` times matrix ``rhs[b]``. Past the decode rows
+    (``grouped.MIN_ROWS``) with bf16 / fp16 x and ``transpose``: the expert-grouped tensor-core kernels of
+    ``moe/grouped.py`` (4-bit with scales in x's dtype: in registers; other formats: dequantized chunks); else
+    ``qmm.RoutedLaunch``."""
 
     def __init__(self, x, w, scales, biases, batch, transpose, group_size, bits, n, k, out_dtype):
+        from ..moe import grouped
+
         self.out_dtype = out_dtype
         m = x.shape[-2]
         self.out_shape = (*batch, m, n)
@@ -223,12 +228,25 @@ class GatherQmmPlan:
         self.m, self.k = m, k
         n_mats = math.prod(w.shape[:-2])
         rows = math.prod(batch) * m
+        self.n_mats = n_mats
+        self.arange_m = torch.arange(m, device=x.device, dtype=torch.int64) if m > 1 else None
+        self.kind = "routed"
+        if transpose and out_dtype == x.dtype and qmm.CONFIG_OVERRIDE is None:
+            strides = qmm.stack_strides(w, scales)
+            if grouped.supports(gemv.AFFINE.value, rows, k, x.dtype, bits, group_size, scales.dtype, strides[2]):
+                self.launch = grouped.GroupedLaunch(gemv.AFFINE.value, n, k, group_size, rows, n_mats, 1, x.dtype,
+                                                    (k, *strides), x.device, has_xrow=True)
+                self.kind = "grouped"
+                return
+            if grouped.dense_supports(rows, x.dtype):
+                self.launch = grouped.DequantGroupedLaunch(n, k, rows, n_mats, 1, x.dtype, k, x.device,
+                                                           rows_dequantizer(k, group_size, bits), has_xrow=True)
+                self.kind = "dequant_grouped"
+                return
         spec = WeightSpec(0, 0, bits, group_size, transpose)
         strides = (k, *qmm.stack_strides(w, scales))
-        self.n_mats = n_mats
         self.launch = RoutedLaunch(spec, n, k, rows, n_mats, 1, True, False, 0, out_dtype, out_dtype == torch.float32,
                                    strides, x.device)
-        self.arange_m = torch.arange(m, device=x.device, dtype=torch.int64) if m > 1 else None
 
     def __call__(self, x, w, scales, biases, lhs, rhs):
         m, k = self.m, self.k
@@ -242,5 +260,10 @@ class GatherQmmPlan:
         w3 = _words(w.reshape(self.n_mats, *w.shape[-2:]).contiguous())
         s3 = scales.reshape(self.n_mats, *scales.shape[-2:]).contiguous()
         b3 = biases.reshape(self.n_mats, *biases.shape[-2:]).contiguous()
-        out = self.launch(x2, erow, w3, s3, b3, xrow=xrow)
+        if self.kind == "grouped":
+            out = self.launch(x2, erow, w3, s3, b3, xrow=xrow)
+        elif self.kind == "dequant_grouped":
+            out = self.launch(x2, erow, (w3, s3, b3), xrow=xrow)
+        else:
+            out = self.launch(x2, erow, w3, s3, b3, xrow=xrow)
         return out.view(self.out_shape)
