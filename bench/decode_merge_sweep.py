@@ -13,6 +13,10 @@ The default (``decode.merge_mode``'s choice) is timed too, at batch 1 also with 
 (``(BLOCK_N, num_warps, num_stages)``), and the kernels of B1 kv8k are profiled.
 
     python bench/decode_merge_sweep.py [--out FILE.json] [--quick] [--shapes B1,B8] [--splits 16,32]
+                                       [--tiles] [--configs "64,4,4 128,4,4"]
+
+``--tiles``: the tile configs at every batch of D 128 (default: batch 1 only); ``--configs``: those configs instead
+of ``CONFIGS``.
 """
 
 from __future__ import annotations
@@ -94,8 +98,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="default tiles only")
     ap.add_argument("--shapes", default="", help="keep the shapes whose name contains one of these (comma-separated)")
     ap.add_argument("--splits", default="", help="batch 1, D 128: also each tile config at these split counts")
+    ap.add_argument("--tiles", action="store_true", help="tile configs at every batch of D 128, not only batch 1")
+    ap.add_argument("--configs", default="", help="tile configs BLOCK_N,warps,stages (space-separated)")
     a = ap.parse_args()
     split_counts = [int(v) for v in a.splits.split(",") if v]
+    configs = [tuple(map(int, c.split(","))) for c in a.configs.split()] or CONFIGS
     rows = []
 
     def emit(**row):
@@ -109,9 +116,10 @@ def main() -> None:
         sets = make_sets(b, hq, hkv, kv, d, ragged)
         nbytes = sum(2 * int(n.clamp(max=kv).sum()) * hkv * d * 2 for *_, n in sets) / len(sets)
         variants = [(None, None, None)] + [(m, None, None) for m in MERGES]
-        if not a.quick and b == 1 and d == 128:
-            variants += [(None, c, None) for c in CONFIGS]
-            variants += [(None, c, n) for c in [None] + CONFIGS for n in split_counts]
+        if not a.quick and d == 128 and (b == 1 or a.tiles):
+            variants += [(None, c, None) for c in configs]
+            if b == 1:
+                variants += [(None, c, n) for c in [None] + configs for n in split_counts]
         for _ in range(common.DECODE_ROUNDS):  # round-robin: each variant keeps its better median
             for name in ("sdpa cudnn", "sdpa flash"):
                 if ragged:
