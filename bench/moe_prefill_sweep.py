@@ -2,7 +2,7 @@
 grouped kernel it replaced, per launch config, with peers.
 
     python bench/moe_prefill_sweep.py [--tokens 32,128,512,2048] [--shapes qwen3-30b-a3b,qwen3.6-35b-a3b]
-                                      [--configs default|all] [--gguf] [--out FILE.json]
+                                      [--configs default|all|"MP,BN,warps,stages ..."] [--gguf] [--out FILE.json]
 
 For each MoE shape (4-bit MLX g64 experts, bf16) and token count: ``moe_ffn`` (route, gate/up, down, mix) on the
 default route and with the grouped kernel off (``grouped.MIN_ROWS`` past the rows: the tiled kernel, as before
@@ -41,6 +41,8 @@ DT = torch.bfloat16
 def _configs(kind: str) -> list:
     if kind == "default":
         return []
+    if kind != "all":
+        return [tuple(map(int, c.split(","))) for c in kind.split()]
     return [c for c in itertools.product((16, 32, 64), (64, 128), (4, 8), (2, 3)) if not (c[1] == 128 and c[2] == 4)]
 
 
