@@ -255,23 +255,31 @@ def ggml_load(raw_ptr, row_off, row_ok, k0, k_end, FMT: tl.constexpr, BK: tl.con
     elif FMT == Q6_K:
         # half h of a 210-byte super-block: low bits ql[64 h + l] (values 128 h + l, low nibble, and + 64, high),
         # high bits qh[32 h + l % 32] (2 bits, shift 2 (l // 32), + 4 for the high nibble's value), int8 scales
-        # 192 + 8 h .. + 8 (16 values each), fp16 d at 208. Byte loads: the blocks are only 2-byte aligned.
+        # 192 + 8 h .. + 8 (16 values each), fp16 d at 208. 16-bit loads: the blocks are 2-byte aligned (ql / qh as
+        # pairs of bytes, half the load instructions of byte loads).
         NH: tl.constexpr = BK // 128
         hh = k0 // 128 + tl.arange(0, NH)
         hok = row_ok[:, None] & (hh * 128 < k_end)[None, :]  # [BN, NH]
         bb = row_off[:, None] + (hh // 2)[None, :].to(tl.int64) * 210
         h = (hh % 2)[None, :]
-        l = tl.arange(0, 64)[None, None, :]
         m3 = hok[:, :, None]
-        ql = tl.load(raw_ptr + bb[:, :, None] + 64 * h[:, :, None] + l, mask=m3, other=0)
-        qh = tl.load(raw_ptr + bb[:, :, None] + 128 + 32 * h[:, :, None] + l % 32, mask=m3, other=0)
-        sc = tl.load(raw_ptr + bb[:, :, None] + 192 + 8 * h[:, :, None] + tl.arange(0, 8)[None, None, :], mask=m3,
-                     other=0)
+        base = bb[:, :, None] + 64 * h[:, :, None]
+        ql = _ld16(raw_ptr, base + 2 * tl.arange(0, 32)[None, None, :], m3)  # [BN, NH, 32] byte pairs
+        qh = _ld16(raw_ptr, base + 128 - 32 * h[:, :, None] + 2 * tl.arange(0, 16)[None, None, :], m3)
+        sc = _ld16(raw_ptr, base + 192 - 56 * h[:, :, None] + 2 * tl.arange(0, 4)[None, None, :], m3)
         d = _ld16(raw_ptr, bb + 208, hok)
         return ql, qh, sc, d, ql, ql, ql, ql, ql, ql
     else:
         z = row_off
         return z, z, z, z, z, z, z, z, z, z
+
+
+@triton.jit
+def _bytes_of(v):
+    """``[A, B, W]`` uint16 byte pairs -> ``[A, B, 2 W]`` int32 bytes in memory order."""
+    v = v.to(tl.int32)
+    b = tl.join(v & 255, (v >> 8) & 255)
+    return tl.reshape(b, (v.shape[0], v.shape[1], 2 * v.shape[2]))
 
 
 @triton.jit
@@ -325,14 +333,15 @@ def ggml_decode(t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, raw_ptr, row_off, row_ok
         hi = codes_to_f32(hi) * (d * codes_to_f32(sc1))[:, :, None] - (dmin * codes_to_f32(mn1))[:, :, None]
         return tl.reshape(lo, [lo.shape[0], BK // 2]), tl.reshape(hi, [hi.shape[0], BK // 2])
     elif FMT == Q6_K:
-        ql = t0.to(tl.int32)
-        qh = t1.to(tl.int32)
+        BN: tl.constexpr = t0.shape[0]
+        NH: tl.constexpr = t0.shape[1]
+        ql = _bytes_of(t0)  # [BN, NH, 64]
+        qh = _bytes_of(t1)  # [BN, NH, 32]
+        qh = tl.reshape(tl.permute(tl.join(qh, qh), (0, 1, 3, 2)), (BN, NH, 64))  # byte l % 32
         l = tl.arange(0, 64)[None, None, :]
         lo = (ql & 15) | (((qh >> (2 * (l // 32))) & 3) << 4)
         hi = (ql >> 4) | (((qh >> (4 + 2 * (l // 32))) & 3) << 4)
-        BN: tl.constexpr = t2.shape[0]
-        NH: tl.constexpr = t2.shape[1]
-        dsc = _h2f(t3)[:, :, None] * _i8_to_f32(t2.to(tl.int32))  # [BN, NH, 8]: d times the scale of 16 values
+        dsc = _h2f(t3)[:, :, None] * _i8_to_f32(_bytes_of(t2))  # [BN, NH, 8]: d times the scale of 16 values
         dsc_lo, dsc_hi = tl.split(tl.permute(tl.reshape(dsc, (BN, NH, 2, 4)), (0, 1, 3, 2)))  # scales 0-3, 4-7
         dsc_lo = tl.reshape(tl.broadcast_to(dsc_lo[:, :, :, None], (BN, NH, 4, 16)), (BN, NH, 64))
         dsc_hi = tl.reshape(tl.broadcast_to(dsc_hi[:, :, :, None], (BN, NH, 4, 16)), (BN, NH, 64))
