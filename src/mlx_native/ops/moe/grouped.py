@@ -12,7 +12,13 @@ dequantization through shared memory made it 2-12x slower on dense calls of 17-1
 
 With an up projection (``HAS_UP``: the fused gate/up pair) the program runs both matrices over the same x
 steps and stores ``act(x Wg^T) * (x Wu^T)`` (fp32, one rounding). Expert ids outside ``[0, E)`` give NaN rows
-and read no weights.
+and read no weights. Routed row ``r`` reads x row ``r // x_div`` (the slots of a token share its x), or ``xrow[r]``
+(``HAS_XROW``: ``gather_qmm``'s lhs indices).
+
+Other formats (GGUF Q6_K, Q8_0, Q5_K, ...; MLX affine of other bits or fp32 scales) go to :class:`DequantGroupedLaunch`:
+experts dequantized to x's dtype a chunk at a time, then :func:`grouped_dense_kernel`. (Session 34 run 3: a kernel
+decoding Q8_0 / Q6_K blocks in registers, read as int32 words, was 1.1-4.7x slower than that, at 255 registers; branch
+``moe-blocks-kernel``.)
 """
 
 from __future__ import annotations
