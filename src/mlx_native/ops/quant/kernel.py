@@ -231,11 +231,11 @@ class GatherQmmPlan:
         self.n_mats = n_mats
         self.arange_m = torch.arange(m, device=x.device, dtype=torch.int64) if m > 1 else None
         self.kind = "routed"
+        strides = (k, *qmm.stack_strides(w, scales))  # x rows, expert stacks as the calls pass them
         if transpose and out_dtype == x.dtype and qmm.CONFIG_OVERRIDE is None:
-            strides = qmm.stack_strides(w, scales)
-            if grouped.supports(gemv.AFFINE.value, rows, k, x.dtype, bits, group_size, scales.dtype, strides[2]):
+            if grouped.supports(gemv.AFFINE.value, rows, k, x.dtype, bits, group_size, scales.dtype, strides[3]):
                 self.launch = grouped.GroupedLaunch(gemv.AFFINE.value, n, k, group_size, rows, n_mats, 1, x.dtype,
-                                                    (k, *strides), x.device, has_xrow=True)
+                                                    strides, x.device, has_xrow=True)
                 self.kind = "grouped"
                 return
             if grouped.dense_supports(rows, x.dtype):
@@ -244,7 +244,6 @@ class GatherQmmPlan:
                 self.kind = "dequant_grouped"
                 return
         spec = WeightSpec(0, 0, bits, group_size, transpose)
-        strides = (k, *qmm.stack_strides(w, scales))
         self.launch = RoutedLaunch(spec, n, k, rows, n_mats, 1, True, False, 0, out_dtype, out_dtype == torch.float32,
                                    strides, x.device)
 
@@ -260,9 +259,7 @@ class GatherQmmPlan:
         w3 = _words(w.reshape(self.n_mats, *w.shape[-2:]).contiguous())
         s3 = scales.reshape(self.n_mats, *scales.shape[-2:]).contiguous()
         b3 = biases.reshape(self.n_mats, *biases.shape[-2:]).contiguous()
-        if self.kind == "grouped":
-            out = self.launch(x2, erow, w3, s3, b3, xrow=xrow)
-        elif self.kind == "dequant_grouped":
+        if self.kind == "dequant_grouped":
             out = self.launch(x2, erow, (w3, s3, b3), xrow=xrow)
         else:
             out = self.launch(x2, erow, w3, s3, b3, xrow=xrow)
