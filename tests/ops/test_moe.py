@@ -89,6 +89,20 @@ def _lowp_rows(x_rows, ids, wdeq):
     return torch.einsum("rk,rnk->rn", x_rows.float(), wdeq[ids.long()].float()).to(x_rows.dtype)
 
 
+def _routed_oracles(x, ids, g64, g_lowp, u64=None, u_lowp=None, act=F.silu):
+    """``(fp64 oracle, same-dtype result)`` of routed rows ``x [T, K]`` (shared by a token's slots) or ``[T, k, K]``
+    against experts ``g64`` / ``g_lowp`` (``[E, N, K]`` fp64 / x's dtype), with ``u64`` / ``u_lowp`` the up projection
+    of an ``act(gate) * up`` pair; ``[T, top_k, N]`` each."""
+    tokens, topk = ids.shape
+    xr = _rows(x, tokens, topk)
+    oracle = per_expert_loop(xr, ids.flatten(), g64)
+    lowp = _lowp_rows(xr, ids.flatten(), g_lowp)
+    if u64 is not None:
+        oracle = act(oracle) * per_expert_loop(xr, ids.flatten(), u64)
+        lowp = act(lowp) * _lowp_rows(xr, ids.flatten(), u_lowp)
+    return oracle.reshape(tokens, topk, -1), lowp.reshape(tokens, topk, -1)
+
+
 @pytest.mark.parametrize("tokens", [1, 3, 37])
 @pytest.mark.parametrize("per_slot", [False, True])
 def test_moe_qmm(device, tokens, per_slot):
@@ -317,14 +331,11 @@ def test_moe_qmm_grouped_gate_up(device, grouped_plans, activation):
     out = mn.moe_qmm(x.to(device), ids.to(device), gq.to(device), gs_.to(device), gb.to(device),
                      w_up=uq.to(device), scales_up=us.to(device), biases_up=ub.to(device), activation=activation)
     assert len(grouped_plans) == 1 and grouped_plans[0].launch.constexprs["HAS_UP"]
-    xr = _rows(x, tokens, topk)
-    g64 = per_expert_loop(xr, ids.flatten(), qref.dequantize(gq, gs_, gb, gs, 4, torch.float64, torch.float64))
-    u64 = per_expert_loop(xr, ids.flatten(), qref.dequantize(uq, us, ub, gs, 4, torch.float64, torch.float64))
     act = F.silu if activation == "silu" else (lambda v: F.gelu(v, approximate="tanh"))
-    gl = _lowp_rows(xr, ids.flatten(), qref.dequantize(gq, gs_, gb, gs, 4))
-    ul = _lowp_rows(xr, ids.flatten(), qref.dequantize(uq, us, ub, gs, 4))
-    assert_error_bar(out.cpu(), (act(g64) * u64).reshape(tokens, topk, n),
-                     (act(gl) * ul).reshape(tokens, topk, n))
+    f64 = dict(dtype=torch.float64, compute=torch.float64)
+    assert_error_bar(out.cpu(), *_routed_oracles(
+        x, ids, qref.dequantize(gq, gs_, gb, gs, 4, **f64), qref.dequantize(gq, gs_, gb, gs, 4),
+        qref.dequantize(uq, us, ub, gs, 4, **f64), qref.dequantize(uq, us, ub, gs, 4), act=act))
 
 
 @pytest.mark.parametrize("dtype, up", [(torch.bfloat16, False), (torch.float16, True)])
@@ -340,15 +351,10 @@ def test_moe_ggml_grouped_q4k(device, grouped_plans, dtype, up):
     out = mn.moe_ggml_matmul(x.to(device), ids.to(device), torch.from_numpy(graw).to(device), "Q4_K", (e, n, k),
                              raw_up=torch.from_numpy(uraw).to(device) if up else None)
     assert len(grouped_plans) == 1
-    xr = _rows(x, tokens, topk)
     g = torch.from_numpy(gguf_values(graw, "Q4_K", (e, n, k)))
-    oracle = per_expert_loop(xr, ids.flatten(), g.double())
-    lowp = _lowp_rows(xr, ids.flatten(), g.to(dtype))
-    if up:
-        u = torch.from_numpy(gguf_values(uraw, "Q4_K", (e, n, k)))
-        oracle = F.silu(oracle) * per_expert_loop(xr, ids.flatten(), u.double())
-        lowp = F.silu(lowp) * _lowp_rows(xr, ids.flatten(), u.to(dtype))
-    assert_error_bar(out.cpu(), oracle.reshape(tokens, topk, n), lowp.reshape(tokens, topk, n))
+    u = torch.from_numpy(gguf_values(uraw, "Q4_K", (e, n, k)))
+    pair = (u.double(), u.to(dtype)) if up else ()
+    assert_error_bar(out.cpu(), *_routed_oracles(x, ids, g.double(), g.to(dtype), *pair))
 
 
 @pytest.fixture
@@ -375,15 +381,10 @@ def test_moe_qmm_dequant_grouped(device, dequant_grouped_plans, bits, gs, sdtype
     out = mn.moe_qmm(x.to(device), ids.to(device), wq.to(device), s.to(device), b.to(device), group_size=gs,
                      bits=bits, **kw)
     assert len(dequant_grouped_plans) == 1 and dequant_grouped_plans[0].chunk == 1
-    xr = _rows(x, tokens, topk)
-    g64 = qref.dequantize(wq, s, b, gs, bits, torch.float64, torch.float64)
-    oracle = per_expert_loop(xr, ids.flatten(), g64)
-    lowp = _lowp_rows(xr, ids.flatten(), qref.dequantize(wq, s, b, gs, bits, dt))
-    if up:
-        oracle = F.silu(oracle) * per_expert_loop(xr, ids.flatten(), qref.dequantize(uq, us, ub, gs, bits,
-                                                                                     torch.float64, torch.float64))
-        lowp = F.silu(lowp) * _lowp_rows(xr, ids.flatten(), qref.dequantize(uq, us, ub, gs, bits, dt))
-    assert_error_bar(out.cpu(), oracle.reshape(tokens, topk, n), lowp.reshape(tokens, topk, n))
+    f64 = dict(dtype=torch.float64, compute=torch.float64)
+    pair = (qref.dequantize(uq, us, ub, gs, bits, **f64), qref.dequantize(uq, us, ub, gs, bits, dt)) if up else ()
+    assert_error_bar(out.cpu(), *_routed_oracles(x, ids, qref.dequantize(wq, s, b, gs, bits, **f64),
+                                                 qref.dequantize(wq, s, b, gs, bits, dt), *pair))
 
 
 @pytest.mark.parametrize("name, up", [("Q6_K", False), ("Q8_0", True), ("Q5_K", False)])
@@ -400,15 +401,10 @@ def test_moe_ggml_dequant_grouped(device, dequant_grouped_plans, name, up):
     out = mn.moe_ggml_matmul(x.to(device), ids.to(device), torch.from_numpy(graw).to(device), name, (e, n, k),
                              raw_up=torch.from_numpy(uraw).to(device) if up else None)
     assert len(dequant_grouped_plans) == 1
-    xr = _rows(x, tokens, topk)
     g = torch.from_numpy(gguf_values(graw, name, (e, n, k)))
-    oracle = per_expert_loop(xr, ids.flatten(), g.double())
-    lowp = _lowp_rows(xr, ids.flatten(), g.to(torch.bfloat16))
-    if up:
-        u = torch.from_numpy(gguf_values(uraw, name, (e, n, k)))
-        oracle = F.silu(oracle) * per_expert_loop(xr, ids.flatten(), u.double())
-        lowp = F.silu(lowp) * _lowp_rows(xr, ids.flatten(), u.to(torch.bfloat16))
-    assert_error_bar(out.cpu(), oracle.reshape(tokens, topk, n), lowp.reshape(tokens, topk, n))
+    u = torch.from_numpy(gguf_values(uraw, name, (e, n, k)))
+    pair = (u.double(), u.to(torch.bfloat16)) if up else ()
+    assert_error_bar(out.cpu(), *_routed_oracles(x, ids, g.double(), g.to(torch.bfloat16), *pair))
 
 
 @pytest.mark.parametrize("name", ["Q4_0", "Q4_K", "Q8_0", "Q6_K", "Q5_0"])

@@ -177,8 +177,8 @@ class GroupedLaunch:
             strides unused). act: ``qmm.ACT_CODES`` code of a fused gate/up pair (``None``: one matrix).
             has_xrow: the calls give each routed row's x row (``xrow``) instead of ``x_div``.
 
-    Call with ``(x, erow, w, s, b, w2, s2, b2, xrow=None)`` (``erow [n_rows]`` expert of each routed row) ->
-    ``[n_rows, n]``.
+    Call with ``(x, erow, args, args_up=None, xrow=None)`` (``erow [n_rows]`` expert of each routed row; ``args``
+    the experts: MLX ``(w, scales, biases)``, Q4_K ``(raw,)``; ``args_up`` the up projection's) -> ``[n_rows, n]``.
     """
 
     def __init__(self, fmt: int, n: int, k: int, group_size: int, n_rows: int, n_experts: int, x_div: int,
@@ -203,17 +203,21 @@ class GroupedLaunch:
             HAS_UP=has_up, ACT=act or 0, ASM=not env.settings.triton_interpret, HAS_XROW=has_xrow), num_warps=warps,
             num_stages=stages)
 
-    def __call__(self, x, erow, w, s, b, w2=None, s2=None, b2=None, xrow=None) -> torch.Tensor:
+    def __call__(self, x, erow, args, args_up=None, xrow=None) -> torch.Tensor:
         rows, bexp, _ = self.grouping(erow)
         x = x.contiguous() if self.x_copy else word_aligned(x)
-        if self.fmt == AFFINE.value:
-            s, b = word_aligned(s), word_aligned(b)
-            if w2 is not None:
-                s2, b2 = word_aligned(s2), word_aligned(b2)
+        w, s, b = self._operands(args)
+        w2, s2, b2 = (w, s, b) if args_up is None else self._operands(args_up)
         out = empty((self.n_rows, self.n), dtype=self.x_dtype, device=self.device)
-        self.launch(x, rows, bexp, rows if xrow is None else xrow, w, s, b, w if w2 is None else w2,
-                    s if s2 is None else s2, b if b2 is None else b2, out, *self.ints)
+        self.launch(x, rows, bexp, rows if xrow is None else xrow, w, s, b, w2, s2, b2, out, *self.ints)
         return out
+
+    def _operands(self, args: tuple) -> tuple:
+        """The kernel's ``(w, s, b)`` pointers: MLX words and word-aligned scales / biases; Q4_K the raw bytes."""
+        if self.fmt == AFFINE.value:
+            w, s, b = args
+            return w, word_aligned(s), word_aligned(b)
+        return args * 3
 
 
 # ----------------------------------------------------------------------------- other formats: dequantized chunks
@@ -274,6 +278,22 @@ def dense_supports(n_rows: int, x_dtype: torch.dtype) -> bool:
     """Expert calls of any format past the decode kernels (:class:`DequantGroupedLaunch`): bf16 / fp16 x, at least
     ``MIN_ROWS`` rows (``MLX_NATIVE_MMV=off`` turns it off)."""
     return env.settings.mmv != "off" and n_rows >= MIN_ROWS and x_dtype in (torch.bfloat16, torch.float16)
+
+
+def grouped_launch(fmt: int, n: int, k: int, n_rows: int, n_experts: int, x_div: int, x_dtype: torch.dtype,
+                   strides: tuple, device, dequant, act: Optional[int] = None, has_xrow: bool = False,
+                   bits: int = 4, group_size: int = 32, scale_dtype: Optional[torch.dtype] = None):
+    """The expert-grouped launch of an expert call past decode, or None (the caller's tiled kernel):
+    :class:`GroupedLaunch` where :func:`supports` takes the format, else :class:`DequantGroupedLaunch` where
+    :func:`dense_supports` does. ``fmt``: ``gemv.AFFINE`` or the GGUF type id; ``strides`` as :class:`GroupedLaunch`
+    takes them; ``dequant``: the chunk dequantizer of :class:`DequantGroupedLaunch`. Both launches take
+    ``(x, erow, args, args_up, xrow=None)``."""
+    if supports(fmt, n_rows, k, x_dtype, bits, group_size, scale_dtype, strides[3]):
+        return GroupedLaunch(fmt, n, k, group_size, n_rows, n_experts, x_div, x_dtype, strides, device, act, has_xrow)
+    if dense_supports(n_rows, x_dtype):
+        return DequantGroupedLaunch(n, k, n_rows, n_experts, x_div, x_dtype, strides[0], device, dequant, act,
+                                    has_xrow)
+    return None
 
 
 class DequantGroupedLaunch:

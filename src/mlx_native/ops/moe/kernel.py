@@ -193,19 +193,14 @@ class MoeQmmPlan:
             return
         self.out_shape = (t, k, n)
         x2 = _x2d(x)
-        if fast and grouped.supports(AFFINE.value, t * k, kf, x.dtype, bits, group_size, scales.dtype,
-                                     scales.shape[-2] * scales.shape[-1]):
-            self.launch = grouped.GroupedLaunch(AFFINE.value, n, kf, group_size, t * k, w.shape[0], x_div, x.dtype,
-                                                (x2.stride(0), *qmm.stack_strides(w, scales)), x.device, act)
-            self.kind = "grouped"
-            return
-        if fast and grouped.dense_supports(t * k, x.dtype):
-            self.launch = grouped.DequantGroupedLaunch(n, kf, t * k, w.shape[0], x_div, x.dtype, x2.stride(0),
-                                                       x.device, qkernel.rows_dequantizer(kf, group_size, bits), act)
-            self.kind = "dequant_grouped"
+        strides = (x2.stride(0), *qmm.stack_strides(w, scales))
+        launch = grouped.grouped_launch(AFFINE.value, n, kf, t * k, w.shape[0], x_div, x.dtype, strides, x.device,
+                                        qkernel.rows_dequantizer(kf, group_size, bits), act, bits=bits,
+                                        group_size=group_size, scale_dtype=scales.dtype) if fast else None
+        if launch is not None:
+            self.launch, self.kind = launch, "grouped"
             return
         spec = WeightSpec(0, 0, bits, group_size, True)
-        strides = (x2.stride(0), *qmm.stack_strides(w, scales))
         self.launch = RoutedLaunch(spec, n, kf, t * k, w.shape[0], x_div, False, has_up, ACT_CODES.get(activation, 0),
                                    x.dtype, x.dtype == torch.float32, strides, x.device)
 
@@ -223,12 +218,9 @@ class MoeQmmPlan:
         if self.kind == "dense_glu":  # ids can only be 0 (one expert)
             return self.launch(_x2d(x), words(w[0]), scales[0], biases[0], words(w_up[0]), scales_up[0],
                                biases_up[0]).view(self.out_shape)
-        if self.kind == "dequant_grouped":
+        if self.kind == "grouped":
             up = None if w_up is None else (words(w_up), scales_up, biases_up)
             return self.launch(_x2d(x), ids.reshape(-1), (words(w), scales, biases), up).view(self.out_shape)
-        if self.kind == "grouped":
-            return self.launch(_x2d(x), ids.reshape(-1), words(w), scales, biases, words(w_up), scales_up,
-                               biases_up).view(self.out_shape)
         if self.kind.startswith("idot"):
             mix = mix.reshape(-1) if self.kind == "idot_mix" else None
             out = self.launch(_x2d(x), ids.reshape(-1), words(w), scales, biases, words(w_up), scales_up, biases_up,
@@ -290,15 +282,10 @@ class MoeGgmlPlan:
         act = ACT_CODES[activation] if has_up else None
         x_div = k if x.dim() == 2 else 1
         self.kind = "tiled"
-        if grouped.supports(t.id, tt * k, self.kf, x.dtype):
-            self.launch = grouped.GroupedLaunch(t.id, self.n, self.kf, 32, tt * k, self.n_experts, x_div, x.dtype,
-                                                strides, x.device, act)
-            self.kind = "grouped"
-            return
-        if grouped.dense_supports(tt * k, x.dtype):
-            self.launch = grouped.DequantGroupedLaunch(self.n, self.kf, tt * k, self.n_experts, x_div, x.dtype,
-                                                       x2.stride(0), x.device, rows_dequantizer(t, self.kf), act)
-            self.kind = "dequant_grouped"
+        launch = grouped.grouped_launch(t.id, self.n, self.kf, tt * k, self.n_experts, x_div, x.dtype, strides,
+                                        x.device, rows_dequantizer(t, self.kf), act)
+        if launch is not None:
+            self.launch, self.kind = launch, "grouped"
             return
         self.launch = RoutedLaunch(weight_spec(t), self.n, self.kf, tt * k, self.n_experts, x_div, False, has_up,
                                    ACT_CODES.get(activation, 0), x.dtype, x.dtype == torch.float32, strides, x.device)
@@ -315,8 +302,6 @@ class MoeGgmlPlan:
         r = aligned(raw.reshape(-1))
         r2 = aligned(raw_up.reshape(-1)) if raw_up is not None else None
         if self.kind == "grouped":
-            return self.launch(_x2d(x), ids.reshape(-1), r, r, r, r2, r2, r2).view(self.out_shape)
-        if self.kind == "dequant_grouped":
             return self.launch(_x2d(x), ids.reshape(-1), (r,), None if r2 is None else (r2,)).view(self.out_shape)
         out = self.launch(_x2d(x), ids.reshape(-1), r, r, r, r2, r2, r2)
         return out.view(self.out_shape)

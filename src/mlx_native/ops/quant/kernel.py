@@ -233,15 +233,11 @@ class GatherQmmPlan:
         self.kind = "routed"
         strides = (k, *qmm.stack_strides(w, scales))  # x rows, expert stacks as the calls pass them
         if transpose and out_dtype == x.dtype and qmm.CONFIG_OVERRIDE is None:
-            if grouped.supports(gemv.AFFINE.value, rows, k, x.dtype, bits, group_size, scales.dtype, strides[3]):
-                self.launch = grouped.GroupedLaunch(gemv.AFFINE.value, n, k, group_size, rows, n_mats, 1, x.dtype,
-                                                    strides, x.device, has_xrow=True)
-                self.kind = "grouped"
-                return
-            if grouped.dense_supports(rows, x.dtype):
-                self.launch = grouped.DequantGroupedLaunch(n, k, rows, n_mats, 1, x.dtype, k, x.device,
-                                                           rows_dequantizer(k, group_size, bits), has_xrow=True)
-                self.kind = "dequant_grouped"
+            launch = grouped.grouped_launch(gemv.AFFINE.value, n, k, rows, n_mats, 1, x.dtype, strides, x.device,
+                                            rows_dequantizer(k, group_size, bits), has_xrow=True, bits=bits,
+                                            group_size=group_size, scale_dtype=scales.dtype)
+            if launch is not None:
+                self.launch, self.kind = launch, "grouped"
                 return
         spec = WeightSpec(0, 0, bits, group_size, transpose)
         self.launch = RoutedLaunch(spec, n, k, rows, n_mats, 1, True, False, 0, out_dtype, out_dtype == torch.float32,
@@ -259,7 +255,7 @@ class GatherQmmPlan:
         w3 = _words(w.reshape(self.n_mats, *w.shape[-2:]).contiguous())
         s3 = scales.reshape(self.n_mats, *scales.shape[-2:]).contiguous()
         b3 = biases.reshape(self.n_mats, *biases.shape[-2:]).contiguous()
-        if self.kind == "dequant_grouped":
+        if self.kind == "grouped":
             out = self.launch(x2, erow, (w3, s3, b3), xrow=xrow)
         else:
             out = self.launch(x2, erow, w3, s3, b3, xrow=xrow)
