@@ -183,16 +183,15 @@ def test_q6k_mv_keeps_inf_and_nan_of_x(device, dtype, request):
 
 
 def test_q6k_mv_supports(monkeypatch):
-    """The gate: one row (or 2 to ``ROWS_MAX``, a launch each) of bf16/fp16 x against Q6_K rows of whole super-blocks
-    under 2 GiB, while ``MLX_NATIVE_GGUF_MV`` (settings.gguf_mv) is on."""
+    """The gate: one row of bf16/fp16 x against Q6_K rows of whole super-blocks under 2 GiB, while
+    ``MLX_NATIVE_GGUF_MV`` (settings.gguf_mv) is on."""
     from mlx_native.runtime import env
 
     q6k_mv = _mod()
     q6, bf, args = Q6K.id, torch.bfloat16, (4096, 4096, 4096 * 16 * 210, 132)
     assert q6k_mv.supports(q6, bf, 1, *args) and q6k_mv.supports(q6, torch.float16, 1, *args)
     assert q6k_mv.supports(q6, bf, 1, 7, 256, 7 * 210, 132)  # small and odd matrices too
-    assert q6k_mv.supports(q6, bf, q6k_mv.ROWS_MAX, *args)
-    assert not q6k_mv.supports(q6, bf, q6k_mv.ROWS_MAX + 1, *args)  # the tiled decode kernel
+    assert not q6k_mv.supports(q6, bf, 2, *args)  # prefill
     assert not q6k_mv.supports(q6, torch.float32, 1, *args)
     for other in ("Q4_K", "Q5_K", "Q8_0", "Q4_0"):
         assert not q6k_mv.supports(formats.BY_NAME[other].id, bf, 1, *args)

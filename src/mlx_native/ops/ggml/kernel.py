@@ -76,8 +76,8 @@ def streamed_launch(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, 
                     device, pairs: bool = False) -> Optional[functools.partial]:
     """The streamed mat-vec that ``ggml_matmul`` of ``m`` rows of x (row stride ``x_row_stride``) against an
     ``(n, k)`` matrix of this type runs, as a builder of its launch plan (a ``partial`` of the plan's class: its
-    ``func`` names the kernel), or None. One row: ``q8_mv`` (Q8_0), ``q6k_mv`` (Q6_K; 2-4 rows: a launch each,
-    ``q6k_mv.ROWS_MAX``), ``q4k_mv`` (Q5_K; Q4_K rows that take no integer-dot step), ``q4k_idot`` (Q4_K),
+    ``func`` names the kernel), or None. One row: ``q8_mv`` (Q8_0),
+    ``q6k_mv`` (Q6_K), ``q4k_mv`` (Q5_K; Q4_K rows that take no integer-dot step), ``q4k_idot`` (Q4_K),
     ``q4_idot`` (Q4_0 / Q4_1 matrices large enough; ``q4_mv`` for rows that take no integer-dot step); 2 rows:
     ``q4k_idot_rows`` (Q4_K, ``IDOT_ROWS_MAX``; not the matrices that ``mmv.over_idot_rows`` sends to the
     tensor-core kernel); 2-4 rows: ``q4_mv`` with ``MR`` rows (Q4_0 / Q4_1; not the rows that
@@ -89,8 +89,8 @@ def streamed_launch(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, 
     sms = device_info(device).sm_count
     if m == 1 and q8_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms):
         return functools.partial(q8_mv.Q8MvLaunch, n, k, x_dtype, device)
-    if q6k_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms):
-        return functools.partial(q6k_mv.Q6kMvLaunch if m == 1 else q6k_mv.Q6kRowsLaunch, n, k, x_dtype, device)
+    if m == 1 and q6k_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms):
+        return functools.partial(q6k_mv.Q6kMvLaunch, n, k, x_dtype, device)
     if q4k_mv.supports(type_id, x_dtype, m, k, raw_bytes):  # one row
         if type_id == q4k_mv.Q5K_ID:
             return functools.partial(q4k_mv.Q5kMvLaunch, n, k, x_dtype, device)
@@ -212,7 +212,7 @@ def weight_spec(t) -> WeightSpec:
 class MatmulPlan:
     """ggml_matmul: float types with x's dtype go to torch.matmul on a view of the bytes (no copy); one
     bf16/fp16 row of x against Q4_K, Q5_K, Q6_K, Q8_0 (and Q4_0 / Q4_1 matrices large enough), 2 rows against
-    Q4_K and 2-4 against Q4_0 / Q4_1 / Q6_K, the streamed mat-vecs (:func:`streamed_launch`); the tensor-core decode kernel
+    Q4_K and 2-4 against Q4_0 / Q4_1, the streamed mat-vecs (:func:`streamed_launch`); the tensor-core decode kernel
     (``quant/mmv.py``) other Q4_K calls with 2-128 bf16/fp16 rows, Q4_0 / Q4_1 calls with 5-64 (3-4 on large matrices;
     ``mmv.prefer``, ``mmv.MID_ROWS_MAX``), and with ``MLX_NATIVE_MMV=on`` the other Q4_0 / Q4_1 / Q4_K calls with 1-16
     rows; other calls of 17 rows or more chunked dequantize + cuBLAS (``qmm.PREFILL_CUBLAS_MIN_M``); everything else

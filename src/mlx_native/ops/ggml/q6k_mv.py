@@ -235,11 +235,6 @@ Q6K_MAX_SBS = 4  # super-blocks per loop step: the most up to this dividing the 
 Q6K_RT = 4  # rows per thread: the tile takes RT x (threads left after the slots' lanes) rows
 Q6K_WARPS = 4
 PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
-# 2 to this many rows of x: one launch of the one-row kernel per row (``Q6kRowsLaunch``). H200 session 34 run 9
-# (bench/results/2026-11-28-session34/q6k_rows.py): 4096 x 14336 at 2 / 4 rows 43.6 / 86.4 us that way against
-# 103.6 / 104.1 on the tiled decode kernel (14336 x 4096: 40.1 / 79.3 against 87.0 / 87.2), which wins from 5 rows
-# (104.8 against 5 x 21.9). A kernel streaming the weights once for several rows would beat both.
-ROWS_MAX = 4
 NIB = 0x0F0F0F0F  # the bit-select mask of the code words (a runtime argument: see kernels.words.bit_select)
 
 
@@ -261,11 +256,10 @@ def tile_rows(sbs: int, upt: int = None, warps: int = None, rt: int = None) -> i
 
 
 def supports(ggml_type: int, x_dtype: torch.dtype, m: int, n: int, k: int, raw_bytes: int, sms: int) -> bool:
-    """One row of bf16/fp16 x against Q6_K rows (``MLX_NATIVE_GGUF_MV=0`` turns it off), or 2 to ``ROWS_MAX``
-    rows a launch each (:class:`Q6kRowsLaunch`). ``n`` and ``sms`` are taken as by ``q4_mv.supports``: no size
-    rule yet (the sweep may add one)."""
-    return (env.settings.gguf_mv and ggml_type == Q6K_ID and 1 <= m <= ROWS_MAX
-            and x_dtype in (torch.bfloat16, torch.float16) and n > 0 and k > 0 and k % 256 == 0 and raw_bytes < 2**31)
+    """One row of bf16/fp16 x against Q6_K rows (``MLX_NATIVE_GGUF_MV=0`` turns it off). ``n`` and ``sms``
+    are taken as by ``q4_mv.supports``: no size rule yet (the sweep may add one)."""
+    return (env.settings.gguf_mv and ggml_type == Q6K_ID and m == 1 and x_dtype in (torch.bfloat16, torch.float16)
+            and n > 0 and k > 0 and k % 256 == 0 and raw_bytes < 2**31)
 
 
 class Q6kMvLaunch(StreamedMvLaunch):
@@ -283,14 +277,3 @@ class Q6kMvLaunch(StreamedMvLaunch):
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(word_aligned(x), raw.view(torch.int16))
-
-
-class Q6kRowsLaunch(Q6kMvLaunch):
-    """2 to ``ROWS_MAX`` rows of x (``[m, k]``, unit column stride), one launch of :func:`q6k_mv_kernel` each, into
-    fresh one-row outputs (a launch keeps the pointer alignment of its first call) joined by one copy -> ``[m, n]``.
-    The launches are programmatic dependents of each other on sm_90 (``enter``: nothing runs before the previous
-    one ends), so they share the split counters safely."""
-
-    def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
-        r = raw.view(torch.int16)
-        return torch.cat([self.run(word_aligned(x[i:i + 1]), r) for i in range(x.shape[0])])
