@@ -114,7 +114,7 @@ def test_q6k_mv_tile_shapes(device, monkeypatch, upt, max_sbs, rt, warps, reques
     assert c["BN"] == rt * max(1, 32 * warps // (16 // upt * 2 * max_sbs))
 
 
-def _byte_sweep_blocks(n_blocks: int, rng: np.random.Generator) -> np.ndarray:
+def byte_sweep_blocks(n_blocks: int, rng: np.random.Generator) -> np.ndarray:
     """Blocks whose bytes 0-207 (low nibbles, high pairs, scales) run through every byte value at every position:
     byte ``p`` of block ``b`` is ``(p + b + r) % 256`` (``r`` random), so 256 blocks hold each value at each
     position; ``d`` random with both signs."""
@@ -131,7 +131,7 @@ def test_q6k_mv_every_byte_at_every_position(device, dtype, request):
     drops the high bits or reads the scales unsigned fails)."""
     n, k = 16, 4096
     rng = rng_for(request)
-    raw = _byte_sweep_blocks(n * k // 256, rng)
+    raw = byte_sweep_blocks(n * k // 256, rng)
     x = randn(1, k, dtype=dtype)
     out, oracle, baseline, _ = _run(device, raw, n, k, dtype, x=x)
     assert_error_bar(out, oracle, baseline, what=f"Q6_K every byte {dtype}")
@@ -183,15 +183,18 @@ def test_q6k_mv_keeps_inf_and_nan_of_x(device, dtype, request):
 
 
 def test_q6k_mv_supports(monkeypatch):
-    """The gate: one row of bf16/fp16 x against Q6_K rows of whole super-blocks under 2 GiB, while
-    ``MLX_NATIVE_GGUF_MV`` (settings.gguf_mv) is on."""
+    """The gate: 1 to ``ROWS_MAX`` rows of bf16/fp16 x (several at an even row stride) against Q6_K rows of whole
+    super-blocks under 2 GiB, while ``MLX_NATIVE_GGUF_MV`` (settings.gguf_mv) is on."""
     from mlx_native.runtime import env
 
     q6k_mv = _mod()
     q6, bf, args = Q6K.id, torch.bfloat16, (4096, 4096, 4096 * 16 * 210, 132)
     assert q6k_mv.supports(q6, bf, 1, *args) and q6k_mv.supports(q6, torch.float16, 1, *args)
     assert q6k_mv.supports(q6, bf, 1, 7, 256, 7 * 210, 132)  # small and odd matrices too
-    assert not q6k_mv.supports(q6, bf, 2, *args)  # prefill
+    assert q6k_mv.supports(q6, bf, 2, *args, 4096) and q6k_mv.supports(q6, bf, q6k_mv.ROWS_MAX, *args, 4098)
+    assert not q6k_mv.supports(q6, bf, q6k_mv.ROWS_MAX + 1, *args, 4096)  # the tiled decode kernel
+    assert not q6k_mv.supports(q6, bf, 2, *args, 4097)  # odd x row stride: x is read in words
+    assert q6k_mv.supports(q6, bf, 1, *args, 4097)  # (one row has no row stride)
     assert not q6k_mv.supports(q6, torch.float32, 1, *args)
     for other in ("Q4_K", "Q5_K", "Q8_0", "Q4_0"):
         assert not q6k_mv.supports(formats.BY_NAME[other].id, bf, 1, *args)

@@ -39,7 +39,7 @@ import triton.language as tl
 from ...kernels.dependent import enter, leave_loop
 from ...kernels.loads import pinned
 from ...kernels.words import half_lo
-from ..quant.affine_mv import code_f32, row_tile
+from ..quant.affine_mv import code_f32, row_tile, rows_result
 from ..quant.qmm import store_result
 
 
@@ -189,16 +189,9 @@ def q4_mv_kernel(
                 acc3 = _row_step(acc3, v0, v4, v8, v12, ds, ms, xp + 3 * stride_x, Q4_1, PRESCALE)
         leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
         cols = pid_n * BN + tl.arange(0, BN).to(tl.int64)
-        if MR == 2:
-            res = tl.sum(tl.sum(tl.join(acc, acc1), axis=0), axis=0)  # [BN, 2]: rows 0, 1 of x
-            r = tl.arange(0, 2)[None, :]
-            offs = r.to(tl.int64) * N + cols[:, None]
-            mask = tl.broadcast_to(row_ok[:, None], offs.shape)
-        else:  # [BN, 2, 2]: row i + 2 j of x at [:, i, j] (row 3 of MR = 3 is zeros, not stored)
-            res = tl.sum(tl.sum(tl.join(tl.join(acc, acc1), tl.join(acc2, acc3)), axis=0), axis=0)
-            r = (tl.arange(0, 2)[:, None] + 2 * tl.arange(0, 2)[None, :])[None, :, :]
-            offs = r.to(tl.int64) * N + cols[:, None, None]
-            mask = row_ok[:, None, None] & (r < MR)
+        res, offs, mask = rows_result(tl.sum(tl.sum(acc, axis=0), axis=0), tl.sum(tl.sum(acc1, axis=0), axis=0),
+                                      tl.sum(tl.sum(acc2, axis=0), axis=0), tl.sum(tl.sum(acc3, axis=0), axis=0),
+                                      cols, row_ok, N, MR)
         store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, offs, mask, MR * N, SPLIT_K, FUSE,
                      False, 0)
 

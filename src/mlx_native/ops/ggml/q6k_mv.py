@@ -34,6 +34,15 @@ iteration left ~35 MOVs a step); the second step is skipped past the split's end
 split reload its last step. ``ASM``: the 16- and 8-bit loads are PTX loads into 32-bit registers (with
 ``tl.load`` LLVM carries the prefetched values packed in pairs and quads through the loop, 0.5 PRMT a code to
 unpack them). A K split is summed in the same launch (``qmm.store_result``).
+
+Rows of x (``MR``, 2 to 4: a few tokens decoded at once; the one-row code above is its own constexpr branch and
+compiles as before): the weights are streamed once for all rows. Each unit's eight codes are decoded once and
+scaled by their group's ``d sc`` (one FMUL a code; the four ``d sc`` of a slot are made once a step), then each row
+of x costs one FMA a code into its own ``[BN, G, T]`` accumulator, its x words loaded as the one row's are at
+``x + row * stride_x``. The group sums of the one-row loop would need ``4 MR`` accumulators a thread and row (and
+still one FMA a code and row of x); the scaled codes need ``MR``. The rows' results are joined into one
+``store_result`` (:func:`~mlx_native.ops.quant.affine_mv.rows_result`): the output ``[MR, N]``, a K split's
+partials ``[split, MR, N]`` and one arrival counter per row tile, as with one row.
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..quant.affine_mv import code_f32, row_tile
+from ..quant.affine_mv import code_f32, row_tile, rows_result
 from ..quant.qmm import store_result
 from ...kernels.dependent import enter
 from ...kernels.loads import load_or_zero, tail_mask
@@ -141,17 +150,94 @@ def _step(acc, a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, sc0, sc1, sc2, sc
     return tl.fma(half_lo(d), t, acc)
 
 
+@triton.jit
+def _row_dot(acc, v00, v01, v10, v11, v20, v21, v30, v31, xw_ptr, x_off, X_BF16: tl.constexpr, x_mask=None):
+    """``acc`` + one unit's scaled codes (``v_r0, v_r1``: positions ``l, l + 1`` of its 32-value row ``r``) times
+    one row of x (``x_off``: the x word of the unit's pair in its row 0; x 0 where ``x_mask`` is False)."""
+    x0, x1 = x_pair(load_or_zero(xw_ptr + x_off, x_mask), X_BF16)
+    acc = tl.fma(v00, x0, acc)
+    acc = tl.fma(v01, x1, acc)
+    x0, x1 = x_pair(load_or_zero(xw_ptr + x_off + 16, x_mask), X_BF16)
+    acc = tl.fma(v10, x0, acc)
+    acc = tl.fma(v11, x1, acc)
+    x0, x1 = x_pair(load_or_zero(xw_ptr + x_off + 32, x_mask), X_BF16)
+    acc = tl.fma(v20, x0, acc)
+    acc = tl.fma(v21, x1, acc)
+    x0, x1 = x_pair(load_or_zero(xw_ptr + x_off + 48, x_mask), X_BF16)
+    acc = tl.fma(v30, x0, acc)
+    acc = tl.fma(v31, x1, acc)
+    return acc
+
+
+@triton.jit
+def _unit_rows(acc0, acc1, acc2, acc3, a, b, c, ds0, ds1, ds2, ds3, xw_ptr, x_off, stride_xw, magic, nib,
+               MR: tl.constexpr, X_BF16: tl.constexpr, x_mask=None):
+    """The accumulators of ``MR`` rows of x (``stride_xw`` words apart) + one unit's codes (``a, b, c`` as for
+    :func:`_unit`), decoded once and scaled by ``ds_r = d sc_r`` of their 32-value row ``r``."""
+    t4 = c << 4
+    u2 = c << 2
+    w0 = bit_select(nib, a, t4)
+    w2 = bit_select(nib, t4, a)
+    w1 = bit_select(nib, b, u2)
+    w3 = bit_select(nib, u2, b)
+    v00 = code_f32(w0, 0, magic, 6, 32.0) * ds0
+    v01 = code_f32(w0, 8, magic, 6, 32.0) * ds0
+    v10 = code_f32(w1, 0, magic, 6, 32.0) * ds1
+    v11 = code_f32(w1, 8, magic, 6, 32.0) * ds1
+    v20 = code_f32(w2, 4, magic, 6, 32.0) * ds2
+    v21 = code_f32(w2, 12, magic, 6, 32.0) * ds2
+    v30 = code_f32(w3, 4, magic, 6, 32.0) * ds3
+    v31 = code_f32(w3, 12, magic, 6, 32.0) * ds3
+    acc0 = _row_dot(acc0, v00, v01, v10, v11, v20, v21, v30, v31, xw_ptr, x_off, X_BF16, x_mask)
+    acc1 = _row_dot(acc1, v00, v01, v10, v11, v20, v21, v30, v31, xw_ptr + stride_xw, x_off, X_BF16, x_mask)
+    if MR > 2:
+        acc2 = _row_dot(acc2, v00, v01, v10, v11, v20, v21, v30, v31, xw_ptr + 2 * stride_xw, x_off, X_BF16,
+                        x_mask)
+    if MR > 3:
+        acc3 = _row_dot(acc3, v00, v01, v10, v11, v20, v21, v30, v31, xw_ptr + 3 * stride_xw, x_off, X_BF16,
+                        x_mask)
+    return acc0, acc1, acc2, acc3
+
+
+@triton.jit
+def _step_any(acc0, acc1, acc2, acc3, a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, sc0, sc1, sc2, sc3, d,
+              xw_ptr, xo, stride_xw, magic, nib, UPT: tl.constexpr, MR: tl.constexpr, X_BF16: tl.constexpr,
+              x_mask=None):
+    """One step for ``MR`` rows of x: :func:`_step` into ``acc0`` for one row, else each unit through
+    :func:`_unit_rows` (the accumulators of rows ``MR`` and up are returned as they came)."""
+    if MR == 1:
+        acc0 = _step(acc0, a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, sc0, sc1, sc2, sc3, d, xw_ptr, xo, magic,
+                     nib, UPT, X_BF16, x_mask)
+    else:
+        dh = half_lo(d)
+        ds0 = dh * sc0.to(tl.float32)
+        ds1 = dh * sc1.to(tl.float32)
+        ds2 = dh * sc2.to(tl.float32)
+        ds3 = dh * sc3.to(tl.float32)
+        acc0, acc1, acc2, acc3 = _unit_rows(acc0, acc1, acc2, acc3, a0, b0, c0, ds0, ds1, ds2, ds3, xw_ptr, xo,
+                                            stride_xw, magic, nib, MR, X_BF16, x_mask)
+        if UPT >= 2:
+            acc0, acc1, acc2, acc3 = _unit_rows(acc0, acc1, acc2, acc3, a1, b1, c1, ds0, ds1, ds2, ds3, xw_ptr,
+                                                xo + 1, stride_xw, magic, nib, MR, X_BF16, x_mask)
+        if UPT == 4:
+            acc0, acc1, acc2, acc3 = _unit_rows(acc0, acc1, acc2, acc3, a2, b2, c2, ds0, ds1, ds2, ds3, xw_ptr,
+                                                xo + 2, stride_xw, magic, nib, MR, X_BF16, x_mask)
+            acc0, acc1, acc2, acc3 = _unit_rows(acc0, acc1, acc2, acc3, a3, b3, c3, ds0, ds1, ds2, ds3, xw_ptr,
+                                                xo + 3, stride_xw, magic, nib, MR, X_BF16, x_mask)
+    return acc0, acc1, acc2, acc3
+
+
 @triton.jit(do_not_specialize=["blocks_per_split", "magic", "nib"])
 def q6k_mv_kernel(
-    x_ptr,  # [K] activations, bf16 or fp16 (read as int32 words of two values)
+    x_ptr,  # [MR, K] activations, bf16 or fp16 (read as int32 words of two values), row stride 2 stride_xw
     w_ptr,  # [N * K / 256 * 105] int16 halves of the raw rows
-    out_ptr,  # [N] output (written unless SPLIT_K without FUSE)
-    part_ptr,  # [split, N] fp32 partials (SPLIT_K)
+    out_ptr,  # [MR, N] output (written unless SPLIT_K without FUSE)
+    part_ptr,  # [split, MR, N] fp32 partials (SPLIT_K)
     cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters (FUSE)
-    N, blocks_per_split, magic, nib,
+    N, stride_xw, blocks_per_split, magic, nib,
     N_SB: tl.constexpr, BN: tl.constexpr, SBS: tl.constexpr, UPT: tl.constexpr, EVEN_N: tl.constexpr,
     SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ASM: tl.constexpr,
-    PDL: tl.constexpr = False, TAIL: tl.constexpr = 0,
+    PDL: tl.constexpr = False, TAIL: tl.constexpr = 0, MR: tl.constexpr = 1,
 ):
     """Offsets are in 16-bit halves (105 per super-block, ``N_SB`` super-blocks per row) and x words; ``SBS``
     super-blocks per loop step (``G = 2 SBS`` slots), ``UPT`` units per thread and slot (1, 2 or 4);
@@ -159,7 +245,8 @@ def q6k_mv_kernel(
     skipped past the split's end), so that each step's operands are loaded into registers the step before
     them has released (no copies between a prefetch and its use); ``ASM``: PTX loads (see ``_ld``). ``TAIL``: the
     row ends in a step of only ``TAIL`` super-blocks after the whole ones, run by the last K split (its operands
-    are loaded with the first step's)."""
+    are loaded with the first step's). ``MR`` (1-4) rows of x, ``stride_xw`` words apart (read only for ``MR >
+    1``)."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
     STRIDE_H: tl.constexpr = N_SB * 105
@@ -190,7 +277,8 @@ def q6k_mv_kernel(
     j_lo = tl.program_id(1) * blocks_per_split
     j_hi = tl.minimum(N_SB, j_lo + blocks_per_split)
     last = j_hi - SBS
-    acc = tl.zeros([BN, G, T], dtype=tl.float32)
+    acc0 = tl.zeros([BN, G, T], dtype=tl.float32)
+    acc1, acc2, acc3 = acc0, acc0, acc0  # rows 1-3 of x (MR > 1)
     if TAIL:  # the row's last, partial step: its first TAIL super-blocks, for the last split
         T0: tl.constexpr = N_SB - TAIL  # its first super-block
         tail = tail_mask(gi // 2, TAIL)[None, :, None]
@@ -201,19 +289,29 @@ def q6k_mv_kernel(
     for j in range(j_lo, j_hi, 2 * SBS):
         e0, f0, g0, e1, f1, g1, e2, f2, g2, e3, f3, g3, t0, t1, t2, t3, dd = _load(
             w_ptr, w8_ptr, a_off, c_off, s_off, d_off, tl.minimum(j + SBS, last) * 105, UPT, ASM)
-        acc = _step(acc, a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, s0, s1, s2, s3, d, xw_ptr,
-                    x_off + 128 * j, magic, nib, UPT, X_BF16)
+        acc0, acc1, acc2, acc3 = _step_any(acc0, acc1, acc2, acc3, a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, s0,
+                                           s1, s2, s3, d, xw_ptr, x_off + 128 * j, stride_xw, magic, nib, UPT, MR,
+                                           X_BF16)
         a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, s0, s1, s2, s3, d = _load(
             w_ptr, w8_ptr, a_off, c_off, s_off, d_off, tl.minimum(j + 2 * SBS, last) * 105, UPT, ASM)
         if j + SBS < j_hi:
-            acc = _step(acc, e0, f0, g0, e1, f1, g1, e2, f2, g2, e3, f3, g3, t0, t1, t2, t3, dd, xw_ptr,
-                        x_off + 128 * (j + SBS), magic, nib, UPT, X_BF16)
+            acc0, acc1, acc2, acc3 = _step_any(acc0, acc1, acc2, acc3, e0, f0, g0, e1, f1, g1, e2, f2, g2, e3, f3, g3,
+                                               t0, t1, t2, t3, dd, xw_ptr, x_off + 128 * (j + SBS), stride_xw, magic,
+                                               nib, UPT, MR, X_BF16)
     if TAIL:
-        acc = _step(acc, ta0, tb0, tc0, ta1, tb1, tc1, ta2, tb2, tc2, ta3, tb3, tc3, ts0, ts1, ts2, ts3, td, xw_ptr,
-                    x_off + 128 * T0, magic, nib, UPT, X_BF16, tail)
-    res = tl.sum(tl.sum(acc, axis=2), axis=1)
-    store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
-                 row_ok, N, SPLIT_K, FUSE, False, 0)
+        acc0, acc1, acc2, acc3 = _step_any(acc0, acc1, acc2, acc3, ta0, tb0, tc0, ta1, tb1, tc1, ta2, tb2, tc2, ta3,
+                                           tb3, tc3, ts0, ts1, ts2, ts3, td, xw_ptr, x_off + 128 * T0, stride_xw, magic,
+                                           nib, UPT, MR, X_BF16, tail)
+    cols = pid_n * BN + tl.arange(0, BN).to(tl.int64)
+    res = tl.sum(tl.sum(acc0, axis=2), axis=1)
+    if MR == 1:
+        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, cols, row_ok, N, SPLIT_K, FUSE, False,
+                     0)
+    else:
+        res, offs, mask = rows_result(res, tl.sum(tl.sum(acc1, axis=2), axis=1), tl.sum(tl.sum(acc2, axis=2), axis=1),
+                                      tl.sum(tl.sum(acc3, axis=2), axis=1), cols, row_ok, N, MR)
+        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, offs, mask, MR * N, SPLIT_K, FUSE,
+                     False, 0)
 
 
 # ----------------------------------------------------------------------------- launch plans
@@ -222,7 +320,9 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
+from ...runtime.memory import empty  # noqa: E402
 from ..quant.affine_mv import MAGIC, StreamedMvLaunch, step_with_tail  # noqa: E402
+from ..quant.qmm import SplitK, run_split  # noqa: E402
 
 # From the H100 sweep (bench/gguf_mv_sweep.py --types Q6_K, bench/results/2026-11-25-h100-session17/run2): UPT 2
 # with 4 rows a thread (K 4096 x N 14336 25.5 us, 63% of copy; 14336 x 4096 24.3 us, 66%), against 29.1 / 31.4
@@ -236,44 +336,69 @@ Q6K_RT = 4  # rows per thread: the tile takes RT x (threads left after the slots
 Q6K_WARPS = 4
 PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
 NIB = 0x0F0F0F0F  # the bit-select mask of the code words (a runtime argument: see kernels.words.bit_select)
+# 2 to ROWS_MAX rows of x (a few tokens decoded at once) stream the weights once (``MR``), with ROWS_RT rows of
+# weights a thread. Before, these calls took the tiled decode kernel: H200 session 34 run 9, 4096 x 14336 at 2 / 4
+# rows 103.6 / 104.1 us against 21.9 at one row.
+ROWS_MAX = 4
+ROWS_RT = 4
 
 
-def tiling(k: int, n: int = 0, sms: int = 0) -> tuple[int, int]:
+def tiling(k: int, n: int = 0, sms: int = 0, m: int = 1) -> tuple[int, int]:
     """``(super-blocks per loop step, super-blocks of a last partial step)`` for ``n`` rows of ``k`` columns on
-    ``sms`` SMs: the most super-blocks, up to Q6K_MAX_SBS, that divide the row (1 always does), or steps of
-    Q6K_MAX_SBS and a partial one where :func:`~mlx_native.ops.quant.affine_mv.step_with_tail` takes them. K =
-    11008 (43 super-blocks, a prime) took 1-super-block steps in 43 K splits of one step each (11008 x 4096 37.9
-    us, 33% of copy; H100 session 26 run 2); now 10 steps of 4 and one of 3."""
-    return step_with_tail(k // 256, Q6K_MAX_SBS, 1, lambda sbs: triton.cdiv(n, tile_rows(sbs)),
+    ``sms`` SMs and ``m`` rows of x: the most super-blocks, up to Q6K_MAX_SBS, that divide the row (1 always does),
+    or steps of Q6K_MAX_SBS and a partial one where :func:`~mlx_native.ops.quant.affine_mv.step_with_tail` takes
+    them. K = 11008 (43 super-blocks, a prime) took 1-super-block steps in 43 K splits of one step each (11008 x
+    4096 37.9 us, 33% of copy; H100 session 26 run 2); now 10 steps of 4 and one of 3."""
+    return step_with_tail(k // 256, Q6K_MAX_SBS, 1, lambda sbs: triton.cdiv(n, tile_rows(sbs, m=m)),
                           PROGRAMS_PER_SM * sms)
 
 
-def tile_rows(sbs: int, upt: int = None, warps: int = None, rt: int = None) -> int:
-    """Rows per program for steps of ``sbs`` super-blocks: each of its ``2 sbs`` slots takes ``16 / UPT``
-    lanes, the remaining lanes and warps take rows, ``RT`` rows each."""
-    upt, warps, rt = upt or Q6K_UPT, warps or Q6K_WARPS, rt or Q6K_RT
+def tile_rows(sbs: int, upt: int = None, warps: int = None, rt: int = None, m: int = 1) -> int:
+    """Rows per program for steps of ``sbs`` super-blocks and ``m`` rows of x: each of its ``2 sbs`` slots takes
+    ``16 / UPT`` lanes, the remaining lanes and warps take rows, ``RT`` rows each (``ROWS_RT`` for several rows of
+    x)."""
+    upt, warps = upt or Q6K_UPT, warps or Q6K_WARPS
+    rt = rt or (Q6K_RT if m == 1 else ROWS_RT)
     return rt * max(1, 32 * warps // (16 // upt * 2 * sbs))
 
 
-def supports(ggml_type: int, x_dtype: torch.dtype, m: int, n: int, k: int, raw_bytes: int, sms: int) -> bool:
-    """One row of bf16/fp16 x against Q6_K rows (``MLX_NATIVE_GGUF_MV=0`` turns it off). ``n`` and ``sms``
-    are taken as by ``q4_mv.supports``: no size rule yet (the sweep may add one)."""
-    return (env.settings.gguf_mv and ggml_type == Q6K_ID and m == 1 and x_dtype in (torch.bfloat16, torch.float16)
-            and n > 0 and k > 0 and k % 256 == 0 and raw_bytes < 2**31)
+def supports(ggml_type: int, x_dtype: torch.dtype, m: int, n: int, k: int, raw_bytes: int, sms: int,
+             x_row_stride: int = 0) -> bool:
+    """1 to ``ROWS_MAX`` rows of bf16/fp16 x (an even row stride ``x_row_stride``: x is read in words of two values)
+    against Q6_K rows (``MLX_NATIVE_GGUF_MV=0`` turns it off). ``n`` and ``sms`` are taken as by
+    ``q4_mv.supports``: no size rule yet (the sweep may add one)."""
+    return (env.settings.gguf_mv and ggml_type == Q6K_ID and 1 <= m <= ROWS_MAX and (m == 1 or x_row_stride % 2 == 0)
+            and x_dtype in (torch.bfloat16, torch.float16) and n > 0 and k > 0 and k % 256 == 0 and raw_bytes < 2**31)
 
 
 class Q6kMvLaunch(StreamedMvLaunch):
-    """:func:`q6k_mv_kernel` for ``(x [1, k] bf16/fp16, raw [n * k / 256 * 210] uint8)``; the raw rows are read
-    as 16-bit halves (their scales as bytes), x as int32 words of two values."""
+    """:func:`q6k_mv_kernel` for ``(x [m, k] bf16/fp16, raw [n * k / 256 * 210] uint8)`` -> ``[m, n]`` of
+    ``out_dtype``; the raw rows are read as 16-bit halves (their scales as bytes), x as int32 words of two values:
+    unit column stride, an even row stride ``x_row_stride`` (default ``k``; a plan-time constant, read only for
+    ``m > 1``). A K split stores ``[split, m, n]`` fp32 partials, merged in the launch by the last split of each row
+    tile (one counter per tile, shared by the rows of x)."""
 
-    def __init__(self, n: int, k: int, out_dtype: torch.dtype, device):
-        sbs, tail = tiling(k, n, device_info(device).sm_count)
-        bn = tile_rows(sbs)
-        super().__init__(q6k_mv_kernel, n, triton.cdiv(n, bn), k // 256 // sbs, sbs,
-                         PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
-                             N_SB=k // 256, BN=bn, SBS=sbs, UPT=Q6K_UPT, EVEN_N=n % bn == 0,
-                             ASM=not env.settings.triton_interpret, TAIL=tail), out_dtype, device,
+    def __init__(self, n: int, k: int, out_dtype: torch.dtype, device, m: int = 1, x_row_stride=None):
+        if not 1 <= m <= ROWS_MAX:
+            raise ValueError(f"q6k_mv: {m} rows of x (1 to {ROWS_MAX})")
+        stride_x = k if m == 1 or x_row_stride is None else x_row_stride  # one compiled variant for one row
+        if stride_x % 2:
+            raise ValueError(f"q6k_mv: x row stride {stride_x} is odd (x is read in words of two values)")
+        sms = device_info(device).sm_count
+        sbs, tail = tiling(k, n, sms, m)
+        bn = tile_rows(sbs, m=m)
+        tiles = triton.cdiv(n, bn)
+        super().__init__(q6k_mv_kernel, n, tiles, k // 256 // sbs, sbs, PROGRAMS_PER_SM * sms, (n, stride_x // 2),
+                         dict(N_SB=k // 256, BN=bn, SBS=sbs, UPT=Q6K_UPT, EVEN_N=n % bn == 0,
+                              ASM=not env.settings.triton_interpret, TAIL=tail, MR=m), out_dtype, device,
                          tail_ints=(MAGIC, NIB), num_warps=Q6K_WARPS, trigger=True)
+        self.m = m
+        if m > 1 and self.splitk is not None:  # partials [split, m, n]; the counters as the base class's
+            self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles)
+
+    def run(self, *inputs: torch.Tensor) -> torch.Tensor:
+        out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)
+        return run_split(self.launch, self.splitk, inputs, out, self.ints)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(word_aligned(x), raw.view(torch.int16))

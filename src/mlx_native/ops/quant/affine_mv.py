@@ -81,6 +81,24 @@ def row_tile(N, BN: tl.constexpr, EVEN_N: tl.constexpr):
 
 
 @triton.jit
+def rows_result(r0, r1, r2, r3, cols, row_ok, N, MR: tl.constexpr):
+    """``(res, offs, mask)`` for ``qmm.store_result`` of a multi-row mat-vec's results ``r_i [BN]`` (fp32) for
+    ``MR`` (2-4) rows of x, into an output ``[MR, N]`` at the program's columns ``cols`` (int64): ``[BN, 2]`` for
+    two rows, else ``[BN, 2, 2]`` with row ``i + 2 j`` at ``[:, i, j]`` (row 3 of ``MR = 3`` not stored)."""
+    if MR == 2:
+        res = tl.join(r0, r1)
+        r = tl.arange(0, 2)[None, :]
+        offs = r.to(tl.int64) * N + cols[:, None]
+        mask = tl.broadcast_to(row_ok[:, None], offs.shape)
+    else:
+        res = tl.join(tl.join(r0, r1), tl.join(r2, r3))
+        r = (tl.arange(0, 2)[:, None] + 2 * tl.arange(0, 2)[None, :])[None, :, :]
+        offs = r.to(tl.int64) * N + cols[:, None, None]
+        mask = row_ok[:, None, None] & (r < MR)
+    return res, offs, mask
+
+
+@triton.jit
 def glu_row_tile(N, BN: tl.constexpr, EVEN_N: tl.constexpr):
     """:func:`row_tile` of a gate/up pair stacked in one ``[2 N, K]`` matrix: the program's ``BN // 2`` outputs
     ``i`` each take gate row ``i`` (even tile rows) and up row ``N + i`` (odd ones); ``EVEN_N``: ``N`` is a multiple
