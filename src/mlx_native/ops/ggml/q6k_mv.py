@@ -337,8 +337,12 @@ Q6K_WARPS = 4
 PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
 NIB = 0x0F0F0F0F  # the bit-select mask of the code words (a runtime argument: see kernels.words.bit_select)
 # 2 to ROWS_MAX rows of x (a few tokens decoded at once) stream the weights once (``MR``), with ROWS_RT rows of
-# weights a thread. Before, these calls took the tiled decode kernel: H200 session 34 run 9, 4096 x 14336 at 2 / 4
-# rows 103.6 / 104.1 us against 21.9 at one row.
+# weights a thread. H200 session 35 run 1 (bench/gguf_mv_sweep.py --types Q6_K --rows 1,2,3,4), us, K x N 4096 x
+# 14336 / 14336 x 4096 / 4096 x 4096: one row 24.0 / 22.4 / 8.3; 2 rows 28.2 / 26.7 / 10.1, 3 rows 36.0 / 37.5 /
+# 14.2, 4 rows 40.0 / 47.8 / 16.5 (1.2 / 1.5-1.7 / 1.7-2.1x one row: the loop is issue-bound, 8.4 / 11.0 SASS
+# instructions a code for 2 / 4 rows against 5.9); the tiled decode kernel these calls took before: 104 / 88 / 32
+# at every row count. ROWS_RT 2: 4 rows of 14336 x 4096 and 4096 x 4096 5% faster, every other case 6-60% slower.
+# The K split target made no difference. From 5 rows: the tiled decode kernel (87-107 us).
 ROWS_MAX = 4
 ROWS_RT = 4
 
