@@ -158,21 +158,23 @@ def test_q8_mv_step_rule():
 
 
 def test_q8_mv_supports(monkeypatch):
-    """One row of bf16/fp16 x against Q8_0 rows of whole steps, raw under 2 GiB, ``settings.gguf_mv`` on; the
-    row-tile threshold (``MIN_TILES_PER_SM``, 0: every matrix) when set."""
+    """1 to ``ROWS_MAX`` rows of bf16/fp16 x (several at an even row stride) against Q8_0 rows of whole steps, raw
+    under 2 GiB, ``settings.gguf_mv`` on; the row-tile threshold (``MIN_TILES_PER_SM``, 0: every matrix) when set."""
     from mlx_native.runtime import env
 
     q8_mv = _q8_mv()
     sms = 132
     bf = torch.bfloat16
 
-    def ok(ggml_type=8, x_dtype=bf, m=1, n=4096, k=4096, raw_bytes=None):
+    def ok(ggml_type=8, x_dtype=bf, m=1, n=4096, k=4096, raw_bytes=None, stride=4096):
         raw_bytes = n * k // 32 * BLOCK_BYTES if raw_bytes is None else raw_bytes
-        return q8_mv.supports(ggml_type, x_dtype, m, n, k, raw_bytes, sms)
+        return q8_mv.supports(ggml_type, x_dtype, m, n, k, raw_bytes, sms, stride)
 
     assert ok() and ok(x_dtype=torch.float16) and ok(n=1024) and ok(n=1, k=256) and ok(n=128256, k=4096)
     assert not ok(ggml_type=2) and not ok(ggml_type=12) and not ok(ggml_type=3)  # other types
-    assert not ok(m=2) and not ok(x_dtype=torch.float32)
+    assert ok(m=2) and ok(m=q8_mv.ROWS_MAX, stride=4098) and not ok(m=q8_mv.ROWS_MAX + 1)  # more: the tiled kernel
+    assert not ok(m=2, stride=4097) and ok(m=1, stride=4097)  # x is read in words (one row has no row stride)
+    assert not ok(x_dtype=torch.float32)
     assert not ok(k=192) and not ok(k=1056) and ok(k=2880) and ok(k=576)  # no step; a partial last one
     assert not ok(raw_bytes=2**31) and ok(raw_bytes=2**31 - 1)
     monkeypatch.setattr(q8_mv, "MIN_TILES_PER_SM", 1)

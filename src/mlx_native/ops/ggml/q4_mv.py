@@ -202,9 +202,7 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ...runtime.memory import empty  # noqa: E402
 from ..quant.affine_mv import MAGIC, StreamedMvLaunch, largest_step  # noqa: E402
-from ..quant.qmm import SplitK, run_split  # noqa: E402
 
 # From the H100 sweep (bench/gguf_mv_sweep.py, bench/results/2026-11-22-h100-session5/gguf_sweep.log): 8-row
 # tiles unsplit on rows of 4096 (Q4_1 4096 x 4096 8.9 us against 10.5 with 16-row tiles, the word-level kernel
@@ -277,14 +275,7 @@ class Q4MvLaunch(StreamedMvLaunch):
                           EVEN_N=n % bn == 0, MR=m, PRESCALE=m > 1 and m >= PRESCALE_MIN_ROWS[ggml_type],
                           ASM=not env.settings.triton_interpret)
         super().__init__(q4_mv_kernel, n, tiles, k // 4 // ups, ups, pps * device_info(device).sm_count, (n, stride_x),
-                         constexprs, out_dtype, device, tail_ints=(MAGIC, 0), trigger="late")
-        self.m = m
-        if m > 1 and self.splitk is not None:  # partials [split, m, n]; the counters as the base class's
-            self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles)
-
-    def run(self, *inputs: torch.Tensor) -> torch.Tensor:
-        out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)
-        return run_split(self.launch, self.splitk, inputs, out, self.ints)
+                         constexprs, out_dtype, device, tail_ints=(MAGIC, 0), trigger="late", m=m)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(x, raw.view(torch.int16))

@@ -320,9 +320,7 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ...runtime.memory import empty  # noqa: E402
 from ..quant.affine_mv import MAGIC, StreamedMvLaunch, step_with_tail  # noqa: E402
-from ..quant.qmm import SplitK, run_split  # noqa: E402
 
 # From the H100 sweep (bench/gguf_mv_sweep.py --types Q6_K, bench/results/2026-11-25-h100-session17/run2): UPT 2
 # with 4 rows a thread (K 4096 x N 14336 25.5 us, 63% of copy; 14336 x 4096 24.3 us, 66%), against 29.1 / 31.4
@@ -379,8 +377,7 @@ class Q6kMvLaunch(StreamedMvLaunch):
     """:func:`q6k_mv_kernel` for ``(x [m, k] bf16/fp16, raw [n * k / 256 * 210] uint8)`` -> ``[m, n]`` of
     ``out_dtype``; the raw rows are read as 16-bit halves (their scales as bytes), x as int32 words of two values:
     unit column stride, an even row stride ``x_row_stride`` (default ``k``; a plan-time constant, read only for
-    ``m > 1``). A K split stores ``[split, m, n]`` fp32 partials, merged in the launch by the last split of each row
-    tile (one counter per tile, shared by the rows of x)."""
+    ``m > 1``)."""
 
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device, m: int = 1, x_row_stride=None):
         if not 1 <= m <= ROWS_MAX:
@@ -395,14 +392,7 @@ class Q6kMvLaunch(StreamedMvLaunch):
         super().__init__(q6k_mv_kernel, n, tiles, k // 256 // sbs, sbs, PROGRAMS_PER_SM * sms, (n, stride_x // 2),
                          dict(N_SB=k // 256, BN=bn, SBS=sbs, UPT=Q6K_UPT, EVEN_N=n % bn == 0,
                               ASM=not env.settings.triton_interpret, TAIL=tail, MR=m), out_dtype, device,
-                         tail_ints=(MAGIC, NIB), num_warps=Q6K_WARPS, trigger=True)
-        self.m = m
-        if m > 1 and self.splitk is not None:  # partials [split, m, n]; the counters as the base class's
-            self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles)
-
-    def run(self, *inputs: torch.Tensor) -> torch.Tensor:
-        out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)
-        return run_split(self.launch, self.splitk, inputs, out, self.ints)
+                         tail_ints=(MAGIC, NIB), num_warps=Q6K_WARPS, trigger=True, m=m)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(word_aligned(x), raw.view(torch.int16))

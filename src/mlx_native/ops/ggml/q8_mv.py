@@ -37,7 +37,7 @@ import triton.language as tl
 from ...kernels.dependent import enter, leave_loop
 from ...kernels.loads import load_or_zero, tail_mask
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
-from ..quant.affine_mv import glu_row_tile, row_tile
+from ..quant.affine_mv import glu_row_tile, row_tile, rows_result
 from ..quant.qmm import store_result
 
 PAIR_WORDS: tl.constexpr = tl.constexpr(17)  # 32-bit words per pair of blocks
@@ -80,9 +80,29 @@ def pair_lanes(w_ptr, pid_n, N, STRIDE_W: tl.constexpr, BN: tl.constexpr, EVEN_N
 
 
 @triton.jit
+def _word_codes(w, c_lo, c_hi):
+    """fp32 ``q`` of the 4 int8 codes of the code words ``w`` (bytes 0-3)."""
+    hi = w >> 16
+    return _q8(w, 0, c_lo), _q8(w, 8, c_hi), _q8(hi, 0, c_lo), _q8(hi, 8, c_hi)
+
+
+@triton.jit
+def _codes_dot(q0, q1, q2, q3, xp, x_lo, x_hi, a, X_BF16: tl.constexpr, x_mask=None):
+    """``a + sum_b q_b x_b`` over the 4 codes of a word; x of bytes 0-1 / 2-3 are the words at ``xp + x_lo`` / ``xp
+    + x_hi`` ([L, G, 1]; 0 where ``x_mask`` is False)."""
+    x0, x1 = x_pair(load_or_zero(xp + x_lo, x_mask), X_BF16)
+    x2, x3 = x_pair(load_or_zero(xp + x_hi, x_mask), X_BF16)
+    a = tl.fma(q0, x0, a)
+    a = tl.fma(q1, x1, a)
+    a = tl.fma(q2, x2, a)
+    return tl.fma(q3, x3, a)
+
+
+@triton.jit
 def _word_dot(w, xp, x_lo, x_hi, a, c_lo, c_hi, X_BF16: tl.constexpr, x_mask=None):
-    """``a + sum_b q_b x_b`` over the 4 int8 codes of the code words ``w`` [L, G, BN]; x of bytes 0-1 / 2-3 are
-    the words at ``xp + x_lo`` / ``xp + x_hi`` ([L, G, 1]; 0 where ``x_mask`` is False)."""
+    """``a + sum_b q_b x_b`` over the 4 int8 codes of the code words ``w`` [L, G, BN], x as in :func:`_codes_dot`
+    (written out with the x loads first: decoding the codes first, as the rows of x do, took 127 registers instead
+    of 96 in the one-row loop, offline sm_90 SASS)."""
     x0, x1 = x_pair(load_or_zero(xp + x_lo, x_mask), X_BF16)
     x2, x3 = x_pair(load_or_zero(xp + x_hi, x_mask), X_BF16)
     hi = w >> 16
@@ -116,23 +136,71 @@ def _step(acc, w0, w1, sw, xp, x0_off, x2_off, x4_off, x6_off, splice, d_sh, c_l
     return tl.fma(half_lo(sw >> d_sh), a, acc)
 
 
+@triton.jit
+def _row_acc(acc, p0, p1, p2, p3, r0, r1, r2, r3, d, xp, x0_off, x2_off, x4_off, x6_off, WPL: tl.constexpr,
+             X_BF16: tl.constexpr, x_mask=None):
+    """``acc + d a`` for one row of x (its step's words at ``xp``): ``a`` the dot of the decoded codes ``p`` (and
+    ``r``, the second code word, for ``WPL = 2``) with x."""
+    a = _codes_dot(p0, p1, p2, p3, xp, x0_off, x2_off, 0.0, X_BF16, x_mask)
+    if WPL == 2:
+        a = _codes_dot(r0, r1, r2, r3, xp, x4_off, x6_off, a, X_BF16, x_mask)
+    return tl.fma(d, a, acc)
+
+
+@triton.jit
+def _step_rows(acc0, acc1, acc2, acc3, w0, w1, sw, xp, stride_xw, x0_off, x2_off, x4_off, x6_off, splice, d_sh, c_lo,
+               c_hi, WPL: tl.constexpr, MR: tl.constexpr, X_BF16: tl.constexpr, x_mask=None):
+    """:func:`_step` for ``MR`` (2-4) rows of x, ``stride_xw`` words apart: the codes decoded once, then per row of x
+    4 FMAs a code word and ``acc += d a``."""
+    if WPL == 2:
+        p0, p1, p2, p3 = _word_codes(w0, c_lo, c_hi)
+        r0, r1, r2, r3 = _word_codes(bit_select(splice, sw, w1), c_lo, c_hi)
+    else:
+        p0, p1, p2, p3 = _word_codes(bit_select(splice, sw, w0), c_lo, c_hi)
+        r0, r1, r2, r3 = p0, p1, p2, p3  # (unused)
+    d = half_lo(sw >> d_sh)
+    acc0 = _row_acc(acc0, p0, p1, p2, p3, r0, r1, r2, r3, d, xp, x0_off, x2_off, x4_off, x6_off, WPL, X_BF16, x_mask)
+    acc1 = _row_acc(acc1, p0, p1, p2, p3, r0, r1, r2, r3, d, xp + stride_xw, x0_off, x2_off, x4_off, x6_off, WPL,
+                    X_BF16, x_mask)
+    if MR > 2:
+        acc2 = _row_acc(acc2, p0, p1, p2, p3, r0, r1, r2, r3, d, xp + 2 * stride_xw, x0_off, x2_off, x4_off, x6_off,
+                        WPL, X_BF16, x_mask)
+    if MR > 3:
+        acc3 = _row_acc(acc3, p0, p1, p2, p3, r0, r1, r2, r3, d, xp + 3 * stride_xw, x0_off, x2_off, x4_off, x6_off,
+                        WPL, X_BF16, x_mask)
+    return acc0, acc1, acc2, acc3
+
+
+@triton.jit
+def _step_any(acc0, acc1, acc2, acc3, w0, w1, sw, xp, stride_xw, x0_off, x2_off, x4_off, x6_off, splice, d_sh, c_lo,
+              c_hi, WPL: tl.constexpr, MR: tl.constexpr, X_BF16: tl.constexpr, x_mask=None):
+    """One step for ``MR`` rows of x: :func:`_step` into ``acc0`` for one row, else :func:`_step_rows`."""
+    if MR == 1:
+        acc0 = _step(acc0, w0, w1, sw, xp, x0_off, x2_off, x4_off, x6_off, splice, d_sh, c_lo, c_hi, WPL, X_BF16,
+                     x_mask)
+    else:
+        acc0, acc1, acc2, acc3 = _step_rows(acc0, acc1, acc2, acc3, w0, w1, sw, xp, stride_xw, x0_off, x2_off, x4_off,
+                                            x6_off, splice, d_sh, c_lo, c_hi, WPL, MR, X_BF16, x_mask)
+    return acc0, acc1, acc2, acc3
+
+
 @triton.jit(do_not_specialize=["units_per_split", "c_lo", "c_hi"])
 def q8_mv_kernel(
-    x_ptr,  # [K] activations, bf16 or fp16
+    x_ptr,  # [MR, K] activations, bf16 or fp16, row stride 2 stride_xw
     w_ptr,  # [N * K / 64 * 17] int32 words of the raw rows
-    out_ptr,  # [N] output (written unless SPLIT_K without FUSE)
-    part_ptr,  # [split, N] fp32 partials (SPLIT_K)
+    out_ptr,  # [MR, N] output (written unless SPLIT_K without FUSE)
+    part_ptr,  # [split, MR, N] fp32 partials (SPLIT_K)
     cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters (FUSE)
-    N, units_per_split, c_lo, c_hi,
+    N, stride_xw, units_per_split, c_lo, c_hi,
     STRIDE_W: tl.constexpr, N_UNITS: tl.constexpr, BN: tl.constexpr, UPS: tl.constexpr, WPL: tl.constexpr,
     FENCE: tl.constexpr, EVEN_N: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr,
-    PDL: tl.constexpr = False, TAIL: tl.constexpr = 0,
+    PDL: tl.constexpr = False, TAIL: tl.constexpr = 0, MR: tl.constexpr = 1,
 ):
     """Offsets are in 32-bit words: ``STRIDE_W`` per row, 17 per pair of blocks. Units are code words (4 codes):
     ``N_UNITS = K / 4``; ``UPS`` (units per step) and ``units_per_split`` are multiples of 16 (whole pairs) and
     ``units_per_split`` of ``UPS``. ``WPL``: code words per lane and pair (1 or 2). ``TAIL``: the row ends in a
     step of only ``TAIL`` pairs after the whole ones, run by the last K split (its loads go out with the first
-    step's)."""
+    step's). ``MR`` (1-4) rows of x, ``stride_xw`` words apart (read only for ``MR > 1``)."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
     pid_n = tl.program_id(0)
@@ -158,6 +226,7 @@ def q8_mv_kernel(
     j_lo = tl.program_id(1) * units_per_split
     j_hi = tl.minimum(N_UNITS, j_lo + units_per_split)
     acc = tl.zeros([L, G, BN], dtype=tl.float32)
+    acc1, acc2, acc3 = acc, acc, acc  # rows 1-3 of x (MR > 1)
     if TAIL:  # the row's last, partial step: its first TAIL pairs, for the last split
         T0: tl.constexpr = N_UNITS // 16 - TAIL  # its first pair
         tail = tail_mask(tl.arange(0, G), TAIL)[None, :, None]
@@ -168,18 +237,25 @@ def q8_mv_kernel(
                                        H, WPL)
         if FENCE:  # keeps the loads above at the top of the loop body (ptxas moves no load across a barrier)
             tl.debug_barrier()
-        acc = _step(acc, w0, w1, sw, xw_ptr + 2 * j, x0_off, x2_off, x4_off, x6_off, splice, d_sh, c_lo, c_hi, WPL,
-                    X_BF16)
+        acc, acc1, acc2, acc3 = _step_any(acc, acc1, acc2, acc3, w0, w1, sw, xw_ptr + 2 * j, stride_xw, x0_off,
+                                          x2_off, x4_off, x6_off, splice, d_sh, c_lo, c_hi, WPL, MR, X_BF16)
         w0 = w0_n
         w1 = w1_n
         sw = sw_n
     if TAIL:
-        acc = _step(acc, w0_t, w1_t, sw_t, xw_ptr + 32 * T0, x0_off, x2_off, x4_off, x6_off, splice, d_sh, c_lo,
-                    c_hi, WPL, X_BF16, tail)
+        acc, acc1, acc2, acc3 = _step_any(acc, acc1, acc2, acc3, w0_t, w1_t, sw_t, xw_ptr + 32 * T0, stride_xw, x0_off,
+                                          x2_off, x4_off, x6_off, splice, d_sh, c_lo, c_hi, WPL, MR, X_BF16, tail)
     leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
+    cols = pid_n * BN + tl.arange(0, BN).to(tl.int64)
     res = tl.sum(tl.sum(acc, axis=0), axis=0)
-    store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, pid_n * BN + tl.arange(0, BN).to(tl.int64),
-                 row_ok, N, SPLIT_K, FUSE, False, 0)
+    if MR == 1:
+        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, cols, row_ok, N, SPLIT_K, FUSE, False,
+                     0)
+    else:
+        res, offs, mask = rows_result(res, tl.sum(tl.sum(acc1, axis=0), axis=0), tl.sum(tl.sum(acc2, axis=0), axis=0),
+                                      tl.sum(tl.sum(acc3, axis=0), axis=0), cols, row_ok, N, MR)
+        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, offs, mask, MR * N, SPLIT_K, FUSE,
+                     False, 0)
 
 
 # ----------------------------------------------------------------------------- launch plans
@@ -208,6 +284,9 @@ PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
 MIN_TILES_PER_SM = 0  # fewer row tiles than this per SM: left to the word-level kernel
 C_LO = 0x4B000080  # fp32 bits of 2**23 with the sign of a byte at bits 0-7 flipped ...
 C_HI = 0x4B008000  # ... at bits 8-15
+# 2 to ROWS_MAX rows of x (a few tokens decoded at once) stream the weights once (``MR``): each code word decoded once,
+# then 4 FMAs a word and ``acc += d a`` per row of x. Before, these calls took the tiled decode kernel.
+ROWS_MAX = 4
 
 
 def tiling(k: int, n: int = 0, sms: int = 0) -> tuple[int, int]:
@@ -227,25 +306,34 @@ def tiling(k: int, n: int = 0, sms: int = 0) -> tuple[int, int]:
     return ups, tail // 16
 
 
-def supports(ggml_type: int, x_dtype: torch.dtype, m: int, n: int, k: int, raw_bytes: int, sms: int) -> bool:
-    """One row of bf16/fp16 x against Q8_0 rows of whole pairs of blocks (so every pair is 4-byte aligned) that
-    take a step (:func:`tiling`) and numerous enough for ``MIN_TILES_PER_SM`` row tiles per SM.
-    ``MLX_NATIVE_GGUF_MV=0`` turns it off."""
-    return (env.settings.gguf_mv and ggml_type == Q8_ID and m == 1 and x_dtype in (torch.bfloat16, torch.float16)
-            and tiling(k)[0] > 0 and triton.cdiv(n, Q8_BN) >= MIN_TILES_PER_SM * sms and raw_bytes < 2**31)
+def supports(ggml_type: int, x_dtype: torch.dtype, m: int, n: int, k: int, raw_bytes: int, sms: int,
+             x_row_stride: int = 0) -> bool:
+    """1 to ``ROWS_MAX`` rows of bf16/fp16 x (an even row stride ``x_row_stride``: x is read in words of two values)
+    against Q8_0 rows of whole pairs of blocks (so every pair is 4-byte aligned) that take a step (:func:`tiling`)
+    and numerous enough for ``MIN_TILES_PER_SM`` row tiles per SM. ``MLX_NATIVE_GGUF_MV=0`` turns it off."""
+    return (env.settings.gguf_mv and ggml_type == Q8_ID and 1 <= m <= ROWS_MAX and (m == 1 or x_row_stride % 2 == 0)
+            and x_dtype in (torch.bfloat16, torch.float16) and tiling(k)[0] > 0
+            and triton.cdiv(n, Q8_BN) >= MIN_TILES_PER_SM * sms and raw_bytes < 2**31)
 
 
 class Q8MvLaunch(StreamedMvLaunch):
-    """:func:`q8_mv_kernel` for ``(x [1, k], raw [n * k / 32 * 34] uint8, 16-byte aligned)``; the raw rows are
-    read as int32 words (``k % 64 == 0``: whole pairs of blocks)."""
+    """:func:`q8_mv_kernel` for ``(x [m, k], raw [n * k / 32 * 34] uint8, 16-byte aligned)`` -> ``[m, n]`` of
+    ``out_dtype``; the raw rows are read as int32 words (``k % 64 == 0``: whole pairs of blocks), x as int32 words of
+    two values: unit column stride, an even row stride ``x_row_stride`` (default ``k``; a plan-time constant, read
+    only for ``m > 1``)."""
 
-    def __init__(self, n: int, k: int, out_dtype: torch.dtype, device):
+    def __init__(self, n: int, k: int, out_dtype: torch.dtype, device, m: int = 1, x_row_stride=None):
+        if not 1 <= m <= ROWS_MAX:
+            raise ValueError(f"q8_mv: {m} rows of x (1 to {ROWS_MAX})")
+        stride_x = k if m == 1 or x_row_stride is None else x_row_stride  # one compiled variant for one row
+        if stride_x % 2:
+            raise ValueError(f"q8_mv: x row stride {stride_x} is odd (x is read in words of two values)")
         ups, tail = tiling(k, n, device_info(device).sm_count)
         super().__init__(q8_mv_kernel, n, triton.cdiv(n, Q8_BN), k // 4 // ups, ups,
-                         PROGRAMS_PER_SM * device_info(device).sm_count, (n,), dict(
+                         PROGRAMS_PER_SM * device_info(device).sm_count, (n, stride_x // 2), dict(
                              STRIDE_W=k // 64 * 17, N_UNITS=k // 4, BN=Q8_BN, UPS=ups, WPL=Q8_WPL,
-                             FENCE=Q8_FENCE, EVEN_N=n % Q8_BN == 0, TAIL=tail), out_dtype, device,
-                         tail_ints=(C_LO, C_HI), num_warps=Q8_WARPS, trigger="late")
+                             FENCE=Q8_FENCE, EVEN_N=n % Q8_BN == 0, TAIL=tail, MR=m), out_dtype, device,
+                         tail_ints=(C_LO, C_HI), num_warps=Q8_WARPS, trigger="late", m=m)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(word_aligned(x), raw.view(torch.int32))

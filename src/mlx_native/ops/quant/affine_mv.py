@@ -284,29 +284,30 @@ def step_with_tail(units: int, most: int, least: int, tiles, target: int) -> tup
 
 
 class StreamedMvLaunch:
-    """A streamed one-row mat-vec (this kernel, ``ggml/q4k_mv.py``, ``ggml/q4_mv.py``) prepared for one
-    signature: ``tiles`` programs of ``BN`` rows each run ``steps`` loop steps of ``step`` units, split over K
-    (the smallest divisor of ``steps`` giving about ``target`` programs) and summed in the same launch
-    (``qmm.SplitK``: the plan owns the arrival counters, so it must not run on two streams at once). The
-    kernel takes ``(*inputs, out, part, cnt, *lead_ints, units_per_split, *tail_ints)`` and the ``PDL`` constexpr
-    (it starts with ``kernels.dependent.enter``: on sm_90 a programmatic dependent launch; ``trigger`` True: one that
-    lets the next launch be scheduled at its start, ``"late"``: after its main loop (the kernel calls
-    ``kernels.dependent.leave_loop``), chosen per kernel from session 22 run 6); calls return ``[1, n]`` of
+    """A streamed mat-vec (this kernel, ``ggml/q4k_mv.py``, ``ggml/q4_mv.py``, ...) prepared for one signature and
+    ``m`` rows of x: ``tiles`` programs of ``BN`` rows each run ``steps`` loop steps of ``step`` units, split over
+    K (the smallest divisor of ``steps`` giving about ``target`` programs) and summed in the same launch
+    (``qmm.SplitK``: partials ``[split, m, n]``; the plan owns the arrival counters, one per row tile shared by the
+    rows of x, so it must not run on two streams at once). The kernel takes ``(*inputs, out, part, cnt,
+    *lead_ints, units_per_split, *tail_ints)`` and the ``PDL`` constexpr (it starts with
+    ``kernels.dependent.enter``: on sm_90 a programmatic dependent launch; ``trigger`` True: one that lets the next
+    launch be scheduled at its start, ``"late"``: after its main loop (the kernel calls
+    ``kernels.dependent.leave_loop``), chosen per kernel from session 22 run 6); calls return ``[m, n]`` of
     ``out_dtype``."""
 
     def __init__(self, kernel, n: int, tiles: int, steps: int, step: int, target: int, lead_ints: tuple,
                  constexprs: dict, out_dtype: torch.dtype, device, tail_ints: tuple = (MAGIC,), num_warps=AMV_WARPS,
-                 trigger=False):
+                 trigger=False, m: int = 1):
         split = split_count(steps, tiles, target)
-        self.n, self.out_dtype, self.device, self.split = n, out_dtype, device, split
+        self.m, self.n, self.out_dtype, self.device, self.split = m, n, out_dtype, device, split
         self.ints = (*lead_ints, steps // split * step, *tail_ints)
-        self.splitk = SplitK(split, 1, n, False, 0, device, tiles=tiles) if split > 1 else None
+        self.splitk = SplitK(split, m, n, False, 0, device, tiles=tiles) if split > 1 else None
         self.launch = dependent_launch(kernel, (tiles, split), dict(
             constexprs, SPLIT_K=split > 1, FUSE=self.splitk is not None and self.splitk.fused), device, trigger,
             num_warps=num_warps, num_stages=1)
 
     def run(self, *inputs: torch.Tensor) -> torch.Tensor:
-        out = empty((1, self.n), dtype=self.out_dtype, device=self.device)
+        out = empty((self.m, self.n), dtype=self.out_dtype, device=self.device)
         return run_split(self.launch, self.splitk, inputs, out, self.ints)
 
 
