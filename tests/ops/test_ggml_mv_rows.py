@@ -90,8 +90,8 @@ def test_mv_rows_error_bar(device, forced_split, name, m, n, k, dtype, pad, spli
         assert (c["SBS"], c["TAIL"], c["BN"]) == (step, tail, mod.tile_rows(step, m=m))
         steps = k // 256 // step
     else:
-        step, tail = mod.tiling(k, n, sms)
-        assert (c["UPS"], c["TAIL"], c["BN"]) == (step, tail, mod.Q8_BN)
+        step, tail = mod.tiling(k, n, sms, m)
+        assert (c["UPS"], c["TAIL"], c["BN"]) == (step, tail, mod.tile_rows(m))
         steps = k // 4 // step
     assert c["MR"] == m and c["EVEN_N"] == (n % c["BN"] == 0)
     assert plan.ints[:2] == (n, (k + pad) // 2)

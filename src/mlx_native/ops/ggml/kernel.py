@@ -212,11 +212,11 @@ def weight_spec(t) -> WeightSpec:
 class MatmulPlan:
     """ggml_matmul: float types with x's dtype go to torch.matmul on a view of the bytes (no copy); one
     bf16/fp16 row of x against Q4_K, Q5_K, Q6_K, Q8_0 (and Q4_0 / Q4_1 matrices large enough), 2 rows against
-    Q4_K and 2-4 against Q4_0 / Q4_1 / Q6_K / Q8_0, the streamed mat-vecs (:func:`streamed_launch`); the tensor-core decode kernel
-    (``quant/mmv.py``) other Q4_K calls with 2-128 bf16/fp16 rows, Q4_0 / Q4_1 calls with 5-64 (3-4 on large matrices;
-    ``mmv.prefer``, ``mmv.MID_ROWS_MAX``), and with ``MLX_NATIVE_MMV=on`` the other Q4_0 / Q4_1 / Q4_K calls with 1-16
-    rows; other calls of 17 rows or more chunked dequantize + cuBLAS (``qmm.PREFILL_CUBLAS_MIN_M``); everything else
-    runs the fused kernels on the blocks."""
+    Q4_K and 2-4 against Q4_0 / Q4_1 / Q6_K / Q8_0, the streamed mat-vecs (:func:`streamed_launch`); the
+    tensor-core decode kernel (``quant/mmv.py``) other Q4_K calls with 2-128 bf16/fp16 rows, Q4_0 / Q4_1 calls with
+    5-64 (3-4 on large matrices; ``mmv.prefer``, ``mmv.MID_ROWS_MAX``), and with ``MLX_NATIVE_MMV=on`` the other
+    Q4_0 / Q4_1 / Q4_K calls with 1-16 rows; other calls of 17 rows or more chunked dequantize + cuBLAS
+    (``qmm.PREFILL_CUBLAS_MIN_M``); everything else runs the fused kernels on the blocks."""
 
     def __init__(self, x, raw, t, n, k):
         self.t, self.n, self.k = t, n, k

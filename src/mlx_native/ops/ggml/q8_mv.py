@@ -285,25 +285,36 @@ MIN_TILES_PER_SM = 0  # fewer row tiles than this per SM: left to the word-level
 C_LO = 0x4B000080  # fp32 bits of 2**23 with the sign of a byte at bits 0-7 flipped ...
 C_HI = 0x4B008000  # ... at bits 8-15
 # 2 to ROWS_MAX rows of x (a few tokens decoded at once) stream the weights once (``MR``): each code word decoded once,
-# then 4 FMAs a word and ``acc += d a`` per row of x. Before, these calls took the tiled decode kernel.
+# then 4 FMAs a word and ``acc += d a`` per row of x. H200 session 35 run 2 (bench/gguf_mv_sweep.py --types Q8_0
+# --rows 1,2,3,4), us, K x N 4096 x 14336 / 14336 x 4096 / 4096 x 4096: one row 21.7 / 21.6 / 8.2; 2 rows 28.6 /
+# 28.8 / 10.5 with 4-row tiles (8-row: 29.2 / 31.1 / 11.2), 3 rows 33.5 / 34.7 / 12.8, 4 rows 43.2 / 36.5 / 13.7
+# (1.3 / 1.5-1.6 / 1.7-2.0x one row; offline sm_90 SASS 7.0 / 8.5 / 9.9 instructions a code against 5.55); the
+# tiled decode kernel these calls took before: 65-71 / 24 us. 3-4 rows: 4-row tiles within -3 / +9%.
 ROWS_MAX = 4
+TWO_ROWS_BN = 4  # rows per program for 2 rows of x (Q8_BN for the others)
 
 
-def tiling(k: int, n: int = 0, sms: int = 0) -> tuple[int, int]:
+def tiling(k: int, n: int = 0, sms: int = 0, m: int = 1) -> tuple[int, int]:
     """``(code words per loop step, pairs of a last partial step)`` for ``n`` rows of ``k`` columns (whole pairs
-    of blocks, ``k % 64 == 0``) on ``sms`` SMs: the most whole pairs, up to Q8_MAX_UPS words and down to
-    Q8_MIN_UPS, that divide the row, or steps of Q8_MAX_UPS words and a partial one where
-    :func:`~mlx_native.ops.quant.affine_mv.step_with_tail` takes them (K = 11008: 10 steps of 16 pairs, then one
-    of 12; rows under Q8_MAX_UPS words take the largest step they hold: K = 576, 8 pairs and a partial step of
-    1); ``(0, 0)`` for rows of neither. H100 session 26 run 1: 4096 x 14336 with steps of 4 / 8 / 16 pairs
-    32.4 / 27.2 / 26.8 us."""
+    of blocks, ``k % 64 == 0``) on ``sms`` SMs and ``m`` rows of x (tiles of :func:`tile_rows`): the most whole
+    pairs, up to Q8_MAX_UPS words and down to Q8_MIN_UPS, that divide the row, or steps of Q8_MAX_UPS words and a
+    partial one where :func:`~mlx_native.ops.quant.affine_mv.step_with_tail` takes them (K = 11008: 10 steps of 16
+    pairs, then one of 12; rows under Q8_MAX_UPS words take the largest step they hold: K = 576, 8 pairs and a
+    partial step of 1); ``(0, 0)`` for rows of neither. H100 session 26 run 1: 4096 x 14336 with steps of 4 / 8 /
+    16 pairs 32.4 / 27.2 / 26.8 us."""
     if k % 64:
         return 0, 0
     units, most = k // 4, Q8_MAX_UPS
     while most > max(units, Q8_MIN_UPS):  # rows under a whole step: the largest they hold (K = 576: 8 pairs + 1)
         most //= 2
-    ups, tail = step_with_tail(units, most, Q8_MIN_UPS, lambda ups: triton.cdiv(n, Q8_BN), PROGRAMS_PER_SM * sms)
+    ups, tail = step_with_tail(units, most, Q8_MIN_UPS, lambda ups: triton.cdiv(n, tile_rows(m)),
+                               PROGRAMS_PER_SM * sms)
     return ups, tail // 16
+
+
+def tile_rows(m: int = 1) -> int:
+    """Weight rows per program for ``m`` rows of x."""
+    return TWO_ROWS_BN if m == 2 else Q8_BN
 
 
 def supports(ggml_type: int, x_dtype: torch.dtype, m: int, n: int, k: int, raw_bytes: int, sms: int,
@@ -328,11 +339,12 @@ class Q8MvLaunch(StreamedMvLaunch):
         stride_x = k if m == 1 or x_row_stride is None else x_row_stride  # one compiled variant for one row
         if stride_x % 2:
             raise ValueError(f"q8_mv: x row stride {stride_x} is odd (x is read in words of two values)")
-        ups, tail = tiling(k, n, device_info(device).sm_count)
-        super().__init__(q8_mv_kernel, n, triton.cdiv(n, Q8_BN), k // 4 // ups, ups,
+        ups, tail = tiling(k, n, device_info(device).sm_count, m)
+        bn = tile_rows(m)
+        super().__init__(q8_mv_kernel, n, triton.cdiv(n, bn), k // 4 // ups, ups,
                          PROGRAMS_PER_SM * device_info(device).sm_count, (n, stride_x // 2), dict(
-                             STRIDE_W=k // 64 * 17, N_UNITS=k // 4, BN=Q8_BN, UPS=ups, WPL=Q8_WPL,
-                             FENCE=Q8_FENCE, EVEN_N=n % Q8_BN == 0, TAIL=tail, MR=m), out_dtype, device,
+                             STRIDE_W=k // 64 * 17, N_UNITS=k // 4, BN=bn, UPS=ups, WPL=Q8_WPL,
+                             FENCE=Q8_FENCE, EVEN_N=n % bn == 0, TAIL=tail, MR=m), out_dtype, device,
                          tail_ints=(C_LO, C_HI), num_warps=Q8_WARPS, trigger="late", m=m)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
