@@ -780,6 +780,7 @@ def test_matmul_gemv_whole_steps(device, name, request):
     ("Q6_K", 1, 512, "Q6kMvLaunch"),
     ("Q6_K", 3, 512, "Q6kMvLaunch"),  # 2-4 rows: its MR rows
     ("Q5_K", 1, 512, "Q5kMvLaunch"),
+    ("Q5_K", 2, 512, "Q5kMvLaunch"),  # 2-4 rows: its MR rows
     ("Q4_K", 1, 2048, "Q4kIdotLaunch"),
     ("Q4_K", 2, 2048, "Q4kIdotRowsLaunch"),
     ("Q4_K", 3, 2048, "MmvLaunch"),  # more rows than the streamed variants take: the packed tensor-core kernel
@@ -790,8 +791,8 @@ def test_matmul_gemv_whole_steps(device, name, request):
 ])
 def test_matmul_routes_to_streamed_kernels(device, monkeypatch, name, m, k, expected, request):
     """``ggml_matmul``'s decode routing under the default settings: one row of Q8_0 / Q6_K / Q5_K / Q4_K, 2 rows of
-    Q4_K and 2-4 of Q4_0 / Q4_1 / Q6_K / Q8_0 take the streamed kernels (and the result is right), more rows of Q4_K the
-    tensor-core decode kernel."""
+    Q4_K and 2-4 of Q4_0 / Q4_1 / Q5_K / Q6_K / Q8_0 take the streamed kernels (and the result is right), more rows
+    of Q4_K the tensor-core decode kernel."""
     from mlx_native.ops.ggml import q4_idot, q4_mv, q4k_idot, q4k_idot_rows, q4k_mv, q6k_mv, q8_mv
     from mlx_native.ops.quant import gemv, mmv
     from mlx_native.runtime import plans
@@ -804,7 +805,7 @@ def test_matmul_routes_to_streamed_kernels(device, monkeypatch, name, m, k, expe
     plans.clear_all()
     _check_matmul(device, name, m, 24, k, torch.bfloat16, rng_for(request))
     assert [type(p).__name__ for p in built] == [expected]
-    if expected in ("Q4MvLaunch", "Q6kMvLaunch", "Q8MvLaunch"):
+    if expected in ("Q4MvLaunch", "Q5kMvLaunch", "Q6kMvLaunch", "Q8MvLaunch"):
         assert built[0].launch.constexprs["MR"] == m
 
 

@@ -1,5 +1,6 @@
-"""The streamed GGUF Q6_K and Q8_0 mat-vecs (``ops/ggml/q6k_mv.py``, ``q8_mv.py``) for 2-4 rows of x (``MR``),
-called through their launch plans (``Q6kMvLaunch`` / ``Q8MvLaunch(..., m=, x_row_stride=)``) directly
+"""The streamed GGUF Q6_K, Q8_0 and Q5_K mat-vecs (``ops/ggml/q6k_mv.py``, ``q8_mv.py``, ``q4k_mv.py``) for 2-4 rows
+of x (``MR``), called through their launch plans (``Q6kMvLaunch`` / ``Q8MvLaunch`` / ``Q5kMvLaunch(..., m=,
+x_row_stride=)``) directly
 (``ggml_matmul``'s routing is tested in ``test_ggml.py``): ``gguf.quants`` dequantizes the oracle weight, the fp64
 product of x with it is the oracle, ``x @ w.to(dtype).T`` the error bar's baseline. (Q4_0 / Q4_1 rows:
 ``test_ggml_q4_rows.py``.)"""
@@ -16,13 +17,13 @@ from test_ggml_q6k_mv import Q6K, byte_sweep_blocks, quantized_blocks
 
 
 def _mod(name: str):
-    from mlx_native.ops.ggml import q6k_mv, q8_mv
+    from mlx_native.ops.ggml import q4k_mv, q6k_mv, q8_mv
 
-    return {"Q6_K": q6k_mv, "Q8_0": q8_mv}[name]
+    return {"Q6_K": q6k_mv, "Q8_0": q8_mv, "Q5_K": q4k_mv}[name]
 
 
 def _plan_class(name: str):
-    return {"Q6_K": "Q6kMvLaunch", "Q8_0": "Q8MvLaunch"}[name]
+    return {"Q6_K": "Q6kMvLaunch", "Q8_0": "Q8MvLaunch", "Q5_K": "Q5kMvLaunch"}[name]
 
 
 def _blocks(name: str, n: int, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -55,7 +56,8 @@ def forced_split(monkeypatch, request):
     request.addfinalizer(plans.clear_all)
 
     def force(name: str, on: bool):
-        monkeypatch.setattr(_mod(name), "PROGRAMS_PER_SM", 64 if on else 0)
+        knob = "Q5K_PROGRAMS_PER_SM" if name == "Q5_K" else "PROGRAMS_PER_SM"
+        monkeypatch.setattr(_mod(name), knob, 64 if on else 0)
 
     return force
 
@@ -71,6 +73,10 @@ def forced_split(monkeypatch, request):
     ("Q8_0", 4, 37, 2048, torch.bfloat16, 2, True),  # two steps, split in two
     ("Q8_0", 2, 11, 576, torch.float16, 0, False),  # one step of 8 pairs and one of a single pair (SmolLM2's head)
     ("Q8_0", 4, 16, 1536, torch.float16, 10, False),  # three steps of 8 pairs
+    ("Q5_K", 2, 19, 1024, torch.bfloat16, 0, False),  # one step of 4 super-blocks, a ragged row tile
+    ("Q5_K", 3, 13, 2816, torch.float16, 6, True),  # two steps of 4 and a partial one of 3, split
+    ("Q5_K", 4, 24, 2048, torch.bfloat16, 3, True),  # two steps, split in two, an odd row stride (x read as values)
+    ("Q5_K", 2, 8, 512, torch.float16, 10, False),  # one step of 2 super-blocks
 ])
 def test_mv_rows_error_bar(device, forced_split, name, m, n, k, dtype, pad, split, request):
     """2-4 rows of x against quantized weights: every row within the error bar of the fp64 oracle, with one or
@@ -89,12 +95,16 @@ def test_mv_rows_error_bar(device, forced_split, name, m, n, k, dtype, pad, spli
         step, tail = mod.tiling(k, n, sms, m)
         assert (c["SBS"], c["TAIL"], c["BN"]) == (step, tail, mod.tile_rows(step, m=m))
         steps = k // 256 // step
-    else:
+    elif name == "Q8_0":
         step, tail = mod.tiling(k, n, sms, m)
         assert (c["UPS"], c["TAIL"], c["BN"]) == (step, tail, mod.tile_rows(m))
         steps = k // 4 // step
+    else:
+        step, tail = mod.tiling(k, mod.Q5K_MAX_WPS, -(-n // mod.ROWS_BN), mod.Q5K_PROGRAMS_PER_SM * sms)
+        assert (c["WPS"], c["TAIL"], c["BN"]) == (step, tail, mod.ROWS_BN)
+        steps = k // 8 // step
     assert c["MR"] == m and c["EVEN_N"] == (n % c["BN"] == 0)
-    assert plan.ints[:2] == (n, (k + pad) // 2)
+    assert plan.ints[:2] == (n, (k + pad) // (1 if name == "Q5_K" else 2))  # x as words of two values, or not
     assert plan.split == (steps if split else 1)
     if split:
         assert_merged_in_launch(plan)
@@ -104,7 +114,7 @@ def test_mv_rows_error_bar(device, forced_split, name, m, n, k, dtype, pad, spli
         assert not plan.splitk.counters.any()
 
 
-@pytest.mark.parametrize("name", ["Q6_K", "Q8_0"])
+@pytest.mark.parametrize("name", ["Q6_K", "Q8_0", "Q5_K"])
 def test_mv_rows_are_the_rows_of_x(device, name, request):
     """Each output row belongs to its row of x: x rows that are multiples of one another (1, -2, 0.5, 4) give
     outputs in the same ratios (bitwise: powers of two), so a swapped or repeated row of x fails."""
@@ -145,7 +155,7 @@ def test_mv_rows_q6k_every_byte_at_every_position(device, m, dtype, request):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf * 0 in the oracle's numpy
-@pytest.mark.parametrize("name", ["Q6_K", "Q8_0"])
+@pytest.mark.parametrize("name", ["Q6_K", "Q8_0", "Q5_K"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_mv_rows_extreme_d(device, name, dtype, request):
     """fp16 ``d`` of 65504, 3e4, 1e-5, 6e-8 (subnormal), +-0, +-Inf and NaN in random blocks (the first half of the
@@ -169,7 +179,7 @@ def test_mv_rows_extreme_d(device, name, dtype, request):
     assert_error_bar(out, oracle, baseline, what=f"{name} extreme d, {m} rows {dtype}")
 
 
-@pytest.mark.parametrize("name", ["Q6_K", "Q8_0"])
+@pytest.mark.parametrize("name", ["Q6_K", "Q8_0", "Q5_K"])
 def test_mv_rows_inf_and_nan_stay_in_their_row(device, name, request):
     """Inf / NaN in one row of x make that row's outputs non-finite and leave the other rows' finite."""
     m, n, k = 3, 8, 512
@@ -182,17 +192,18 @@ def test_mv_rows_inf_and_nan_stay_in_their_row(device, name, request):
         assert torch.equal(torch.isfinite(out), torch.isfinite(oracle)), bad
 
 
-@pytest.mark.parametrize("name", ["Q6_K", "Q8_0"])
+@pytest.mark.parametrize("name", ["Q6_K", "Q8_0", "Q5_K"])
 def test_mv_rows_bad_plans(device, name):
-    """Rows of x outside 1-4 and an odd x row stride (x is read in words of two values) are refused, naming the
-    kernel and the value."""
+    """Rows of x outside 1-4 are refused, and an odd x row stride where x is read in words of two values (Q6_K,
+    Q8_0), naming the kernel and the value."""
     mod = _mod(name)
     cls, what = getattr(mod, _plan_class(name)), mod.__name__.rsplit(".", 1)[1]
     for m in (0, mod.ROWS_MAX + 1):
         with pytest.raises(ValueError, match=rf"{what}: {m} rows of x"):
             cls(16, 512, torch.bfloat16, torch.device(device), m=m)
-    with pytest.raises(ValueError, match=f"{what}: x row stride 513 is odd"):
-        cls(16, 512, torch.bfloat16, torch.device(device), m=2, x_row_stride=513)
+    if name != "Q5_K":
+        with pytest.raises(ValueError, match=f"{what}: x row stride 513 is odd"):
+            cls(16, 512, torch.bfloat16, torch.device(device), m=2, x_row_stride=513)
 
 
 # --------------------------------------------------------------------------- GPU, real sizes
@@ -201,11 +212,11 @@ def test_mv_rows_bad_plans(device, name):
 @pytest.mark.gpu
 @pytest.mark.parametrize("nk", [(14336, 4096), (4096, 14336), (4096, 11008)])
 @pytest.mark.parametrize("m", [2, 3, 4])
-@pytest.mark.parametrize("name", ["Q6_K", "Q8_0"])
+@pytest.mark.parametrize("name", ["Q6_K", "Q8_0", "Q5_K"])
 def test_gpu_mv_rows_real_sizes(name, nk, m):
-    """Llama shapes of Q6_K / Q8_0 tensors (ffn_down of 14336 and 11008 columns: a partial last step, attn_v), 2-4
-    rows of x against the fp64 oracle (``ggml_dequantize``: bit-exact with gguf), through ``ggml_matmul``'s route;
-    repeated calls with new x reuse the plan, including its K split's counters."""
+    """Llama shapes of Q6_K / Q8_0 / Q5_K tensors (ffn_down of 14336 and 11008 columns: a partial last step,
+    attn_v), 2-4 rows of x against the fp64 oracle (``ggml_dequantize``: bit-exact with gguf), through
+    ``ggml_matmul``'s route; repeated calls with new x reuse the plan, including its K split's counters."""
     import mlx_native as mn
 
     n, k = nk

@@ -143,8 +143,8 @@ def test_q5k_mv_keeps_inf_and_nan_of_x(device, dtype, request):
 
 
 def test_q5k_mv_supports(monkeypatch):
-    """One row of bf16/fp16 x against Q4_K or Q5_K rows of whole super-blocks below 2**31 bytes; not other
-    types, several rows, fp32 x, partial super-blocks, or with ``MLX_NATIVE_GGUF_MV=0``."""
+    """One row of bf16/fp16 x against Q4_K or Q5_K rows of whole super-blocks below 2**31 bytes, 2 to ``ROWS_MAX``
+    against Q5_K; not other types, more rows, fp32 x, partial super-blocks, or with ``MLX_NATIVE_GGUF_MV=0``."""
     from mlx_native.runtime import env
 
     q4k_mv = _q5k_mv()
@@ -155,7 +155,9 @@ def test_q5k_mv_supports(monkeypatch):
     assert supports(q4k_mv.Q4K_ID, bf16, 1, 4096, 10)
     for name in ("Q4_0", "Q4_1", "Q8_0", "Q6_K", "Q5_0", "Q3_K"):
         assert not supports(formats.BY_NAME[name].id, bf16, 1, 4096, 10), name
-    assert not supports(Q5K.id, bf16, 2, 4096, 10)
+    rows = q4k_mv.ROWS_MAX
+    assert supports(Q5K.id, bf16, rows, 4096, 10) and not supports(Q5K.id, bf16, rows + 1, 4096, 10)
+    assert not supports(q4k_mv.Q4K_ID, bf16, 2, 4096, 10)  # Q4_K rows: the integer-dot rows and tensor-core kernels
     assert not supports(Q5K.id, torch.float32, 1, 4096, 10)
     assert not supports(Q5K.id, bf16, 1, 4096 + 128, 10)
     assert supports(Q5K.id, bf16, 1, 4096, 2**31 - 1) and not supports(Q5K.id, bf16, 1, 4096, 2**31)
