@@ -47,6 +47,7 @@ MID = [(32, 4096, 14336), (64, 4096, 14336), (128, 4096, 14336), (64, 14336, 409
 GGUF_MAIN = ["Q4_0", "Q4_K"]
 GGUF_OTHER = ["Q4_1", "Q8_0", "Q5_K", "Q6_K"]
 OTHER_SHAPES = [(4096, 14336), (14336, 4096)]
+OTHER_ROWS = [2, 4]  # GGUF_OTHER at a few rows of x, on OTHER_SHAPES[0]
 MOE = [  # (name, experts, top_k, hidden, intermediate, tokens)
     ("qwen3-30b-a3b", 128, 8, 2048, 768, 1),
     ("qwen3.6-35b-a3b", 256, 8, 2048, 512, 1),
@@ -244,6 +245,9 @@ def cases() -> list[Case]:
         for name in GGUF_OTHER:
             out.append(_gguf_case("decode", name, 1, k, n))
     k, n = OTHER_SHAPES[0]
+    for name in GGUF_OTHER:
+        for m in OTHER_ROWS:
+            out.append(_gguf_case("decode", name, m, k, n))
     for bits, gs in ((8, 64), (3, 64), (5, 64), (6, 64), (4, 32), (4, 128)):
         out.append(_affine_case("decode", 1, k, n, gs, bits))
     for m, k, n in MID + PREFILL:

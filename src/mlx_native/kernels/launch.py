@@ -26,6 +26,7 @@ regular path is always used.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
@@ -100,6 +101,16 @@ def pdl_available(device: torch.device) -> bool:
             and device_info(device).arch >= (9, 0))
 
 
+def constexpr_names(kernel: Any) -> list[str]:
+    """The names of a ``@triton.jit`` kernel's constexpr parameters (a JIT function's, or under the interpreter
+    its Python function's annotations)."""
+    params = getattr(kernel, "params", None)
+    if params is not None:
+        return [p.name for p in params if p.is_constexpr]
+    sig = inspect.signature(kernel.fn)
+    return [n for n, p in sig.parameters.items() if "constexpr" in str(p.annotation)]
+
+
 class Launch:
     """A prepared launch of one ``@triton.jit`` kernel.
 
@@ -107,7 +118,9 @@ class Launch:
         kernel: the JIT function.
         grid: launch grid (1 to 3 ints).
         constexprs: constexpr arguments by name (they must be the kernel's last
-            parameters).
+            parameters), every one of them, defaults included: the compiled kernel's
+            launcher takes them all (a missing one is a ``TypeError`` here, also under
+            the interpreter, which would fill in the default).
         num_warps, num_stages: compile options.
         pdl: launch as a programmatic dependent of the previous launch on the stream (Triton's
             ``launch_pdl``; the kernel must ``gdc_wait()`` before it reads that launch's results).
@@ -131,6 +144,9 @@ class Launch:
         self.pdl = pdl
         if pdl:
             self.options["launch_pdl"] = True
+        missing = [n for n in constexpr_names(kernel) if n not in constexprs]
+        if missing:
+            raise TypeError(f"Launch of {getattr(kernel, '__name__', kernel)}: constexprs {missing} not given")
         names = getattr(kernel, "arg_names", None) or list(constexprs)
         self.const_values = tuple(constexprs[n] for n in names if n in constexprs)
         self.compiled: dict[tuple, Any] = {}

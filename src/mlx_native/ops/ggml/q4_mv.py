@@ -39,7 +39,7 @@ import triton.language as tl
 from ...kernels.dependent import enter, leave_loop
 from ...kernels.loads import pinned
 from ...kernels.words import half_lo
-from ..quant.affine_mv import code_f32, row_tile, rows_result
+from ..quant.affine_mv import code_f32, row_tile, store_rows
 from ..quant.qmm import store_result
 
 
@@ -188,12 +188,8 @@ def q4_mv_kernel(
             if MR > 3:
                 acc3 = _row_step(acc3, v0, v4, v8, v12, ds, ms, xp + 3 * stride_x, Q4_1, PRESCALE)
         leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
-        cols = pid_n * BN + tl.arange(0, BN).to(tl.int64)
-        res, offs, mask = rows_result(tl.sum(tl.sum(acc, axis=0), axis=0), tl.sum(tl.sum(acc1, axis=0), axis=0),
-                                      tl.sum(tl.sum(acc2, axis=0), axis=0), tl.sum(tl.sum(acc3, axis=0), axis=0),
-                                      cols, row_ok, N, MR)
-        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, offs, mask, MR * N, SPLIT_K, FUSE,
-                     False, 0)
+        store_rows(out_ptr, part_ptr, cnt_ptr + pid_n, acc, acc1, acc2, acc3,
+                   pid_n * BN + tl.arange(0, BN).to(tl.int64), row_ok, N, MR, SPLIT_K, FUSE, 2)
 
 
 # ----------------------------------------------------------------------------- launch plans

@@ -40,8 +40,7 @@ import triton.language as tl
 from ...kernels.dependent import enter
 from ...kernels.loads import load_or_zero, pinned, tail_mask
 from ...kernels.words import half_lo
-from ..quant.affine_mv import code_f32, row_tile, rows_result, word_planes
-from ..quant.qmm import store_result
+from ..quant.affine_mv import code_f32, row_tile, store_rows, word_planes
 
 SB_WORDS = 36  # 32-bit words per super-block: d|dmin, 3 scale words, 32 words of nibbles
 QS_WORDS = 32  # nibble words per super-block
@@ -265,16 +264,8 @@ def q4k_mv_kernel(
     if TAIL:
         acc, acc1, acc2, acc3 = _step(acc, acc1, acc2, acc3, w_t, qh_t, w_ptr, h_off, T0 * SBW, x_ptr + 256 * T0,
                                       stride_x, x_off, c, q_sh, magic, Q5K, MR, tail)
-    cols = pid_n * BN + tl.arange(0, BN).to(tl.int64)
-    res = tl.sum(tl.sum(acc, axis=0), axis=0)
-    if MR == 1:
-        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, cols, row_ok, N, SPLIT_K, FUSE, False,
-                     0)
-    else:
-        res, offs, mask = rows_result(res, tl.sum(tl.sum(acc1, axis=0), axis=0), tl.sum(tl.sum(acc2, axis=0), axis=0),
-                                      tl.sum(tl.sum(acc3, axis=0), axis=0), cols, row_ok, N, MR)
-        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, offs, mask, MR * N, SPLIT_K, FUSE,
-                     False, 0)
+    store_rows(out_ptr, part_ptr, cnt_ptr + pid_n, acc, acc1, acc2, acc3, pid_n * BN + tl.arange(0, BN).to(tl.int64),
+               row_ok, N, MR, SPLIT_K, FUSE, 2)
 
 
 # ----------------------------------------------------------------------------- launch plans
@@ -300,7 +291,11 @@ Q5K_BN = 16
 Q5K_PROGRAMS_PER_SM = 1
 # Q5_K with 2 to ROWS_MAX rows of x (a few tokens decoded at once) streams the weights once (``MR``), each word's
 # codes decoded once for all rows, in tiles of ROWS_BN rows (the one-row tiles of 16 would not fit the registers).
-# Before, these calls took the tiled decode kernel.
+# H200 session 35 run 3 (bench/gguf_mv_sweep.py --types Q5_K --rows 1,2,3,4), us, K x N 4096 x 14336 / 14336 x
+# 4096 / 4096 x 4096: one row 23.1 / 23.2 / 8.7; 2 rows 42.6 / 53.0 / 17.2, 3 rows 61.8 / 67.1 / 21.1, 4 rows 75.9 /
+# 81.2 / 25.4; the tiled decode kernel these calls took before: 100 / 89 / 31 at every row count. 4-row tiles were
+# 6-62% slower; the K split target made no difference. The loop is issue-bound (offline sm_90 SASS, 8-row tiles:
+# 10.6 / 16.6 instructions a code for 2 / 4 rows, one row 6.75 in 16-row tiles).
 ROWS_MAX = 4
 ROWS_BN = 8
 
@@ -333,7 +328,7 @@ class Q4kMvLaunch(StreamedMvLaunch):
         super().__init__(q4k_mv_kernel, n, triton.cdiv(n, Q4K_BN), k // 8 // wps, wps,
                          PROGRAMS_PER_SM * device_info(device).sm_count, (n, k), dict(
                              STRIDE_W=k // 256 * SB_WORDS, N_QS=k // 8, BN=Q4K_BN, WPS=wps, EVEN_N=n % Q4K_BN == 0,
-                             Q5K=False, TAIL=tail, ASM=not env.settings.triton_interpret), out_dtype, device)
+                             Q5K=False, TAIL=tail, ASM=not env.settings.triton_interpret, MR=1), out_dtype, device)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(x, raw.view(torch.int32))

@@ -50,8 +50,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..quant.affine_mv import code_f32, row_tile, rows_result
-from ..quant.qmm import store_result
+from ..quant.affine_mv import code_f32, row_tile, store_rows
 from ...kernels.dependent import enter
 from ...kernels.loads import load_or_zero, tail_mask
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
@@ -302,16 +301,8 @@ def q6k_mv_kernel(
         acc0, acc1, acc2, acc3 = _step_any(acc0, acc1, acc2, acc3, ta0, tb0, tc0, ta1, tb1, tc1, ta2, tb2, tc2, ta3,
                                            tb3, tc3, ts0, ts1, ts2, ts3, td, xw_ptr, x_off + 128 * T0, stride_xw, magic,
                                            nib, UPT, MR, X_BF16, tail)
-    cols = pid_n * BN + tl.arange(0, BN).to(tl.int64)
-    res = tl.sum(tl.sum(acc0, axis=2), axis=1)
-    if MR == 1:
-        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, cols, row_ok, N, SPLIT_K, FUSE, False,
-                     0)
-    else:
-        res, offs, mask = rows_result(res, tl.sum(tl.sum(acc1, axis=2), axis=1), tl.sum(tl.sum(acc2, axis=2), axis=1),
-                                      tl.sum(tl.sum(acc3, axis=2), axis=1), cols, row_ok, N, MR)
-        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, offs, mask, MR * N, SPLIT_K, FUSE,
-                     False, 0)
+    store_rows(out_ptr, part_ptr, cnt_ptr + pid_n, acc0, acc1, acc2, acc3, pid_n * BN + tl.arange(0, BN).to(tl.int64),
+               row_ok, N, MR, SPLIT_K, FUSE, 0)
 
 
 # ----------------------------------------------------------------------------- launch plans

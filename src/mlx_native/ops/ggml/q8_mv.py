@@ -37,8 +37,7 @@ import triton.language as tl
 from ...kernels.dependent import enter, leave_loop
 from ...kernels.loads import load_or_zero, tail_mask
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
-from ..quant.affine_mv import glu_row_tile, row_tile, rows_result
-from ..quant.qmm import store_result
+from ..quant.affine_mv import glu_row_tile, row_tile, store_rows
 
 PAIR_WORDS: tl.constexpr = tl.constexpr(17)  # 32-bit words per pair of blocks
 
@@ -246,16 +245,8 @@ def q8_mv_kernel(
         acc, acc1, acc2, acc3 = _step_any(acc, acc1, acc2, acc3, w0_t, w1_t, sw_t, xw_ptr + 32 * T0, stride_xw, x0_off,
                                           x2_off, x4_off, x6_off, splice, d_sh, c_lo, c_hi, WPL, MR, X_BF16, tail)
     leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
-    cols = pid_n * BN + tl.arange(0, BN).to(tl.int64)
-    res = tl.sum(tl.sum(acc, axis=0), axis=0)
-    if MR == 1:
-        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, cols, row_ok, N, SPLIT_K, FUSE, False,
-                     0)
-    else:
-        res, offs, mask = rows_result(res, tl.sum(tl.sum(acc1, axis=0), axis=0), tl.sum(tl.sum(acc2, axis=0), axis=0),
-                                      tl.sum(tl.sum(acc3, axis=0), axis=0), cols, row_ok, N, MR)
-        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res, offs, mask, MR * N, SPLIT_K, FUSE,
-                     False, 0)
+    store_rows(out_ptr, part_ptr, cnt_ptr + pid_n, acc, acc1, acc2, acc3, pid_n * BN + tl.arange(0, BN).to(tl.int64),
+               row_ok, N, MR, SPLIT_K, FUSE, 2)
 
 
 # ----------------------------------------------------------------------------- launch plans

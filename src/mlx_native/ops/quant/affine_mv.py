@@ -81,21 +81,38 @@ def row_tile(N, BN: tl.constexpr, EVEN_N: tl.constexpr):
 
 
 @triton.jit
-def rows_result(r0, r1, r2, r3, cols, row_ok, N, MR: tl.constexpr):
-    """``(res, offs, mask)`` for ``qmm.store_result`` of a multi-row mat-vec's results ``r_i [BN]`` (fp32) for
-    ``MR`` (2-4) rows of x, into an output ``[MR, N]`` at the program's columns ``cols`` (int64): ``[BN, 2]`` for
-    two rows, else ``[BN, 2, 2]`` with row ``i + 2 j`` at ``[:, i, j]`` (row 3 of ``MR = 3`` not stored)."""
-    if MR == 2:
-        res = tl.join(r0, r1)
-        r = tl.arange(0, 2)[None, :]
-        offs = r.to(tl.int64) * N + cols[:, None]
-        mask = tl.broadcast_to(row_ok[:, None], offs.shape)
+def _row_sums(acc, ROWS_AXIS: tl.constexpr):
+    """``[BN]`` sums of a 3-d accumulator tile over its axes other than ``ROWS_AXIS`` (0 or 2)."""
+    if ROWS_AXIS == 0:
+        return tl.sum(tl.sum(acc, axis=2), axis=1)
     else:
-        res = tl.join(tl.join(r0, r1), tl.join(r2, r3))
-        r = (tl.arange(0, 2)[:, None] + 2 * tl.arange(0, 2)[None, :])[None, :, :]
-        offs = r.to(tl.int64) * N + cols[:, None, None]
-        mask = row_ok[:, None, None] & (r < MR)
-    return res, offs, mask
+        return tl.sum(tl.sum(acc, axis=0), axis=0)
+
+
+@triton.jit
+def store_rows(out_ptr, part_ptr, cnt_ptr, acc0, acc1, acc2, acc3, cols, row_ok, N, MR: tl.constexpr,
+               SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ROWS_AXIS: tl.constexpr):
+    """``qmm.store_result`` of a streamed mat-vec's fp32 accumulator tiles ``acc_i`` of ``MR`` (1-4) rows of x (the
+    output rows along axis ``ROWS_AXIS``, 0 or 2), summed, at the program's columns ``cols`` (int64) of an output
+    ``[MR, N]`` (a K split's partials ``[split, MR, N]``, one arrival counter ``cnt_ptr`` for all rows): two rows are
+    joined as ``[BN, 2]``, three or four as ``[BN, 2, 2]`` with row ``i + 2 j`` at ``[:, i, j]`` (row 3 of ``MR = 3``
+    not stored)."""
+    r0 = _row_sums(acc0, ROWS_AXIS)
+    if MR == 1:
+        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr, r0, r0, cols, row_ok, N, SPLIT_K, FUSE, False, 0)
+    else:
+        r1 = _row_sums(acc1, ROWS_AXIS)
+        if MR == 2:
+            res = tl.join(r0, r1)
+            r = tl.arange(0, 2)[None, :]
+            offs = r.to(tl.int64) * N + cols[:, None]
+            mask = tl.broadcast_to(row_ok[:, None], offs.shape)
+        else:
+            res = tl.join(tl.join(r0, r1), tl.join(_row_sums(acc2, ROWS_AXIS), _row_sums(acc3, ROWS_AXIS)))
+            r = (tl.arange(0, 2)[:, None] + 2 * tl.arange(0, 2)[None, :])[None, :, :]
+            offs = r.to(tl.int64) * N + cols[:, None, None]
+            mask = row_ok[:, None, None] & (r < MR)
+        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr, res, res, offs, mask, MR * N, SPLIT_K, FUSE, False, 0)
 
 
 @triton.jit
