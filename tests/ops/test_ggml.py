@@ -71,15 +71,17 @@ def oracle_weight(raw: np.ndarray, name: str, shape) -> torch.Tensor:
         return torch.from_numpy(gguf_values(raw, name, shape))
 
 
-def plan_output(device, plan, raw: np.ndarray, w: torch.Tensor, x: torch.Tensor):
+def plan_output(device, plan, raw: np.ndarray, w: torch.Tensor, x: torch.Tensor, baseline32: bool = False):
     """``(out, oracle, baseline)`` of one call of a mat-vec plan on ``x [m, k]`` (copied to ``device`` with its row
     stride) against the raw rows whose values are ``w [n, k]``: the fp64 oracle and the same-dtype baseline of the
-    error bar; the output's shape and dtype are checked."""
+    error bar (``baseline32``: the fp32 product rounded to x's dtype, for weights that do not fit it); the output's
+    shape and dtype are checked."""
     xd = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=device)
     xd.copy_(x)
     out = plan(xd, raw_tensor(raw, device)).cpu()
     assert out.shape == (x.shape[0], w.shape[0]) and out.dtype == x.dtype
-    return out, x.double() @ w.double().T, x @ w.to(x.dtype).T
+    baseline = (x.float() @ w.T).to(x.dtype) if baseline32 else x @ w.to(x.dtype).T
+    return out, x.double() @ w.double().T, baseline
 
 
 def check_plan(device, plan, raw: np.ndarray, w: torch.Tensor, x: torch.Tensor, what: str) -> torch.Tensor:

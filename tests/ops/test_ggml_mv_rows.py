@@ -42,10 +42,7 @@ def _run(device, raw: np.ndarray, name: str, m: int, n: int, k: int, dtype, pad:
     if plan is None:
         cls = getattr(_mod(name), _plan_class(name))
         plan = cls(n, k, dtype, torch.device(device), m=m, x_row_stride=x.stride(0))
-    out, oracle, baseline = plan_output(device, plan, raw, w, x)
-    if baseline32:
-        baseline = (x.float() @ w.T).to(dtype)
-    return out, oracle, baseline, plan
+    return (*plan_output(device, plan, raw, w, x, baseline32), plan)
 
 
 @pytest.fixture
@@ -128,12 +125,13 @@ def test_mv_rows_are_the_rows_of_x(device, name, request):
         assert torch.equal(out[r], (f * out[0].float()).to(torch.bfloat16)), r
 
 
-@pytest.mark.parametrize("m, dtype", [(3, torch.bfloat16), (2, torch.float16)])
+@pytest.mark.parametrize("m, dtype", [(1, torch.bfloat16), (1, torch.float16), (3, torch.bfloat16),
+                                      (2, torch.float16)])
 def test_mv_rows_q6k_every_byte_at_every_position(device, m, dtype, request):
     """Each of the 256 values of every ql, qh and scale byte (int8 -128 to 127) in the error bar for every row of
-    x; the same rows with all high pairs clear, and with the scales' signs flipped, move the result well beyond it
-    (the multi-row decoding has its own code: a kernel that drops the high bits or reads the scales unsigned
-    fails)."""
+    x, one row and several (each decodes in its own code); the same rows with all high pairs clear, and with the
+    scales' signs flipped, move the result well beyond it (a kernel that drops the high bits or reads the scales
+    unsigned fails)."""
     n, k = 16, 4096
     rng = rng_for(request)
     raw = byte_sweep_blocks(n * k // 256, rng)

@@ -204,5 +204,5 @@ def test_q4_rows_plans(device, monkeypatch):
             c = plan.launch.constexprs
             assert c["MR"] == m and c["BN"] == q4_mv.ROWS_BN[m] and plan.ints[:2] == (4096, 14336)
             assert c["PRESCALE"] is (tid == 3 and m >= 3) and plan.ints[-1] == 0  # ``zero``
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"q4_mv: 5 rows of x \(1 to 4\)"):
         q4_mv.Q4MvLaunch(2, 4096, 4096, torch.bfloat16, dev, m=5)

@@ -58,10 +58,7 @@ def _run(device, raw: np.ndarray, n: int, k: int, dtype, x=None, baseline32=Fals
     w = oracle_weight(raw, "Q6_K", (n, k))
     x = randn(1, k, dtype=dtype) if x is None else x
     plan = _mod().Q6kMvLaunch(n, k, dtype, torch.device(device))
-    out, oracle, baseline = plan_output(device, plan, raw, w, x)
-    if baseline32:
-        baseline = (x.float() @ w.T).to(dtype)
-    return out, oracle, baseline, plan
+    return (*plan_output(device, plan, raw, w, x, baseline32), plan)
 
 
 @pytest.fixture
@@ -122,31 +119,6 @@ def byte_sweep_blocks(n_blocks: int, rng: np.random.Generator) -> np.ndarray:
     r = int(rng.integers(0, 256))
     raw[:, :208] = ((np.arange(208)[None, :] + np.arange(n_blocks)[:, None] + r) % 256).astype(np.uint8)
     return raw.reshape(-1)
-
-
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_q6k_mv_every_byte_at_every_position(device, dtype, request):
-    """Each of the 256 values of every ql, qh and scale byte (int8 -128 to 127) in the error bar; the same rows
-    with all high pairs clear, and with the scales' signs flipped, move the result well beyond it (a kernel that
-    drops the high bits or reads the scales unsigned fails)."""
-    n, k = 16, 4096
-    rng = rng_for(request)
-    raw = byte_sweep_blocks(n * k // 256, rng)
-    x = randn(1, k, dtype=dtype)
-    out, oracle, baseline, _ = _run(device, raw, n, k, dtype, x=x)
-    assert_error_bar(out, oracle, baseline, what=f"Q6_K every byte {dtype}")
-    bar = 2 * (baseline.double() - oracle).abs().max().item() + torch.finfo(dtype).eps * oracle.abs().max().item()
-    blocks = raw.reshape(-1, Q6K.block_bytes)
-    for edit in ("qh", "scales"):
-        other = blocks.copy()
-        if edit == "qh":
-            other[:, 128:192] = 0
-        else:
-            other[:, 192:208] = (-other[:, 192:208].view(np.int8).astype(np.int16)).clip(-128, 127).astype(
-                np.int8).view(np.uint8)
-        out2, oracle2, baseline2, _ = _run(device, other.reshape(-1), n, k, dtype, x=x)
-        assert_error_bar(out2, oracle2, baseline2, what=f"Q6_K every byte, {edit} edited, {dtype}")
-        assert (out2.double() - oracle).abs().max().item() > 10 * bar, edit
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf * 0 in the oracle's numpy

@@ -198,7 +198,7 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ..quant.affine_mv import MAGIC, StreamedMvLaunch, largest_step  # noqa: E402
+from ..quant.affine_mv import MAGIC, StreamedMvLaunch, largest_step, x_row_stride_of  # noqa: E402
 
 # From the H100 sweep (bench/gguf_mv_sweep.py, bench/results/2026-11-22-h100-session5/gguf_sweep.log): 8-row
 # tiles unsplit on rows of 4096 (Q4_1 4096 x 4096 8.9 us against 10.5 with 16-row tiles, the word-level kernel
@@ -261,12 +261,10 @@ class Q4MvLaunch(StreamedMvLaunch):
 
     def __init__(self, ggml_type: int, n: int, k: int, out_dtype: torch.dtype, device, m: int = 1,
                  x_row_stride=None):
-        if not 1 <= m <= ROWS_MAX:
-            raise ValueError(f"q4_mv: {m} rows of x (1 to {ROWS_MAX})")
+        stride_x = x_row_stride_of("q4_mv", m, k, x_row_stride, ROWS_MAX)
         ups = step_units(k)
         bn, pps = tiling(k, m)
         tiles = triton.cdiv(n, bn)
-        stride_x = k if m == 1 or x_row_stride is None else x_row_stride  # one compiled variant for one row
         constexprs = dict(Q4_1=ggml_type == 3, STRIDE_H=k // 32 * Q4_IDS[ggml_type], N_UNITS=k // 4, BN=bn, UPS=ups,
                           EVEN_N=n % bn == 0, MR=m, PRESCALE=m > 1 and m >= PRESCALE_MIN_ROWS[ggml_type],
                           ASM=not env.settings.triton_interpret)

@@ -274,7 +274,7 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ..quant.affine_mv import StreamedMvLaunch, step_with_tail  # noqa: E402
+from ..quant.affine_mv import StreamedMvLaunch, step_with_tail, x_row_stride_of  # noqa: E402
 
 # From the H100 sweep (bench/gguf_mv_sweep.py, bench/results/2026-11-22-h100-session5/q4k_sweep.log): 16-row
 # tiles beat 8-row ones on every Llama-3-8B shape (4096 x 28672: 37.5 against 44.0 us; the word-level kernel
@@ -340,12 +340,10 @@ class Q5kMvLaunch(StreamedMvLaunch):
     unit column stride, row stride ``x_row_stride`` (default ``k``; a plan-time constant, read only for ``m > 1``)."""
 
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device, m: int = 1, x_row_stride=None):
-        if not 1 <= m <= ROWS_MAX:
-            raise ValueError(f"q4k_mv: {m} rows of x (1 to {ROWS_MAX})")
+        stride_x = x_row_stride_of("q4k_mv", m, k, x_row_stride, ROWS_MAX)
         bn = Q5K_BN if m == 1 else ROWS_BN
         sms = device_info(device).sm_count
         wps, tail = tiling(k, Q5K_MAX_WPS, triton.cdiv(n, bn), Q5K_PROGRAMS_PER_SM * sms)
-        stride_x = k if m == 1 or x_row_stride is None else x_row_stride  # one compiled variant for one row
         super().__init__(q4k_mv_kernel, n, triton.cdiv(n, bn), k // 8 // wps, wps, Q5K_PROGRAMS_PER_SM * sms,
                          (n, stride_x), dict(STRIDE_W=k // 256 * Q5K_SB_WORDS, N_QS=k // 8, BN=bn, WPS=wps,
                                              EVEN_N=n % bn == 0, Q5K=True, TAIL=tail, MR=m,

@@ -311,7 +311,7 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ..quant.affine_mv import MAGIC, StreamedMvLaunch, step_with_tail  # noqa: E402
+from ..quant.affine_mv import MAGIC, StreamedMvLaunch, step_with_tail, x_row_stride_of  # noqa: E402
 
 # From the H100 sweep (bench/gguf_mv_sweep.py --types Q6_K, bench/results/2026-11-25-h100-session17/run2): UPT 2
 # with 4 rows a thread (K 4096 x N 14336 25.5 us, 63% of copy; 14336 x 4096 24.3 us, 66%), against 29.1 / 31.4
@@ -371,11 +371,7 @@ class Q6kMvLaunch(StreamedMvLaunch):
     ``m > 1``)."""
 
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device, m: int = 1, x_row_stride=None):
-        if not 1 <= m <= ROWS_MAX:
-            raise ValueError(f"q6k_mv: {m} rows of x (1 to {ROWS_MAX})")
-        stride_x = k if m == 1 or x_row_stride is None else x_row_stride  # one compiled variant for one row
-        if stride_x % 2:
-            raise ValueError(f"q6k_mv: x row stride {stride_x} is odd (x is read in words of two values)")
+        stride_x = x_row_stride_of("q6k_mv", m, k, x_row_stride, ROWS_MAX, words=True)
         sms = device_info(device).sm_count
         sbs, tail = tiling(k, n, sms, m)
         bn = tile_rows(sbs, m=m)

@@ -255,7 +255,7 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ..quant.affine_mv import StreamedMvLaunch, step_with_tail  # noqa: E402
+from ..quant.affine_mv import StreamedMvLaunch, step_with_tail, x_row_stride_of  # noqa: E402
 
 # First guesses, to be swept on the H100 (bench/gguf_mv_sweep.py knobs: Q8_BN, PROGRAMS_PER_SM). Q8_0 streams
 # 1.06 bytes a value (Q4_0: 0.56) for fewer instructions a byte, so a step carries more bytes than q4_mv's:
@@ -325,11 +325,7 @@ class Q8MvLaunch(StreamedMvLaunch):
     only for ``m > 1``)."""
 
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device, m: int = 1, x_row_stride=None):
-        if not 1 <= m <= ROWS_MAX:
-            raise ValueError(f"q8_mv: {m} rows of x (1 to {ROWS_MAX})")
-        stride_x = k if m == 1 or x_row_stride is None else x_row_stride  # one compiled variant for one row
-        if stride_x % 2:
-            raise ValueError(f"q8_mv: x row stride {stride_x} is odd (x is read in words of two values)")
+        stride_x = x_row_stride_of("q8_mv", m, k, x_row_stride, ROWS_MAX, words=True)
         ups, tail = tiling(k, n, device_info(device).sm_count, m)
         bn = tile_rows(m)
         super().__init__(q8_mv_kernel, n, triton.cdiv(n, bn), k // 4 // ups, ups,

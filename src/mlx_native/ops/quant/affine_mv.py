@@ -328,6 +328,19 @@ class StreamedMvLaunch:
         return run_split(self.launch, self.splitk, inputs, out, self.ints)
 
 
+def x_row_stride_of(kernel: str, m: int, k: int, x_row_stride, rows_max: int, words: bool = False) -> int:
+    """The x row stride a streamed mat-vec plan for ``m`` rows of x passes its kernel: ``k`` for one row (one
+    compiled variant whatever the caller's stride) or without ``x_row_stride``, else ``x_row_stride``. ``ValueError``
+    naming ``kernel`` for ``m`` outside ``1 .. rows_max``, or with ``words`` (x read as int32 words of two values)
+    for an odd stride."""
+    if not 1 <= m <= rows_max:
+        raise ValueError(f"{kernel}: {m} rows of x (1 to {rows_max})")
+    stride = k if m == 1 or x_row_stride is None else x_row_stride
+    if words and stride % 2:
+        raise ValueError(f"{kernel}: x row stride {stride} is odd (x is read in words of two values)")
+    return stride
+
+
 # a norm-handoff kernel's norm arguments (residual, weight, scaled, parts, eps, weight offset), last among its ints,
 # in launches that neither hand off nor take a norm (``kernels/norm_handoff.py``)
 NO_NORM_ARGS = (0, 0, 0, 0, 0.0, 0.0)
