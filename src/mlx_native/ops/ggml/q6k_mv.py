@@ -1,4 +1,4 @@
-"""Decode mat-vec for GGUF Q6_K weights and one row of x, streamed like ``ggml/q4_mv.py``.
+"""Decode mat-vec for GGUF Q6_K weights and one to four rows of x, streamed like ``ggml/q4_mv.py``.
 
 A Q6_K super-block (210 bytes, only 2-byte aligned: read as 105 16-bit halves) holds 256 values in two halves
 of 128: ``ql`` (halves 0-63: low nibbles), ``qh`` (halves 64-95: high 2-bit pairs), 16 int8 scales (bytes
