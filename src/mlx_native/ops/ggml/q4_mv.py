@@ -40,7 +40,6 @@ from ...kernels.dependent import enter, leave_loop
 from ...kernels.loads import pinned
 from ...kernels.words import half_lo
 from ..quant.affine_mv import code_f32, row_tile, store_rows
-from ..quant.qmm import store_result
 
 
 @triton.jit
@@ -121,6 +120,7 @@ def q4_mv_kernel(
     j_lo = pid_k * units_per_split
     j_hi = tl.minimum(N_UNITS, j_lo + units_per_split)
     acc = tl.zeros([8, G, BN], dtype=tl.float32)
+    acc1, acc2, acc3 = acc, acc, acc  # rows 1-3 of x (MR > 1)
     if MR > 1 and Q4_1:
         w_off = w_off + zero  # see the docstring
     base = (j_lo // 8) * TH
@@ -146,15 +146,8 @@ def q4_mv_kernel(
                 acc = tl.fma(m_j[None, :, :], xs[:, :, None], acc)
             else:
                 acc = tl.fma(-8.0 * d_j[None, :, :], xs[:, :, None], acc)
-        leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
-        res = tl.sum(tl.sum(acc, axis=0), axis=0)
-        store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, res, res,
-                     pid_n * BN + tl.arange(0, BN).to(tl.int64), row_ok, N, SPLIT_K, FUSE, False, 0)
     else:  # 2-4 rows of x: each unit decoded once for all of them, one accumulator per row
         OFF: tl.constexpr = 0.0 if Q4_1 else 8.0  # Q4_0: q - 8 straight from the decode
-        acc1 = tl.zeros([8, G, BN], dtype=tl.float32)
-        acc2 = tl.zeros([8, G, BN], dtype=tl.float32)
-        acc3 = tl.zeros([8, G, BN], dtype=tl.float32)
         for j in range(j_lo, j_hi, UPS):  # this step's tiles taken at its top (kernels.loads.pinned)
             w_j, d_j, m_j = pinned(w, ASM), pinned(d, ASM), pinned(m, ASM)
             nxt = (tl.minimum(j + UPS, j_hi - UPS) // 8) * TH
@@ -187,9 +180,9 @@ def q4_mv_kernel(
                 acc2 = _row_step(acc2, v0, v4, v8, v12, ds, ms, xp + 2 * stride_x, Q4_1, PRESCALE)
             if MR > 3:
                 acc3 = _row_step(acc3, v0, v4, v8, v12, ds, ms, xp + 3 * stride_x, Q4_1, PRESCALE)
-        leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
-        store_rows(out_ptr, part_ptr, cnt_ptr + pid_n, acc, acc1, acc2, acc3,
-                   pid_n * BN + tl.arange(0, BN).to(tl.int64), row_ok, N, MR, SPLIT_K, FUSE, 2)
+    leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
+    store_rows(out_ptr, part_ptr, cnt_ptr + pid_n, acc, acc1, acc2, acc3, pid_n * BN + tl.arange(0, BN).to(tl.int64),
+               row_ok, N, MR, SPLIT_K, FUSE, 2)
 
 
 # ----------------------------------------------------------------------------- launch plans
