@@ -41,7 +41,7 @@ scaled by their group's ``d sc`` (one FMUL a code; the four ``d sc`` of a slot a
 of x costs one FMA a code into its own ``[BN, G, T]`` accumulator, its x words loaded as the one row's are at
 ``x + row * stride_x``. The group sums of the one-row loop would need ``4 MR`` accumulators a thread and row (and
 still one FMA a code and row of x); the scaled codes need ``MR``. The rows' results are joined into one
-``store_result`` (:func:`~mlx_native.ops.quant.affine_mv.rows_result`): the output ``[MR, N]``, a K split's
+``store_result`` (:func:`~mlx_native.ops.quant.affine_mv.store_rows`): the output ``[MR, N]``, a K split's
 partials ``[split, MR, N]`` and one arrival counter per row tile, as with one row.
 """
 
@@ -57,16 +57,24 @@ from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
 
 
 @triton.jit
-def _unit(a, b, c, xw_ptr, x_off, g0, g1, g2, g3, magic, nib, X_BF16: tl.constexpr, x_mask=None):
-    """Add one unit's codes times x to the group sums ``g0 .. g3`` (32-value rows 0-3 of its half): ``a, b,
-    c`` its ql / ql + 32 / qh halves (int32, zero-extended), ``x_off`` the int32 word of its x pair in row
-    0 (x 0 where ``x_mask`` is False), ``nib = 0x0F0F0F0F``."""
+def _code_words(a, b, c, nib):
+    """A unit's ``A, B, C`` halves (int32) -> the words ``W0 .. W3`` holding its 6-bit codes of 32-value rows 0-3
+    (``nib = 0x0F0F0F0F``)."""
     t4 = c << 4
     u2 = c << 2
     w0 = bit_select(nib, a, t4)  # codes l (bits 0-5), l + 1 (bits 8-13)
     w2 = bit_select(nib, t4, a)  # codes l + 64 (bits 4-9), l + 65 (bits 12-17)
     w1 = bit_select(nib, b, u2)  # codes l + 32, l + 33
     w3 = bit_select(nib, u2, b)  # codes l + 96, l + 97
+    return w0, w1, w2, w3
+
+
+@triton.jit
+def _unit(a, b, c, xw_ptr, x_off, g0, g1, g2, g3, magic, nib, X_BF16: tl.constexpr, x_mask=None):
+    """Add one unit's codes times x to the group sums ``g0 .. g3`` (32-value rows 0-3 of its half): ``a, b,
+    c`` its ql / ql + 32 / qh halves (int32, zero-extended), ``x_off`` the int32 word of its x pair in row
+    0 (x 0 where ``x_mask`` is False), ``nib = 0x0F0F0F0F``."""
+    w0, w1, w2, w3 = _code_words(a, b, c, nib)
     x0, x1 = x_pair(load_or_zero(xw_ptr + x_off, x_mask), X_BF16)
     g0 = tl.fma(code_f32(w0, 0, magic, 6, 32.0), x0, g0)
     g0 = tl.fma(code_f32(w0, 8, magic, 6, 32.0), x1, g0)
@@ -173,12 +181,7 @@ def _unit_rows(acc0, acc1, acc2, acc3, a, b, c, ds0, ds1, ds2, ds3, xw_ptr, x_of
                MR: tl.constexpr, X_BF16: tl.constexpr, x_mask=None):
     """The accumulators of ``MR`` rows of x (``stride_xw`` words apart) + one unit's codes (``a, b, c`` as for
     :func:`_unit`), decoded once and scaled by ``ds_r = d sc_r`` of their 32-value row ``r``."""
-    t4 = c << 4
-    u2 = c << 2
-    w0 = bit_select(nib, a, t4)
-    w2 = bit_select(nib, t4, a)
-    w1 = bit_select(nib, b, u2)
-    w3 = bit_select(nib, u2, b)
+    w0, w1, w2, w3 = _code_words(a, b, c, nib)
     v00 = code_f32(w0, 0, magic, 6, 32.0) * ds0
     v01 = code_f32(w0, 8, magic, 6, 32.0) * ds0
     v10 = code_f32(w1, 0, magic, 6, 32.0) * ds1
