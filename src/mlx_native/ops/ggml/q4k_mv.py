@@ -29,7 +29,7 @@ instructions per thread, 7.2 per code (Q4_K: 787, 6.2), about 10.4 per weight by
 
 Rows of x (``MR``, 2 to 4; Q5_K): each word's eight codes are decoded once, then each row of x costs its x planes,
 the 8 FMAs of ``a0, a1`` and the 4 of the scales and mins, one ``[8, G, BN]`` accumulator per row; the results
-are joined into one ``store_result`` (``affine_mv.rows_result``).
+are joined into one ``store_result`` (``affine_mv.store_rows``).
 """
 
 from __future__ import annotations
