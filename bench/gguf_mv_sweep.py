@@ -1,15 +1,17 @@
 """The streamed GGUF mat-vecs (ops/ggml/q4k_mv.py for Q4_K / Q5_K, q4_mv.py for Q4_0 / Q4_1, q8_mv.py for Q8_0,
-q6k_mv.py for Q6_K) against the word-level kernel they replace (``MLX_NATIVE_GGUF_MV=0``) on Llama-3-8B's shapes,
-one row of bf16 x, CUDA-graph replay, weights rotating through >= 120 MB; plus each kernel's launch knobs (the
-module constants of :data:`GRIDS`, every combination).
+q6k_mv.py for Q6_K; one row of Q4_K / Q5_K: the integer-dot q4k_idot.py, of Q4_0 / Q4_1: q4_idot.py) against the
+word-level kernel they replace (``MLX_NATIVE_GGUF_MV=0``) on Llama-3-8B's shapes, one row of bf16 x, CUDA-graph
+replay, weights rotating through >= 120 MB; plus each kernel's launch knobs (the module constants of :data:`GRIDS`,
+every combination).
 
     python bench/gguf_mv_sweep.py [--out FILE.json] [--types Q4_K,Q4_0,Q4_1,Q5_K,Q8_0,Q6_K] [--shapes 4096x14336,...]
                                   [--rows 1,2,3,4]
 
-Q4_0 / Q4_1 one-row knobs are the integer-dot kernel's (``q4_idot.py``); ``MLX_NATIVE_GGML_IDOT=0`` times the
-fp32 streamed kernel it replaced. ``--rows``: rows of x; from 2 the multi-row variants (``q4k_idot_rows.py`` for
-Q4_K, the ``MR`` rows of ``q4_mv.py``, ``q6k_mv.py``, ``q8_mv.py`` and ``q4k_mv.py``) and their knobs (:data:`ROW_GRIDS`),
-against the route with the streamed kernels off (``MLX_NATIVE_GGUF_MV=0``).
+Q4_0 / Q4_1 / Q5_K one-row knobs are the integer-dot kernels' (``q4_idot.py``, ``q4k_idot.py``);
+``MLX_NATIVE_GGML_IDOT=0`` times the fp32 streamed kernels they replaced. ``--rows``: rows of x; from 2 the multi-row
+variants (``q4k_idot_rows.py`` for Q4_K, the ``MR`` rows of ``q4_mv.py``, ``q6k_mv.py``, ``q8_mv.py`` and
+``q4k_mv.py``) and their knobs (:data:`ROW_GRIDS`), against the route with the streamed kernels off
+(``MLX_NATIVE_GGUF_MV=0``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import common  # noqa: E402
 from quant import gguf_raw  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
-from mlx_native.ops.ggml import formats, q4_idot, q4_mv, q4k_idot_rows, q4k_mv, q6k_mv, q8_mv  # noqa: E402
+from mlx_native.ops.ggml import formats, q4_idot, q4_mv, q4k_idot, q4k_idot_rows, q4k_mv, q6k_mv, q8_mv  # noqa: E402
 from mlx_native.runtime import env, plans  # noqa: E402
 
 DT = torch.bfloat16
@@ -37,7 +39,7 @@ _Q4 = (q4_idot, dict(Q4I_BN=(4, 8, 16), Q4I_WPL=(2, 4), Q4I_MAX_WARPS=(2, 4, 8))
 GRIDS = {  # type -> (module, {constant: values})
     "Q4_K": (q4k_mv, dict(Q4K_BN=(8, 16), PROGRAMS_PER_SM=(1, 2))),
     "Q4_0": _Q4, "Q4_1": _Q4,
-    "Q5_K": (q4k_mv, dict(Q5K_BN=(8, 16), Q5K_PROGRAMS_PER_SM=(1, 2))),
+    "Q5_K": (q4k_idot, dict(IDOT_BN=(4, 8), PREFETCH_MIN_STEPS=(4, 64))),
     "Q8_0": (q8_mv, dict(Q8_BN=(8, 16), PROGRAMS_PER_SM=(1, 2), Q8_FENCE=(True, False), Q8_WPL=(1, 2))),
     "Q6_K": (q6k_mv, dict(Q6K_RT=(2, 4), Q6K_UPT=(2, 4), PROGRAMS_PER_SM=(1, 2))),
 }
@@ -93,7 +95,7 @@ def main() -> int:
             env.settings = dataclasses.replace(env.settings, gguf_mv=False)
             t_old = timed("streamed kernels off (MLX_NATIVE_GGUF_MV=0)", sets)
             env.settings = dataclasses.replace(env.settings, gguf_mv=True, ggml_idot=False)
-            if name in ("Q4_0", "Q4_1", "Q4_K"):
+            if name in ("Q4_0", "Q4_1", "Q4_K", "Q5_K"):
                 timed("integer-dot kernels off (MLX_NATIVE_GGML_IDOT=0)", sets)
             env.settings = dataclasses.replace(env.settings, ggml_idot=True)
             for values in itertools.product(*grid.values()):

@@ -320,29 +320,38 @@ def _plan_names(built):
     return [type(p).__name__ for p in built]
 
 
-@pytest.mark.parametrize("n, k, dtype", [
-    (37, 2048, torch.bfloat16),  # N not a multiple of the row tile, one 1-warp step (8 super-blocks)
-    (19, 4096, torch.float16),  # one 2-warp step (16 super-blocks)
-    (8, 6144, torch.bfloat16),  # 24 super-blocks: three 1-warp steps
-    (5, 8192, torch.float16),  # two 2-warp steps
-    (3, 14336, torch.bfloat16),  # Llama-3-8B's down projection rows: seven 1-warp steps
-    (6, 2304, torch.float16),  # 9 super-blocks: one 1-warp step and a partial one (one super-block)
-    (9, 5376, torch.bfloat16),  # 21 super-blocks: one 2-warp step and a partial one (5), ragged
+IDOT_PLANS = {"Q4_K": "Q4kIdotLaunch", "Q5_K": "Q5kIdotLaunch"}
+
+
+@pytest.mark.parametrize("name, n, k, dtype", [
+    ("Q4_K", 37, 2048, torch.bfloat16),  # N not a multiple of the row tile, one 1-warp step (8 super-blocks)
+    ("Q4_K", 19, 4096, torch.float16),  # one 2-warp step (16 super-blocks)
+    ("Q4_K", 8, 6144, torch.bfloat16),  # 24 super-blocks: three 1-warp steps
+    ("Q4_K", 5, 8192, torch.float16),  # two 2-warp steps
+    ("Q4_K", 3, 14336, torch.bfloat16),  # Llama-3-8B's down projection rows: seven 1-warp steps
+    ("Q4_K", 6, 2304, torch.float16),  # 9 super-blocks: one 1-warp step and a partial one (one super-block)
+    ("Q4_K", 9, 5376, torch.bfloat16),  # 21 super-blocks: one 2-warp step and a partial one (5), ragged
+    ("Q5_K", 37, 2048, torch.bfloat16),
+    ("Q5_K", 19, 4096, torch.float16),
+    ("Q5_K", 3, 14336, torch.bfloat16),
+    ("Q5_K", 6, 2304, torch.float16),
+    ("Q5_K", 9, 5376, torch.bfloat16),
 ])
-def test_q4k_idot_one_row(device, monkeypatch, q4k_plans, n, k, dtype, request):
-    """One row of bf16/fp16 x against Q4_K rows of at least one integer-dot step takes ops/ggml/q4k_idot.py: x
-    quantized to int16 per 32-value sub-block stays within the error bar (random scale bytes: all eight sub-block
-    encodings), with K split as far as whole steps allow (merged in the launch; a second call with new x finds the
-    counters rearmed); a row of no whole number of steps ends in a partial one, unsplit."""
+def test_q4k_idot_one_row(device, monkeypatch, q4k_plans, name, n, k, dtype, request):
+    """One row of bf16/fp16 x against Q4_K or Q5_K rows of at least one integer-dot step takes
+    ops/ggml/q4k_idot.py: x quantized to int16 per 32-value sub-block stays within the error bar (random scale bytes:
+    all eight sub-block encodings; Q5_K: random fifth bits), with K split as far as whole steps allow (merged in the
+    launch; a second call with new x finds the counters rearmed); a row of no whole number of steps ends in a partial
+    one, unsplit."""
     from mlx_native.ops.ggml import q4k_idot
     from test_quant import assert_merged_in_launch
 
     monkeypatch.setattr(q4k_idot, "PROGRAMS_PER_SM", 64)
     rng = rng_for(request)
-    _check_matmul(device, "Q4_K", 1, n, k, dtype, rng)
-    _check_matmul(device, "Q4_K", 1, n, k, dtype, rng)
+    _check_matmul(device, name, 1, n, k, dtype, rng)
+    _check_matmul(device, name, 1, n, k, dtype, rng)
     (plan,) = q4k_plans
-    assert type(plan).__name__ == "Q4kIdotLaunch"
+    assert type(plan).__name__ == IDOT_PLANS[name]
     assert plan.launch.constexprs["EVEN_N"] == (n % plan.launch.constexprs["BN"] == 0)
     assert not plan.launch.constexprs["PREFETCH"]  # one step per program
     steps = k // 256 // (plan.launch.constexprs["CH"] // 4)
@@ -352,24 +361,27 @@ def test_q4k_idot_one_row(device, monkeypatch, q4k_plans, n, k, dtype, request):
         assert_merged_in_launch(plan)
 
 
-@pytest.mark.parametrize("bn, warps, prefetch, programs_per_sm", [
-    (4, 1, True, 1), (8, 1, False, 1), (16, 1, True, 1), (8, 2, True, 1), (16, 2, False, 1),
-    (4, 1, True, 64),  # prefetch with one step per split: the step reloads itself
+@pytest.mark.parametrize("name, bn, warps, prefetch, programs_per_sm", [
+    ("Q4_K", 4, 1, True, 1), ("Q4_K", 8, 1, False, 1), ("Q4_K", 16, 1, True, 1), ("Q4_K", 8, 2, True, 1),
+    ("Q4_K", 16, 2, False, 1),
+    ("Q4_K", 4, 1, True, 64),  # prefetch with one step per split: the step reloads itself
+    ("Q5_K", 8, 1, True, 1), ("Q5_K", 4, 2, False, 1), ("Q5_K", 4, 1, True, 64),
 ])
-def test_q4k_idot_launch_configs(device, monkeypatch, bn, warps, prefetch, programs_per_sm, request):
-    """The configurations the GPU sweep times (bench/affine_mv_sweep.py --kernel q4k_idot): row tiles of 4-16, 1-2
-    warps, register prefetch on and off, K split or not (one SM, so that the CPU core count does not split it);
-    21 rows (a ragged last tile) of 32 super-blocks."""
+def test_q4k_idot_launch_configs(device, monkeypatch, name, bn, warps, prefetch, programs_per_sm, request):
+    """The configurations the GPU sweeps time (bench/affine_mv_sweep.py --kernel q4k_idot, bench/gguf_mv_sweep.py
+    --types Q5_K): row tiles of 4-16, 1-2 warps, register prefetch on and off, K split or not (one SM, so that the
+    CPU core count does not split it); 21 rows (a ragged last tile) of 32 super-blocks."""
     import types
 
     from mlx_native.ops.ggml import q4k_idot
 
     monkeypatch.setattr(q4k_idot, "device_info", lambda device: types.SimpleNamespace(sm_count=1))
     n, k = 21, 8192
-    raw = valid_blocks("Q4_K", n, k, rng_for(request))
-    w = torch.from_numpy(gguf_values(raw, "Q4_K", (n, k)))
-    plan = q4k_idot.Q4kIdotLaunch(n, k, torch.bfloat16, torch.device(device), bn=bn, warps=warps,
-                                  programs_per_sm=programs_per_sm, prefetch=prefetch)
+    raw = valid_blocks(name, n, k, rng_for(request))
+    w = torch.from_numpy(gguf_values(raw, name, (n, k)))
+    launch = q4k_idot.Q5kIdotLaunch if name == "Q5_K" else q4k_idot.Q4kIdotLaunch
+    plan = launch(n, k, torch.bfloat16, torch.device(device), bn=bn, warps=warps, programs_per_sm=programs_per_sm,
+                  prefetch=prefetch)
     for _ in range(2):
         x = randn(1, k, dtype=torch.bfloat16)
         out = plan(x.to(device), raw_tensor(raw, device))
@@ -380,13 +392,14 @@ def test_q4k_idot_launch_configs(device, monkeypatch, bn, warps, prefetch, progr
     assert plan.launch.constexprs["PREFETCH"] == prefetch and plan.launch.constexprs["CH"] == 32 * warps
 
 
+@pytest.mark.parametrize("name", ["Q4_K", "Q5_K"])
 @pytest.mark.parametrize("case", ["outliers", "tiny", "zero_chunks", "wide_range"])
-def test_q4k_idot_x_ranges(device, q4k_plans, case, request):
+def test_q4k_idot_x_ranges(device, q4k_plans, case, name, request):
     """x's per-sub-block int16 scale follows each 32 values' magnitude: a 1000x outlier in some sub-blocks, values
     around 1e-30, all-zero sub-blocks, and sub-blocks whose magnitudes span 2**-60..2**60."""
     n, k, dtype = 24, 2048, torch.bfloat16
-    raw = valid_blocks("Q4_K", n, k, rng_for(request))
-    w = torch.from_numpy(gguf_values(raw, "Q4_K", (n, k)))
+    raw = valid_blocks(name, n, k, rng_for(request))
+    w = torch.from_numpy(gguf_values(raw, name, (n, k)))
     x = randn(1, k, dtype=torch.float32)
     if case == "outliers":
         x[0, ::97] *= 1000.0
@@ -397,26 +410,26 @@ def test_q4k_idot_x_ranges(device, q4k_plans, case, request):
     else:
         x *= torch.exp2(torch.randint(-60, 61, (k // 32, 1)).float()).repeat_interleave(32, 0).view(1, k)
     x = x.to(dtype)
-    out = mn.ggml_matmul(x.to(device), raw_tensor(raw, device), "Q4_K", (n, k))
-    assert _plan_names(q4k_plans) == ["Q4kIdotLaunch"]
+    out = mn.ggml_matmul(x.to(device), raw_tensor(raw, device), name, (n, k))
+    assert _plan_names(q4k_plans) == [IDOT_PLANS[name]]
     assert_error_bar(out.cpu(), x.double() @ w.double().T, x @ w.to(dtype).T, what=case)
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_q4k_idot_keeps_inf_and_nan(device, q4k_plans, dtype, request):
+@pytest.mark.parametrize("name, dtype", [("Q4_K", torch.bfloat16), ("Q4_K", torch.float16), ("Q5_K", torch.float16)])
+def test_q4k_idot_keeps_inf_and_nan(device, q4k_plans, name, dtype, request):
     """Inf / NaN in x reach the output through the sub-blocks' float sums (the integers cannot carry them): the
     outputs are non-finite exactly where the fp64 oracle's are."""
     n, k = 16, 2048
-    raw = valid_blocks("Q4_K", n, k, rng_for(request))
-    w = torch.from_numpy(gguf_values(raw, "Q4_K", (n, k))).double()
+    raw = valid_blocks(name, n, k, rng_for(request))
+    w = torch.from_numpy(gguf_values(raw, name, (n, k))).double()
     for bad in (float("inf"), float("-inf"), float("nan")):
         x = randn(1, k, dtype=dtype)
         x[0, 100] = bad
-        out = mn.ggml_matmul(x.to(device), raw_tensor(raw, device), "Q4_K", (n, k)).cpu()
+        out = mn.ggml_matmul(x.to(device), raw_tensor(raw, device), name, (n, k)).cpu()
         oracle = x.double() @ w.T
         assert not torch.isfinite(oracle).any()
         assert torch.equal(torch.isfinite(out), torch.isfinite(oracle)), bad
-    assert set(_plan_names(q4k_plans)) == {"Q4kIdotLaunch"}
+    assert set(_plan_names(q4k_plans)) == {IDOT_PLANS[name]}
 
 
 def test_q4k_idot_switch(device, monkeypatch, q4k_plans, request):
@@ -455,6 +468,10 @@ def test_q4k_idot_step_rule():
     assert q4k_idot.partial_warps(5376) == 2 and q4k_idot.partial_warps(2304) == 1 and q4k_idot.partial_warps(1536) == 0
     assert q4k_idot.supports(q4k, bf16, bf16, 1, 5376, 10) and q4k_idot.supports(q4k, bf16, bf16, 1, 11008, 10)
     assert not q4k_idot.supports(q4k, bf16, bf16, 1, 5376, 10, pairs=True)
+    q5k = formats.BY_NAME["Q5_K"].id  # the same rules; 2-4 rows stay on q4k_mv's MR rows
+    assert q4k_idot.supports(q5k, bf16, bf16, 1, 4096, 10) and q4k_idot.supports(q5k, bf16, bf16, 1, 5376, 10)
+    assert not q4k_idot.supports(q5k, bf16, bf16, 2, 4096, 10) and not q4k_idot.supports(q5k, bf16, bf16, 1, 1536, 10)
+    assert not q4k_idot.supports(q5k, bf16, torch.float32, 1, 4096, 10)
 
 
 def test_q4k_idot_two_warps_on_small_grids(device, monkeypatch, request):
@@ -781,7 +798,8 @@ def test_matmul_gemv_whole_steps(device, name, request):
     ("Q8_0", 4, 512, "Q8MvLaunch"),  # 2-4 rows: its MR rows
     ("Q6_K", 1, 512, "Q6kMvLaunch"),
     ("Q6_K", 3, 512, "Q6kMvLaunch"),  # 2-4 rows: its MR rows
-    ("Q5_K", 1, 512, "Q5kMvLaunch"),
+    ("Q5_K", 1, 512, "Q5kMvLaunch"),  # under one integer-dot step (8 super-blocks)
+    ("Q5_K", 1, 2048, "Q5kIdotLaunch"),
     ("Q5_K", 2, 512, "Q5kMvLaunch"),  # 2-4 rows: its MR rows
     ("Q4_K", 1, 2048, "Q4kIdotLaunch"),
     ("Q4_K", 2, 2048, "Q4kIdotRowsLaunch"),
@@ -792,7 +810,8 @@ def test_matmul_gemv_whole_steps(device, name, request):
     ("Q4_1", 4, 512, "Q4MvLaunch"),
 ])
 def test_matmul_routes_to_streamed_kernels(device, monkeypatch, name, m, k, expected, request):
-    """``ggml_matmul``'s decode routing under the default settings: one row of Q8_0 / Q6_K / Q5_K / Q4_K, 2 rows of
+    """``ggml_matmul``'s decode routing under the default settings: one row of Q8_0 / Q6_K / Q5_K / Q4_K (Q4_K and
+    Q5_K rows of at least one integer-dot step: the integer-dot kernel), 2 rows of
     Q4_K and 2-4 of Q4_0 / Q4_1 / Q5_K / Q6_K / Q8_0 take the streamed kernels (and the result is right), more rows
     of Q4_K the tensor-core decode kernel."""
     from mlx_native.ops.ggml import q4_idot, q4_mv, q4k_idot, q4k_idot_rows, q4k_mv, q6k_mv, q8_mv

@@ -1,4 +1,4 @@
-"""The norm handoff on GGUF Q4_K / Q4_0 / Q4_1 rows (``ops/ggml/matmul_norm.py``, ``kernels/norm_handoff.py``): an
+"""The norm handoff on GGUF Q4_K / Q5_K / Q4_0 / Q4_1 rows (``ops/ggml/matmul_norm.py``, ``kernels/norm_handoff.py``): an
 o / down
 projection's launch adds the residual and hands ``h * w`` and parts of ``sum(h^2)`` to the next projection's
 launch, which applies ``1 / rms(h)`` to its result. Oracle: h as the two ops round it, then the norm and the
@@ -17,7 +17,8 @@ N, K = 2048, 2048  # the producer [N, K]; consumers are [n2, N] (Q4_K: rows of w
 N4 = 1024  # Q4_0 / Q4_1: [N4, N4] and [n2, N4] (rows of whole 1024-value steps)
 
 
-LAUNCHES = {"Q4_K": q4k_idot.Q4kIdotLaunch, "Q4_0": q4_idot.Q4IdotLaunch, "Q4_1": q4_idot.Q4IdotLaunch}
+LAUNCHES = {"Q4_K": q4k_idot.Q4kIdotLaunch, "Q5_K": q4k_idot.Q5kIdotLaunch, "Q4_0": q4_idot.Q4IdotLaunch,
+            "Q4_1": q4_idot.Q4IdotLaunch}
 
 
 @pytest.fixture
@@ -41,12 +42,12 @@ def _case(request, dtype, device, n2, consumer="Q4_K", producer="Q4_K", n=N, k=K
 
 
 @pytest.mark.parametrize("name,n2,dtype,offset", [("Q4_K", 40, torch.bfloat16, 0.0), ("Q4_0", 36, torch.float16, 1.0),
-                                                  ("Q4_1", 24, torch.bfloat16, 0.0)])
+                                                  ("Q4_1", 24, torch.bfloat16, 0.0), ("Q5_K", 20, torch.float16, 1.0)])
 def test_norm_handoff_equals_norm_then_matmul(device, monkeypatch, few_programs, request, name, n2, dtype, offset):
     """Producer: h exactly as ``add_rms_norm(ggml_matmul(...))`` gives it, parts summing to ``sum(h^2)``;
     consumer: within the error bar of the normed row's ``ggml_matmul`` in the same dtype against fp64."""
     eps = 1e-5
-    n = k = K if name == "Q4_K" else N4
+    n = k = K if name in ("Q4_K", "Q5_K") else N4
     x, raw, r, nw, raw2 = _case(request, dtype, device, n2, name, name, n, k)
     built = spy_plans(monkeypatch, LAUNCHES[name])
     hand = matmul_norm.ggml_matmul_add_rms_norm_handoff(x, raw_tensor(raw, device), name, (n, k), r, nw, eps,
@@ -129,11 +130,12 @@ def _gated_oracle(x: torch.Tensor, w: torch.Tensor, activation: str) -> torch.Te
 
 @pytest.mark.parametrize("name,inter,dtype,activation", [("Q4_K", 37, torch.bfloat16, "silu"),
                                                          ("Q4_0", 36, torch.float16, "gelu_tanh"),
-                                                         ("Q4_1", 21, torch.bfloat16, "silu")])
+                                                         ("Q4_1", 21, torch.bfloat16, "silu"),
+                                                         ("Q5_K", 19, torch.bfloat16, "gelu_tanh")])
 def test_gated_matmul_in_one_launch(device, monkeypatch, few_programs, request, name, inter, dtype, activation):
     """``ggml_gated_matmul``: the stacked gate/up rows of a program's outputs in one launch (ragged last tile),
     within the error bar of ``ggml_matmul`` + the activation in the same dtype against fp64."""
-    k = K if name == "Q4_K" else N4
+    k = K if name in ("Q4_K", "Q5_K") else N4
     raw = valid_blocks(name, 2 * inter, k, rng_for(request))
     x = randn(1, k, dtype=dtype, device=device)
     built = spy_plans(monkeypatch, LAUNCHES[name])

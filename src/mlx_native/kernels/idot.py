@@ -46,12 +46,18 @@ def word_idot(w, p02, p46, p13, p57, even, odd16, ASM: tl.constexpr):
     ``(even + sum_{p even} q_p xi_p, odd16 + 16 * sum_{p odd} q_p xi_p)`` (the odd codes are used in place,
     ``w & 0xF0F0F0F0``, which saves a shift per word); ``pAB``: int16 pairs (x_A low, x_B high)
     broadcastable to ``w``."""
-    lo = w & LOW_NIBBLES
-    hi = w & HIGH_NIBBLES
+    return code_idot(w & LOW_NIBBLES, w & HIGH_NIBBLES, p02, p46, p13, p57, even, odd16, ASM)
+
+
+@triton.jit
+def code_idot(lo, hi, p02, p46, p13, p57, even, odd, ASM: tl.constexpr):
+    """``(even + sum_b lo.byte_b xi_b, odd + sum_b hi.byte_b xi'_b)``: the integer dots of two words of four
+    unsigned code bytes with x, ``lo`` against the x pairs ``p02`` (bytes 0, 1) and ``p46`` (bytes 2, 3), ``hi``
+    against ``p13`` and ``p57`` (the pairs of :func:`word_idot`)."""
     even = dp2a(p02, lo, even, False, ASM)
     even = dp2a(p46, lo, even, True, ASM)
-    odd16 = dp2a(p13, hi, odd16, False, ASM)
-    return even, dp2a(p57, hi, odd16, True, ASM)
+    odd = dp2a(p13, hi, odd, False, ASM)
+    return even, dp2a(p57, hi, odd, True, ASM)
 
 
 @triton.jit

@@ -90,10 +90,11 @@ def streamed_launch(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, 
     if m > 1 and (m - 1) * x_row_stride + k >= 2**31:  # the multi-row kernels' x offsets are int32
         return None
     if q4k_mv.supports(type_id, x_dtype, m, k, raw_bytes):  # one row; Q5_K 1-4
+        if q4k_idot.supports(type_id, x_dtype, x_dtype, m, k, raw_bytes, pairs):
+            idot = q4k_idot.Q5kIdotLaunch if type_id == q4k_mv.Q5K_ID else q4k_idot.Q4kIdotLaunch
+            return functools.partial(idot, n, k, x_dtype, device)
         if type_id == q4k_mv.Q5K_ID:
             return functools.partial(q4k_mv.Q5kMvLaunch, n, k, x_dtype, device, m=m, x_row_stride=x_row_stride)
-        if q4k_idot.supports(type_id, x_dtype, x_dtype, m, k, raw_bytes, pairs):
-            return functools.partial(q4k_idot.Q4kIdotLaunch, n, k, x_dtype, device)
         return functools.partial(q4k_mv.Q4kMvLaunch, n, k, x_dtype, device)
     if q8_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms, x_row_stride):
         return functools.partial(q8_mv.Q8MvLaunch, n, k, x_dtype, device, m=m, x_row_stride=x_row_stride)

@@ -1,5 +1,5 @@
-"""The norm handoff of ``quant/matmul_norm.py`` on GGUF Q4_K, Q4_0 and Q4_1 rows (``kernels/norm_handoff.py``), and
-the gated MLP's gate/up projection + activation in one launch of the same kernels.
+"""The norm handoff of ``quant/matmul_norm.py`` on GGUF Q4_K, Q5_K, Q4_0 and Q4_1 rows (``kernels/norm_handoff.py``),
+and the gated MLP's gate/up projection + activation in one launch of the same kernels.
 
 :func:`ggml_matmul_add_rms_norm_handoff` is ``add_rms_norm(ggml_matmul(x, raw, ...), residual, w)`` for one row of
 x in one launch of the integer-dot mat-vec (``q4k_idot.py``, ``q4_idot.py``), returning ``h`` and a
@@ -34,11 +34,11 @@ GATED_OP = "ggml_gated_matmul"
 def kernel_takes(ggml_type: int, x_dtype: torch.dtype, n: int, k: int, raw: torch.Tensor,
                  pairs: bool = False) -> bool:
     """Whether ``ggml_matmul`` of one row of ``x_dtype`` x against these ``(n, k)`` rows runs an integer-dot
-    mat-vec, which can hand off or take a norm (Q4_K, Q4_0, Q4_1; ``kernel.streamed_launch``'s choice: small Q4_0 /
+    mat-vec, which can hand off or take a norm (Q4_K, Q5_K, Q4_0, Q4_1; ``kernel.streamed_launch``'s choice: small Q4_0 /
     Q4_1 matrices stay on the word-level kernel, and so does their norm), with a result in x's dtype; ``pairs``:
     stacked gate/up rows, which need rows of whole steps (other rows may end in a partial one)."""
     return raw.is_contiguous() and streamed_plan_class(ggml_type, x_dtype, 1, n, k, raw.device, pairs) in (
-        q4k_idot.Q4kIdotLaunch, q4_idot.Q4IdotLaunch)
+        q4k_idot.Q4kIdotLaunch, q4k_idot.Q5kIdotLaunch, q4_idot.Q4IdotLaunch)
 
 
 def _launch(type_id: int, n: int, k: int, dtype: torch.dtype, device, **role):
@@ -46,6 +46,8 @@ def _launch(type_id: int, n: int, k: int, dtype: torch.dtype, device, **role):
     (``take_parts``)."""
     if type_id == q4k_mv.Q4K_ID:
         return q4k_idot.Q4kIdotLaunch(n, k, dtype, device, **role)
+    if type_id == q4k_mv.Q5K_ID:
+        return q4k_idot.Q5kIdotLaunch(n, k, dtype, device, **role)
     return q4_idot.Q4IdotLaunch(type_id, n, k, dtype, device, **role)
 
 

@@ -1,4 +1,4 @@
-"""Decode mat-vec for GGUF Q4_K weights and one row of x, by integer dot products.
+"""Decode mat-vec for GGUF Q4_K and Q5_K weights and one row of x, by integer dot products.
 
 ``out[n] = sum_j d sc_j sum_{k in j} q[n, k] x[k] - dmin m_j sum_{k in j} x[k]`` over the 32-value sub-blocks ``j``
 of each 256-value super-block (layout in ``q4k_mv.py``: header word ``d | dmin << 16``, three words of 6-bit scales
@@ -24,6 +24,18 @@ x). Optional register prefetch of the next step's words and headers; a K split i
 split to arrive (``qmm.store_result``). Offline sm_90 SASS (Triton 3.6, ``scripts/sass_probe.py q4k_idot``): 2.6
 instructions per code with 4-row tiles, 2.0 with 8, 1.7 with 16 (240 registers), no shared memory in the loop, no
 spills; ``q4k_mv`` takes 5.6 with its 16-row tiles.
+
+Q5_K (``Q5K``; 176-byte super-blocks, 44 words: the header's 4, then 8 words of fifth bits, then the same 32 nibble
+words, so every chunk stays 16-byte aligned): byte ``l`` of the fifth-bit words holds in bit ``j`` the fifth bit of
+value ``32 j + l``, so fifth-bit word ``w`` serves nibble word ``w`` of every chunk (bits ``2 c``, ``2 c + 1`` of
+its bytes: chunk ``c``'s low and high nibbles). Each thread loads the 8 fifth-bit words of its super-block beside its
+chunk's nibble words (two more 16-byte loads; a super-block's 4 chunks read the same 32 bytes, L1 hits), shifts them
+by ``6 - 2 c`` (its chunk's bits to bits 6 and 7 of each byte) and builds two words of code bytes per nibble word:
+the low nibbles' codes times 4 (``w << 2``: bits 2-5, the bit at 6) and the high nibbles' times 8 (``w >> 1``: bits
+3-6, the bit at 7), a shift and two LOP3s each (:func:`q5_codes`). The ``dp2a`` are those of Q4_K, the sums carry
+the factors 4 and 8 (below ``2**27`` as Q4_K's) and the scales divide them out. Offline sm_90 SASS (Triton 3.6):
+3.3 instructions per code with 4-row tiles (Q4_K 2.7), 2.7 with 8 (255 registers with the prefetch, no spills);
+``q4k_mv``'s Q5_K loop takes 7.2. The Q4_K kernels compile exactly as before (same SASS, 7 configurations).
 """
 
 from __future__ import annotations
@@ -32,15 +44,16 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import enter, leave_loop
-from ...kernels.idot import chunk_scale, pack_pair, round_int, word_idot
+from ...kernels.idot import chunk_scale, code_idot, pack_pair, round_int, word_idot
 from ...kernels.loads import load_or_zero, pinned
 from ...kernels.norm_handoff import handoff_rstd
 from ...kernels.words import half_lo
 from ..quant.affine_idot import thread_words
 from ..quant.affine_mv import glu_row_tile, row_tile, store_row_tile
-from .q4k_mv import SB_WORDS
+from .q4k_mv import Q5K_SB_WORDS, SB_WORDS
 
 SBW = tl.constexpr(SB_WORDS)  # 32-bit words per super-block
+Q5K_SBW = tl.constexpr(Q5K_SB_WORDS)  # Q5_K
 
 
 @triton.jit
@@ -130,31 +143,66 @@ def _scales(h, sa, sh, keep, magic):
 
 
 @triton.jit
-def _step(acc, wa, wb, h, sa, sh, keep, magic, x_ptr, x_off, ASM: tl.constexpr, x_mask=None):
+def _q5_pair(wa, wb, ta, tb, pl, ph, lo4, hi8, ASM: tl.constexpr):
+    """``(lo4, hi8)`` + the integer dots of the Q5_K code words ``2 u, 2 u + 1`` (``wa wb [CH, BN]``, their fifth
+    bits at bits 6 / 7 of each byte of ``ta tb``): the low-nibble codes times 4 with the x pairs ``pl``, the
+    high-nibble codes times 8 with ``ph`` (as :func:`_word_pair`)."""
+    l0, l1, l2, l3 = _cols(pl)
+    h0, h1, h2, h3 = _cols(ph)
+    lo4, hi8 = code_idot(q5_codes(wa, ta, False), q5_codes(wa, ta, True), l0, l1, h0, h1, lo4, hi8, ASM)
+    return code_idot(q5_codes(wb, tb, False), q5_codes(wb, tb, True), l2, l3, h2, h3, lo4, hi8, ASM)
+
+
+@triton.jit
+def q5_codes(w, t, HI: tl.constexpr):
+    """Q5_K code bytes of the nibble word ``w`` with their fifth bits at bits 6 (low nibbles) / 7 (high) of each
+    byte of ``t``: the low nibbles' codes times 4 (nibble at bits 2-5, the bit at 6) or, ``HI``, the high
+    nibbles' times 8 (bits 3-6, the bit at 7); a shift and two LOP3s."""
+    if HI:
+        return ((w >> 1) & 0x78787878) | (t & -0x7F7F7F80)  # 0x80808080 as an int32
+    return ((w << 2) & 0x3C3C3C3C) | (t & 0x40404040)
+
+
+@triton.jit
+def _step(acc, wa, wb, h, qa, qb, sa, sh, keep, q_sh, magic, x_ptr, x_off, Q5K: tl.constexpr, ASM: tl.constexpr,
+          x_mask=None):
     """``acc [CH, BN]`` + one loop step: words 0-3 / 4-7 of each thread's chunk ``wa wb [4 * CH, BN]``, headers
     ``h [4 * CH, BN]`` of their super-blocks (``sa sh keep``: see :func:`_scales`), x at ``x_ptr + x_off``
-    (``[CH, 8]``: value 0 of each thread's chunk; ``x_mask [CH, 1]``: chunks to load, 0 elsewhere)."""
+    (``[CH, 8]``: value 0 of each thread's chunk; ``x_mask [CH, 1]``: chunks to load, 0 elsewhere). ``Q5K``:
+    ``qa qb`` are the fifth-bit words 0-3 / 4-7 of the super-blocks (bits ``2 c``, ``2 c + 1`` of each byte: the
+    thread's chunk ``c``), moved to bits 6 / 7 by ``<< q_sh`` (``[CH, 1]``, ``6 - 2 c``)."""
     l0, l1, l2, l3, scale_l, sum_l = x_chunk(x_ptr, x_off, ASM, x_mask)  # values 0-31: sub-block 2 c
     h0, h1, h2, h3, scale_h, sum_h = x_chunk(x_ptr + 32, x_off, ASM, x_mask)  # values 32-63: sub-block 2 c + 1
     S0, nB0, S1, nB1 = _scales(h, sa, sh, keep, magic)
     w0, w1, w2, w3 = thread_words(wa)
     w4, w5, w6, w7 = thread_words(wb)
     zero = tl.zeros(acc.shape, dtype=tl.int32)
-    lo, hi16 = _word_pair(w0, w1, l0, h0, zero, zero, ASM)
-    lo, hi16 = _word_pair(w2, w3, l1, h1, lo, hi16, ASM)
-    lo, hi16 = _word_pair(w4, w5, l2, h2, lo, hi16, ASM)
-    lo, hi16 = _word_pair(w6, w7, l3, h3, lo, hi16, ASM)
-    acc = tl.fma(S0 * scale_l[:, None], lo.to(tl.float32), acc)
-    acc = tl.fma(S1 * (scale_h * 0.0625)[:, None], hi16.to(tl.float32), acc)
+    if Q5K:
+        t0, t1, t2, t3 = thread_words(qa)
+        t4, t5, t6, t7 = thread_words(qb)
+        lo, hi = _q5_pair(w0, w1, t0 << q_sh, t1 << q_sh, l0, h0, zero, zero, ASM)
+        lo, hi = _q5_pair(w2, w3, t2 << q_sh, t3 << q_sh, l1, h1, lo, hi, ASM)
+        lo, hi = _q5_pair(w4, w5, t4 << q_sh, t5 << q_sh, l2, h2, lo, hi, ASM)
+        lo, hi = _q5_pair(w6, w7, t6 << q_sh, t7 << q_sh, l3, h3, lo, hi, ASM)
+        acc = tl.fma(S0 * (scale_l * 0.25)[:, None], lo.to(tl.float32), acc)
+        acc = tl.fma(S1 * (scale_h * 0.125)[:, None], hi.to(tl.float32), acc)
+    else:
+        lo, hi16 = _word_pair(w0, w1, l0, h0, zero, zero, ASM)
+        lo, hi16 = _word_pair(w2, w3, l1, h1, lo, hi16, ASM)
+        lo, hi16 = _word_pair(w4, w5, l2, h2, lo, hi16, ASM)
+        lo, hi16 = _word_pair(w6, w7, l3, h3, lo, hi16, ASM)
+        acc = tl.fma(S0 * scale_l[:, None], lo.to(tl.float32), acc)
+        acc = tl.fma(S1 * (scale_h * 0.0625)[:, None], hi16.to(tl.float32), acc)
     acc = tl.fma(nB0, sum_l[:, None], acc)
     return tl.fma(nB1, sum_h[:, None], acc)
 
 
 @triton.jit
-def tile_offsets(rows, STRIDE_W: tl.constexpr, CH: tl.constexpr):
+def tile_offsets(rows, STRIDE_W: tl.constexpr, CH: tl.constexpr, Q5K: tl.constexpr = False):
     """Per-thread constants of :func:`_scales` (``sa, sh, keep`` ``[CH]``) and the offsets of a loop step's tiles
     for weight rows ``rows [BN]``: ``h_off, w_off [4 * CH, BN]`` (words of the headers / of words 0-3 of each chunk)
-    and ``x_off [CH, 8]`` (value 0 of each chunk)."""
+    and ``x_off [CH, 8]`` (value 0 of each chunk). ``Q5K``: 44-word super-blocks, the nibble words after 8 words of
+    fifth bits (at ``h_off + 4``)."""
     c = tl.arange(0, CH) % 4  # each thread's chunk in its super-block
     sa = tl.where(c < 2, 0, 2)
     sh = (c & 1) * 16
@@ -162,8 +210,8 @@ def tile_offsets(rows, STRIDE_W: tl.constexpr, CH: tl.constexpr):
     # [4 * CH, BN]: element i is word i % 4 of chunk t = i // 4, i.e. of chunk t % 4 of super-block t // 4; each
     # thread's 4 words are one 16-byte load (runs of 4 words at multiples of 4), rows last (in registers)
     i = tl.arange(0, 4 * CH)
-    h_off = ((i // 16) * SBW + i % 4)[:, None] + rows[None, :] * STRIDE_W
-    w_off = h_off + (4 + ((i // 4) % 4) * 8)[:, None]
+    h_off = ((i // 16) * (Q5K_SBW if Q5K else SBW) + i % 4)[:, None] + rows[None, :] * STRIDE_W
+    w_off = h_off + ((12 if Q5K else 4) + ((i // 4) % 4) * 8)[:, None]
     x_off = tl.arange(0, CH)[:, None] * 64 + tl.arange(0, 8)[None, :]  # [CH, 8]: value 0 of each chunk
     return sa, sh, keep, h_off, w_off, x_off
 
@@ -174,6 +222,16 @@ def step_tiles(w_ptr, w_off, h_off, base, mask=None):
     chunk and the headers of their super-blocks, ``(wa, wb, h)`` (0 where ``mask [4 * CH, 1]`` is False)."""
     return (load_or_zero(w_ptr + w_off + base, mask), load_or_zero(w_ptr + w_off + base + 4, mask),
             load_or_zero(w_ptr + h_off + base, mask))
+
+
+@triton.jit
+def _tiles(w_ptr, w_off, h_off, base, Q5K: tl.constexpr, mask=None):
+    """:func:`step_tiles` and, ``Q5K``, the fifth-bit words 0-3 / 4-7 of each super-block: ``(wa, wb, h, qa,
+    qb)`` (Q4_K: ``qa, qb`` are ``h``, unused)."""
+    wa, wb, h = step_tiles(w_ptr, w_off, h_off, base, mask)
+    if Q5K:
+        return wa, wb, h, load_or_zero(w_ptr + h_off + base + 4, mask), load_or_zero(w_ptr + h_off + base + 8, mask)
+    return wa, wb, h, h, h
 
 
 @triton.jit(do_not_specialize=["steps_per_split", "magic"])
@@ -192,43 +250,49 @@ def q4k_idot_kernel(
     NORM_OUT: tl.constexpr = False,  # hand off a norm: out = h = out + residual, normed = h * w, parts of sum(h^2)
     NORM_IN: tl.constexpr = False, PARTS: tl.constexpr = 1, NPARTS: tl.constexpr = 1,  # x is a handed-off h * w
     GLU: tl.constexpr = False, ACT: tl.constexpr = 0,  # w is a [2 N, K] gate/up pair: out = act(gate) * up
-    PDL: tl.constexpr = False, TAIL: tl.constexpr = 0,
+    PDL: tl.constexpr = False, TAIL: tl.constexpr = 0, Q5K: tl.constexpr = False,
 ):
     """Steps of ``CH`` chunks (``CH / 4`` super-blocks, ``64 * CH`` values of x): ``steps_per_split`` whole ones,
     then (``TAIL``, unsplit K, no ``GLU``) one of only its first ``TAIL`` chunks, loaded with the first step's.
     ``NORM_OUT`` / ``NORM_IN``: the norm handoff of ``affine_idot_kernel`` (``kernels/norm_handoff.py``). ``GLU``
     (no K split): ``BN // 2`` outputs a program (``affine_mv.glu_row_tile``; ``ACT`` a code of ``qmm.ACT_CODES``).
+    ``Q5K``: the rows are Q5_K (``w_ptr``: ``[N, K / 256 * 44]`` words).
     """
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     pid_k = tl.program_id(1)
-    STEP_W: tl.constexpr = CH // 4 * SBW  # words of a row per loop step
+    SB_W: tl.constexpr = Q5K_SBW if Q5K else SBW  # words per super-block
+    STEP_W: tl.constexpr = CH // 4 * SB_W  # words of a row per loop step
     if GLU:
         rows, row_ok = glu_row_tile(N, BN, EVEN_N)
     else:
         rows, row_ok = row_tile(N, BN, EVEN_N)
-    sa, sh, keep, h_off, w_off, x_off = tile_offsets(rows, STRIDE_W, CH)
+    sa, sh, keep, h_off, w_off, x_off = tile_offsets(rows, STRIDE_W, CH, Q5K)
+    q_sh = (6 - 2 * (tl.arange(0, CH) % 4))[:, None]  # Q5K: a chunk's fifth bits to bits 6 / 7
     i_lo = pid_k * steps_per_split
     i_hi = i_lo + steps_per_split
     acc = tl.zeros([CH, BN], dtype=tl.float32)
-    wa, wb, h = step_tiles(w_ptr, w_off, h_off, i_lo * STEP_W)
+    wa, wb, h, qa, qb = _tiles(w_ptr, w_off, h_off, i_lo * STEP_W, Q5K)
     if TAIL:  # the row's last, partial step, in flight with the first step's tiles
-        wa_t, wb_t, h_t = step_tiles(w_ptr, w_off, h_off, i_hi * STEP_W, (tl.arange(0, 4 * CH) // 4 < TAIL)[:, None])
+        wa_t, wb_t, h_t, qa_t, qb_t = _tiles(w_ptr, w_off, h_off, i_hi * STEP_W, Q5K,
+                                             (tl.arange(0, 4 * CH) // 4 < TAIL)[:, None])
     if NORM_IN:  # read while the first weights are in flight
-        rstd = handoff_rstd(parts_ptr, STRIDE_W // SBW * 256, eps, PARTS, NPARTS)
+        rstd = handoff_rstd(parts_ptr, STRIDE_W // SB_W * 256, eps, PARTS, NPARTS)
     if PREFETCH:
         for s in range(i_lo, i_hi):  # this step's tiles taken at its top (kernels.loads.pinned)
             wa_s, wb_s, h_s = pinned(wa, ASM), pinned(wb, ASM), pinned(h, ASM)
+            qa_s, qb_s = pinned(qa, ASM), pinned(qb, ASM)  # Q4_K: unused
             nxt = tl.minimum(s + 1, i_hi - 1)  # the last step reloads itself
-            wa, wb, h = step_tiles(w_ptr, w_off, h_off, nxt * STEP_W)
-            acc = _step(acc, wa_s, wb_s, h_s, sa, sh, keep, magic, x_ptr + s * (CH * 64), x_off, ASM)
+            wa, wb, h, qa, qb = _tiles(w_ptr, w_off, h_off, nxt * STEP_W, Q5K)
+            acc = _step(acc, wa_s, wb_s, h_s, qa_s, qb_s, sa, sh, keep, q_sh, magic, x_ptr + s * (CH * 64), x_off, Q5K,
+                        ASM)
     else:
-        acc = _step(acc, wa, wb, h, sa, sh, keep, magic, x_ptr + i_lo * (CH * 64), x_off, ASM)
+        acc = _step(acc, wa, wb, h, qa, qb, sa, sh, keep, q_sh, magic, x_ptr + i_lo * (CH * 64), x_off, Q5K, ASM)
         for s in range(i_lo + 1, i_hi):
-            wa, wb, h = step_tiles(w_ptr, w_off, h_off, s * STEP_W)
-            acc = _step(acc, wa, wb, h, sa, sh, keep, magic, x_ptr + s * (CH * 64), x_off, ASM)
+            wa, wb, h, qa, qb = _tiles(w_ptr, w_off, h_off, s * STEP_W, Q5K)
+            acc = _step(acc, wa, wb, h, qa, qb, sa, sh, keep, q_sh, magic, x_ptr + s * (CH * 64), x_off, Q5K, ASM)
     if TAIL:
-        acc = _step(acc, wa_t, wb_t, h_t, sa, sh, keep, magic, x_ptr + i_hi * (CH * 64), x_off, ASM,
-                    (tl.arange(0, CH) < TAIL)[:, None])
+        acc = _step(acc, wa_t, wb_t, h_t, qa_t, qb_t, sa, sh, keep, q_sh, magic, x_ptr + i_hi * (CH * 64), x_off,
+                    Q5K, ASM, (tl.arange(0, CH) < TAIL)[:, None])
     leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
     res = tl.sum(acc, axis=0)
     if NORM_IN:  # the norm's 1 / rms is a factor of the whole (linear) product
@@ -282,13 +346,13 @@ def partial_warps(k: int) -> int:
 
 def supports(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int, k: int, raw_bytes: int,
              pairs: bool = False) -> bool:
-    """What ``q4k_mv`` takes (one row of bf16/fp16 x, Q4_K rows) with a bf16/fp16 result (x's quantization is
+    """What ``q4k_mv`` takes with one row of bf16/fp16 x (Q4_K or Q5_K rows) and a bf16/fp16 result (x's quantization is
     within their error bar, not fp32's) and rows of at least one step (8 super-blocks; a partial last step after
     the whole ones, session 25 run 14), of whole steps for gate/up pairs (``pairs``) and the multi-row kernel;
     ``MLX_NATIVE_GGML_IDOT=0`` turns it off."""
     steps = step_warps(k) > 0 or not pairs and partial_warps(k) > 0
-    return (env.settings.ggml_idot and ggml_type == q4k_mv.Q4K_ID and out_dtype != torch.float32
-            and steps and q4k_mv.supports(ggml_type, x_dtype, m, k, raw_bytes))
+    return (env.settings.ggml_idot and ggml_type in (q4k_mv.Q4K_ID, q4k_mv.Q5K_ID) and m == 1
+            and out_dtype != torch.float32 and steps and q4k_mv.supports(ggml_type, x_dtype, m, k, raw_bytes))
 
 
 class Q4kIdotLaunch(HandoffMvLaunch):
@@ -297,6 +361,8 @@ class Q4kIdotLaunch(HandoffMvLaunch):
     (:meth:`hand_off`, one program per row tile); ``take_parts``: a consumer of one with this many parts
     (:meth:`take`); ``act`` (a code of ``qmm.ACT_CODES``): ``raw`` holds ``2 n`` rows, gate then up, and calls
     return ``act(x G^T) * (x U^T)`` (``n`` outputs; no K split)."""
+
+    q5k = False  # Q5_K rows (:class:`Q5kIdotLaunch`)
 
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device, bn: int = 0, warps: int = 0,
                  programs_per_sm: int = 0, prefetch: Optional[bool] = None, hand_off: bool = False,
@@ -318,9 +384,9 @@ class Q4kIdotLaunch(HandoffMvLaunch):
         target = 1 if hand_off or act is not None or tail else (programs_per_sm or PROGRAMS_PER_SM) * sms
         if prefetch is None:  # from PREFETCH_MIN_STEPS steps per program, after the split StreamedMvLaunch takes
             prefetch = steps // split_count(steps, tiles, target) >= PREFETCH_MIN_STEPS
-        constexprs = dict(STRIDE_W=k // 256 * SB_WORDS, BN=bn, CH=32 * warps, EVEN_N=n % outs == 0,
-                          PREFETCH=prefetch, ASM=not env.settings.triton_interpret, GLU=act is not None, TAIL=tail,
-                          **self.role_constexprs(hand_off, take_parts, act))
+        constexprs = dict(STRIDE_W=k // 256 * (Q5K_SB_WORDS if self.q5k else SB_WORDS), BN=bn, CH=32 * warps,
+                          EVEN_N=n % outs == 0, PREFETCH=prefetch, ASM=not env.settings.triton_interpret,
+                          GLU=act is not None, TAIL=tail, Q5K=self.q5k, **self.role_constexprs(hand_off, take_parts, act))
         self.tiles = tiles
         super().__init__(q4k_idot_kernel, n, tiles, steps, 1, target, (n,), constexprs, out_dtype, device,
                          tail_ints=(MAGIC, *NO_NORM_ARGS), num_warps=warps, trigger="late")
@@ -337,3 +403,10 @@ class Q4kIdotLaunch(HandoffMvLaunch):
         """The consumer of a norm handoff: ``rms_norm(h) * weight @ W^T`` from ``scaled = h * weight`` and ``h``'s
         parts."""
         return self.run_take(scaled, parts, eps, (raw.view(torch.int32),))
+
+
+class Q5kIdotLaunch(Q4kIdotLaunch):
+    """:class:`Q4kIdotLaunch` for Q5_K rows (``raw [n * k / 256 * 176] uint8``, 176-byte blocks: 16-byte aligned
+    chunks and fifth-bit words), with the same roles, tiles and rules."""
+
+    q5k = True
