@@ -81,9 +81,11 @@ def _random_blocks(rows: int, cols: int, type_name: str, rng) -> np.ndarray:
         out[:, 0:2] = scale(nb, 0.004).reshape(nb, 2)
     elif type_name == "Q8_0":  # d (fp16) + 32 int8
         out[:, 0:2] = scale(nb, 0.0005).reshape(nb, 2)
-    elif type_name == "Q4_K":  # d, dmin (fp16) + 12 bytes of 6-bit scales + 128 bytes of nibbles
-        out[:, 0:2] = scale(nb, 0.0003).reshape(nb, 2)
+    elif type_name in ("Q4_K", "Q5_K"):  # d, dmin (fp16) + 12 bytes of 6-bit scales + (Q5_K: 32 bytes of fifth bits)
+        out[:, 0:2] = scale(nb, 0.0003).reshape(nb, 2)  # + 128 bytes of nibbles
         out[:, 2:4] = scale(nb, 0.0003).reshape(nb, 2)
+    elif type_name == "Q6_K":  # 128 bytes of low nibbles, 64 of high bit pairs, 16 int8 scales, d (fp16)
+        out[:, 208:210] = scale(nb, 0.0001).reshape(nb, 2)
     else:
         raise ValueError(type_name)
     return out.reshape(rows, -1)

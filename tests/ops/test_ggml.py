@@ -474,6 +474,21 @@ def test_q4k_idot_step_rule():
     assert not q4k_idot.supports(q5k, bf16, torch.float32, 1, 4096, 10)
 
 
+def test_q5k_idot_tiles(monkeypatch):
+    """Q5_K rows of one whole integer-dot step take 8-row tiles (plain calls); longer rows, the gate/up pairs, the norm
+    handoff roles and Q4_K keep 4 (session 36 run 1)."""
+    from mlx_native.ops.ggml import q4k_idot
+
+    bf16, cpu = torch.bfloat16, torch.device("cpu")
+    monkeypatch.setattr(q4k_idot, "device_info", lambda device: types.SimpleNamespace(sm_count=132))
+    bn = {(cls.__name__, n, k, role): cls(n, k, bf16, cpu, **dict([role] if role else [])).launch.constexprs["BN"]
+          for cls in (q4k_idot.Q4kIdotLaunch, q4k_idot.Q5kIdotLaunch) for n, k in ((4096, 4096), (2048, 2048),
+                                                                                   (4096, 14336), (4096, 8192))
+          for role in (None, ("act", 0), ("hand_off", True))}
+    assert {key for key, v in bn.items() if v == 8} == {("Q5kIdotLaunch", 4096, 4096, None),
+                                                        ("Q5kIdotLaunch", 2048, 2048, None)}
+
+
 def test_q4k_idot_two_warps_on_small_grids(device, monkeypatch, request):
     """Rows of whole 1-warp steps only take 2-warp steps and a partial last one where the grid has fewer than
     ``TWO_WARPS_BELOW_TILES_PER_SM`` row tiles per SM (132 SMs: 14336 x 2048 has 512 tiles of 4 rows, 14336 x 4096

@@ -331,6 +331,8 @@ PREFETCH_MIN_STEPS = 4
 # 15.30 against 18.44, 14336 x 4096 (7.8) 17.52 against 18.63. The norm handoff roles were not measured: they keep
 # one warp.
 TWO_WARPS_BELOW_TILES_PER_SM = 4
+# Q5_K (session 36 run 1, H200, us, 4 -> 8-row tiles): rows of one whole step take 8-row tiles (4096 x 4096 8.65 ->
+# 6.77, 4096 x 14336 19.63 -> 19.51); longer rows keep 4 (14336 x 4096 18.33 -> 23.86, 11008 x 4096 16.29 -> 19.49).
 
 
 def step_warps(k: int) -> int:
@@ -369,12 +371,14 @@ class Q4kIdotLaunch(HandoffMvLaunch):
                  take_parts: int = 0, act: Optional[int] = None):
         sms = device_info(device).sm_count
         rows = n if act is None else 2 * n
-        bn = bn or (BIG_BN if triton.cdiv(rows, BIG_BN) >= BIG_TILES_PER_SM * sms else IDOT_BN)
+        plain = act is None and not hand_off and not take_parts  # (the norm handoff roles: not measured)
+        big = triton.cdiv(rows, BIG_BN) >= BIG_TILES_PER_SM * sms
+        one_step = k // 256 == 8 * step_warps(k)  # the whole row is one step
+        bn = bn or (BIG_BN if big or self.q5k and plain and one_step else IDOT_BN)
         outs = bn if act is None else bn // 2  # outputs a program
         tiles = triton.cdiv(n, outs)
         if not warps:
             warps = step_warps(k) or partial_warps(k)
-            plain = act is None and not hand_off and not take_parts  # (the norm handoff roles: not measured)
             if plain and tiles < TWO_WARPS_BELOW_TILES_PER_SM * sms:
                 warps = max(warps, partial_warps(k))
         tail = k // 256 % (8 * warps) * 4  # chunks of a last, partial step (then K is not split)
