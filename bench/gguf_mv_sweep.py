@@ -9,9 +9,9 @@ every combination).
 
 Q4_0 / Q4_1 / Q5_K one-row knobs are the integer-dot kernels' (``q4_idot.py``, ``q4k_idot.py``);
 ``MLX_NATIVE_GGML_IDOT=0`` times the fp32 streamed kernels they replaced. ``--rows``: rows of x; from 2 the multi-row
-variants (``q4k_idot_rows.py`` for Q4_K, the ``MR`` rows of ``q4_mv.py``, ``q6k_mv.py``, ``q8_mv.py`` and
-``q4k_mv.py``) and their knobs (:data:`ROW_GRIDS`), against the route with the streamed kernels off
-(``MLX_NATIVE_GGUF_MV=0``).
+variants (``q4k_idot_rows.py`` for Q4_K / Q5_K, the ``MR`` rows of ``q4_mv.py``, ``q6k_mv.py``, ``q8_mv.py``;
+``MLX_NATIVE_GGML_IDOT=0``: Q5_K's ``MR`` rows of ``q4k_mv.py``) and their knobs (:data:`ROW_GRIDS`), against the
+route with the streamed kernels off (``MLX_NATIVE_GGUF_MV=0``).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ ROW_GRIDS = {  # type -> (module, {constant: values}) of the multi-row variants
     "Q4_0": (q4_mv, dict()), "Q4_1": (q4_mv, dict()),
     "Q6_K": (q6k_mv, dict(ROWS_RT=(2, 4), PROGRAMS_PER_SM=(1, 2))),
     "Q8_0": (q8_mv, dict(Q8_BN=(4, 8))),
-    "Q5_K": (q4k_mv, dict(ROWS_BN=(4, 8), Q5K_PROGRAMS_PER_SM=(1, 2))),
+    "Q5_K": (q4k_idot_rows, dict(IDOT_ROWS_BN=(4, 8), IDOT_ROWS_SMALL_BN=(4, 8))),
 }
 
 

@@ -815,7 +815,8 @@ def test_matmul_gemv_whole_steps(device, name, request):
     ("Q6_K", 3, 512, "Q6kMvLaunch"),  # 2-4 rows: its MR rows
     ("Q5_K", 1, 512, "Q5kMvLaunch"),  # under one integer-dot step (8 super-blocks)
     ("Q5_K", 1, 2048, "Q5kIdotLaunch"),
-    ("Q5_K", 2, 512, "Q5kMvLaunch"),  # 2-4 rows: its MR rows
+    ("Q5_K", 2, 512, "Q5kMvLaunch"),  # 2-4 rows under one integer-dot step: its MR rows
+    ("Q5_K", 3, 2048, "Q5kIdotRowsLaunch"),
     ("Q4_K", 1, 2048, "Q4kIdotLaunch"),
     ("Q4_K", 2, 2048, "Q4kIdotRowsLaunch"),
     ("Q4_K", 3, 2048, "MmvLaunch"),  # more rows than the streamed variants take: the packed tensor-core kernel

@@ -1,5 +1,5 @@
-"""The integer-dot mat-vec for GGUF Q4_K weights and 2-4 rows of x (``ops/ggml/q4k_idot_rows.py``), called through
-its launch plan ``Q4kIdotRowsLaunch`` directly (the routing of ``ggml_matmul`` is the lead's): ``gguf.quants``
+"""The integer-dot mat-vec for GGUF Q4_K / Q5_K weights and 2-4 rows of x (``ops/ggml/q4k_idot_rows.py``), called
+through its launch plans ``Q4kIdotRowsLaunch`` / ``Q5kIdotRowsLaunch`` directly (the routing of ``ggml_matmul`` is the lead's): ``gguf.quants``
 dequantizes the oracle weight, the fp64 product of x with it is the oracle, ``x @ w.to(dtype).T`` the error bar's
 baseline."""
 
@@ -27,16 +27,18 @@ def _rows():
     return q4k_idot_rows
 
 
-def _run(device, raw: np.ndarray, m: int, n: int, k: int, dtype, pad: int = 0, x=None, plan=None, **knobs):
+def _run(device, raw: np.ndarray, m: int, n: int, k: int, dtype, pad: int = 0, x=None, plan=None, name="Q4_K",
+         **knobs):
     """``(out, oracle, baseline, x, plan)`` of ``m`` rows of x (the first ``k`` columns of a ``[m, k + pad]``
-    tensor, row stride ``k + pad``) against the Q4_K rows ``raw``; ``plan``: reuse a plan (else a new one, with the
-    sweep's ``knobs``)."""
-    w = oracle_weight(raw, "Q4_K", (n, k))
+    tensor, row stride ``k + pad``) against the rows ``raw`` of type ``name`` (Q4_K or Q5_K); ``plan``: reuse a plan
+    (else a new one, with the sweep's ``knobs``)."""
+    w = oracle_weight(raw, name, (n, k))
     if x is None:
         x = randn(m, k + pad, dtype=dtype)[:, :k]
     assert x.stride() == (k + pad, 1)
     if plan is None:
-        plan = _rows().Q4kIdotRowsLaunch(m, n, k, dtype, k + pad, torch.device(device), **knobs)
+        launch = _rows().Q5kIdotRowsLaunch if name == "Q5_K" else _rows().Q4kIdotRowsLaunch
+        plan = launch(m, n, k, dtype, k + pad, torch.device(device), **knobs)
     return (*plan_output(device, plan, raw, w, x), x, plan)
 
 
@@ -55,22 +57,25 @@ def _steps(k: int) -> int:
 
 
 @pytest.mark.usefixtures("one_sm")
-@pytest.mark.parametrize("m, n, k, dtype, prefetch", [
-    (2, 37, 2048, torch.bfloat16, False),  # one part of 2 rows, ragged row tile, one 1-warp step
-    (3, 13, 4096, torch.float16, True),  # parts 2 + 1, one 2-warp step
-    (4, 21, 6144, torch.bfloat16, True),  # one part of 4 rows, three 1-warp steps (prefetch reloads the last)
-    (2, 16, 8192, torch.float16, False),  # two 2-warp steps, whole row tiles
-    (3, 9, 2048, torch.bfloat16, False),  # parts 2 + 1, 9 rows: a last tile of 1 row
-    (4, 24, 4096, torch.float16, False),
+@pytest.mark.parametrize("name, m, n, k, dtype, prefetch", [
+    ("Q4_K", 2, 37, 2048, torch.bfloat16, False),  # one part of 2 rows, ragged row tile, one 1-warp step
+    ("Q4_K", 3, 13, 4096, torch.float16, True),  # parts 2 + 1, one 2-warp step
+    ("Q4_K", 4, 21, 6144, torch.bfloat16, True),  # one part of 4 rows, three 1-warp steps (prefetch reloads the last)
+    ("Q4_K", 2, 16, 8192, torch.float16, False),  # two 2-warp steps, whole row tiles
+    ("Q4_K", 3, 9, 2048, torch.bfloat16, False),  # parts 2 + 1, 9 rows: a last tile of 1 row
+    ("Q4_K", 4, 24, 4096, torch.float16, False),
+    ("Q5_K", 2, 37, 2048, torch.bfloat16, False),
+    ("Q5_K", 3, 13, 4096, torch.float16, True),
+    ("Q5_K", 4, 21, 6144, torch.bfloat16, True),
 ])
-def test_q4k_rows_error_bar(device, m, n, k, dtype, prefetch, request):
+def test_q4k_rows_error_bar(device, name, m, n, k, dtype, prefetch, request):
     """2-4 rows of x against quantized random weights: every row within the error bar of the fp64 oracle, with one
     or several loop steps, with and without register prefetch, ragged row tiles; the rows of x run as the
     powers of two of M's binary digits."""
     rows = _rows()
-    raw = valid_blocks("Q4_K", n, k, rng_for(request))
-    out, oracle, baseline, _, plan = _run(device, raw, m, n, k, dtype, prefetch=prefetch)
-    assert_error_bar(out, oracle, baseline, what=f"Q4_K {m}x{n}x{k} {dtype}")
+    raw = valid_blocks(name, n, k, rng_for(request))
+    out, oracle, baseline, _, plan = _run(device, raw, m, n, k, dtype, prefetch=prefetch, name=name)
+    assert_error_bar(out, oracle, baseline, what=f"{name} {m}x{n}x{k} {dtype}")
     c = plan.launch.constexprs
     sms = device_info(torch.device(device)).sm_count
     assert c["BN"] == rows.tile_rows(n, sms) and c["CH"] == 32 * rows.step_warps(k) and c["PREFETCH"] is prefetch
@@ -93,28 +98,29 @@ def test_q4k_rows_strided_x(device, m, pad, dtype, request):
 
 
 @pytest.mark.usefixtures("one_sm")
-@pytest.mark.parametrize("m", [3, 4])
-def test_q4k_rows_are_the_rows_of_x(device, m, request):
+@pytest.mark.parametrize("name, m", [("Q4_K", 3), ("Q4_K", 4), ("Q5_K", 3)])
+def test_q4k_rows_are_the_rows_of_x(device, name, m, request):
     """Each output row belongs to its row of x: x rows that are multiples of one another (1, -2, 0.5, 4) give
     outputs in the same ratios (bitwise: x's int16 scales are powers of two), so a swapped or repeated row of x
     (or part) fails."""
     n, k = 16, 2048
-    raw = valid_blocks("Q4_K", n, k, rng_for(request))
+    raw = valid_blocks(name, n, k, rng_for(request))
     f = (1.0, -2.0, 0.5, 4.0)[:m]
     x0 = randn(1, k, dtype=torch.bfloat16)
     x = torch.cat([v * x0 for v in f])
-    out, oracle, baseline, _, _ = _run(device, raw, m, n, k, torch.bfloat16, x=x)
+    out, oracle, baseline, _, _ = _run(device, raw, m, n, k, torch.bfloat16, x=x, name=name)
     assert_error_bar(out, oracle, baseline, what="scaled rows")
     for r, v in enumerate(f):
         assert torch.equal(out[r], (v * out[0].float()).to(torch.bfloat16)), r
 
 
-@pytest.mark.parametrize("m, n, k, dtype", [
-    (2, 20, 8192, torch.bfloat16),  # 2 splits of one 2-warp step each, 3 row tiles
-    (3, 12, 6144, torch.float16),  # 3 splits of one 1-warp step, parts 2 + 1: a counter per row tile and part
-    (4, 8, 6144, torch.bfloat16),  # 3 splits, one row tile
+@pytest.mark.parametrize("name, m, n, k, dtype", [
+    ("Q4_K", 2, 20, 8192, torch.bfloat16),  # 2 splits of one 2-warp step each, 3 row tiles
+    ("Q4_K", 3, 12, 6144, torch.float16),  # 3 splits of one 1-warp step, parts 2 + 1: a counter per row tile and part
+    ("Q4_K", 4, 8, 6144, torch.bfloat16),  # 3 splits, one row tile
+    ("Q5_K", 3, 12, 6144, torch.bfloat16),
 ])
-def test_q4k_rows_splitk_merged_in_launch(device, monkeypatch, splits_outer, m, n, k, dtype, request):
+def test_q4k_rows_splitk_merged_in_launch(device, monkeypatch, splits_outer, name, m, n, k, dtype, request):
     """K split as far as the steps allow (many programs per SM asked for): partials ``[split, m, n]``, the last split
     of each (row tile, part) to arrive sums its partials in the launch; new x in each call finds the counters back
     at zero, and the bits equal those of the two-launch path (same summation order)."""
@@ -125,11 +131,11 @@ def test_q4k_rows_splitk_merged_in_launch(device, monkeypatch, splits_outer, m, 
     rows = _rows()
     request.addfinalizer(plans.clear_all)
     monkeypatch.setattr(rows, "PROGRAMS_PER_SM", 64)
-    raw = valid_blocks("Q4_K", n, k, rng_for(request))
+    raw = valid_blocks(name, n, k, rng_for(request))
     xs = [randn(m, k, dtype=dtype) for _ in range(2)]
     plan, fused = None, []
     for x in xs:
-        out, oracle, baseline, _, plan = _run(device, raw, m, n, k, dtype, x=x, plan=plan)
+        out, oracle, baseline, _, plan = _run(device, raw, m, n, k, dtype, x=x, plan=plan, name=name)
         assert_error_bar(out, oracle, baseline, what=f"M{m} split {plan.split}")
         fused.append(out)
         assert plan.split == _steps(k) and plan.splitk.shape == (plan.split, m, n)
@@ -143,7 +149,7 @@ def test_q4k_rows_splitk_merged_in_launch(device, monkeypatch, splits_outer, m, 
     monkeypatch.setattr(qmm, "FUSED_SPLITK", False)
     plan2 = None
     for x, a in zip(xs, fused):
-        b, _, _, _, plan2 = _run(device, raw, m, n, k, dtype, x=x, plan=plan2)
+        b, _, _, _, plan2 = _run(device, raw, m, n, k, dtype, x=x, plan=plan2, name=name)
         assert not plan2.splitk.fused and plan2.splitk.reduce is not None
         assert torch.equal(a, b)
 
@@ -165,18 +171,19 @@ def test_q4k_rows_launch_configs(device, one_sm, bn, warps, prefetch, programs_p
 
 
 @pytest.mark.usefixtures("one_sm")
-@pytest.mark.parametrize("m, dtype", [(3, torch.bfloat16), (4, torch.float16), (2, torch.float16)])
-def test_q4k_rows_keep_inf_and_nan_in_their_row(device, m, dtype, request):
+@pytest.mark.parametrize("name, m, dtype", [("Q4_K", 3, torch.bfloat16), ("Q4_K", 4, torch.float16),
+                                           ("Q4_K", 2, torch.float16), ("Q5_K", 3, torch.float16)])
+def test_q4k_rows_keep_inf_and_nan_in_their_row(device, name, m, dtype, request):
     """Inf / -Inf / NaN in one row of x reach exactly that row's outputs, through the sub-blocks' float sums (the
     integers cannot carry them), in every part of the rows; the other rows stay within the error bar."""
     n, k = 16, 2048
-    raw = valid_blocks("Q4_K", n, k, rng_for(request))
+    raw = valid_blocks(name, n, k, rng_for(request))
     plan = None
     for r, (bad, col) in enumerate(zip((float("inf"), float("-inf"), float("nan")), (100, 1037, 2047))):
         r %= m
         x = randn(m, k, dtype=dtype)
         x[r, col] = bad
-        out, oracle, baseline, _, plan = _run(device, raw, m, n, k, dtype, x=x, plan=plan)
+        out, oracle, baseline, _, plan = _run(device, raw, m, n, k, dtype, x=x, plan=plan, name=name)
         finite = torch.isfinite(oracle)
         assert not finite[r].any() and finite[torch.arange(m) != r].all()
         assert torch.equal(torch.isfinite(out), finite), (bad, r)
@@ -209,8 +216,8 @@ def test_q4k_rows_extreme_scales(device, m, request):
 
 def test_q4k_rows_supports(monkeypatch):
     """``supports_rows`` takes 2 to IDOT_ROWS_MAX rows of bf16/fp16 x with a bf16/fp16 result against Q4_K rows of
-    whole integer-dot steps below 2**31 bytes; not 1 or IDOT_ROWS_MAX + 1 rows, fp32 x or result, other types
-    (Q5_K included), rows of no whole step (1280, 1536), 2**31 bytes, or with ``MLX_NATIVE_GGML_IDOT=0`` /
+    whole integer-dot steps below 2**31 bytes (Q5_K: 2 to Q5K_ROWS_MAX); not 1 or IDOT_ROWS_MAX + 1 rows, fp32 x or
+    result, other types, rows of no whole step (1280, 1536), 2**31 bytes, or with ``MLX_NATIVE_GGML_IDOT=0`` /
     ``MLX_NATIVE_GGUF_MV=0``. The plan refuses x rows past int32 offsets."""
     from mlx_native.runtime import env
 
@@ -227,8 +234,12 @@ def test_q4k_rows_supports(monkeypatch):
         assert not supports(q4k, bf16, bf16, m, 4096, 2**31)
     for m in (0, 1, rows.IDOT_ROWS_MAX + 1, 8):
         assert not supports(q4k, bf16, bf16, m, 4096, big), m
-    for name in ("Q4_0", "Q4_1", "Q5_K", "Q6_K", "Q8_0"):
+    for name in ("Q4_0", "Q4_1", "Q6_K", "Q8_0"):
         assert not supports(formats.BY_NAME[name].id, bf16, bf16, 2, 4096, big), name
+    q5k = formats.BY_NAME["Q5_K"].id
+    assert rows.Q5K_ROWS_MAX == 4  # no tensor-core kernel for Q5_K
+    assert all(supports(q5k, bf16, bf16, m, 4096, big) for m in range(2, rows.Q5K_ROWS_MAX + 1))
+    assert not supports(q5k, bf16, bf16, 5, 4096, big) and not supports(q5k, bf16, bf16, 2, 1536, big)
     for flag in ("ggml_idot", "gguf_mv"):
         with monkeypatch.context() as mp:
             mp.setattr(env, "settings", dataclasses.replace(env.settings, **{flag: False}))

@@ -63,10 +63,11 @@ from ..quant.affine_idot import thread_words
 from ..quant.affine_idot_rows import RowsLaunch, part_accs, store_parts
 from ..quant.affine_mv import MAGIC, row_tile
 from . import q4k_idot
-from .q4k_idot import _scales, step_tiles, tile_offsets, x_chunk
-from .q4k_mv import Q4K_ID, SB_WORDS
+from .q4k_idot import _scales, _tiles, q5_codes, tile_offsets, x_chunk
+from .q4k_mv import Q4K_ID, Q5K_ID, Q5K_SB_WORDS, SB_WORDS
 
 SBW = tl.constexpr(SB_WORDS)  # 32-bit words per super-block
+Q5K_SBW = tl.constexpr(Q5K_SB_WORDS)  # Q5_K
 
 
 @triton.jit
@@ -81,75 +82,101 @@ def _cols(p):
 
 
 @triton.jit
-def _word_dot(w, p0, p1, acc, MASK: tl.constexpr, ASM: tl.constexpr):
-    """``acc [R, CH, BN]`` (int32) plus the integer dot of the code bytes ``w & MASK`` of word ``w [CH, BN]`` (bytes
-    0-1 / 2-3) with the x pairs ``p0 / p1 [R, CH, 1]`` of every row of x (``kernels/idot.py``; the code bytes
-    are extracted once for the ``R`` rows, the ``dp2a`` operands broadcast to ``[R, CH, BN]``)."""
+def _word_dot(c, p0, p1, acc, ASM: tl.constexpr):
+    """``acc [R, CH, BN]`` (int32) plus the integer dot of the code bytes ``c [CH, BN]`` (bytes 0-1 / 2-3) with the
+    x pairs ``p0 / p1 [R, CH, 1]`` of every row of x (``kernels/idot.py``; the code bytes are made once for the
+    ``R`` rows, the ``dp2a`` operands broadcast to ``[R, CH, BN]``)."""
     shape: tl.constexpr = acc.shape
-    wm = tl.broadcast_to((w & MASK)[None, :, :], shape)
+    wm = tl.broadcast_to(c[None, :, :], shape)
     acc = dp2a(tl.broadcast_to(p0, shape), wm, acc, False, ASM)
     return dp2a(tl.broadcast_to(p1, shape), wm, acc, True, ASM)
 
 
 @triton.jit
-def _half_dot(w0, w1, w2, w3, w4, w5, w6, w7, p0, p1, p2, p3, zero, MASK: tl.constexpr, ASM: tl.constexpr):
-    """``zero [R, CH, BN]`` (int32) + the integer dots of one sub-block of each thread's chunk, the code bytes
-    ``w & MASK`` of its 8 nibble words ``w0 .. w7 [CH, BN]`` (low nibbles: sub-block ``2 c``; high, 16 x the codes:
-    ``2 c + 1``), with the sub-block's x pairs ``p_u [R, CH, 4]`` (values ``8 u .. 8 u + 7``, consecutive pairs:
-    word ``2 u`` takes columns 0-1, word ``2 u + 1`` columns 2-3)."""
-    a0, a1, a2, a3 = _cols(p0)
-    acc = _word_dot(w0, a0, a1, zero, MASK, ASM)
-    acc = _word_dot(w1, a2, a3, acc, MASK, ASM)
-    a0, a1, a2, a3 = _cols(p1)
-    acc = _word_dot(w2, a0, a1, acc, MASK, ASM)
-    acc = _word_dot(w3, a2, a3, acc, MASK, ASM)
-    a0, a1, a2, a3 = _cols(p2)
-    acc = _word_dot(w4, a0, a1, acc, MASK, ASM)
-    acc = _word_dot(w5, a2, a3, acc, MASK, ASM)
-    a0, a1, a2, a3 = _cols(p3)
-    acc = _word_dot(w6, a0, a1, acc, MASK, ASM)
-    return _word_dot(w7, a2, a3, acc, MASK, ASM)
+def _codes(w, t, HI: tl.constexpr, Q5K: tl.constexpr):
+    """The code bytes of nibble word ``w``: the low nibbles (``w & 0x0F0F0F0F``) or, ``HI``, the high ones (16 x
+    the codes, ``w & 0xF0F0F0F0``); ``Q5K``: with their fifth bits from ``t`` (``q4k_idot.q5_codes``: 4 x / 8 x the
+    codes)."""
+    if Q5K:
+        return q5_codes(w, t, HI)
+    return w & (HIGH_NIBBLES if HI else LOW_NIBBLES)
 
 
 @triton.jit
-def _part_step(acc, w0, w1, w2, w3, w4, w5, w6, w7, S0, nB0, S1, nB1, x_ptr, x_off, stride_x, ROW0: tl.constexpr,
-               ASM: tl.constexpr):
+def _half_dot(w0, w1, w2, w3, w4, w5, w6, w7, t0, t1, t2, t3, t4, t5, t6, t7, p0, p1, p2, p3, zero,
+              HI: tl.constexpr, Q5K: tl.constexpr, ASM: tl.constexpr):
+    """``zero [R, CH, BN]`` (int32) + the integer dots of one sub-block of each thread's chunk, the code bytes
+    (:func:`_codes`) of its 8 nibble words ``w0 .. w7 [CH, BN]`` (low nibbles: sub-block ``2 c``; ``HI``: ``2 c +
+    1``; Q5K: fifth bits in ``t0 .. t7``), with the sub-block's x pairs ``p_u [R, CH, 4]`` (values ``8 u .. 8 u +
+    7``, consecutive pairs: word ``2 u`` takes columns 0-1, word ``2 u + 1`` columns 2-3)."""
+    a0, a1, a2, a3 = _cols(p0)
+    acc = _word_dot(_codes(w0, t0, HI, Q5K), a0, a1, zero, ASM)
+    acc = _word_dot(_codes(w1, t1, HI, Q5K), a2, a3, acc, ASM)
+    a0, a1, a2, a3 = _cols(p1)
+    acc = _word_dot(_codes(w2, t2, HI, Q5K), a0, a1, acc, ASM)
+    acc = _word_dot(_codes(w3, t3, HI, Q5K), a2, a3, acc, ASM)
+    a0, a1, a2, a3 = _cols(p2)
+    acc = _word_dot(_codes(w4, t4, HI, Q5K), a0, a1, acc, ASM)
+    acc = _word_dot(_codes(w5, t5, HI, Q5K), a2, a3, acc, ASM)
+    a0, a1, a2, a3 = _cols(p3)
+    acc = _word_dot(_codes(w6, t6, HI, Q5K), a0, a1, acc, ASM)
+    return _word_dot(_codes(w7, t7, HI, Q5K), a2, a3, acc, ASM)
+
+
+@triton.jit
+def _part_step(acc, w0, w1, w2, w3, w4, w5, w6, w7, t0, t1, t2, t3, t4, t5, t6, t7, S0, nB0, S1, nB1, x_ptr, x_off,
+               stride_x, ROW0: tl.constexpr, Q5K: tl.constexpr, ASM: tl.constexpr):
     """``acc [R, CH, BN]`` + one loop step of the x rows ``ROW0 .. ROW0 + R - 1`` (at ``x_ptr + row * stride_x +
     x_off``, ``x_off [CH, 8]``: value 0 of each thread's chunk) against the nibble words ``w0 .. w7 [CH, BN]`` of
-    each thread's chunk, with the sub-blocks' ``d sc`` / ``-dmin m`` ``S0 nB0 S1 nB1 [CH, BN]``. One sub-block
-    after the other (quantize x, dot, fold into ``acc``), so that one int32 sum per row pair is live at a time."""
+    each thread's chunk (``Q5K``: fifth bits ``t0 .. t7``), with the sub-blocks' ``d sc`` / ``-dmin m`` ``S0 nB0
+    S1 nB1 [CH, BN]``. One sub-block after the other (quantize x, dot, fold into ``acc``), so that one int32 sum per
+    row pair is live at a time."""
     R: tl.constexpr = acc.shape[0]
     xo = (tl.arange(0, R) + ROW0)[:, None, None] * stride_x + x_off[None, :, :]
     zero = tl.zeros(acc.shape, dtype=tl.int32)
     p0, p1, p2, p3, scale, xsum = x_chunk(x_ptr, xo, ASM)  # values 0-31: sub-block 2 c
-    dot = _half_dot(w0, w1, w2, w3, w4, w5, w6, w7, p0, p1, p2, p3, zero, LOW_NIBBLES, ASM)
+    dot = _half_dot(w0, w1, w2, w3, w4, w5, w6, w7, t0, t1, t2, t3, t4, t5, t6, t7, p0, p1, p2, p3, zero, False, Q5K,
+                    ASM)
+    if Q5K:  # the code bytes are 4 x the codes (Q4_K: 1 x)
+        scale = scale * 0.25
     acc = tl.fma(S0[None, :, :] * scale[:, :, None], dot.to(tl.float32), acc)
     acc = tl.fma(nB0[None, :, :], xsum[:, :, None], acc)
     p0, p1, p2, p3, scale, xsum = x_chunk(x_ptr + 32, xo, ASM)  # values 32-63: sub-block 2 c + 1
-    dot = _half_dot(w0, w1, w2, w3, w4, w5, w6, w7, p0, p1, p2, p3, zero, HIGH_NIBBLES, ASM)
-    acc = tl.fma(S1[None, :, :] * (scale * 0.0625)[:, :, None], dot.to(tl.float32), acc)
+    dot = _half_dot(w0, w1, w2, w3, w4, w5, w6, w7, t0, t1, t2, t3, t4, t5, t6, t7, p0, p1, p2, p3, zero, True, Q5K,
+                    ASM)
+    acc = tl.fma(S1[None, :, :] * (scale * (0.125 if Q5K else 0.0625))[:, :, None], dot.to(tl.float32), acc)
     return tl.fma(nB1[None, :, :], xsum[:, :, None], acc)
 
 
 @triton.jit
-def _step(acc0, acc1, acc2, acc3, wa, wb, h, sa, sh, keep, magic, x_ptr, x_off, stride_x, R1: tl.constexpr,
-          R2: tl.constexpr, R3: tl.constexpr, ASM: tl.constexpr):
+def _step(acc0, acc1, acc2, acc3, wa, wb, h, qa, qb, sa, sh, keep, q_sh, magic, x_ptr, x_off, stride_x,
+          R1: tl.constexpr, R2: tl.constexpr, R3: tl.constexpr, Q5K: tl.constexpr, ASM: tl.constexpr):
     """The accumulators of the four parts + one loop step: words 0-3 / 4-7 of each thread's chunk ``wa wb
     [4 * CH, BN]``, headers ``h [4 * CH, BN]`` of their super-blocks (``sa sh keep``: see ``q4k_idot._scales``), x
-    at ``x_ptr + row * stride_x + x_off``; the parts of 0 rows stay as they are."""
+    at ``x_ptr + row * stride_x + x_off``; the parts of 0 rows stay as they are. ``Q5K``: the fifth-bit words
+    ``qa qb`` of the super-blocks, moved to bits 6 / 7 by ``<< q_sh`` (``q4k_idot._step``)."""
     R0: tl.constexpr = acc0.shape[0]
     S0, nB0, S1, nB1 = _scales(h, sa, sh, keep, magic)
     w0, w1, w2, w3 = thread_words(wa)
     w4, w5, w6, w7 = thread_words(wb)
-    acc0 = _part_step(acc0, w0, w1, w2, w3, w4, w5, w6, w7, S0, nB0, S1, nB1, x_ptr, x_off, stride_x, 0, ASM)
+    if Q5K:
+        t0, t1, t2, t3 = thread_words(qa)
+        t4, t5, t6, t7 = thread_words(qb)
+        t0, t1, t2, t3, t4, t5, t6, t7 = (t0 << q_sh, t1 << q_sh, t2 << q_sh, t3 << q_sh, t4 << q_sh, t5 << q_sh,
+                                          t6 << q_sh, t7 << q_sh)
+    else:  # unused
+        t0, t1, t2, t3, t4, t5, t6, t7 = w0, w1, w2, w3, w4, w5, w6, w7
+    acc0 = _part_step(acc0, w0, w1, w2, w3, w4, w5, w6, w7, t0, t1, t2, t3, t4, t5, t6, t7, S0, nB0, S1, nB1, x_ptr,
+                      x_off, stride_x, 0, Q5K, ASM)
     if R1 > 0:
-        acc1 = _part_step(acc1, w0, w1, w2, w3, w4, w5, w6, w7, S0, nB0, S1, nB1, x_ptr, x_off, stride_x, R0, ASM)
+        acc1 = _part_step(acc1, w0, w1, w2, w3, w4, w5, w6, w7, t0, t1, t2, t3, t4, t5, t6, t7, S0, nB0, S1, nB1,
+                          x_ptr, x_off, stride_x, R0, Q5K, ASM)
     if R2 > 0:
-        acc2 = _part_step(acc2, w0, w1, w2, w3, w4, w5, w6, w7, S0, nB0, S1, nB1, x_ptr, x_off, stride_x, R0 + R1,
-                          ASM)
+        acc2 = _part_step(acc2, w0, w1, w2, w3, w4, w5, w6, w7, t0, t1, t2, t3, t4, t5, t6, t7, S0, nB0, S1, nB1,
+                          x_ptr, x_off, stride_x, R0 + R1, Q5K, ASM)
     if R3 > 0:
-        acc3 = _part_step(acc3, w0, w1, w2, w3, w4, w5, w6, w7, S0, nB0, S1, nB1, x_ptr, x_off, stride_x,
-                          R0 + R1 + R2, ASM)
+        acc3 = _part_step(acc3, w0, w1, w2, w3, w4, w5, w6, w7, t0, t1, t2, t3, t4, t5, t6, t7, S0, nB0, S1, nB1,
+                          x_ptr, x_off, stride_x, R0 + R1 + R2, Q5K, ASM)
     return acc0, acc1, acc2, acc3
 
 
@@ -164,36 +191,38 @@ def q4k_idot_rows_kernel(
     STRIDE_W: tl.constexpr, BN: tl.constexpr, CH: tl.constexpr, EVEN_N: tl.constexpr, PREFETCH: tl.constexpr,
     SPLIT_K: tl.constexpr, FUSE: tl.constexpr, ASM: tl.constexpr,
     R0: tl.constexpr, R1: tl.constexpr = 0, R2: tl.constexpr = 0, R3: tl.constexpr = 0,
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr = False, Q5K: tl.constexpr = False,
 ):
     """Steps of ``CH`` chunks (``CH / 4`` super-blocks, ``64 * CH`` values of each row of x); ``K / 256`` is a whole
     number of steps and of ``steps_per_split``. The rows of x are ``R0 > R1 > R2 > R3`` (powers of two, or 0: no
-    such part), ``M = R0 + R1 + R2 + R3``."""
+    such part), ``M = R0 + R1 + R2 + R3``. ``Q5K``: the rows are Q5_K (``[N, K / 256 * 44]`` words)."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
-    STEP_W: tl.constexpr = CH // 4 * SBW  # words of a row per loop step
+    STEP_W: tl.constexpr = CH // 4 * (Q5K_SBW if Q5K else SBW)  # words of a row per loop step
     PARTS: tl.constexpr = (R0 > 0) + (R1 > 0) + (R2 > 0) + (R3 > 0)
     rows, row_ok = row_tile(N, BN, EVEN_N)
-    sa, sh, keep, h_off, w_off, x_off = tile_offsets(rows, STRIDE_W, CH)  # as q4k_idot_kernel's
+    sa, sh, keep, h_off, w_off, x_off = tile_offsets(rows, STRIDE_W, CH, Q5K)  # as q4k_idot_kernel's
+    q_sh = (6 - 2 * (tl.arange(0, CH) % 4))[:, None]  # Q5K: a chunk's fifth bits to bits 6 / 7
     i_lo = pid_k * steps_per_split
     i_hi = i_lo + steps_per_split
     acc0, acc1, acc2, acc3 = part_accs(R0, R1, R2, R3, CH, BN)
-    wa, wb, h = step_tiles(w_ptr, w_off, h_off, i_lo * STEP_W)
+    wa, wb, h, qa, qb = _tiles(w_ptr, w_off, h_off, i_lo * STEP_W, Q5K)
     if PREFETCH:
         for s in range(i_lo, i_hi):  # this step's tiles taken at its top (kernels.loads.pinned)
             wa_s, wb_s, h_s = pinned(wa, ASM), pinned(wb, ASM), pinned(h, ASM)
+            qa_s, qb_s = pinned(qa, ASM), pinned(qb, ASM)  # Q4_K: unused
             nxt = tl.minimum(s + 1, i_hi - 1)  # the last step reloads itself
-            wa, wb, h = step_tiles(w_ptr, w_off, h_off, nxt * STEP_W)
-            acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, wa_s, wb_s, h_s, sa, sh, keep, magic,
-                                           x_ptr + s * (CH * 64), x_off, stride_x, R1, R2, R3, ASM)
+            wa, wb, h, qa, qb = _tiles(w_ptr, w_off, h_off, nxt * STEP_W, Q5K)
+            acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, wa_s, wb_s, h_s, qa_s, qb_s, sa, sh, keep, q_sh,
+                                           magic, x_ptr + s * (CH * 64), x_off, stride_x, R1, R2, R3, Q5K, ASM)
     else:
-        acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, wa, wb, h, sa, sh, keep, magic,
-                                       x_ptr + i_lo * (CH * 64), x_off, stride_x, R1, R2, R3, ASM)
+        acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, wa, wb, h, qa, qb, sa, sh, keep, q_sh, magic,
+                                       x_ptr + i_lo * (CH * 64), x_off, stride_x, R1, R2, R3, Q5K, ASM)
         for s in range(i_lo + 1, i_hi):
-            wa, wb, h = step_tiles(w_ptr, w_off, h_off, s * STEP_W)
-            acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, wa, wb, h, sa, sh, keep, magic,
-                                           x_ptr + s * (CH * 64), x_off, stride_x, R1, R2, R3, ASM)
+            wa, wb, h, qa, qb = _tiles(w_ptr, w_off, h_off, s * STEP_W, Q5K)
+            acc0, acc1, acc2, acc3 = _step(acc0, acc1, acc2, acc3, wa, wb, h, qa, qb, sa, sh, keep, q_sh, magic,
+                                           x_ptr + s * (CH * 64), x_off, stride_x, R1, R2, R3, Q5K, ASM)
     store_parts(out_ptr, part_ptr, cnt_ptr + pid_n * PARTS, acc0, acc1, acc2, acc3, pid_n, row_ok, N, R1, R2, R3,
                 SPLIT_K, FUSE)
 
@@ -210,6 +239,7 @@ def q4k_idot_rows_kernel(
 # rows the tensor-core kernel with packed tiles (quant/mmv.py, session 19 run 6: K 4096 x N 14336 / 14336 x 4096
 # at 2-16 rows 33-34 / 30-31 us) beats these (3 rows 35.6 / 36.7, 4 rows 39.0 / 49.7 us).
 IDOT_ROWS_MAX = 2
+Q5K_ROWS_MAX = 4  # Q5_K (no tensor-core kernel; q4k_mv's MR rows took 2-4 rows before)
 IDOT_ROWS_BN = 8  # weight rows per program ...
 IDOT_ROWS_SMALL_BN = 4  # ... with fewer than BIG_TILES_PER_SM of them per SM
 BIG_TILES_PER_SM = 8
@@ -235,12 +265,13 @@ def step_warps(k: int) -> int:
 
 def supports_rows(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int, k: int,
                   raw_bytes: int) -> bool:
-    """``2 <= m <= IDOT_ROWS_MAX`` rows of bf16/fp16 x against Q4_K rows that one row would send to the integer-dot
+    """``2 <= m <= IDOT_ROWS_MAX`` rows of bf16/fp16 x against Q4_K rows (``Q5K_ROWS_MAX``: Q5_K) that one row would
+    send to the integer-dot
     mat-vec (:func:`q4k_idot.supports`: a bf16/fp16 result, rows of whole steps, ``raw_bytes < 2**31``;
     ``MLX_NATIVE_GGML_IDOT=0`` and ``MLX_NATIVE_GGUF_MV=0`` turn it off). Rows of x must also satisfy
     ``(m - 1) * row_stride + k < 2**31`` (int32 offsets; :class:`Q4kIdotRowsLaunch` refuses others)."""
-    return (ggml_type == Q4K_ID and 2 <= m <= IDOT_ROWS_MAX
-            and q4k_idot.supports(ggml_type, x_dtype, out_dtype, 1, k, raw_bytes, pairs=True))
+    most = {Q4K_ID: IDOT_ROWS_MAX, Q5K_ID: Q5K_ROWS_MAX}.get(ggml_type, 0)
+    return 2 <= m <= most and q4k_idot.supports(ggml_type, x_dtype, out_dtype, 1, k, raw_bytes, pairs=True)
 
 
 class Q4kIdotRowsLaunch(RowsLaunch):
@@ -249,6 +280,8 @@ class Q4kIdotRowsLaunch(RowsLaunch):
     Loop steps of ``2048 warps`` values, split over K to about ``programs_per_sm`` programs per SM
     (:class:`~mlx_native.ops.quant.affine_idot_rows.RowsLaunch`). ``bn``, ``warps``, ``programs_per_sm``,
     ``prefetch``: the sweep's knobs (0 / None: the module's rules)."""
+
+    q5k = False  # Q5_K rows (:class:`Q5kIdotRowsLaunch`)
 
     def __init__(self, m: int, n: int, k: int, out_dtype: torch.dtype, x_row_stride: int, device, bn: int = 0,
                  warps: int = 0, programs_per_sm: int = 0, prefetch: Optional[bool] = None):
@@ -260,7 +293,14 @@ class Q4kIdotRowsLaunch(RowsLaunch):
             prefetch = n * k >= PREFETCH_MIN_WEIGHTS and n < PREFETCH_BELOW_ROWS_PER_SM * sms
         super().__init__(q4k_idot_rows_kernel, m, n, bn or tile_rows(n, sms), k // 256 // (8 * warps), warps,
                          (programs_per_sm or PROGRAMS_PER_SM) * sms, prefetch, (n, x_row_stride), (MAGIC,),
-                         dict(STRIDE_W=k // 256 * SB_WORDS), out_dtype, device, trigger=True)
+                         dict(STRIDE_W=k // 256 * (Q5K_SB_WORDS if self.q5k else SB_WORDS), Q5K=self.q5k),
+                         out_dtype, device, trigger=True)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(x, raw.view(torch.int32))
+
+
+class Q5kIdotRowsLaunch(Q4kIdotRowsLaunch):
+    """:class:`Q4kIdotRowsLaunch` for Q5_K rows (``raw [n * k / 256 * 176] uint8``)."""
+
+    q5k = True
