@@ -1,4 +1,4 @@
-"""Decode mat-vec for GGUF Q4_K weights and a few rows of x (2-4), by integer dot products.
+"""Decode mat-vec for GGUF Q4_K and Q5_K weights and a few rows of x (2-4), by integer dot products.
 
 ``out[m, n] = sum_j d sc_j sum_{k in j} q[n, k] x[m, k] - dmin m_j sum_{k in j} x[m, k]`` over the 32-value
 sub-blocks ``j`` of each 256-value super-block (layout in ``q4k_mv.py``), for ``x [M, K]`` (bf16/fp16, unit column
@@ -45,6 +45,11 @@ its 64 values per thread (about 280 instructions: bf16/fp16 -> fp32, abs-max, fl
 pairs), shared by the tile's weight rows: 4.4 / BN per code; the header decode and the code bytes (about 0.9 per
 code with 8-row tiles) are paid once for all rows. At the H100's bandwidth a code has about 6 instructions of issue
 time, so this should stay near memory-bound at M = 2 and cost more from M = 3-4.
+
+Q5_K (``Q5K``): the fifth bits as in ``q4k_idot.py`` (``q4k_idot.q5_codes``: code bytes 4 x / 8 x the codes, made
+once for all rows of x). Offline sm_90 SASS (Triton 3.6, 2 warps, K 4096): 4.5 instructions per code at M = 2 with
+8-row tiles, 7.5 at M = 4, no spills (``q4k_mv``'s ``MR`` rows that took these calls: 8.4-16.6). The Q4_K kernel
+compiles exactly as before.
 """
 
 from __future__ import annotations
@@ -239,7 +244,10 @@ def q4k_idot_rows_kernel(
 # rows the tensor-core kernel with packed tiles (quant/mmv.py, session 19 run 6: K 4096 x N 14336 / 14336 x 4096
 # at 2-16 rows 33-34 / 30-31 us) beats these (3 rows 35.6 / 36.7, 4 rows 39.0 / 49.7 us).
 IDOT_ROWS_MAX = 2
-Q5K_ROWS_MAX = 4  # Q5_K (no tensor-core kernel; q4k_mv's MR rows took 2-4 rows before)
+# Q5_K has no tensor-core kernel: 2-4 rows here, the same tile rules (session 36 run 3, H200, us, q4k_mv's MR rows ->
+# these; M 2 / 3 / 4): 4096 x 14336 42.5 / 61.7 / 75.9 -> 28.9 / 38.5 / 48.8, 14336 x 4096 52.8 / 67.1 / 81.0 ->
+# 29.9 / 39.7 / 64.3, 4096 x 4096 17.1 / 21.1 -> 12.8 / 17.6 (M 2 / 3); the other tile sizes were slower or equal.
+Q5K_ROWS_MAX = 4
 IDOT_ROWS_BN = 8  # weight rows per program ...
 IDOT_ROWS_SMALL_BN = 4  # ... with fewer than BIG_TILES_PER_SM of them per SM
 BIG_TILES_PER_SM = 8

@@ -1,5 +1,7 @@
 """Decode mat-vec for GGUF Q4_K and Q5_K weights and one row of x (Q5_K: up to four), streamed like
-``quant/affine_mv.py``.
+``quant/affine_mv.py``. One row of at least one integer-dot step (8 super-blocks) takes ``q4k_idot.py`` instead,
+Q5_K's 2-4 rows of whole steps ``q4k_idot_rows.py`` (session 36); this kernel keeps the shorter rows and
+``MLX_NATIVE_GGML_IDOT=0``.
 
 A Q4_K super-block (144 bytes) holds 256 values: ``d, dmin`` (fp16), twelve bytes of 6-bit sub-block
 scales and mins, and 128 bytes of nibbles in four 64-value chunks. Word ``w`` (32 bits) of chunk ``c``
