@@ -440,6 +440,55 @@ def test_moe_ggml_fused_gate_up(device):
     assert_error_bar(out.cpu(), oracle.reshape(tokens, topk, n), lowp.reshape(tokens, topk, n))
 
 
+@pytest.mark.parametrize("name, k, dtype, up, per_slot", [
+    ("Q4_K", 768, torch.bfloat16, False, True),  # Qwen3-MoE's down projection: 3 super-blocks, a partial step only
+    ("Q4_K", 2304, torch.float16, True, False),  # one whole step and a partial one (1 super-block), gate/up pair
+    ("Q5_K", 2048, torch.bfloat16, True, False),  # one whole step
+    ("Q5_K", 768, torch.float16, False, True),
+])
+def test_moe_ggml_idot_decode(device, monkeypatch, name, k, dtype, up, per_slot):
+    """A few routed rows (decode) on GGUF Q4_K / Q5_K experts take the routed integer-dot mat-vec
+    (``ops/moe/gguf_idot.py``): every slot within the error bar of the fp64 per-expert oracle, rows of whole and
+    partial steps, the gate/up pair with its activation, x shared by a token's slots or one row per slot."""
+    from mlx_native.ops.moe import gguf_idot
+
+    built = spy_plans(monkeypatch, gguf_idot.MoeGgmlIdotLaunch)
+    rng = np.random.default_rng(k)
+    t = formats.BY_NAME[name]
+    e, n, topk, tokens = 7, 21, 3, 2
+    graw = crafted_blocks(name, e * n * k // t.block_elems, rng)
+    uraw = crafted_blocks(name, e * n * k // t.block_elems, rng)
+    lead = (tokens, topk) if per_slot else (tokens,)
+    x = randn(*lead, k, dtype=dtype, scale=0.01)  # crafted blocks' gate x up products would overflow fp16 at scale 1
+    ids = torch.tensor([[4, 0, 6], [6, 2, 4]], dtype=torch.int32)
+    out = mn.moe_ggml_matmul(x.to(device), ids.to(device), torch.from_numpy(graw).to(device), name, (e, n, k),
+                             raw_up=torch.from_numpy(uraw).to(device) if up else None)
+    assert [(p.launch.constexprs["HAS_UP"], p.launch.constexprs["Q5K"]) for p in built] == [(up, name == "Q5_K")]
+    assert out.shape == (tokens, topk, n) and out.dtype == dtype
+    g = torch.from_numpy(gguf_values(graw, name, (e, n, k)))
+    u = torch.from_numpy(gguf_values(uraw, name, (e, n, k)))
+    pair = (u.double(), u.to(dtype)) if up else ()
+    assert_error_bar(out.cpu(), *_routed_oracles(x, ids, g.double(), g.to(dtype), *pair))
+
+
+def test_moe_ggml_idot_rules(monkeypatch):
+    """The routed integer-dot mat-vec takes Q4_K / Q5_K experts of whole super-blocks, bf16 / fp16 x, 1-16 routed rows
+    (from 17 the grouped kernels), under 2**31 bytes; ``MLX_NATIVE_GGML_IDOT=0`` turns it off."""
+    import dataclasses
+
+    from mlx_native.ops.moe import gguf_idot
+    from mlx_native.runtime import env
+
+    q4k, q5k, bf16 = formats.BY_NAME["Q4_K"].id, formats.BY_NAME["Q5_K"].id, torch.bfloat16
+    assert gguf_idot.supports(q4k, bf16, 768, 8, 10) and gguf_idot.supports(q5k, torch.float16, 2048, 16, 10)
+    assert not gguf_idot.supports(q4k, bf16, 768, 17, 10) and not gguf_idot.supports(q4k, torch.float32, 768, 8, 10)
+    assert not gguf_idot.supports(q4k, bf16, 640, 8, 10) and not gguf_idot.supports(q4k, bf16, 768, 8, 2**31)
+    for name in ("Q4_0", "Q6_K", "Q8_0"):
+        assert not gguf_idot.supports(formats.BY_NAME[name].id, bf16, 768, 8, 10)
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, ggml_idot=False))
+    assert not gguf_idot.supports(q4k, bf16, 768, 8, 10)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_weighted_reduce(device, dtype):
     y = randn(5, 8, 100, dtype=dtype)

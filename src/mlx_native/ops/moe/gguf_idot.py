@@ -1,0 +1,119 @@
+"""Expert-routed decode mat-vecs for GGUF Q4_K / Q5_K experts, by integer dot products.
+
+A MoE decode step on GGUF experts (``moe_ggml_matmul``: ``ffn_gate_exps`` / ``ffn_up_exps`` / ``ffn_down_exps`` of a
+llama.cpp file, ``[E, N, K]`` raw rows) multiplies each routed row ("slot": a token and one of its ``top_k`` experts)
+by its expert's ``[N, K]`` matrix. This is ``ggml/q4k_idot.py``'s one-row integer-dot mat-vec (x quantized to int16
+per 32 values, two codes per ``dp2a``; Q5_K's fifth bits folded into the code bytes) with a second grid axis over the
+slots: program ``(tile, slot)`` reads the slot's expert id and streams ``BN`` rows of that expert (``BN`` of the gate
+and ``BN`` of the up projection with ``HAS_UP``: ``act(x G^T) * (x U^T)`` stored for the slot's outputs).
+
+Rows of any number of super-blocks: ``STEPS`` whole loop steps of 8 super-blocks (one warp), then a partial step of
+the remaining ``TAIL`` chunks (Qwen3-MoE's down projection has K = 768, three super-blocks: a partial step only), its
+loads masked. Expert ids outside ``[0, E)`` read expert 0 and give NaN rows, as the other expert kernels do.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import triton
+import triton.language as tl
+
+from ...kernels.launch import Launch
+from ...kernels.math import gated_act
+from ...runtime import env
+from ...runtime.memory import empty
+from ..ggml import formats
+from ..ggml.q4k_idot import Q5K_SBW, SBW, _step, _tiles, tile_offsets
+from ..ggml.q4k_mv import Q4K_ID, Q5K_ID
+from ..quant.affine_mv import MAGIC, row_tile
+
+
+@triton.jit
+def _project(acc, w_ptr, w_off, h_off, sa, sh, keep, q_sh, magic, x_ptr, x_off, STEPS: tl.constexpr,
+             TAIL: tl.constexpr, STEP_W: tl.constexpr, CH: tl.constexpr, Q5K: tl.constexpr, ASM: tl.constexpr):
+    """``acc [CH, BN]`` + the whole row of one projection (``w_ptr``: its expert's first word): ``STEPS`` whole
+    steps, then the ``TAIL`` chunks of a partial one (masked)."""
+    for s in range(STEPS):
+        wa, wb, h, qa, qb = _tiles(w_ptr, w_off, h_off, s * STEP_W, Q5K)
+        acc = _step(acc, wa, wb, h, qa, qb, sa, sh, keep, q_sh, magic, x_ptr + s * (CH * 64), x_off, Q5K, ASM)
+    if TAIL:
+        wa, wb, h, qa, qb = _tiles(w_ptr, w_off, h_off, STEPS * STEP_W, Q5K,
+                                   (tl.arange(0, 4 * CH) // 4 < TAIL)[:, None])
+        acc = _step(acc, wa, wb, h, qa, qb, sa, sh, keep, q_sh, magic, x_ptr + STEPS * (CH * 64), x_off, Q5K, ASM,
+                    (tl.arange(0, CH) < TAIL)[:, None])
+    return acc
+
+
+@triton.jit(do_not_specialize=["magic"])
+def moe_q4k_idot_kernel(
+    x_ptr,  # [T, K] (X_DIV = TOPK: shared by a token's slots) or [T * TOPK, K] (X_DIV = 1); row stride stride_x
+    ids_ptr,  # [T * TOPK] expert ids, int32 or int64
+    w_ptr, wu_ptr,  # [E, N, K / 256 * SBW] int32 words of the raw experts (wu_ptr: the up projection's, HAS_UP)
+    out_ptr,  # [T * TOPK, N]
+    N, stride_x, n_experts, magic,
+    STRIDE_W: tl.constexpr, STRIDE_E: tl.constexpr,  # words per row / per expert
+    BN: tl.constexpr, CH: tl.constexpr, STEPS: tl.constexpr, TAIL: tl.constexpr, EVEN_N: tl.constexpr,
+    X_DIV: tl.constexpr, HAS_UP: tl.constexpr, ACT: tl.constexpr, Q5K: tl.constexpr, ASM: tl.constexpr,
+):
+    """Program ``(tile, slot)``: ``BN`` rows of the slot's expert (and ``BN`` of its up projection)."""
+    slot = tl.program_id(1)
+    e = tl.load(ids_ptr + slot).to(tl.int64)
+    e_ok = (e >= 0) & (e < n_experts)
+    e = tl.where(e_ok, e, 0)
+    x_ptr += (slot // X_DIV).to(tl.int64) * stride_x
+    STEP_W: tl.constexpr = CH // 4 * (Q5K_SBW if Q5K else SBW)  # words of a row per loop step
+    rows, row_ok = row_tile(N, BN, EVEN_N)
+    sa, sh, keep, h_off, w_off, x_off = tile_offsets(rows, STRIDE_W, CH, Q5K)
+    q_sh = (6 - 2 * (tl.arange(0, CH) % 4))[:, None]  # Q5K: a chunk's fifth bits to bits 6 / 7
+    zero = tl.zeros([CH, BN], dtype=tl.float32)
+    acc = _project(zero, w_ptr + e * STRIDE_E, w_off, h_off, sa, sh, keep, q_sh, magic, x_ptr, x_off, STEPS, TAIL,
+                   STEP_W, CH, Q5K, ASM)
+    res = tl.sum(acc, axis=0)
+    if HAS_UP:
+        up = _project(zero, wu_ptr + e * STRIDE_E, w_off, h_off, sa, sh, keep, q_sh, magic, x_ptr, x_off, STEPS, TAIL,
+                      STEP_W, CH, Q5K, ASM)
+        res = gated_act(res, ACT) * tl.sum(up, axis=0)
+    res = tl.where(e_ok, res, float("nan"))
+    offs = slot.to(tl.int64) * N + tl.program_id(0) * BN + tl.arange(0, BN)
+    tl.store(out_ptr + offs, res.to(out_ptr.dtype.element_ty), mask=row_ok)
+
+
+# ----------------------------------------------------------------------------- launch plans
+
+BN = 4  # rows of each projection per program
+MAX_SLOTS = 16  # routed rows (tokens x top_k) up to this many take it (decode; from 17 the grouped kernels)
+TYPES = (Q4K_ID, Q5K_ID)
+
+
+def supports(type_id: int, x_dtype: torch.dtype, k: int, slots: int, nbytes: int) -> bool:
+    """GGUF Q4_K / Q5_K experts, bf16/fp16 x and result, up to ``MAX_SLOTS`` routed rows of whole super-blocks,
+    ``nbytes`` (the stacked experts) below 2**31; ``MLX_NATIVE_GGML_IDOT=0`` turns it off."""
+    return (env.settings.ggml_idot and type_id in TYPES and x_dtype in (torch.bfloat16, torch.float16)
+            and k % 256 == 0 and 1 <= slots <= MAX_SLOTS and nbytes < 2**31)
+
+
+class MoeGgmlIdotLaunch:
+    """:func:`moe_q4k_idot_kernel` for ``slots`` routed rows against experts stacked ``[n_experts, n, k]`` (raw bytes,
+    contiguous): calls ``(x [t or slots, k] (any row stride), ids [slots], raw, raw_up)`` return ``[slots, n]``;
+    ``x_div``: the slots per row of x; ``act``: the fused gate/up pair (an activation code of ``qmm.ACT_CODES``)."""
+
+    def __init__(self, type_id: int, slots: int, n: int, k: int, n_experts: int, x_div: int, out_dtype: torch.dtype,
+                 device, act: Optional[int] = None):
+        self.slots, self.n, self.n_experts, self.out_dtype, self.device = slots, n, n_experts, out_dtype, device
+        q5k = type_id == Q5K_ID
+        stride_w = formats.row_bytes(formats.BY_ID[type_id], k) // 4
+        sbs = k // 256
+        self.launch = Launch(moe_q4k_idot_kernel, (triton.cdiv(n, BN), slots), dict(
+            STRIDE_W=stride_w, STRIDE_E=n * stride_w, BN=BN, CH=32, STEPS=sbs // 8, TAIL=sbs % 8 * 4,
+            EVEN_N=n % BN == 0, X_DIV=x_div, HAS_UP=act is not None, ACT=act or 0, Q5K=q5k,
+            ASM=not env.settings.triton_interpret), num_warps=1, num_stages=1)
+
+    def __call__(self, x: torch.Tensor, ids: torch.Tensor, raw: torch.Tensor, raw_up: Optional[torch.Tensor] = None
+                 ) -> torch.Tensor:
+        out = empty((self.slots, self.n), dtype=self.out_dtype, device=self.device)
+        w = raw.view(torch.int32)
+        self.launch(x, ids, w, w if raw_up is None else raw_up.view(torch.int32), out, self.n, x.stride(0),
+                    self.n_experts, MAGIC)
+        return out
