@@ -12,7 +12,8 @@ A MoE FFN step with these ops (Qwen3-MoE, Qwen3.5/3.6-A3B, Gemma-style)::
 or in one call, ``out = mn.moe_ffn(x, router_logits, 8, gate, up, down)`` (at decode sizes the three
 launches overlap by programmatic dependent launch).
 
-A few routed rows (decode) run one mat-vec program set per row (``ops/moe/idot.py``, the word-level kernels).
+A few routed rows (decode) run one mat-vec program set per row (``ops/moe/idot.py`` for MLX affine 4-bit,
+``ops/moe/gguf_idot.py`` for GGUF Q4_K / Q5_K: integer-dot kernels; the word-level kernels for the other formats).
 From 17 rows (prefill) the rows are sorted by expert on the GPU (no host sync, static sizes) into blocks of one
 expert's rows, and each block's rows meet its expert's weights on tensor cores (``ops/moe/grouped.py``).
 
