@@ -1,8 +1,7 @@
-"""The norm handoff on GGUF Q4_K / Q5_K / Q4_0 / Q4_1 rows (``ops/ggml/matmul_norm.py``, ``kernels/norm_handoff.py``): an
-o / down
-projection's launch adds the residual and hands ``h * w`` and parts of ``sum(h^2)`` to the next projection's
-launch, which applies ``1 / rms(h)`` to its result. Oracle: h as the two ops round it, then the norm and the
-consumer in fp64 on gguf.quants' values; error bar of norm -> ggml_matmul in the same dtype."""
+"""The norm handoff on GGUF Q4_K / Q5_K / Q4_0 / Q4_1 rows (``ops/ggml/matmul_norm.py``, ``kernels/norm_handoff.py``):
+an o / down projection's launch adds the residual and hands ``h * w`` and parts of ``sum(h^2)`` to the next projection's
+launch, which applies ``1 / rms(h)`` to its result. Oracle: h as the two ops round it, then the norm and the consumer in
+fp64 on gguf.quants' values; error bar of norm -> ggml_matmul in the same dtype."""
 
 import pytest
 import torch

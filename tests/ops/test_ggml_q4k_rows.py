@@ -1,7 +1,7 @@
 """The integer-dot mat-vec for GGUF Q4_K / Q5_K weights and 2-4 rows of x (``ops/ggml/q4k_idot_rows.py``), called
-through its launch plans ``Q4kIdotRowsLaunch`` / ``Q5kIdotRowsLaunch`` directly (the routing of ``ggml_matmul`` is the lead's): ``gguf.quants``
-dequantizes the oracle weight, the fp64 product of x with it is the oracle, ``x @ w.to(dtype).T`` the error bar's
-baseline."""
+through its launch plans ``Q4kIdotRowsLaunch`` / ``Q5kIdotRowsLaunch`` directly (the routing of ``ggml_matmul`` is the
+lead's): ``gguf.quants`` dequantizes the oracle weight, the fp64 product of x with it is the oracle,
+``x @ w.to(dtype).T`` the error bar's baseline."""
 
 import dataclasses
 import types

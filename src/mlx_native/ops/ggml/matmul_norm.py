@@ -34,9 +34,9 @@ GATED_OP = "ggml_gated_matmul"
 def kernel_takes(ggml_type: int, x_dtype: torch.dtype, n: int, k: int, raw: torch.Tensor,
                  pairs: bool = False) -> bool:
     """Whether ``ggml_matmul`` of one row of ``x_dtype`` x against these ``(n, k)`` rows runs an integer-dot
-    mat-vec, which can hand off or take a norm (Q4_K, Q5_K, Q4_0, Q4_1; ``kernel.streamed_launch``'s choice: small Q4_0 /
-    Q4_1 matrices stay on the word-level kernel, and so does their norm), with a result in x's dtype; ``pairs``:
-    stacked gate/up rows, which need rows of whole steps (other rows may end in a partial one)."""
+    mat-vec, which can hand off or take a norm (Q4_K, Q5_K, Q4_0, Q4_1; ``kernel.streamed_launch``'s choice: small
+    Q4_0 / Q4_1 matrices stay on the word-level kernel, and so does their norm), with a result in x's dtype;
+    ``pairs``: stacked gate/up rows, which need rows of whole steps (other rows may end in a partial one)."""
     return raw.is_contiguous() and streamed_plan_class(ggml_type, x_dtype, 1, n, k, raw.device, pairs) in (
         q4k_idot.Q4kIdotLaunch, q4k_idot.Q5kIdotLaunch, q4_idot.Q4IdotLaunch)
 

@@ -390,7 +390,8 @@ class Q4kIdotLaunch(HandoffMvLaunch):
             prefetch = steps // split_count(steps, tiles, target) >= PREFETCH_MIN_STEPS
         constexprs = dict(STRIDE_W=k // 256 * (Q5K_SB_WORDS if self.q5k else SB_WORDS), BN=bn, CH=32 * warps,
                           EVEN_N=n % outs == 0, PREFETCH=prefetch, ASM=not env.settings.triton_interpret,
-                          GLU=act is not None, TAIL=tail, Q5K=self.q5k, **self.role_constexprs(hand_off, take_parts, act))
+                          GLU=act is not None, TAIL=tail, Q5K=self.q5k,
+                          **self.role_constexprs(hand_off, take_parts, act))
         self.tiles = tiles
         super().__init__(q4k_idot_kernel, n, tiles, steps, 1, target, (n,), constexprs, out_dtype, device,
                          tail_ints=(MAGIC, *NO_NORM_ARGS), num_warps=warps, trigger="late")
