@@ -90,8 +90,11 @@ def streamed_launch(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, 
     sms = device_info(device).sm_count
     if m > 1 and (m - 1) * x_row_stride + k >= 2**31:  # the multi-row kernels' x offsets are int32
         return None
-    if q4k_idot_rows.supports_rows(type_id, x_dtype, x_dtype, m, k, raw_bytes) and type_id == q4k_mv.Q5K_ID:
-        return functools.partial(q4k_idot_rows.Q5kIdotRowsLaunch, m, n, k, x_dtype, x_row_stride, device)
+    if q4k_idot_rows.supports_rows(type_id, x_dtype, x_dtype, m, k, raw_bytes) and not (
+            mmv.supports_gguf(type_id, x_dtype, m, k, raw_bytes) and mmv.prefer(m, n, k, type_id)
+            and mmv.over_idot_rows(m, n, k, type_id)):  # (mmv takes no Q5_K)
+        rows = q4k_idot_rows.Q5kIdotRowsLaunch if type_id == q4k_mv.Q5K_ID else q4k_idot_rows.Q4kIdotRowsLaunch
+        return functools.partial(rows, m, n, k, x_dtype, x_row_stride, device)
     if q4k_mv.supports(type_id, x_dtype, m, k, raw_bytes):  # one row; Q5_K 1-4
         if q4k_idot.supports(type_id, x_dtype, x_dtype, m, k, raw_bytes, pairs):
             idot = q4k_idot.Q5kIdotLaunch if type_id == q4k_mv.Q5K_ID else q4k_idot.Q4kIdotLaunch
@@ -103,10 +106,6 @@ def streamed_launch(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, 
         return functools.partial(q8_mv.Q8MvLaunch, n, k, x_dtype, device, m=m, x_row_stride=x_row_stride)
     if q6k_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms, x_row_stride):
         return functools.partial(q6k_mv.Q6kMvLaunch, n, k, x_dtype, device, m=m, x_row_stride=x_row_stride)
-    if q4k_idot_rows.supports_rows(type_id, x_dtype, x_dtype, m, k, raw_bytes) and not (
-            mmv.supports_gguf(type_id, x_dtype, m, k, raw_bytes) and mmv.prefer(m, n, k, type_id)
-            and mmv.over_idot_rows(m, n, k, type_id)):
-        return functools.partial(q4k_idot_rows.Q4kIdotRowsLaunch, m, n, k, x_dtype, x_row_stride, device)
     if q4_mv.supports(type_id, x_dtype, m, n, k, raw_bytes, sms) and not (
             mmv.supports_gguf(type_id, x_dtype, m, k, raw_bytes) and mmv.wide_rows(m, n, k)):
         if m == 1 and q4_idot.supports(type_id, x_dtype, x_dtype, m, n, k, raw_bytes, sms, pairs):

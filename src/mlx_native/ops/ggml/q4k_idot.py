@@ -32,7 +32,7 @@ its bytes: chunk ``c``'s low and high nibbles). Each thread loads the 8 fifth-bi
 chunk's nibble words (two more 16-byte loads; a super-block's 4 chunks read the same 32 bytes, L1 hits), shifts them
 by ``6 - 2 c`` (its chunk's bits to bits 6 and 7 of each byte) and builds two words of code bytes per nibble word:
 the low nibbles' codes times 4 (``w << 2``: bits 2-5, the bit at 6) and the high nibbles' times 8 (``w >> 1``: bits
-3-6, the bit at 7), a shift and two LOP3s each (:func:`q5_codes`). The ``dp2a`` are those of Q4_K, the sums carry
+3-6, the bit at 7), a shift and two LOP3s each (:func:`codes`). The ``dp2a`` are those of Q4_K, the sums carry
 the factors 4 and 8 (below ``2**27`` as Q4_K's) and the scales divide them out. Offline sm_90 SASS (Triton 3.6):
 3.3 instructions per code with 4-row tiles (Q4_K 2.7), 2.7 with 8 (255 registers with the prefetch, no spills);
 ``q4k_mv``'s Q5_K loop takes 7.2. The Q4_K kernels compile exactly as before (same SASS, 7 configurations).
@@ -44,7 +44,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import enter, leave_loop
-from ...kernels.idot import chunk_scale, code_idot, pack_pair, round_int, word_idot
+from ...kernels.idot import HIGH_NIBBLES, LOW_NIBBLES, chunk_scale, code_idot, pack_pair, round_int
 from ...kernels.loads import load_or_zero, pinned
 from ...kernels.norm_handoff import handoff_rstd
 from ...kernels.words import half_lo
@@ -104,14 +104,27 @@ def _cols(p):
 
 
 @triton.jit
-def _word_pair(wa, wb, pl, ph, lo, hi16, ASM: tl.constexpr):
-    """``(lo, hi16)`` + the integer dots of nibble words ``2 u, 2 u + 1`` (``wa wb [CH, BN]``) of each chunk:
-    low nibbles with the x pairs ``pl [CH, 4]`` (values ``8 u .. 8 u + 7`` of the first 32), high nibbles with
-    ``ph`` (the same of the next 32)."""
+def codes(w, t, HI: tl.constexpr, Q5K: tl.constexpr):
+    """The code bytes of nibble word ``w`` for ``dp2a``: Q4_K the low nibbles (``w & 0x0F0F0F0F``) or, ``HI``, the
+    high ones (16 x the codes, ``w & 0xF0F0F0F0``, no shift); ``Q5K`` with their fifth bits at bits 6 (low nibbles)
+    / 7 (high) of each byte of ``t``: the low nibbles' codes times 4 (nibble at bits 2-5, the bit at 6) or, ``HI``,
+    the high nibbles' times 8 (bits 3-6, the bit at 7), a shift and two LOP3s."""
+    if Q5K:
+        if HI:
+            return ((w >> 1) & 0x78787878) | (t & -0x7F7F7F80)  # 0x80808080 as an int32
+        return ((w << 2) & 0x3C3C3C3C) | (t & 0x40404040)
+    return w & (HIGH_NIBBLES if HI else LOW_NIBBLES)
+
+
+@triton.jit
+def _word_pair(wa, wb, ta, tb, pl, ph, lo, hi, Q5K: tl.constexpr, ASM: tl.constexpr):
+    """``(lo, hi)`` + the integer dots of nibble words ``2 u, 2 u + 1`` (``wa wb [CH, BN]``; Q5K: fifth bits ``ta
+    tb``) of each chunk: the low-nibble codes (:func:`codes`) with the x pairs ``pl [CH, 4]`` (values ``8 u .. 8 u +
+    7`` of the first 32), the high-nibble codes with ``ph`` (the same of the next 32)."""
     l0, l1, l2, l3 = _cols(pl)
     h0, h1, h2, h3 = _cols(ph)
-    lo, hi16 = word_idot(wa, l0, l1, h0, h1, lo, hi16, ASM)
-    return word_idot(wb, l2, l3, h2, h3, lo, hi16, ASM)
+    lo, hi = code_idot(codes(wa, ta, False, Q5K), codes(wa, ta, True, Q5K), l0, l1, h0, h1, lo, hi, ASM)
+    return code_idot(codes(wb, tb, False, Q5K), codes(wb, tb, True, Q5K), l2, l3, h2, h3, lo, hi, ASM)
 
 
 @triton.jit
@@ -143,66 +156,39 @@ def _scales(h, sa, sh, keep, magic):
 
 
 @triton.jit
-def _q5_pair(wa, wb, ta, tb, pl, ph, lo4, hi8, ASM: tl.constexpr):
-    """``(lo4, hi8)`` + the integer dots of the Q5_K code words ``2 u, 2 u + 1`` (``wa wb [CH, BN]``, their fifth
-    bits at bits 6 / 7 of each byte of ``ta tb``): the low-nibble codes times 4 with the x pairs ``pl``, the
-    high-nibble codes times 8 with ``ph`` (as :func:`_word_pair`)."""
-    l0, l1, l2, l3 = _cols(pl)
-    h0, h1, h2, h3 = _cols(ph)
-    lo4, hi8 = code_idot(q5_codes(wa, ta, False), q5_codes(wa, ta, True), l0, l1, h0, h1, lo4, hi8, ASM)
-    return code_idot(q5_codes(wb, tb, False), q5_codes(wb, tb, True), l2, l3, h2, h3, lo4, hi8, ASM)
-
-
-@triton.jit
-def q5_codes(w, t, HI: tl.constexpr):
-    """Q5_K code bytes of the nibble word ``w`` with their fifth bits at bits 6 (low nibbles) / 7 (high) of each
-    byte of ``t``: the low nibbles' codes times 4 (nibble at bits 2-5, the bit at 6) or, ``HI``, the high
-    nibbles' times 8 (bits 3-6, the bit at 7); a shift and two LOP3s."""
-    if HI:
-        return ((w >> 1) & 0x78787878) | (t & -0x7F7F7F80)  # 0x80808080 as an int32
-    return ((w << 2) & 0x3C3C3C3C) | (t & 0x40404040)
-
-
-@triton.jit
 def _step(acc, wa, wb, h, qa, qb, sa, sh, keep, q_sh, magic, x_ptr, x_off, Q5K: tl.constexpr, ASM: tl.constexpr,
           x_mask=None):
     """``acc [CH, BN]`` + one loop step: words 0-3 / 4-7 of each thread's chunk ``wa wb [4 * CH, BN]``, headers
     ``h [4 * CH, BN]`` of their super-blocks (``sa sh keep``: see :func:`_scales`), x at ``x_ptr + x_off``
     (``[CH, 8]``: value 0 of each thread's chunk; ``x_mask [CH, 1]``: chunks to load, 0 elsewhere). ``Q5K``:
     ``qa qb`` are the fifth-bit words 0-3 / 4-7 of the super-blocks (bits ``2 c``, ``2 c + 1`` of each byte: the
-    thread's chunk ``c``), moved to bits 6 / 7 by ``<< q_sh`` (``[CH, 1]``, ``6 - 2 c``)."""
+    thread's chunk ``c``), moved to bits 6 / 7 by ``<< q_sh`` (``[CH, 1]``, ``6 - 2 c``) where they are used."""
     l0, l1, l2, l3, scale_l, sum_l = x_chunk(x_ptr, x_off, ASM, x_mask)  # values 0-31: sub-block 2 c
     h0, h1, h2, h3, scale_h, sum_h = x_chunk(x_ptr + 32, x_off, ASM, x_mask)  # values 32-63: sub-block 2 c + 1
     S0, nB0, S1, nB1 = _scales(h, sa, sh, keep, magic)
     w0, w1, w2, w3 = thread_words(wa)
     w4, w5, w6, w7 = thread_words(wb)
+    t0, t1, t2, t3 = thread_words(qa)  # Q4_K: unused, compiled away
+    t4, t5, t6, t7 = thread_words(qb)
     zero = tl.zeros(acc.shape, dtype=tl.int32)
-    if Q5K:
-        t0, t1, t2, t3 = thread_words(qa)
-        t4, t5, t6, t7 = thread_words(qb)
-        lo, hi = _q5_pair(w0, w1, t0 << q_sh, t1 << q_sh, l0, h0, zero, zero, ASM)
-        lo, hi = _q5_pair(w2, w3, t2 << q_sh, t3 << q_sh, l1, h1, lo, hi, ASM)
-        lo, hi = _q5_pair(w4, w5, t4 << q_sh, t5 << q_sh, l2, h2, lo, hi, ASM)
-        lo, hi = _q5_pair(w6, w7, t6 << q_sh, t7 << q_sh, l3, h3, lo, hi, ASM)
-        acc = tl.fma(S0 * (scale_l * 0.25)[:, None], lo.to(tl.float32), acc)
-        acc = tl.fma(S1 * (scale_h * 0.125)[:, None], hi.to(tl.float32), acc)
-    else:
-        lo, hi16 = _word_pair(w0, w1, l0, h0, zero, zero, ASM)
-        lo, hi16 = _word_pair(w2, w3, l1, h1, lo, hi16, ASM)
-        lo, hi16 = _word_pair(w4, w5, l2, h2, lo, hi16, ASM)
-        lo, hi16 = _word_pair(w6, w7, l3, h3, lo, hi16, ASM)
-        acc = tl.fma(S0 * scale_l[:, None], lo.to(tl.float32), acc)
-        acc = tl.fma(S1 * (scale_h * 0.0625)[:, None], hi16.to(tl.float32), acc)
+    lo, hi = _word_pair(w0, w1, t0 << q_sh, t1 << q_sh, l0, h0, zero, zero, Q5K, ASM)
+    lo, hi = _word_pair(w2, w3, t2 << q_sh, t3 << q_sh, l1, h1, lo, hi, Q5K, ASM)
+    lo, hi = _word_pair(w4, w5, t4 << q_sh, t5 << q_sh, l2, h2, lo, hi, Q5K, ASM)
+    lo, hi = _word_pair(w6, w7, t6 << q_sh, t7 << q_sh, l3, h3, lo, hi, Q5K, ASM)
+    if Q5K:  # the code bytes are 4 x / 8 x the codes (Q4_K: 1 x / 16 x)
+        scale_l = scale_l * 0.25
+    acc = tl.fma(S0 * scale_l[:, None], lo.to(tl.float32), acc)
+    acc = tl.fma(S1 * (scale_h * (0.125 if Q5K else 0.0625))[:, None], hi.to(tl.float32), acc)
     acc = tl.fma(nB0, sum_l[:, None], acc)
     return tl.fma(nB1, sum_h[:, None], acc)
 
 
 @triton.jit
 def tile_offsets(rows, STRIDE_W: tl.constexpr, CH: tl.constexpr, Q5K: tl.constexpr = False):
-    """Per-thread constants of :func:`_scales` (``sa, sh, keep`` ``[CH]``) and the offsets of a loop step's tiles
-    for weight rows ``rows [BN]``: ``h_off, w_off [4 * CH, BN]`` (words of the headers / of words 0-3 of each chunk)
-    and ``x_off [CH, 8]`` (value 0 of each chunk). ``Q5K``: 44-word super-blocks, the nibble words after 8 words of
-    fifth bits (at ``h_off + 4``)."""
+    """Per-thread constants of :func:`_scales` (``sa, sh, keep`` ``[CH]``) and of Q5_K's fifth bits (``q_sh [CH,
+    1]``), and the offsets of a loop step's tiles for weight rows ``rows [BN]``: ``h_off, w_off [4 * CH, BN]`` (words
+    of the headers / of words 0-3 of each chunk) and ``x_off [CH, 8]`` (value 0 of each chunk). ``Q5K``: 44-word
+    super-blocks, the nibble words after 8 words of fifth bits (at ``h_off + 4``)."""
     c = tl.arange(0, CH) % 4  # each thread's chunk in its super-block
     sa = tl.where(c < 2, 0, 2)
     sh = (c & 1) * 16
@@ -213,7 +199,8 @@ def tile_offsets(rows, STRIDE_W: tl.constexpr, CH: tl.constexpr, Q5K: tl.constex
     h_off = ((i // 16) * (Q5K_SBW if Q5K else SBW) + i % 4)[:, None] + rows[None, :] * STRIDE_W
     w_off = h_off + ((12 if Q5K else 4) + ((i // 4) % 4) * 8)[:, None]
     x_off = tl.arange(0, CH)[:, None] * 64 + tl.arange(0, 8)[None, :]  # [CH, 8]: value 0 of each chunk
-    return sa, sh, keep, h_off, w_off, x_off
+    q_sh = (6 - 2 * c)[:, None]  # Q5_K: a chunk's fifth bits to bits 6 / 7
+    return sa, sh, keep, q_sh, h_off, w_off, x_off
 
 
 @triton.jit
@@ -266,8 +253,7 @@ def q4k_idot_kernel(
         rows, row_ok = glu_row_tile(N, BN, EVEN_N)
     else:
         rows, row_ok = row_tile(N, BN, EVEN_N)
-    sa, sh, keep, h_off, w_off, x_off = tile_offsets(rows, STRIDE_W, CH, Q5K)
-    q_sh = (6 - 2 * (tl.arange(0, CH) % 4))[:, None]  # Q5K: a chunk's fifth bits to bits 6 / 7
+    sa, sh, keep, q_sh, h_off, w_off, x_off = tile_offsets(rows, STRIDE_W, CH, Q5K)
     i_lo = pid_k * steps_per_split
     i_hi = i_lo + steps_per_split
     acc = tl.zeros([CH, BN], dtype=tl.float32)

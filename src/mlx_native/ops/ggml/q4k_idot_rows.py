@@ -46,7 +46,7 @@ pairs), shared by the tile's weight rows: 4.4 / BN per code; the header decode a
 code with 8-row tiles) are paid once for all rows. At the H100's bandwidth a code has about 6 instructions of issue
 time, so this should stay near memory-bound at M = 2 and cost more from M = 3-4.
 
-Q5_K (``Q5K``): the fifth bits as in ``q4k_idot.py`` (``q4k_idot.q5_codes``: code bytes 4 x / 8 x the codes, made
+Q5_K (``Q5K``): the fifth bits as in ``q4k_idot.py`` (``q4k_idot.codes``: code bytes 4 x / 8 x the codes, made
 once for all rows of x). Offline sm_90 SASS (Triton 3.6, 2 warps, K 4096): 4.5 instructions per code at M = 2 with
 8-row tiles, 7.5 at M = 4, no spills (``q4k_mv``'s ``MR`` rows that took these calls: 8.4-16.6). The Q4_K kernel
 compiles exactly as before.
@@ -61,14 +61,14 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import enter
-from ...kernels.idot import HIGH_NIBBLES, LOW_NIBBLES, dp2a
+from ...kernels.idot import dp2a
 from ...kernels.loads import pinned
 from ...runtime.device import device_info
 from ..quant.affine_idot import thread_words
 from ..quant.affine_idot_rows import RowsLaunch, part_accs, store_parts
 from ..quant.affine_mv import MAGIC, row_tile
 from . import q4k_idot
-from .q4k_idot import _scales, _tiles, q5_codes, tile_offsets, x_chunk
+from .q4k_idot import _scales, _tiles, codes, tile_offsets, x_chunk
 from .q4k_mv import Q4K_ID, Q5K_ID, Q5K_SB_WORDS, SB_WORDS
 
 SBW = tl.constexpr(SB_WORDS)  # 32-bit words per super-block
@@ -98,34 +98,34 @@ def _word_dot(c, p0, p1, acc, ASM: tl.constexpr):
 
 
 @triton.jit
-def _codes(w, t, HI: tl.constexpr, Q5K: tl.constexpr):
-    """The code bytes of nibble word ``w``: the low nibbles (``w & 0x0F0F0F0F``) or, ``HI``, the high ones (16 x
-    the codes, ``w & 0xF0F0F0F0``); ``Q5K``: with their fifth bits from ``t`` (``q4k_idot.q5_codes``: 4 x / 8 x the
-    codes)."""
-    if Q5K:
-        return q5_codes(w, t, HI)
-    return w & (HIGH_NIBBLES if HI else LOW_NIBBLES)
+def _fifth_bits(qa, qb, q_sh):
+    """Each thread's 8 Q5_K fifth-bit words (``qa qb [4 * CH, BN]``: words 0-3 / 4-7 of the super-blocks; bits ``2 c``,
+    ``2 c + 1`` of each byte belong to chunk ``c``) moved to bits 6 / 7 by ``<< q_sh`` (``[CH, 1]``, ``6 - 2 c``):
+    ``t0 .. t7 [CH, BN]``, fifth-bit word ``w`` beside nibble word ``w``. Unused values compile away (Q4_K)."""
+    t0, t1, t2, t3 = thread_words(qa)
+    t4, t5, t6, t7 = thread_words(qb)
+    return t0 << q_sh, t1 << q_sh, t2 << q_sh, t3 << q_sh, t4 << q_sh, t5 << q_sh, t6 << q_sh, t7 << q_sh
 
 
 @triton.jit
 def _half_dot(w0, w1, w2, w3, w4, w5, w6, w7, t0, t1, t2, t3, t4, t5, t6, t7, p0, p1, p2, p3, zero,
               HI: tl.constexpr, Q5K: tl.constexpr, ASM: tl.constexpr):
     """``zero [R, CH, BN]`` (int32) + the integer dots of one sub-block of each thread's chunk, the code bytes
-    (:func:`_codes`) of its 8 nibble words ``w0 .. w7 [CH, BN]`` (low nibbles: sub-block ``2 c``; ``HI``: ``2 c +
+    (``q4k_idot.codes``) of its 8 nibble words ``w0 .. w7 [CH, BN]`` (low nibbles: sub-block ``2 c``; ``HI``: ``2 c +
     1``; Q5K: fifth bits in ``t0 .. t7``), with the sub-block's x pairs ``p_u [R, CH, 4]`` (values ``8 u .. 8 u +
     7``, consecutive pairs: word ``2 u`` takes columns 0-1, word ``2 u + 1`` columns 2-3)."""
     a0, a1, a2, a3 = _cols(p0)
-    acc = _word_dot(_codes(w0, t0, HI, Q5K), a0, a1, zero, ASM)
-    acc = _word_dot(_codes(w1, t1, HI, Q5K), a2, a3, acc, ASM)
+    acc = _word_dot(codes(w0, t0, HI, Q5K), a0, a1, zero, ASM)
+    acc = _word_dot(codes(w1, t1, HI, Q5K), a2, a3, acc, ASM)
     a0, a1, a2, a3 = _cols(p1)
-    acc = _word_dot(_codes(w2, t2, HI, Q5K), a0, a1, acc, ASM)
-    acc = _word_dot(_codes(w3, t3, HI, Q5K), a2, a3, acc, ASM)
+    acc = _word_dot(codes(w2, t2, HI, Q5K), a0, a1, acc, ASM)
+    acc = _word_dot(codes(w3, t3, HI, Q5K), a2, a3, acc, ASM)
     a0, a1, a2, a3 = _cols(p2)
-    acc = _word_dot(_codes(w4, t4, HI, Q5K), a0, a1, acc, ASM)
-    acc = _word_dot(_codes(w5, t5, HI, Q5K), a2, a3, acc, ASM)
+    acc = _word_dot(codes(w4, t4, HI, Q5K), a0, a1, acc, ASM)
+    acc = _word_dot(codes(w5, t5, HI, Q5K), a2, a3, acc, ASM)
     a0, a1, a2, a3 = _cols(p3)
-    acc = _word_dot(_codes(w6, t6, HI, Q5K), a0, a1, acc, ASM)
-    return _word_dot(_codes(w7, t7, HI, Q5K), a2, a3, acc, ASM)
+    acc = _word_dot(codes(w6, t6, HI, Q5K), a0, a1, acc, ASM)
+    return _word_dot(codes(w7, t7, HI, Q5K), a2, a3, acc, ASM)
 
 
 @triton.jit
@@ -159,18 +159,12 @@ def _step(acc0, acc1, acc2, acc3, wa, wb, h, qa, qb, sa, sh, keep, q_sh, magic, 
     """The accumulators of the four parts + one loop step: words 0-3 / 4-7 of each thread's chunk ``wa wb
     [4 * CH, BN]``, headers ``h [4 * CH, BN]`` of their super-blocks (``sa sh keep``: see ``q4k_idot._scales``), x
     at ``x_ptr + row * stride_x + x_off``; the parts of 0 rows stay as they are. ``Q5K``: the fifth-bit words
-    ``qa qb`` of the super-blocks, moved to bits 6 / 7 by ``<< q_sh`` (``q4k_idot._step``)."""
+    ``qa qb`` of the super-blocks (:func:`_fifth_bits`, ``q_sh``)."""
     R0: tl.constexpr = acc0.shape[0]
     S0, nB0, S1, nB1 = _scales(h, sa, sh, keep, magic)
     w0, w1, w2, w3 = thread_words(wa)
     w4, w5, w6, w7 = thread_words(wb)
-    if Q5K:
-        t0, t1, t2, t3 = thread_words(qa)
-        t4, t5, t6, t7 = thread_words(qb)
-        t0, t1, t2, t3, t4, t5, t6, t7 = (t0 << q_sh, t1 << q_sh, t2 << q_sh, t3 << q_sh, t4 << q_sh, t5 << q_sh,
-                                          t6 << q_sh, t7 << q_sh)
-    else:  # unused
-        t0, t1, t2, t3, t4, t5, t6, t7 = w0, w1, w2, w3, w4, w5, w6, w7
+    t0, t1, t2, t3, t4, t5, t6, t7 = _fifth_bits(qa, qb, q_sh)  # Q4_K: unused
     acc0 = _part_step(acc0, w0, w1, w2, w3, w4, w5, w6, w7, t0, t1, t2, t3, t4, t5, t6, t7, S0, nB0, S1, nB1, x_ptr,
                       x_off, stride_x, 0, Q5K, ASM)
     if R1 > 0:
@@ -207,8 +201,7 @@ def q4k_idot_rows_kernel(
     STEP_W: tl.constexpr = CH // 4 * (Q5K_SBW if Q5K else SBW)  # words of a row per loop step
     PARTS: tl.constexpr = (R0 > 0) + (R1 > 0) + (R2 > 0) + (R3 > 0)
     rows, row_ok = row_tile(N, BN, EVEN_N)
-    sa, sh, keep, h_off, w_off, x_off = tile_offsets(rows, STRIDE_W, CH, Q5K)  # as q4k_idot_kernel's
-    q_sh = (6 - 2 * (tl.arange(0, CH) % 4))[:, None]  # Q5K: a chunk's fifth bits to bits 6 / 7
+    sa, sh, keep, q_sh, h_off, w_off, x_off = tile_offsets(rows, STRIDE_W, CH, Q5K)  # as q4k_idot_kernel's
     i_lo = pid_k * steps_per_split
     i_hi = i_lo + steps_per_split
     acc0, acc1, acc2, acc3 = part_accs(R0, R1, R2, R3, CH, BN)

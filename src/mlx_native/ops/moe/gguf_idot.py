@@ -71,8 +71,7 @@ def moe_q4k_idot_kernel(
     x_ptr += (slot // X_DIV).to(tl.int64) * stride_x
     STEP_W: tl.constexpr = CH // 4 * (Q5K_SBW if Q5K else SBW)  # words of a row per loop step
     rows, row_ok = row_tile(N, BN, EVEN_N)
-    sa, sh, keep, h_off, w_off, x_off = tile_offsets(rows, STRIDE_W, CH, Q5K)
-    q_sh = (6 - 2 * (tl.arange(0, CH) % 4))[:, None]  # Q5K: a chunk's fifth bits to bits 6 / 7
+    sa, sh, keep, q_sh, h_off, w_off, x_off = tile_offsets(rows, STRIDE_W, CH, Q5K)
     zero = tl.zeros([CH, BN], dtype=tl.float32)
     acc = _project(zero, w_ptr + e * STRIDE_E, w_off, h_off, sa, sh, keep, q_sh, magic, x_ptr, x_off, STEPS, TAIL,
                    STEP_W, CH, Q5K, ASM)
