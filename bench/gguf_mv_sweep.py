@@ -7,7 +7,8 @@ every combination).
     python bench/gguf_mv_sweep.py [--out FILE.json] [--types Q4_K,Q4_0,Q4_1,Q5_K,Q8_0,Q6_K] [--shapes 4096x14336,...]
                                   [--rows 1,2,3,4]
 
-Q4_0 / Q4_1 / Q5_K one-row knobs are the integer-dot kernels' (``q4_idot.py``, ``q4k_idot.py``);
+Q4_0 / Q4_1 / Q5_K / Q6_K one-row knobs are the integer-dot kernels' (``q4_idot.py``, ``q4k_idot.py``,
+``q6k_idot.py``);
 ``MLX_NATIVE_GGML_IDOT=0`` times the fp32 streamed kernels they replaced. ``--rows``: rows of x; from 2 the multi-row
 variants (``q4k_idot_rows.py`` for Q4_K / Q5_K, the ``MR`` rows of ``q4_mv.py``, ``q6k_mv.py``, ``q8_mv.py``;
 ``MLX_NATIVE_GGML_IDOT=0``: Q5_K's ``MR`` rows of ``q4k_mv.py``) and their knobs (:data:`ROW_GRIDS`), against the
@@ -30,7 +31,8 @@ import common  # noqa: E402
 from quant import gguf_raw  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
-from mlx_native.ops.ggml import formats, q4_idot, q4_mv, q4k_idot, q4k_idot_rows, q4k_mv, q6k_mv, q8_mv  # noqa: E402
+from mlx_native.ops.ggml import (formats, q4_idot, q4_mv, q4k_idot, q4k_idot_rows, q4k_mv, q6k_idot,  # noqa: E402
+                                 q6k_mv, q8_mv)
 from mlx_native.runtime import env, plans  # noqa: E402
 
 DT = torch.bfloat16
@@ -41,7 +43,7 @@ GRIDS = {  # type -> (module, {constant: values})
     "Q4_0": _Q4, "Q4_1": _Q4,
     "Q5_K": (q4k_idot, dict(IDOT_BN=(4, 8), PREFETCH_MIN_STEPS=(4, 64))),
     "Q8_0": (q8_mv, dict(Q8_BN=(8, 16), PROGRAMS_PER_SM=(1, 2), Q8_FENCE=(True, False), Q8_WPL=(1, 2))),
-    "Q6_K": (q6k_mv, dict(Q6K_RT=(2, 4), Q6K_UPT=(2, 4), PROGRAMS_PER_SM=(1, 2))),
+    "Q6_K": (q6k_idot, dict(IDOT_BN=(16, 32), PROGRAMS_PER_SM=(1, 2, 4, 8))),
 }
 ROW_GRIDS = {  # type -> (module, {constant: values}) of the multi-row variants
     "Q4_K": (q4k_idot_rows, dict(IDOT_ROWS_BN=(4, 8), PROGRAMS_PER_SM=(1, 2))),
@@ -95,7 +97,7 @@ def main() -> int:
             env.settings = dataclasses.replace(env.settings, gguf_mv=False)
             t_old = timed("streamed kernels off (MLX_NATIVE_GGUF_MV=0)", sets)
             env.settings = dataclasses.replace(env.settings, gguf_mv=True, ggml_idot=False)
-            if name in ("Q4_0", "Q4_1", "Q4_K", "Q5_K"):
+            if name in ("Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K"):
                 timed("integer-dot kernels off (MLX_NATIVE_GGML_IDOT=0)", sets)
             env.settings = dataclasses.replace(env.settings, ggml_idot=True)
             for values in itertools.product(*grid.values()):

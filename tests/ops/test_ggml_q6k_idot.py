@@ -1,0 +1,200 @@
+"""The integer-dot one-row mat-vec for GGUF Q6_K weights (``ops/ggml/q6k_idot.py``): ``gguf.quants`` dequantizes
+the oracle weight, the fp64 product of x with it is the oracle, ``x @ w.to(dtype).T`` the error bar's baseline.
+
+Every loop step holds the 8 super-block alignments (``2 j`` bytes past a 16-byte boundary), so every test below
+runs all eight word selections; llama.cpp-quantized blocks (``quantized_blocks``), random bytes (every code and
+scale pattern, negative scales) and the byte sweep (every byte value at every position) cover the codes."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+import mlx_native as mn
+from helpers import assert_error_bar, randn, spy_plans
+from mlx_native.ops.ggml import formats
+from test_ggml import crafted_blocks, force_split, oracle_weight, plan_output, raw_tensor, rng_for
+from test_ggml_q6k_mv import byte_sweep_blocks, quantized_blocks
+
+Q6K = formats.BY_NAME["Q6_K"]
+
+
+def _mod():
+    from mlx_native.ops.ggml import q6k_idot
+
+    return q6k_idot
+
+
+def _run(device, raw: np.ndarray, n: int, k: int, dtype, x=None, baseline32=False, **plan_args):
+    """``(out, oracle, baseline, plan)`` of one row of x against the Q6_K rows ``raw`` through a ``Q6kIdotLaunch``."""
+    w = oracle_weight(raw, "Q6_K", (n, k))
+    x = randn(1, k, dtype=dtype) if x is None else x
+    plan = _mod().Q6kIdotLaunch(n, k, dtype, torch.device(device), **plan_args)
+    return (*plan_output(device, plan, raw, w, x, baseline32), plan)
+
+
+@pytest.fixture
+def q6k_plans(monkeypatch):
+    """The Q6_K one-row plans (the integer-dot and the streamed fp32 kernel) built while the test runs."""
+    from mlx_native.ops.ggml import q6k_mv
+    from mlx_native.runtime import plans
+
+    yield spy_plans(monkeypatch, _mod().Q6kIdotLaunch, q6k_mv.Q6kMvLaunch)
+    plans.clear_all()
+
+
+@pytest.mark.parametrize("n, k, dtype", [
+    (37, 2048, torch.bfloat16),  # one step, N not a multiple of the 32-row tile
+    (19, 4096, torch.float16),  # two steps, split in two (merged in the launch)
+    (8, 6144, torch.bfloat16),  # three steps
+])
+def test_q6k_idot_error_bar(device, monkeypatch, request, q6k_plans, n, k, dtype):
+    """``ggml_matmul`` of one row of x against Q6_K rows of whole 2048-value steps takes the integer-dot kernel: x
+    quantized to int16 per 16 values stays within the error bar, with K split as far as the steps allow; a second
+    call with new x finds the split's counters rearmed."""
+    from test_quant import assert_merged_in_launch
+
+    force_split(monkeypatch, request, _mod())
+    raw = quantized_blocks(n, k, rng_for(request))
+    w = oracle_weight(raw, "Q6_K", (n, k))
+    for _ in range(2):
+        x = randn(1, k, dtype=dtype)
+        out = mn.ggml_matmul(x.to(device), raw_tensor(raw, device), "Q6_K", (n, k)).cpu()
+        assert_error_bar(out, x.double() @ w.double().T, x @ w.to(dtype).T, what=f"Q6_K idot {n}x{k} {dtype}")
+    (plan,) = q6k_plans
+    assert type(plan).__name__ == "Q6kIdotLaunch" and plan.split == k // 2048
+    assert plan.launch.constexprs["EVEN_N"] == (n % plan.launch.constexprs["BN"] == 0)
+    if plan.split > 1:
+        assert_merged_in_launch(plan)
+
+
+@pytest.mark.parametrize("blocks", ["random", "byte_sweep"])
+@pytest.mark.parametrize("bn", [8, 16, 32, 64])
+def test_q6k_idot_codes_and_tiles(device, request, blocks, bn):
+    """Random bytes (every code, high-pair and scale bit pattern, negative scales) and the byte sweep (every byte
+    value at every position of the 8 alignments) in row tiles of 8-64 rows (1-8 rows a lane), 21 rows (ragged)."""
+    n, k = 21, 2048
+    rng = rng_for(request)
+    raw = crafted_blocks("Q6_K", n * k // 256, rng) if blocks == "random" else byte_sweep_blocks(n * k // 256, rng)
+    out, oracle, baseline, plan = _run(device, raw, n, k, torch.bfloat16, bn=bn)
+    assert_error_bar(out, oracle, baseline, what=f"Q6_K idot {blocks} BN {bn}")
+    assert plan.launch.constexprs["BN"] == bn and plan.launch.constexprs["EVEN_N"] == (n % bn == 0)
+
+
+@pytest.mark.parametrize("case", ["outliers", "tiny", "zero_groups", "wide_range"])
+def test_q6k_idot_x_ranges(device, request, case):
+    """x's per-16-value int16 scale follows each group's magnitude: a 1000x outlier in some groups, values around
+    1e-30, all-zero groups, and groups whose magnitudes span 2**-60..2**60."""
+    n, k = 16, 2048
+    raw = quantized_blocks(n, k, rng_for(request))
+    x = randn(1, k, dtype=torch.float32)
+    if case == "outliers":
+        x[0, ::97] *= 1000.0
+    elif case == "tiny":
+        x *= 1e-30
+    elif case == "zero_groups":
+        x.view(-1, 16)[::3] = 0.0
+    else:
+        x *= torch.exp2(torch.randint(-60, 61, (k // 16, 1)).float()).repeat_interleave(16, 0).view(1, k)
+    out, oracle, baseline, _ = _run(device, raw, n, k, torch.bfloat16, x=x.to(torch.bfloat16))
+    assert_error_bar(out, oracle, baseline, what=case)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_q6k_idot_keeps_inf_and_nan_of_x(device, request, dtype):
+    """Inf / NaN in x reach the outputs through the groups' float sums (the integers cannot carry them): non-finite
+    exactly where the fp64 oracle's are."""
+    n, k = 8, 2048
+    raw = quantized_blocks(n, k, rng_for(request))
+    for bad in (float("inf"), float("-inf"), float("nan")):
+        x = randn(1, k, dtype=dtype)
+        x[0, 1300] = bad
+        out, oracle, _, _ = _run(device, raw, n, k, dtype, x=x)
+        assert not torch.isfinite(oracle).any()
+        assert torch.equal(torch.isfinite(out), torch.isfinite(oracle)), bad
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf * 0 in the oracle's numpy
+def test_q6k_idot_extreme_d(device, request):
+    """fp16 ``d`` of 65504, 3e4, 1e-5, 6e-8 (subnormal), +-0, +-Inf and NaN in random blocks: the outputs are
+    non-finite exactly where the fp64 oracle's are, the finite ones within the error bar of the fp32 product."""
+    n, k = 24, 2048
+    raw = crafted_blocks("Q6_K", n * k // 256, rng_for(request), extreme=True)
+    x = randn(1, k, dtype=torch.bfloat16)
+    out, oracle, baseline, _ = _run(device, raw, n, k, torch.bfloat16, x=x, baseline32=True)
+    finite = torch.isfinite(oracle)
+    assert 0 < int(finite.sum()) < n
+    assert torch.equal(torch.isfinite(out), finite)
+    assert_error_bar(out, oracle, baseline, what="Q6_K idot extreme d")
+
+
+def test_q6k_idot_route(device, monkeypatch, q6k_plans, request):
+    """One row of bf16/fp16 x against Q6_K rows of whole steps takes the integer-dot kernel; rows of no whole step
+    (K = 1536, 11008), several rows of x and ``MLX_NATIVE_GGML_IDOT=0`` keep the streamed fp32 kernel."""
+    from mlx_native.runtime import env, plans
+
+    rng = rng_for(request)
+    for m, k in ((1, 2048), (1, 1536), (2, 2048)):
+        raw = quantized_blocks(8, k, rng)
+        mn.ggml_matmul(randn(m, k, dtype=torch.bfloat16).to(device), raw_tensor(raw, device), "Q6_K", (8, k))
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, ggml_idot=False))
+    plans.clear_all()
+    mn.ggml_matmul(randn(1, 2048, dtype=torch.bfloat16).to(device), raw_tensor(quantized_blocks(8, 2048, rng), device),
+                   "Q6_K", (8, 2048))
+    assert [type(p).__name__ for p in q6k_plans] == ["Q6kIdotLaunch", "Q6kMvLaunch", "Q6kMvLaunch", "Q6kMvLaunch"]
+
+
+def test_q6k_idot_supports_and_bad_plans(device):
+    """The gate (whole 2048-value steps, one row, bf16/fp16 x and result, int32 offsets, Q6_K only) and the plan's
+    own checks of its arguments."""
+    q6k_idot, bf = _mod(), torch.bfloat16
+    assert q6k_idot.supports(Q6K.id, bf, bf, 1, 4096, 10) and q6k_idot.supports(Q6K.id, torch.float16, torch.float16,
+                                                                                1, 14336, 10)
+    assert not q6k_idot.supports(Q6K.id, bf, bf, 1, 11008, 10) and not q6k_idot.supports(Q6K.id, bf, bf, 1, 1024, 10)
+    assert not q6k_idot.supports(Q6K.id, bf, bf, 2, 4096, 10)
+    assert not q6k_idot.supports(Q6K.id, bf, torch.float32, 1, 4096, 10)
+    assert not q6k_idot.supports(Q6K.id, torch.float32, torch.float32, 1, 4096, 10)
+    assert not q6k_idot.supports(Q6K.id, bf, bf, 1, 4096, 2**31)
+    assert not q6k_idot.supports(formats.BY_NAME["Q4_K"].id, bf, bf, 1, 4096, 10)
+    with pytest.raises(ValueError, match="q6k_idot"):
+        q6k_idot.Q6kIdotLaunch(8, 1536, bf, torch.device(device))
+    with pytest.raises(ValueError, match="q6k_idot"):
+        q6k_idot.Q6kIdotLaunch(8, 2048, bf, torch.device(device), bn=24)
+
+
+# --------------------------------------------------------------------------- GPU, real sizes
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nk", [(14336, 4096), (4096, 14336), (4096, 4096), (128256, 4096), (1024, 2048)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_gpu_q6k_idot_real_sizes(nk, dtype):
+    """Llama-3-8B's Q6_K tensors in Q4_K_M / Q5_K_M files (ffn_down, attn_v, the output head), one row of x against
+    the fp64 oracle (``ggml_dequantize``: bit-exact with gguf); repeated calls with new x reuse the plan, including
+    its K split's counters."""
+    from test_quant import assert_merged_in_launch
+
+    n, k = nk
+    raw = torch.from_numpy(quantized_blocks(n, k, np.random.default_rng(k))).cuda()
+    w64 = mn.ggml_dequantize(raw, "Q6_K", (n, k)).double()
+    plan = _mod().Q6kIdotLaunch(n, k, dtype, raw.device)
+    for _ in range(3):
+        x = randn(1, k, dtype=dtype, device="cuda")
+        out = plan(x, raw)
+        assert_error_bar(out, x.double() @ w64.T, x @ w64.to(dtype).T, what=f"Q6_K idot 1x{n}x{k} {dtype}")
+    if plan.split > 1:
+        assert_merged_in_launch(plan)
+
+
+@pytest.mark.gpu
+def test_gpu_q6k_idot_x_at_odd_offset():
+    """x is read as int32 words: a view 2 bytes past an aligned address (copied by the plan) gives the result of an
+    aligned copy."""
+    n, k = 64, 4096
+    raw = torch.from_numpy(quantized_blocks(n, k, np.random.default_rng(0))).cuda()
+    buf = randn(1, k + 1, dtype=torch.bfloat16, device="cuda")
+    x = buf[:, 1:]
+    assert x.data_ptr() % 4 == 2
+    plan = _mod().Q6kIdotLaunch(n, k, torch.bfloat16, raw.device)
+    assert torch.equal(plan(x, raw), plan(x.clone(), raw))
