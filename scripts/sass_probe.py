@@ -131,7 +131,8 @@ def main() -> int:
         codes_per_iter = args.bn * 32 * warps * 64
     elif args.kernel == "q6k_idot":  # 8 super-blocks of each of BN rows a loop step
         from mlx_native.ops.ggml.q6k_idot import q6k_idot_kernel as fn
-        const = dict(STRIDE_W=k // 256 * 105 // 2, BN=args.bn, EVEN_N=True, SPLIT_K=False, FUSE=False, ASM=True)
+        const = dict(STRIDE_W=k // 256 * 105 // 2, BN=args.bn, EVEN_N=True, PREFETCH=bool(args.prefetch),
+                     SPLIT_K=False, FUSE=False, ASM=True)
         codes_per_iter = args.bn * 8 * 256
     elif args.kernel == "moe_idot":  # the gate/up pair of routed experts, N 768 per expert
         from mlx_native.ops.moe.idot import moe_idot_kernel as fn

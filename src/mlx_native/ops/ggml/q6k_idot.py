@@ -38,6 +38,7 @@ import triton.language as tl
 
 from ...kernels.dependent import enter
 from ...kernels.idot import LOW_NIBBLES, chunk_scale, dp2a, pack_pair, round_int
+from ...kernels.loads import pinned
 from ...kernels.words import half_lo, x_pair
 from ..quant.affine_mv import store_row_tile
 
@@ -88,14 +89,34 @@ def _pick(a0, a1, a2, a3, a4, a5, a6, a7, J: tl.constexpr, ASM: tl.constexpr):
 
 
 @triton.jit
-def _run(p, off, J: tl.constexpr, ASM: tl.constexpr):
-    """The four words ``[4, G, R]`` of each lane's 16-byte run of super-block ``J`` of a loop step: ``p + off``
-    (``[16, G, R]``) are the aligned words the run starts in (``2 J`` bytes in), read with the next 16 bytes."""
-    a0, a1, a2, a3 = lane_words(tl.load(p + off))
+def _run(v0, v1, J: tl.constexpr, ASM: tl.constexpr):
+    """The four words ``[4, G, R]`` of each lane's 16-byte run of super-block ``J`` of a loop step from the aligned
+    words ``v0`` (``[16, G, R]``, the run starts ``2 J`` bytes in) and ``v1`` (the next 16 bytes; unused for ``J =
+    0``)."""
+    a0, a1, a2, a3 = lane_words(v0)
     if J == 0:
         return a0, a1, a2, a3
-    a4, a5, a6, a7 = lane_words(tl.load(p + off + 4))
+    a4, a5, a6, a7 = lane_words(v1)
     return _pick(a0, a1, a2, a3, a4, a5, a6, a7, J, ASM)
+
+
+@triton.jit
+def _sb_tiles(p, a_off, h_off, t_off, J: tl.constexpr):
+    """The raw ``[16, G, R]`` tiles of super-block ``J`` of the loop step whose words start at ``p``: ``(A, A + 16
+    bytes, B, B + 16, H, H + 16, T, T + 16)`` at each lane's ql run ``a_off`` (``B``: 32 bytes on), qh run ``h_off``
+    and the aligned bytes 192-223 of scales and ``d`` (``t_off``), in the aligned 16 bytes where the run starts
+    (``J = 0``: the runs are aligned, the second words repeat the first)."""
+    q = p + J * 52  # the aligned 16 bytes the super-block starts in (208 J bytes)
+    va0 = tl.load(q + a_off)
+    vb0 = tl.load(q + a_off + 8)
+    vh0 = tl.load(q + h_off)
+    if J == 0:
+        va1, vb1, vh1 = va0, vb0, vh0
+    else:
+        va1 = tl.load(q + a_off + 4)
+        vb1 = tl.load(q + a_off + 12)
+        vh1 = tl.load(q + h_off + 4)
+    return va0, va1, vb0, vb1, vh0, vh1, tl.load(q + t_off), tl.load(q + t_off + 4)
 
 
 @triton.jit
@@ -105,13 +126,13 @@ def _scale(w, sh):
 
 
 @triton.jit
-def _tail(p, off, hi_half, sh, J: tl.constexpr):
+def _tail(t0, t1, hi_half, sh, J: tl.constexpr):
     """``(sc0, sc1, sc2, sc3, d)`` ``[4, G, R]`` fp32 of super-block ``J`` of a loop step: the int8 scales of each
-    lane's four groups and the block's ``d``, from the aligned 32 bytes at ``p + off`` (``off [16, G, R]``: words
-    48-55 of the aligned super-block, scales from byte ``2 J``, ``d`` at ``16 + 2 J``). ``hi_half``: the lane's half
-    is 1 (its scales 8 bytes on), ``sh [4, 1, 1]``: ``8 s``, its scales' byte in their pair."""
-    a0, a1, a2, a3 = lane_words(tl.load(p + off))
-    a4, a5, a6, a7 = lane_words(tl.load(p + off + 4))
+    lane's four groups and the block's ``d``, from the aligned 32 bytes ``t0, t1`` (``[16, G, R]``: bytes 192-223
+    of the aligned super-block, scales from byte ``2 J``, ``d`` at ``16 + 2 J``). ``hi_half``: the lane's half is 1
+    (its scales 8 bytes on), ``sh [4, 1, 1]``: ``8 s``, its scales' byte in their pair."""
+    a0, a1, a2, a3 = lane_words(t0)
+    a4, a5, a6, a7 = lane_words(t1)
     O: tl.constexpr = J // 2
     if O == 0:  # d: byte 16 + 2 J
         dw = a4
@@ -189,16 +210,14 @@ def _group(t, s, sc, scale, xsum):
 
 
 @triton.jit
-def _super_block(acc, p, a_off, h_off, t_off, hi_half, sh, xw_ptr, x_off, J: tl.constexpr, X_BF16: tl.constexpr,
-                 ASM: tl.constexpr):
-    """``acc [4, G, R]`` + super-block ``J`` of the loop step whose words start at ``p`` (``a_off``, ``h_off``,
-    ``t_off`` ``[16, G, R]``: each lane's ql, qh and scale words in an aligned super-block; x of the step at word
-    ``xw_ptr`` + ``x_off [16, G, 1]``: each lane's first x word)."""
-    base = J * 52  # the aligned 16 bytes the super-block starts in (208 J bytes)
-    a0, a1, a2, a3 = _run(p + base, a_off, J, ASM)
-    b0, b1, b2, b3 = _run(p + base + 8, a_off, J, ASM)
-    h0, h1, h2, h3 = _run(p + base, h_off, J, ASM)
-    sc0, sc1, sc2, sc3, d = _tail(p + base, t_off, hi_half, sh, J)
+def _super_block(acc, va0, va1, vb0, vb1, vh0, vh1, t0, t1, hi_half, sh, xw_ptr, x_off, J: tl.constexpr,
+                 X_BF16: tl.constexpr, ASM: tl.constexpr):
+    """``acc [4, G, R]`` + super-block ``J`` of a loop step from its tiles (:func:`_sb_tiles`) and x of the step at
+    word ``xw_ptr`` + ``x_off [16, G, 1]`` (each lane's first x word)."""
+    a0, a1, a2, a3 = _run(va0, va1, J, ASM)
+    b0, b1, b2, b3 = _run(vb0, vb1, J, ASM)
+    h0, h1, h2, h3 = _run(vh0, vh1, J, ASM)
+    sc0, sc1, sc2, sc3, d = _tail(t0, t1, hi_half, sh, J)
     xp = xw_ptr + J * 128
     x00, x01, x02, x03, x04, x05, x06, x07, scale0, xsum0 = _x_group(xp, x_off, X_BF16, ASM)  # row 0 of the half
     x10, x11, x12, x13, x14, x15, x16, x17, scale1, xsum1 = _x_group(xp + 16, x_off, X_BF16, ASM)
@@ -224,12 +243,13 @@ def q6k_idot_kernel(
     part_ptr,  # [split, N] fp32 partials (SPLIT_K)
     cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters (FUSE)
     N, steps_per_split,
-    STRIDE_W: tl.constexpr, BN: tl.constexpr, EVEN_N: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr,
-    ASM: tl.constexpr, PDL: tl.constexpr = False,
+    STRIDE_W: tl.constexpr, BN: tl.constexpr, EVEN_N: tl.constexpr, PREFETCH: tl.constexpr, SPLIT_K: tl.constexpr,
+    FUSE: tl.constexpr, ASM: tl.constexpr, PDL: tl.constexpr = False,
 ):
     """Loop steps of 8 super-blocks (``STEP_WORDS`` words of each row), ``steps_per_split`` of them a program. Tiles
     are ``[16, 8, BN / 8]``: word ``i % 4`` of lane quarter ``i // 4``, 8 rows side by side on the lanes, the rest
-    in registers (one warp)."""
+    in registers (one warp). ``PREFETCH``: each super-block's weight tiles are loaded while the one before is
+    computed (the step's last loads the next step's first; the last step reloads its own)."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
     R: tl.constexpr = BN // 8
@@ -253,16 +273,36 @@ def q6k_idot_kernel(
     xw_ptr = x_ptr.to(tl.pointer_type(tl.int32))
     acc = tl.zeros([4, 8, R], dtype=tl.float32)
     i_lo = tl.program_id(1) * steps_per_split
-    for st in range(i_lo, i_lo + steps_per_split):
-        p = w_ptr + st * STEP_WORDS
-        xp = xw_ptr + st * 1024
-        for J in tl.static_range(8):
-            acc = _super_block(acc, p, a_off, h_off, t_off, hi_half, sh, xp, x_off, J, X_BF16, ASM)
+    i_hi = i_lo + steps_per_split
+    if PREFETCH:
+        c0, c1, c2, c3, c4, c5, c6, c7 = _sb_tiles(w_ptr + i_lo * STEP_WORDS, a_off, h_off, t_off, 0)
+        for st in range(i_lo, i_hi):
+            p = w_ptr + st * STEP_WORDS
+            xp = xw_ptr + st * 1024
+            c0, c1, c2, c3 = pinned(c0, ASM), pinned(c1, ASM), pinned(c2, ASM), pinned(c3, ASM)
+            c4, c5, c6, c7 = pinned(c4, ASM), pinned(c5, ASM), pinned(c6, ASM), pinned(c7, ASM)
+            for J in tl.static_range(8):
+                if J < 7:
+                    n0, n1, n2, n3, n4, n5, n6, n7 = _sb_tiles(p, a_off, h_off, t_off, J + 1)
+                else:
+                    n0, n1, n2, n3, n4, n5, n6, n7 = _sb_tiles(w_ptr + tl.minimum(st + 1, i_hi - 1) * STEP_WORDS,
+                                                               a_off, h_off, t_off, 0)
+                acc = _super_block(acc, c0, c1, c2, c3, c4, c5, c6, c7, hi_half, sh, xp, x_off, J, X_BF16, ASM)
+                c0, c1, c2, c3, c4, c5, c6, c7 = n0, n1, n2, n3, n4, n5, n6, n7
+    else:
+        for st in range(i_lo, i_hi):
+            p = w_ptr + st * STEP_WORDS
+            xp = xw_ptr + st * 1024
+            for J in tl.static_range(8):
+                c0, c1, c2, c3, c4, c5, c6, c7 = _sb_tiles(p, a_off, h_off, t_off, J)
+                acc = _super_block(acc, c0, c1, c2, c3, c4, c5, c6, c7, hi_half, sh, xp, x_off, J, X_BF16, ASM)
     res = tl.reshape(tl.permute(tl.sum(acc, axis=0), (1, 0)), (BN,))  # row g + 8 r at 8 r + g
     store_row_tile(out_ptr, part_ptr, cnt_ptr, res, row_ok, N, 0, 0, 0, 0, 0.0, BN, SPLIT_K, FUSE, False, False, 0)
 
 
 # ----------------------------------------------------------------------------- launch plans
+
+from typing import Optional  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -275,8 +315,9 @@ from .q6k_mv import Q6K_ID  # noqa: E402
 # One warp a program: with two, Triton lays x's [16, 8, 1] tiles out apart from the weights' and converts them
 # through shared memory in the loop (offline sm_90 SASS, Triton 3.6). 32-row tiles (4 rows a lane): 255 registers,
 # 3.2 SASS instructions a code in the loop, a few spills; 16: 105 registers, 4.5 (x's quantization shared by 2 rows).
-IDOT_BN = 32  # weight rows a program: 8 side by side on the lanes, BN / 8 of each lane in registers
-PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
+IDOT_BN = 16  # weight rows a program: 8 side by side on the lanes, BN / 8 of each lane in registers
+PROGRAMS_PER_SM = 8  # split K until about this many programs per SM
+PREFETCH = True
 
 
 def supports(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int, k: int, raw_bytes: int) -> bool:
@@ -292,7 +333,8 @@ class Q6kIdotLaunch(StreamedMvLaunch):
     (16-byte aligned steps: ``k`` a multiple of 2048), x as int32 words of two values; ``bn`` rows a program (a
     multiple of 8), K split until about ``programs_per_sm`` programs per SM."""
 
-    def __init__(self, n: int, k: int, out_dtype: torch.dtype, device, bn: int = 0, programs_per_sm: int = 0):
+    def __init__(self, n: int, k: int, out_dtype: torch.dtype, device, bn: int = 0, programs_per_sm: int = 0,
+                 prefetch: Optional[bool] = None):
         bn = bn or IDOT_BN
         if k % (256 * STEP_SBS) or bn % 8 or bn & (bn - 1):
             raise ValueError(f"q6k_idot: rows of {k} values in steps of {256 * STEP_SBS}, {bn}-row tiles "
@@ -301,6 +343,7 @@ class Q6kIdotLaunch(StreamedMvLaunch):
         super().__init__(q6k_idot_kernel, n, triton.cdiv(n, bn), k // (256 * STEP_SBS), 1,
                          (programs_per_sm or PROGRAMS_PER_SM) * sms, (n,),
                          dict(STRIDE_W=k // 256 * 105 // 2, BN=bn, EVEN_N=n % bn == 0,
+                              PREFETCH=PREFETCH if prefetch is None else prefetch,
                               ASM=not env.settings.triton_interpret), out_dtype, device, tail_ints=(), num_warps=1,
                          trigger=True)
 
