@@ -43,7 +43,7 @@ GRIDS = {  # type -> (module, {constant: values})
     "Q4_0": _Q4, "Q4_1": _Q4,
     "Q5_K": (q4k_idot, dict(IDOT_BN=(4, 8), PREFETCH_MIN_STEPS=(4, 64))),
     "Q8_0": (q8_mv, dict(Q8_BN=(8, 16), PROGRAMS_PER_SM=(1, 2), Q8_FENCE=(True, False), Q8_WPL=(1, 2))),
-    "Q6_K": (q6k_idot, dict(IDOT_BN=(16, 32), PROGRAMS_PER_SM=(1, 2, 4, 8))),
+    "Q6_K": (q6k_idot, dict(IDOT_BN=(8, 16, 32), PROGRAMS_PER_SM=(4, 8), PREFETCH=(0, 1))),
 }
 ROW_GRIDS = {  # type -> (module, {constant: values}) of the multi-row variants
     "Q4_K": (q4k_idot_rows, dict(IDOT_ROWS_BN=(4, 8), PROGRAMS_PER_SM=(1, 2))),

@@ -323,8 +323,8 @@ PREFETCH = True
 def supports(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int, k: int, raw_bytes: int) -> bool:
     """One row of bf16/fp16 x against Q6_K rows of a multiple of 2048 values (whole 8-super-block steps, 16-byte
     aligned) and a bf16/fp16 result (x's quantization is within their error bar, not fp32's); int32 offsets
-    (``raw_bytes < 2**31``). ``MLX_NATIVE_GGML_IDOT=0`` turns it off."""
-    return (env.settings.ggml_idot and ggml_type == Q6K_ID and m == 1 and x_dtype in (torch.bfloat16, torch.float16)
+    (``raw_bytes < 2**31``). ``MLX_NATIVE_GGML_IDOT=0`` or ``MLX_NATIVE_GGUF_MV=0`` turns it off."""
+    return (env.settings.ggml_idot and env.settings.gguf_mv and ggml_type == Q6K_ID and m == 1 and x_dtype in (torch.bfloat16, torch.float16)
             and out_dtype != torch.float32 and k > 0 and k % (256 * STEP_SBS) == 0 and raw_bytes < 2**31)
 
 
