@@ -36,10 +36,12 @@ def _run(device, raw: np.ndarray, n: int, k: int, dtype, x=None, baseline32=Fals
 
 @pytest.fixture
 def q6k_plans(monkeypatch):
-    """The Q6_K one-row plans (the integer-dot and the streamed fp32 kernel) built while the test runs."""
+    """The Q6_K one-row plans (the integer-dot and the streamed fp32 kernel) built while the test runs; the
+    integer-dot kernel takes matrices of any size."""
     from mlx_native.ops.ggml import q6k_mv
     from mlx_native.runtime import plans
 
+    monkeypatch.setattr(_mod(), "MIN_VALUES", 0)
     yield spy_plans(monkeypatch, _mod().Q6kIdotLaunch, q6k_mv.Q6kMvLaunch)
     plans.clear_all()
 
@@ -70,16 +72,22 @@ def test_q6k_idot_error_bar(device, monkeypatch, request, q6k_plans, n, k, dtype
 
 
 @pytest.mark.parametrize("blocks", ["random", "byte_sweep"])
-@pytest.mark.parametrize("bn", [8, 16, 32, 64])
-def test_q6k_idot_codes_and_tiles(device, request, blocks, bn):
+@pytest.mark.parametrize("bn, prefetch", [(8, True), (16, True), (32, True), (64, True), (16, False), (32, False)])
+def test_q6k_idot_codes_and_tiles(device, monkeypatch, request, blocks, bn, prefetch):
     """Random bytes (every code, high-pair and scale bit pattern, negative scales) and the byte sweep (every byte
-    value at every position of the 8 alignments) in row tiles of 8-64 rows (1-8 rows a lane), 21 rows (ragged)."""
-    n, k = 21, 2048
+    value at every position of the 8 alignments) in row tiles of 8-64 rows (1-8 rows a lane), with and without the
+    register prefetch, 21 rows (ragged) of two steps (the prefetch carried from one step to the next)."""
+    import types
+
+    monkeypatch.setattr(_mod(), "device_info", lambda device: types.SimpleNamespace(sm_count=1))  # no K split
+    n, k = 21, 4096
     rng = rng_for(request)
     raw = crafted_blocks("Q6_K", n * k // 256, rng) if blocks == "random" else byte_sweep_blocks(n * k // 256, rng)
-    out, oracle, baseline, plan = _run(device, raw, n, k, torch.bfloat16, bn=bn)
-    assert_error_bar(out, oracle, baseline, what=f"Q6_K idot {blocks} BN {bn}")
-    assert plan.launch.constexprs["BN"] == bn and plan.launch.constexprs["EVEN_N"] == (n % bn == 0)
+    out, oracle, baseline, plan = _run(device, raw, n, k, torch.bfloat16, bn=bn, prefetch=prefetch,
+                                       programs_per_sm=1)
+    assert_error_bar(out, oracle, baseline, what=f"Q6_K idot {blocks} BN {bn} prefetch {prefetch}")
+    c = plan.launch.constexprs
+    assert (c["BN"], c["PREFETCH"], c["EVEN_N"], plan.split) == (bn, prefetch, n % bn == 0, 1)
 
 
 @pytest.mark.parametrize("case", ["outliers", "tiny", "zero_groups", "wide_range"])
@@ -130,8 +138,9 @@ def test_q6k_idot_extreme_d(device, request):
 
 
 def test_q6k_idot_route(device, monkeypatch, q6k_plans, request):
-    """One row of bf16/fp16 x against Q6_K rows of whole steps takes the integer-dot kernel; rows of no whole step
-    (K = 1536, 11008), several rows of x and ``MLX_NATIVE_GGML_IDOT=0`` keep the streamed fp32 kernel."""
+    """One row of bf16/fp16 x against Q6_K rows of whole steps takes the integer-dot kernel (of any size here:
+    ``q6k_plans``); rows of no whole step (K = 1536), several rows of x and ``MLX_NATIVE_GGML_IDOT=0`` keep the
+    streamed fp32 kernel."""
     from mlx_native.runtime import env, plans
 
     rng = rng_for(request)
@@ -146,17 +155,18 @@ def test_q6k_idot_route(device, monkeypatch, q6k_plans, request):
 
 
 def test_q6k_idot_supports_and_bad_plans(device):
-    """The gate (whole 2048-value steps, one row, bf16/fp16 x and result, int32 offsets, Q6_K only) and the plan's
-    own checks of its arguments."""
+    """The gate (whole 2048-value steps, at least ``MIN_VALUES`` weights, one row, bf16/fp16 x and result, int32
+    offsets, Q6_K only) and the plan's own checks of its arguments."""
     q6k_idot, bf = _mod(), torch.bfloat16
-    assert q6k_idot.supports(Q6K.id, bf, bf, 1, 4096, 10) and q6k_idot.supports(Q6K.id, torch.float16, torch.float16,
-                                                                                1, 14336, 10)
-    assert not q6k_idot.supports(Q6K.id, bf, bf, 1, 11008, 10) and not q6k_idot.supports(Q6K.id, bf, bf, 1, 1024, 10)
-    assert not q6k_idot.supports(Q6K.id, bf, bf, 2, 4096, 10)
-    assert not q6k_idot.supports(Q6K.id, bf, torch.float32, 1, 4096, 10)
-    assert not q6k_idot.supports(Q6K.id, torch.float32, torch.float32, 1, 4096, 10)
-    assert not q6k_idot.supports(Q6K.id, bf, bf, 1, 4096, 2**31)
-    assert not q6k_idot.supports(formats.BY_NAME["Q4_K"].id, bf, bf, 1, 4096, 10)
+
+    def takes(m=1, n=14336, k=4096, x=bf, out=bf, raw_bytes=10, t=Q6K.id):
+        return q6k_idot.supports(t, x, out, m, n, k, raw_bytes)
+
+    assert takes() and takes(n=4096, k=14336, x=torch.float16, out=torch.float16) and takes(n=128256)
+    assert not takes(n=4096) and not takes(n=1024)  # 4096 x 4096 and attn_v: q6k_mv is faster
+    assert not takes(k=11008) and not takes(n=2**16, k=1024)  # no whole step
+    assert not takes(m=2) and not takes(out=torch.float32) and not takes(x=torch.float32, out=torch.float32)
+    assert not takes(raw_bytes=2**31) and not takes(t=formats.BY_NAME["Q4_K"].id)
     with pytest.raises(ValueError, match="q6k_idot"):
         q6k_idot.Q6kIdotLaunch(8, 1536, bf, torch.device(device))
     with pytest.raises(ValueError, match="q6k_idot"):

@@ -313,19 +313,28 @@ from ...kernels.words import word_aligned  # noqa: E402
 from .q6k_mv import Q6K_ID  # noqa: E402
 
 # One warp a program: with two, Triton lays x's [16, 8, 1] tiles out apart from the weights' and converts them
-# through shared memory in the loop (offline sm_90 SASS, Triton 3.6). 32-row tiles (4 rows a lane): 255 registers,
-# 3.2 SASS instructions a code in the loop, a few spills; 16: 105 registers, 4.5 (x's quantization shared by 2 rows).
+# through shared memory in the loop (offline sm_90 SASS, Triton 3.6). Session 37 runs 1-3 (H200, one row of bf16 x,
+# us, q6k_mv -> this kernel): without prefetch 4096 x 14336 (K x N) took 22.9 at best (95 at 2 programs per SM: a
+# program's warp waits on each super-block's loads); with it, 16-row tiles and 8 programs per SM, 4096 x 14336 23.9
+# -> 20.1, 14336 x 4096 22.3 -> 20.6, the 128256-row head 170.9 -> 137.4 (76% of copy); 32-row tiles (255
+# registers) within 5%. Each program's warp runs a long serial chain (x's quantization alone is ~2500 instructions a
+# step, whatever the rows), so small matrices lose: 4096 x 4096 8.4 -> 11.9, 4096 x 1024 4.7 -> 11.3; the kernel
+# takes matrices of at least MIN_VALUES weights.
 IDOT_BN = 16  # weight rows a program: 8 side by side on the lanes, BN / 8 of each lane in registers
 PROGRAMS_PER_SM = 8  # split K until about this many programs per SM
 PREFETCH = True
+MIN_VALUES = 2**25  # between 4096 x 4096 (slower) and 4096 x 14336 (faster)
 
 
-def supports(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int, k: int, raw_bytes: int) -> bool:
-    """One row of bf16/fp16 x against Q6_K rows of a multiple of 2048 values (whole 8-super-block steps, 16-byte
-    aligned) and a bf16/fp16 result (x's quantization is within their error bar, not fp32's); int32 offsets
-    (``raw_bytes < 2**31``). ``MLX_NATIVE_GGML_IDOT=0`` or ``MLX_NATIVE_GGUF_MV=0`` turns it off."""
-    return (env.settings.ggml_idot and env.settings.gguf_mv and ggml_type == Q6K_ID and m == 1 and x_dtype in (torch.bfloat16, torch.float16)
-            and out_dtype != torch.float32 and k > 0 and k % (256 * STEP_SBS) == 0 and raw_bytes < 2**31)
+def supports(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int, n: int, k: int,
+             raw_bytes: int) -> bool:
+    """One row of bf16/fp16 x against ``n`` Q6_K rows of a multiple of 2048 values (whole 8-super-block steps,
+    16-byte aligned), at least ``MIN_VALUES`` weights, and a bf16/fp16 result (x's quantization is within their error
+    bar, not fp32's); int32 offsets (``raw_bytes < 2**31``). ``MLX_NATIVE_GGML_IDOT=0`` or ``MLX_NATIVE_GGUF_MV=0``
+    turns it off."""
+    return (env.settings.ggml_idot and env.settings.gguf_mv and ggml_type == Q6K_ID and m == 1
+            and x_dtype in (torch.bfloat16, torch.float16) and out_dtype != torch.float32 and k > 0
+            and k % (256 * STEP_SBS) == 0 and n * k >= MIN_VALUES and raw_bytes < 2**31)
 
 
 class Q6kIdotLaunch(StreamedMvLaunch):
