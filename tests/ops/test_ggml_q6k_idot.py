@@ -3,7 +3,9 @@ the oracle weight, the fp64 product of x with it is the oracle, ``x @ w.to(dtype
 
 Every loop step holds the 8 super-block alignments (``2 j`` bytes past a 16-byte boundary), so every test below
 runs all eight word selections; llama.cpp-quantized blocks (``quantized_blocks``), random bytes (every code and
-scale pattern, negative scales) and the byte sweep (every byte value at every position) cover the codes."""
+scale pattern, negative scales) and the byte sweep (every byte value at every position) cover the codes. The GPU
+tests at real sizes, and those of x at an odd offset and of Inf / NaN in x, are ``test_ggml_q6k_mv.py``'s, for both
+one-row kernels."""
 
 import dataclasses
 
@@ -109,20 +111,6 @@ def test_q6k_idot_x_ranges(device, request, case):
     assert_error_bar(out, oracle, baseline, what=case)
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_q6k_idot_keeps_inf_and_nan_of_x(device, request, dtype):
-    """Inf / NaN in x reach the outputs through the groups' float sums (the integers cannot carry them): non-finite
-    exactly where the fp64 oracle's are."""
-    n, k = 8, 2048
-    raw = quantized_blocks(n, k, rng_for(request))
-    for bad in (float("inf"), float("-inf"), float("nan")):
-        x = randn(1, k, dtype=dtype)
-        x[0, 1300] = bad
-        out, oracle, _, _ = _run(device, raw, n, k, dtype, x=x)
-        assert not torch.isfinite(oracle).any()
-        assert torch.equal(torch.isfinite(out), torch.isfinite(oracle)), bad
-
-
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf * 0 in the oracle's numpy
 def test_q6k_idot_extreme_d(device, request):
     """fp16 ``d`` of 65504, 3e4, 1e-5, 6e-8 (subnormal), +-0, +-Inf and NaN in random blocks: the outputs are
@@ -171,40 +159,3 @@ def test_q6k_idot_supports_and_bad_plans(device):
         q6k_idot.Q6kIdotLaunch(8, 1536, bf, torch.device(device))
     with pytest.raises(ValueError, match="q6k_idot"):
         q6k_idot.Q6kIdotLaunch(8, 2048, bf, torch.device(device), bn=24)
-
-
-# --------------------------------------------------------------------------- GPU, real sizes
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("nk", [(14336, 4096), (4096, 14336), (4096, 4096), (128256, 4096), (1024, 2048)])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_gpu_q6k_idot_real_sizes(nk, dtype):
-    """Llama-3-8B's Q6_K tensors in Q4_K_M / Q5_K_M files (ffn_down, attn_v, the output head), one row of x against
-    the fp64 oracle (``ggml_dequantize``: bit-exact with gguf); repeated calls with new x reuse the plan, including
-    its K split's counters."""
-    from test_quant import assert_merged_in_launch
-
-    n, k = nk
-    raw = torch.from_numpy(quantized_blocks(n, k, np.random.default_rng(k))).cuda()
-    w64 = mn.ggml_dequantize(raw, "Q6_K", (n, k)).double()
-    plan = _mod().Q6kIdotLaunch(n, k, dtype, raw.device)
-    for _ in range(3):
-        x = randn(1, k, dtype=dtype, device="cuda")
-        out = plan(x, raw)
-        assert_error_bar(out, x.double() @ w64.T, x @ w64.to(dtype).T, what=f"Q6_K idot 1x{n}x{k} {dtype}")
-    if plan.split > 1:
-        assert_merged_in_launch(plan)
-
-
-@pytest.mark.gpu
-def test_gpu_q6k_idot_x_at_odd_offset():
-    """x is read as int32 words: a view 2 bytes past an aligned address (copied by the plan) gives the result of an
-    aligned copy."""
-    n, k = 64, 4096
-    raw = torch.from_numpy(quantized_blocks(n, k, np.random.default_rng(0))).cuda()
-    buf = randn(1, k + 1, dtype=torch.bfloat16, device="cuda")
-    x = buf[:, 1:]
-    assert x.data_ptr() % 4 == 2
-    plan = _mod().Q6kIdotLaunch(n, k, torch.bfloat16, raw.device)
-    assert torch.equal(plan(x, raw), plan(x.clone(), raw))

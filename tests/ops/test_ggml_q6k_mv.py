@@ -52,12 +52,13 @@ def quantized_blocks(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
     return raw
 
 
-def _run(device, raw: np.ndarray, n: int, k: int, dtype, x=None, baseline32=False):
-    """``(out, oracle, baseline, plan)`` of one row of x against the Q6_K rows ``raw``; ``baseline32``: the
-    baseline is the fp32 product rounded to ``dtype`` (for weights that do not fit ``dtype``)."""
+def _run(device, raw: np.ndarray, n: int, k: int, dtype, x=None, baseline32=False, launch=None):
+    """``(out, oracle, baseline, plan)`` of one row of x against the Q6_K rows ``raw`` through a ``Q6kMvLaunch``
+    (or ``launch``); ``baseline32``: the baseline is the fp32 product rounded to ``dtype`` (for weights that do not
+    fit ``dtype``)."""
     w = oracle_weight(raw, "Q6_K", (n, k))
     x = randn(1, k, dtype=dtype) if x is None else x
-    plan = _mod().Q6kMvLaunch(n, k, dtype, torch.device(device))
+    plan = (launch or _mod().Q6kMvLaunch)(n, k, dtype, torch.device(device))
     return (*plan_output(device, plan, raw, w, x, baseline32), plan)
 
 
@@ -141,15 +142,20 @@ def test_q6k_mv_extreme_d(device, dtype, request):
     assert_error_bar(out, oracle, baseline, what=f"Q6_K extreme d {dtype}")
 
 
+@pytest.mark.parametrize("kernel", ["q6k_mv", "q6k_idot"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_q6k_mv_keeps_inf_and_nan_of_x(device, dtype, request):
-    """Inf / NaN in x reach the outputs: non-finite exactly where the fp64 oracle's are."""
-    n, k = 8, 512
+def test_q6k_mv_keeps_inf_and_nan_of_x(device, dtype, kernel, request):
+    """Inf / NaN in x reach the outputs of both one-row Q6_K kernels (``q6k_idot``: through the groups' float sums,
+    the integers cannot carry them): non-finite exactly where the fp64 oracle's are."""
+    from mlx_native.ops.ggml import q6k_idot
+
+    n, k = 8, 2048
     raw = quantized_blocks(n, k, rng_for(request))
+    launch = q6k_idot.Q6kIdotLaunch if kernel == "q6k_idot" else None
     for bad in (float("inf"), float("-inf"), float("nan")):
         x = randn(1, k, dtype=dtype)
-        x[0, 300] = bad
-        out, oracle, _, _ = _run(device, raw, n, k, dtype, x=x)
+        x[0, 1300] = bad
+        out, oracle, _, _ = _run(device, raw, n, k, dtype, x=x, launch=launch)
         assert not torch.isfinite(oracle).any()
         assert torch.equal(torch.isfinite(out), torch.isfinite(oracle)), bad
 
@@ -197,36 +203,43 @@ def test_q6k_mv_step_rule():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("nk", [(14336, 4096), (4096, 14336), (1024, 4096), (4096, 11008), (32000, 4096)])
+@pytest.mark.parametrize("kernel, nk", [
+    *(("q6k_mv", nk) for nk in ((14336, 4096), (4096, 14336), (1024, 4096), (4096, 11008), (32000, 4096))),
+    *(("q6k_idot", nk) for nk in ((14336, 4096), (4096, 14336), (4096, 4096), (128256, 4096), (1024, 2048))),
+])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_gpu_q6k_mv_real_sizes(nk, dtype):
+def test_gpu_q6k_mv_real_sizes(kernel, nk, dtype):
     """Llama shapes whose Q6_K tensors Q4_K_M / Q5_K_M files hold (ffn_down of 14336 and 11008 columns, attn_v,
-    the output head), one row of x against the fp64 oracle (``ggml_dequantize``: bit-exact with gguf); repeated
-    calls with new x reuse the plan, including its K split's counters."""
+    the output head), one row of x through either one-row kernel against the fp64 oracle (``ggml_dequantize``:
+    bit-exact with gguf); repeated calls with new x reuse the plan, including its K split's counters."""
     import mlx_native as mn
+    from mlx_native.ops.ggml import q6k_idot
     from test_quant import assert_merged_in_launch
 
-    q6k_mv = _mod()
     n, k = nk
     raw = torch.from_numpy(quantized_blocks(n, k, np.random.default_rng(k))).cuda()
     w64 = mn.ggml_dequantize(raw, "Q6_K", (n, k)).double()
-    plan = q6k_mv.Q6kMvLaunch(n, k, dtype, raw.device)
+    plan = (q6k_idot.Q6kIdotLaunch if kernel == "q6k_idot" else _mod().Q6kMvLaunch)(n, k, dtype, raw.device)
     for _ in range(3):
         x = randn(1, k, dtype=dtype, device="cuda")
         out = plan(x, raw)
-        assert_error_bar(out, x.double() @ w64.T, x @ w64.to(dtype).T, what=f"Q6_K 1x{n}x{k} {dtype}")
+        assert_error_bar(out, x.double() @ w64.T, x @ w64.to(dtype).T, what=f"{kernel} 1x{n}x{k} {dtype}")
     if plan.split > 1:
         assert_merged_in_launch(plan)
 
 
 @pytest.mark.gpu
-def test_gpu_q6k_mv_x_at_odd_offset():
-    """x is read as int32 words: a view 2 bytes past an aligned address (copied by the plan) gives the result
-    of an aligned copy; without the copy its word loads would fault."""
+@pytest.mark.parametrize("kernel", ["q6k_mv", "q6k_idot"])
+def test_gpu_q6k_mv_x_at_odd_offset(kernel):
+    """x is read as int32 words (by both one-row Q6_K kernels): a view 2 bytes past an aligned address (copied by
+    the plan) gives the result of an aligned copy; without the copy its word loads would fault."""
+    from mlx_native.ops.ggml import q6k_idot
+
     n, k = 64, 4096
     raw = torch.from_numpy(quantized_blocks(n, k, np.random.default_rng(0))).cuda()
     buf = randn(1, k + 1, dtype=torch.bfloat16, device="cuda")
     x = buf[:, 1:]
     assert x.data_ptr() % 4 == 2
-    plan = _mod().Q6kMvLaunch(n, k, torch.bfloat16, raw.device)
+    launch = _mod().Q6kMvLaunch if kernel == "q6k_mv" else q6k_idot.Q6kIdotLaunch
+    plan = launch(n, k, torch.bfloat16, raw.device)
     assert torch.equal(plan(x, raw), plan(x.clone(), raw))

@@ -23,12 +23,17 @@ the step's 8 super-blocks one after the other with ``j`` a compile-time constant
 is read as the two aligned 16-byte words around it and its four words are fixed registers of those eight, taken
 as they are (``j`` even) or joined from neighbours by one ``prmt`` each (``j`` odd, :func:`_shift16`).
 
-Tiles are ``[16, BN]`` words: the four lanes of a weight row each own a quarter of every super-block, quarter ``c
-= 2 h + s`` the positions ``16 s .. 16 s + 15`` of half ``h`` (its 16-byte runs of ``A``, ``B`` and ``H``, the
-four groups ``8 h + 2 r + s`` of rows ``r``), eight weight rows side by side on a warp's lanes and ``BN / 8`` rows
-of each lane in registers; a lane quantizes the 64 x values of its quarter and reuses them for its rows. Per
-super-block, quarter and row: six 16-byte loads (three at ``j = 0``), four scale bytes and ``d``, 32 ``dp2a``. A K
-split is summed in the launch by the last split to arrive (``qmm.store_result``).
+Tiles are ``[16, 8, BN / 8]`` words (one warp): the four lanes of a weight row each own a quarter of every
+super-block, quarter ``c = 2 h + s`` the positions ``16 s .. 16 s + 15`` of half ``h`` (its 16-byte runs of ``A``,
+``B`` and ``H``, the four groups ``8 h + 2 r + s`` of rows ``r``), eight weight rows side by side on the lanes and
+``BN / 8`` rows of each lane in registers; a lane quantizes the 64 x values of its quarter (x read as int32 words,
+``[16, 8, 1]`` tiles laid out as the weights', no layout conversion) and reuses them for its rows. Per super-block,
+quarter and row: six 16-byte loads (three at ``j = 0``), two more for the aligned bytes 192-223 that hold the
+scales and ``d`` (a lane of half 1 takes its scale words 8 bytes on, one select a word), 32 ``dp2a``.
+``PREFETCH``: the next super-block's tiles are loaded before this one is computed. Offline sm_90 SASS (Triton 3.6,
+``scripts/sass_probe.py q6k_idot``): 4.5 instructions a code with 16-row tiles (128 registers), 3.2 with 32 (255,
+no spills); x's quantization is about 2.5 of the 4.5. A K split is summed in the launch by the last split to arrive
+(``qmm.store_result``).
 """
 
 from __future__ import annotations
