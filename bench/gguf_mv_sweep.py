@@ -8,7 +8,7 @@ every combination).
                                   [--rows 1,2,3,4]
 
 Q4_0 / Q4_1 / Q5_K / Q6_K one-row knobs are the integer-dot kernels' (``q4_idot.py``, ``q4k_idot.py``,
-``q6k_idot.py``);
+``q6k_idot.py``: Q6_K matrices under its ``MIN_VALUES`` weights run ``q6k_mv.py`` whatever the knobs);
 ``MLX_NATIVE_GGML_IDOT=0`` times the fp32 streamed kernels they replaced. ``--rows``: rows of x; from 2 the multi-row
 variants (``q4k_idot_rows.py`` for Q4_K / Q5_K, the ``MR`` rows of ``q4_mv.py``, ``q6k_mv.py``, ``q8_mv.py``;
 ``MLX_NATIVE_GGML_IDOT=0``: Q5_K's ``MR`` rows of ``q4k_mv.py``) and their knobs (:data:`ROW_GRIDS`), against the
