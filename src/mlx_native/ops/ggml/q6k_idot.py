@@ -26,13 +26,17 @@ as they are (``j`` even) or joined from neighbours by one ``prmt`` each (``j`` o
 Tiles are ``[16, 8, BN / 8]`` words (one warp): the four lanes of a weight row each own a quarter of every
 super-block, quarter ``c = 2 h + s`` the positions ``16 s .. 16 s + 15`` of half ``h`` (its 16-byte runs of ``A``,
 ``B`` and ``H``, the four groups ``8 h + 2 r + s`` of rows ``r``), eight weight rows side by side on the lanes and
-``BN / 8`` rows of each lane in registers; a lane quantizes the 64 x values of its quarter (x read as int32 words,
-``[16, 8, 1]`` tiles laid out as the weights', no layout conversion) and reuses them for its rows. Per super-block,
+``BN / 8`` rows of each lane in registers. x is quantized once per quarter and shared by the 8 row slots: the lane
+of slot ``g`` reads (int32 words, ``[16, 8, 1]`` tiles laid out as the weights') and quantizes 8 of the quarter's 64
+values (half ``g % 2`` of group ``g // 2``; the group's scale from the max of the two lanes, one ``shfl``), then
+each lane takes the 32 pairs, 4 scales and 4 sums of its quarter from the others by ``shfl`` (:func:`_from_lane`,
+lane ``c + 4 g`` in this layout; a gather under the interpreter) and reuses them for its rows. Per super-block,
 quarter and row: six 16-byte loads (three at ``j = 0``), two more for the aligned bytes 192-223 that hold the
 scales and ``d`` (a lane of half 1 takes its scale words 8 bytes on, one select a word), 32 ``dp2a``.
 ``PREFETCH``: the next super-block's tiles are loaded before this one is computed. Offline sm_90 SASS (Triton 3.6,
-``scripts/sass_probe.py q6k_idot``): 4.5 instructions a code with 16-row tiles (128 registers), 3.2 with 32 (255,
-no spills); x's quantization is about 2.5 of the 4.5. A K split is summed in the launch by the last split to arrive
+``scripts/sass_probe.py q6k_idot``): 2.75 instructions a code with 16-row tiles (79 registers, 42 ``shfl`` a
+super-block); each lane quantizing its quarter's 64 values itself took 4.5 (128 registers), ~2.5 of them x's
+quantization. 32-row tiles spill (2.4 a code). A K split is summed in the launch by the last split to arrive
 (``qmm.store_result``).
 """
 
@@ -161,34 +165,63 @@ def _tail(t0, t1, hi_half, sh, J: tl.constexpr):
 
 
 @triton.jit
-def _x_group(xw_ptr, x_off, X_BF16: tl.constexpr, ASM: tl.constexpr):
-    """Each lane's 16 x values at words ``xw_ptr + x_off`` and ``+ 4`` (``x_off [16, G, 1]``) as 8 int16 pairs of
-    consecutive values (``[4, G, 1]`` each), with their scale and float sum."""
+def _from_lane(v, quarter, G: tl.constexpr, ASM: tl.constexpr):
+    """``v [4, 8, 1]`` (32-bit) of the lanes of row slot ``G`` (axis 1), on every lane of the same quarter. ``ASM``:
+    one ``shfl`` from lane ``quarter + 4 G`` (a lane's slot ``g`` and quarter ``c`` are lane ``c + 4 g`` in the
+    weights' layout, which these tiles keep); else a gather (the interpreter)."""
+    if ASM:
+        w = tl.inline_asm_elementwise("shfl.sync.idx.b32 $0, $1, $2, 0x1f, 0xffffffff;", "=r,r,r",
+                                      [v.to(tl.int32, bitcast=True), quarter + 4 * G], dtype=tl.int32, is_pure=True,
+                                      pack=1)
+        return w.to(v.dtype, bitcast=True)
+    else:
+        return tl.gather(v, tl.full(v.shape, G, tl.int32), axis=1)
+
+
+@triton.jit
+def _from_partner(v, ASM: tl.constexpr):
+    """``v [4, 8, 1]`` (fp32) of the other lane of each pair of row slots ``2 r, 2 r + 1`` (lane ``^ 4``)."""
+    if ASM:
+        w = tl.inline_asm_elementwise("shfl.sync.bfly.b32 $0, $1, 4, 0x1f, 0xffffffff;", "=r,r",
+                                      [v.to(tl.int32, bitcast=True)], dtype=tl.int32, is_pure=True, pack=1)
+        return w.to(tl.float32, bitcast=True)
+    else:
+        G: tl.constexpr = v.shape[1]
+        return tl.gather(v, tl.broadcast_to((tl.arange(0, G) ^ 1)[None, :, None], v.shape), axis=1)
+
+
+@triton.jit
+def _group_pairs(p0, p1, p2, p3, quarter, R: tl.constexpr, ASM: tl.constexpr):
+    """The 8 x pairs of group ``R`` of each lane's quarter (values ``2 i, 2 i + 1``, ``[4, 8, 1]`` each): 0-3 from row
+    slot ``2 R``, 4-7 from ``2 R + 1`` (:func:`_x_eighth`)."""
+    return (_from_lane(p0, quarter, 2 * R, ASM), _from_lane(p1, quarter, 2 * R, ASM),
+            _from_lane(p2, quarter, 2 * R, ASM), _from_lane(p3, quarter, 2 * R, ASM),
+            _from_lane(p0, quarter, 2 * R + 1, ASM), _from_lane(p1, quarter, 2 * R + 1, ASM),
+            _from_lane(p2, quarter, 2 * R + 1, ASM), _from_lane(p3, quarter, 2 * R + 1, ASM))
+
+
+@triton.jit
+def _x_eighth(xw_ptr, x_off, X_BF16: tl.constexpr, ASM: tl.constexpr):
+    """Each lane's 8 x values at words ``xw_ptr + x_off`` (``[16, 8, 1]``: the lanes of row slots ``2 r`` and ``2 r +
+    1`` hold the two halves of group ``r`` of their quarter) as 4 int16 pairs of consecutive values (``[4, 8, 1]``
+    each), quantized with the scale of the whole group (the max of the two lanes), with that scale and the group's
+    float sum."""
     w0, w1, w2, w3 = lane_words(tl.load(xw_ptr + x_off))
-    w4, w5, w6, w7 = lane_words(tl.load(xw_ptr + x_off + 4))
     e0, o0 = x_pair(w0, X_BF16)
     e1, o1 = x_pair(w1, X_BF16)
     e2, o2 = x_pair(w2, X_BF16)
     e3, o3 = x_pair(w3, X_BF16)
-    e4, o4 = x_pair(w4, X_BF16)
-    e5, o5 = x_pair(w5, X_BF16)
-    e6, o6 = x_pair(w6, X_BF16)
-    e7, o7 = x_pair(w7, X_BF16)
     m = tl.maximum(tl.maximum(tl.maximum(tl.abs(e0), tl.abs(o0)), tl.maximum(tl.abs(e1), tl.abs(o1))),
                    tl.maximum(tl.maximum(tl.abs(e2), tl.abs(o2)), tl.maximum(tl.abs(e3), tl.abs(o3))))
-    m = tl.maximum(m, tl.maximum(tl.maximum(tl.maximum(tl.abs(e4), tl.abs(o4)), tl.maximum(tl.abs(e5), tl.abs(o5))),
-                                 tl.maximum(tl.maximum(tl.abs(e6), tl.abs(o6)), tl.maximum(tl.abs(e7), tl.abs(o7)))))
-    xsum = (((e0 + o0) + (e1 + o1)) + ((e2 + o2) + (e3 + o3))) + (((e4 + o4) + (e5 + o5)) + ((e6 + o6) + (e7 + o7)))
+    xsum = ((e0 + o0) + (e1 + o1)) + ((e2 + o2) + (e3 + o3))
+    m = tl.maximum(m, _from_partner(m, ASM))
+    xsum = xsum + _from_partner(xsum, ASM)  # (commutes: both lanes get the same sum)
     inv, scale = chunk_scale(m)
     p0 = pack_pair(round_int(e0, inv), round_int(o0, inv), ASM)
     p1 = pack_pair(round_int(e1, inv), round_int(o1, inv), ASM)
     p2 = pack_pair(round_int(e2, inv), round_int(o2, inv), ASM)
     p3 = pack_pair(round_int(e3, inv), round_int(o3, inv), ASM)
-    p4 = pack_pair(round_int(e4, inv), round_int(o4, inv), ASM)
-    p5 = pack_pair(round_int(e5, inv), round_int(o5, inv), ASM)
-    p6 = pack_pair(round_int(e6, inv), round_int(o6, inv), ASM)
-    p7 = pack_pair(round_int(e7, inv), round_int(o7, inv), ASM)
-    return p0, p1, p2, p3, p4, p5, p6, p7, scale, xsum
+    return p0, p1, p2, p3, scale, xsum
 
 
 @triton.jit
@@ -215,7 +248,7 @@ def _group(t, s, sc, scale, xsum):
 
 
 @triton.jit
-def _super_block(acc, va0, va1, vb0, vb1, vh0, vh1, t0, t1, hi_half, sh, xw_ptr, x_off, J: tl.constexpr,
+def _super_block(acc, va0, va1, vb0, vb1, vh0, vh1, t0, t1, hi_half, sh, xw_ptr, x_off, quarter, J: tl.constexpr,
                  X_BF16: tl.constexpr, ASM: tl.constexpr):
     """``acc [4, G, R]`` + super-block ``J`` of a loop step from its tiles (:func:`_sb_tiles`) and x of the step at
     word ``xw_ptr`` + ``x_off [16, G, 1]`` (each lane's first x word)."""
@@ -223,11 +256,15 @@ def _super_block(acc, va0, va1, vb0, vb1, vh0, vh1, t0, t1, hi_half, sh, xw_ptr,
     b0, b1, b2, b3 = _run(vb0, vb1, J, ASM)
     h0, h1, h2, h3 = _run(vh0, vh1, J, ASM)
     sc0, sc1, sc2, sc3, d = _tail(t0, t1, hi_half, sh, J)
-    xp = xw_ptr + J * 128
-    x00, x01, x02, x03, x04, x05, x06, x07, scale0, xsum0 = _x_group(xp, x_off, X_BF16, ASM)  # row 0 of the half
-    x10, x11, x12, x13, x14, x15, x16, x17, scale1, xsum1 = _x_group(xp + 16, x_off, X_BF16, ASM)
-    x20, x21, x22, x23, x24, x25, x26, x27, scale2, xsum2 = _x_group(xp + 32, x_off, X_BF16, ASM)
-    x30, x31, x32, x33, x34, x35, x36, x37, scale3, xsum3 = _x_group(xp + 48, x_off, X_BF16, ASM)
+    p0, p1, p2, p3, scale, xsum = _x_eighth(xw_ptr + J * 128, x_off, X_BF16, ASM)
+    x00, x01, x02, x03, x04, x05, x06, x07 = _group_pairs(p0, p1, p2, p3, quarter, 0, ASM)
+    x10, x11, x12, x13, x14, x15, x16, x17 = _group_pairs(p0, p1, p2, p3, quarter, 1, ASM)
+    x20, x21, x22, x23, x24, x25, x26, x27 = _group_pairs(p0, p1, p2, p3, quarter, 2, ASM)
+    x30, x31, x32, x33, x34, x35, x36, x37 = _group_pairs(p0, p1, p2, p3, quarter, 3, ASM)
+    scale0, xsum0 = _from_lane(scale, quarter, 0, ASM), _from_lane(xsum, quarter, 0, ASM)
+    scale1, xsum1 = _from_lane(scale, quarter, 2, ASM), _from_lane(xsum, quarter, 2, ASM)
+    scale2, xsum2 = _from_lane(scale, quarter, 4, ASM), _from_lane(xsum, quarter, 4, ASM)
+    scale3, xsum3 = _from_lane(scale, quarter, 6, ASM), _from_lane(xsum, quarter, 6, ASM)
     z = tl.zeros(acc.shape, dtype=tl.int32)
     s0, s1, s2, s3 = _quad(a0, b0, h0, x00, x01, x10, x11, x20, x21, x30, x31, z, z, z, z, ASM)
     s0, s1, s2, s3 = _quad(a1, b1, h1, x02, x03, x12, x13, x22, x23, x32, x33, s0, s1, s2, s3, ASM)
@@ -273,8 +310,9 @@ def q6k_idot_kernel(
     c = tl.arange(0, 4)[:, None, None]
     hi_half = c >= 2
     sh = 8 * (c % 2)
-    x_off = (64 * half + 8 * ((i // 4) % 2) + i % 4)[:, None, None] + 0 * g[None, :, None]  # [16, 8, 1]: x word
-    # 64 h + 8 s (values 128 h + 16 s, row 0 of the lane's groups)
+    # [16, 8, 1]: x word 64 h + 8 s (values 128 h + 16 s, group 0 of the quarter) + 16 r + 4 v at row slot 2 r + v
+    x_off = (64 * half + 8 * ((i // 4) % 2) + i % 4)[:, None, None] + (16 * (g // 2) + 4 * (g % 2))[None, :, None]
+    quarter = tl.broadcast_to(c, (4, 8, 1))  # each lane's quarter, the lane of row slot 0 of its x
     xw_ptr = x_ptr.to(tl.pointer_type(tl.int32))
     acc = tl.zeros([4, 8, R], dtype=tl.float32)
     i_lo = tl.program_id(1) * steps_per_split
@@ -292,7 +330,7 @@ def q6k_idot_kernel(
                 else:
                     n0, n1, n2, n3, n4, n5, n6, n7 = _sb_tiles(w_ptr + tl.minimum(st + 1, i_hi - 1) * STEP_WORDS,
                                                                a_off, h_off, t_off, 0)
-                acc = _super_block(acc, c0, c1, c2, c3, c4, c5, c6, c7, hi_half, sh, xp, x_off, J, X_BF16, ASM)
+                acc = _super_block(acc, c0, c1, c2, c3, c4, c5, c6, c7, hi_half, sh, xp, x_off, quarter, J, X_BF16, ASM)
                 c0, c1, c2, c3, c4, c5, c6, c7 = n0, n1, n2, n3, n4, n5, n6, n7
     else:
         for st in range(i_lo, i_hi):
@@ -300,7 +338,7 @@ def q6k_idot_kernel(
             xp = xw_ptr + st * 1024
             for J in tl.static_range(8):
                 c0, c1, c2, c3, c4, c5, c6, c7 = _sb_tiles(p, a_off, h_off, t_off, J)
-                acc = _super_block(acc, c0, c1, c2, c3, c4, c5, c6, c7, hi_half, sh, xp, x_off, J, X_BF16, ASM)
+                acc = _super_block(acc, c0, c1, c2, c3, c4, c5, c6, c7, hi_half, sh, xp, x_off, quarter, J, X_BF16, ASM)
     res = tl.reshape(tl.permute(tl.sum(acc, axis=0), (1, 0)), (BN,))  # row g + 8 r at 8 r + g
     store_row_tile(out_ptr, part_ptr, cnt_ptr, res, row_ok, N, 0, 0, 0, 0, 0.0, BN, SPLIT_K, FUSE, False, False, 0)
 
