@@ -10,9 +10,10 @@ every combination).
 Q4_0 / Q4_1 / Q5_K / Q6_K one-row knobs are the integer-dot kernels' (``q4_idot.py``, ``q4k_idot.py``,
 ``q6k_idot.py``: Q6_K matrices under its ``MIN_VALUES`` weights run ``q6k_mv.py`` whatever the knobs);
 ``MLX_NATIVE_GGML_IDOT=0`` times the fp32 streamed kernels they replaced. ``--rows``: rows of x; from 2 the multi-row
-variants (``q4k_idot_rows.py`` for Q4_K / Q5_K, the ``MR`` rows of ``q4_mv.py``, ``q6k_mv.py``, ``q8_mv.py``;
-``MLX_NATIVE_GGML_IDOT=0``: Q5_K's ``MR`` rows of ``q4k_mv.py``) and their knobs (:data:`ROW_GRIDS`), against the
-route with the streamed kernels off (``MLX_NATIVE_GGUF_MV=0``).
+variants (``q4k_idot_rows.py`` for Q4_K / Q5_K, ``q6k_idot.py``'s ``MR`` rows for Q6_K, the ``MR`` rows of
+``q4_mv.py``, ``q8_mv.py``; ``MLX_NATIVE_GGML_IDOT=0``: Q5_K's ``MR`` rows of ``q4k_mv.py``, Q6_K's of
+``q6k_mv.py``) and their knobs (:data:`ROW_GRIDS`), against the route with the streamed kernels off
+(``MLX_NATIVE_GGUF_MV=0``).
 """
 
 from __future__ import annotations
@@ -31,8 +32,7 @@ import common  # noqa: E402
 from quant import gguf_raw  # noqa: E402
 
 import mlx_native as mn  # noqa: E402
-from mlx_native.ops.ggml import (formats, q4_idot, q4_mv, q4k_idot, q4k_idot_rows, q4k_mv, q6k_idot,  # noqa: E402
-                                 q6k_mv, q8_mv)
+from mlx_native.ops.ggml import formats, q4_idot, q4_mv, q4k_idot, q4k_idot_rows, q4k_mv, q6k_idot, q8_mv  # noqa: E402
 from mlx_native.runtime import env, plans  # noqa: E402
 
 DT = torch.bfloat16
@@ -48,7 +48,7 @@ GRIDS = {  # type -> (module, {constant: values})
 ROW_GRIDS = {  # type -> (module, {constant: values}) of the multi-row variants
     "Q4_K": (q4k_idot_rows, dict(IDOT_ROWS_BN=(4, 8), PROGRAMS_PER_SM=(1, 2))),
     "Q4_0": (q4_mv, dict()), "Q4_1": (q4_mv, dict()),
-    "Q6_K": (q6k_mv, dict(ROWS_RT=(2, 4), PROGRAMS_PER_SM=(1, 2))),
+    "Q6_K": (q6k_idot, dict(ROWS_BN=(8, 16), PROGRAMS_PER_SM=(4, 8))),
     "Q8_0": (q8_mv, dict(Q8_BN=(4, 8))),
     "Q5_K": (q4k_idot_rows, dict(IDOT_ROWS_BN=(4, 8), IDOT_ROWS_SMALL_BN=(4, 8))),
 }

@@ -6,7 +6,7 @@ of its main loop (the largest backward-branch block).
     python scripts/sass_probe.py affine_mv
     python scripts/sass_probe.py q4k_idot [--bn 4] [--warps 2] [--k 4096] [--prefetch 0]
     python scripts/sass_probe.py q4k_mv [--bn 16]  (4 warps, its 128-word steps)
-    python scripts/sass_probe.py q6k_idot [--bn 32] --warps 1 [--k 4096]  (BN / 8 rows a lane)
+    python scripts/sass_probe.py q6k_idot [--bn 32] --warps 1 [--k 4096] [--mr 2]  (BN / 8 rows a lane; MR rows of x)
     python scripts/sass_probe.py moe_idot [--bn 4] [--warps 2] [--k 2048]  (routed gate/up pair)
     python scripts/sass_probe.py moe_mix [--bn 4] [--k 768]  (routed down projection mixing 8 slots)
     ... moe_idot / moe_mix --pdl 1: as moe_ffn launches them (programmatic dependent launch)
@@ -111,6 +111,7 @@ def main() -> int:
     ap.add_argument("--dump", help="write the SASS here")
     ap.add_argument("--prefetch", type=int, default=1)
     ap.add_argument("--pdl", type=int, default=0)
+    ap.add_argument("--mr", type=int, default=1, help="rows of x (q6k_idot)")
     args = ap.parse_args()
     k, gs = args.k, 64
     warps = args.warps
@@ -132,8 +133,8 @@ def main() -> int:
     elif args.kernel == "q6k_idot":  # 8 super-blocks of each of BN rows a loop step
         from mlx_native.ops.ggml.q6k_idot import q6k_idot_kernel as fn
         const = dict(STRIDE_W=k // 256 * 105 // 2, BN=args.bn, EVEN_N=True, PREFETCH=bool(args.prefetch),
-                     SPLIT_K=False, FUSE=False, ASM=True)
-        codes_per_iter = args.bn * 8 * 256
+                     SPLIT_K=False, FUSE=False, ASM=True, MR=args.mr)
+        codes_per_iter = args.bn * 8 * 256  # (weight codes: each one times MR rows of x)
     elif args.kernel == "moe_idot":  # the gate/up pair of routed experts, N 768 per expert
         from mlx_native.ops.moe.idot import moe_idot_kernel as fn
         const = dict(STRIDE_E=768 * k // 8, STRIDE_SE=768 * k // gs, STRIDE_W=k // 8, STRIDE_S=k // gs, BN=args.bn,

@@ -92,6 +92,22 @@ def test_q6k_idot_codes_and_tiles(device, monkeypatch, request, blocks, bn, pref
     assert (c["BN"], c["PREFETCH"], c["EVEN_N"], plan.split) == (bn, prefetch, n % bn == 0, 1)
 
 
+@pytest.mark.parametrize("m, n, k, stride", [(2, 21, 2048, None), (3, 16, 4096, 4098), (4, 9, 2048, 2050)])
+def test_q6k_idot_rows_of_x(device, monkeypatch, request, m, n, k, stride):
+    """2-4 rows of x (contiguous or at an even row stride) stream the weights once, their codes decoded once: each row
+    within the error bar of its own product; two steps split over K (merged in the launch)."""
+    from test_quant import assert_merged_in_launch
+
+    force_split(monkeypatch, request, _mod())
+    raw = quantized_blocks(n, k, rng_for(request))
+    x = randn(m, stride or k, dtype=torch.bfloat16)[:, :k]
+    out, oracle, baseline, plan = _run(device, raw, n, k, torch.bfloat16, x=x, m=m, x_row_stride=stride)
+    assert_error_bar(out, oracle, baseline, what=f"Q6_K idot {m} rows {n}x{k}")
+    assert plan.launch.constexprs["MR"] == m and plan.split == k // 2048
+    if plan.split > 1:
+        assert_merged_in_launch(plan)
+
+
 @pytest.mark.parametrize("case", ["outliers", "tiny", "zero_groups", "wide_range"])
 def test_q6k_idot_x_ranges(device, request, case):
     """x's per-16-value int16 scale follows each group's magnitude: a 1000x outlier in some groups, values around
@@ -126,9 +142,8 @@ def test_q6k_idot_extreme_d(device, request):
 
 
 def test_q6k_idot_route(device, monkeypatch, q6k_plans, request):
-    """One row of bf16/fp16 x against Q6_K rows of whole steps takes the integer-dot kernel (of any size here:
-    ``q6k_plans``); rows of no whole step (K = 1536), several rows of x and ``MLX_NATIVE_GGML_IDOT=0`` keep the
-    streamed fp32 kernel."""
+    """1-4 rows of bf16/fp16 x against Q6_K rows of whole steps take the integer-dot kernel (of any size here:
+    ``q6k_plans``); rows of no whole step (K = 1536) and ``MLX_NATIVE_GGML_IDOT=0`` keep the streamed fp32 kernel."""
     from mlx_native.runtime import env, plans
 
     rng = rng_for(request)
@@ -139,7 +154,7 @@ def test_q6k_idot_route(device, monkeypatch, q6k_plans, request):
     plans.clear_all()
     mn.ggml_matmul(randn(1, 2048, dtype=torch.bfloat16).to(device), raw_tensor(quantized_blocks(8, 2048, rng), device),
                    "Q6_K", (8, 2048))
-    assert [type(p).__name__ for p in q6k_plans] == ["Q6kIdotLaunch", "Q6kMvLaunch", "Q6kMvLaunch", "Q6kMvLaunch"]
+    assert [type(p).__name__ for p in q6k_plans] == ["Q6kIdotLaunch", "Q6kMvLaunch", "Q6kIdotLaunch", "Q6kMvLaunch"]
 
 
 def test_q6k_idot_supports_and_bad_plans(device):
@@ -153,7 +168,9 @@ def test_q6k_idot_supports_and_bad_plans(device):
     assert takes() and takes(n=4096, k=14336, x=torch.float16, out=torch.float16) and takes(n=128256)
     assert not takes(n=4096) and not takes(n=1024)  # 4096 x 4096 and attn_v: q6k_mv is faster
     assert not takes(k=11008) and not takes(n=2**16, k=1024)  # no whole step
-    assert not takes(m=2) and not takes(out=torch.float32) and not takes(x=torch.float32, out=torch.float32)
+    assert q6k_idot.supports(Q6K.id, bf, bf, 4, 14336, 4096, 10, 4098) and not takes(m=5)
+    assert not q6k_idot.supports(Q6K.id, bf, bf, 2, 14336, 4096, 10, 4097)  # odd x row stride: x is read in words
+    assert not takes(out=torch.float32) and not takes(x=torch.float32, out=torch.float32)
     assert not takes(raw_bytes=2**31) and not takes(t=formats.BY_NAME["Q4_K"].id)
     with pytest.raises(ValueError, match="q6k_idot"):
         q6k_idot.Q6kIdotLaunch(8, 1536, bf, torch.device(device))

@@ -1,4 +1,4 @@
-"""Decode mat-vec for GGUF Q6_K weights and one row of x, by integer dot products.
+"""Decode mat-vec for GGUF Q6_K weights and 1-4 rows of x, by integer dot products.
 
 ``out[n] = sum_b d_b sum_g sc_g sum_{k in g} (q[n, k] - 32) x[k]`` over the super-blocks ``b`` (256 values) and
 their 16-value groups ``g`` (layout in ``q6k_mv.py``: bytes 0-127 low nibbles ``ql``, 128-191 high bit pairs
@@ -36,7 +36,9 @@ scales and ``d`` (a lane of half 1 takes its scale words 8 bytes on, one select 
 ``PREFETCH``: the next super-block's tiles are loaded before this one is computed. Offline sm_90 SASS (Triton 3.6,
 ``scripts/sass_probe.py q6k_idot``): 2.75 instructions a code with 16-row tiles (79 registers, 42 ``shfl`` a
 super-block); each lane quantizing its quarter's 64 values itself took 4.5 (128 registers), ~2.5 of them x's
-quantization. 32-row tiles spill (2.4 a code). A K split is summed in the launch by the last split to arrive
+quantization. 32-row tiles spill (2.4 a code). ``MR`` rows of x (2-4, a few tokens decoded at once): the weights
+stream once and each super-block's code bytes are decoded once, then each row of x has its own shared quantization,
+``dp2a`` and accumulator (:func:`_x_dot`). A K split is summed in the launch by the last split to arrive
 (``qmm.store_result``).
 """
 
@@ -49,7 +51,7 @@ from ...kernels.dependent import enter
 from ...kernels.idot import LOW_NIBBLES, chunk_scale, dp2a, pack_pair, round_int
 from ...kernels.loads import pinned
 from ...kernels.words import half_lo, x_pair
-from ..quant.affine_mv import store_row_tile
+from ..quant.affine_mv import store_rows
 
 STEP_SBS = 8  # super-blocks per loop step: 1680 bytes, 16-byte aligned
 STEP_WORDS = tl.constexpr(420)  # 32-bit words per step
@@ -225,14 +227,20 @@ def _x_eighth(xw_ptr, x_off, X_BF16: tl.constexpr, ASM: tl.constexpr):
 
 
 @triton.jit
-def _quad(a, b, h, pl0, ph0, pl1, ph1, pl2, ph2, pl3, ph3, s0, s1, s2, s3, ASM: tl.constexpr):
-    """The group sums ``s_r`` of rows 0-3 + the integer dots of four positions' codes (words ``a`` = ql at ``l``,
-    ``b`` = ql at ``32 + l``, ``h`` = qh at ``l``) with x pairs ``pl_r`` (positions ``l, l + 1`` of row ``r``) and
-    ``ph_r`` (``l + 2, l + 3``)."""
+def _codes(a, b, h):
+    """The code bytes of four positions ``l .. l + 3`` of rows 0-3 of a half (``[4, G, R]`` each) from the words
+    ``a`` = ql at ``l``, ``b`` = ql at ``32 + l``, ``h`` = qh at ``l``."""
     c0 = (a & LOW_NIBBLES) | ((h << 4) & PAIRS)
     c1 = (b & LOW_NIBBLES) | ((h << 2) & PAIRS)
     c2 = ((a >> 4) & LOW_NIBBLES) | (h & PAIRS)
     c3 = ((b >> 4) & LOW_NIBBLES) | ((h >> 2) & PAIRS)
+    return c0, c1, c2, c3
+
+
+@triton.jit
+def _dots(c0, c1, c2, c3, pl0, ph0, pl1, ph1, pl2, ph2, pl3, ph3, s0, s1, s2, s3, ASM: tl.constexpr):
+    """The group sums ``s_r`` + the integer dots of the code bytes ``c_r`` (:func:`_codes`) of row ``r`` with its x
+    pairs ``pl_r`` (positions ``l, l + 1``) and ``ph_r`` (``l + 2, l + 3``)."""
     s0 = dp2a(ph0, c0, dp2a(pl0, c0, s0, False, ASM), True, ASM)
     s1 = dp2a(ph1, c1, dp2a(pl1, c1, s1, False, ASM), True, ASM)
     s2 = dp2a(ph2, c2, dp2a(pl2, c2, s2, False, ASM), True, ASM)
@@ -248,33 +256,63 @@ def _group(t, s, sc, scale, xsum):
 
 
 @triton.jit
-def _super_block(acc, va0, va1, vb0, vb1, vh0, vh1, t0, t1, hi_half, sh, xw_ptr, x_off, quarter, J: tl.constexpr,
-                 X_BF16: tl.constexpr, ASM: tl.constexpr):
-    """``acc [4, G, R]`` + super-block ``J`` of a loop step from its tiles (:func:`_sb_tiles`) and x of the step at
-    word ``xw_ptr`` + ``x_off [16, G, 1]`` (each lane's first x word)."""
-    a0, a1, a2, a3 = _run(va0, va1, J, ASM)
-    b0, b1, b2, b3 = _run(vb0, vb1, J, ASM)
-    h0, h1, h2, h3 = _run(vh0, vh1, J, ASM)
-    sc0, sc1, sc2, sc3, d = _tail(t0, t1, hi_half, sh, J)
-    p0, p1, p2, p3, scale, xsum = _x_eighth(xw_ptr + J * 128, x_off, X_BF16, ASM)
+def _x_dot(acc, c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33, sc0, sc1, sc2, sc3, d,
+           xw_ptr, x_off, quarter, X_BF16: tl.constexpr, ASM: tl.constexpr):
+    """``acc [4, G, R]`` + one super-block's products with one row of x at word ``xw_ptr`` + ``x_off [16, G, 1]``:
+    ``c_ur`` the code bytes of quad ``u``, row ``r`` of each lane's quarter, ``sc_r`` its groups' scales, ``d``."""
+    p0, p1, p2, p3, scale, xsum = _x_eighth(xw_ptr, x_off, X_BF16, ASM)
     x00, x01, x02, x03, x04, x05, x06, x07 = _group_pairs(p0, p1, p2, p3, quarter, 0, ASM)
     x10, x11, x12, x13, x14, x15, x16, x17 = _group_pairs(p0, p1, p2, p3, quarter, 1, ASM)
     x20, x21, x22, x23, x24, x25, x26, x27 = _group_pairs(p0, p1, p2, p3, quarter, 2, ASM)
     x30, x31, x32, x33, x34, x35, x36, x37 = _group_pairs(p0, p1, p2, p3, quarter, 3, ASM)
-    scale0, xsum0 = _from_lane(scale, quarter, 0, ASM), _from_lane(xsum, quarter, 0, ASM)
-    scale1, xsum1 = _from_lane(scale, quarter, 2, ASM), _from_lane(xsum, quarter, 2, ASM)
-    scale2, xsum2 = _from_lane(scale, quarter, 4, ASM), _from_lane(xsum, quarter, 4, ASM)
-    scale3, xsum3 = _from_lane(scale, quarter, 6, ASM), _from_lane(xsum, quarter, 6, ASM)
     z = tl.zeros(acc.shape, dtype=tl.int32)
-    s0, s1, s2, s3 = _quad(a0, b0, h0, x00, x01, x10, x11, x20, x21, x30, x31, z, z, z, z, ASM)
-    s0, s1, s2, s3 = _quad(a1, b1, h1, x02, x03, x12, x13, x22, x23, x32, x33, s0, s1, s2, s3, ASM)
-    s0, s1, s2, s3 = _quad(a2, b2, h2, x04, x05, x14, x15, x24, x25, x34, x35, s0, s1, s2, s3, ASM)
-    s0, s1, s2, s3 = _quad(a3, b3, h3, x06, x07, x16, x17, x26, x27, x36, x37, s0, s1, s2, s3, ASM)
-    t = _group(tl.zeros(acc.shape, dtype=tl.float32), s0, sc0, scale0, xsum0)
-    t = _group(t, s1, sc1, scale1, xsum1)
-    t = _group(t, s2, sc2, scale2, xsum2)
-    t = _group(t, s3, sc3, scale3, xsum3)
+    s0, s1, s2, s3 = _dots(c00, c01, c02, c03, x00, x01, x10, x11, x20, x21, x30, x31, z, z, z, z, ASM)
+    s0, s1, s2, s3 = _dots(c10, c11, c12, c13, x02, x03, x12, x13, x22, x23, x32, x33, s0, s1, s2, s3, ASM)
+    s0, s1, s2, s3 = _dots(c20, c21, c22, c23, x04, x05, x14, x15, x24, x25, x34, x35, s0, s1, s2, s3, ASM)
+    s0, s1, s2, s3 = _dots(c30, c31, c32, c33, x06, x07, x16, x17, x26, x27, x36, x37, s0, s1, s2, s3, ASM)
+    t = _group(tl.zeros(acc.shape, dtype=tl.float32), s0, sc0, _from_lane(scale, quarter, 0, ASM),
+               _from_lane(xsum, quarter, 0, ASM))
+    t = _group(t, s1, sc1, _from_lane(scale, quarter, 2, ASM), _from_lane(xsum, quarter, 2, ASM))
+    t = _group(t, s2, sc2, _from_lane(scale, quarter, 4, ASM), _from_lane(xsum, quarter, 4, ASM))
+    t = _group(t, s3, sc3, _from_lane(scale, quarter, 6, ASM), _from_lane(xsum, quarter, 6, ASM))
     return tl.fma(d, t, acc)
+
+
+@triton.jit
+def _super_block(acc0, acc1, acc2, acc3, va0, va1, vb0, vb1, vh0, vh1, t0, t1, hi_half, sh, xw_ptr, stride_xw, x_off,
+                 quarter, J: tl.constexpr, MR: tl.constexpr, X_BF16: tl.constexpr, ASM: tl.constexpr):
+    """The accumulators ``[4, G, R]`` of ``MR`` rows of x (``stride_xw`` words apart) + super-block ``J`` of a loop
+    step from its tiles (:func:`_sb_tiles`), its codes decoded once; x of the step's row 0 at word ``xw_ptr`` +
+    ``x_off [16, G, 1]`` (each lane's x word)."""
+    a0, a1, a2, a3 = _run(va0, va1, J, ASM)
+    b0, b1, b2, b3 = _run(vb0, vb1, J, ASM)
+    h0, h1, h2, h3 = _run(vh0, vh1, J, ASM)
+    sc0, sc1, sc2, sc3, d = _tail(t0, t1, hi_half, sh, J)
+    c00, c01, c02, c03 = _codes(a0, b0, h0)
+    c10, c11, c12, c13 = _codes(a1, b1, h1)
+    c20, c21, c22, c23 = _codes(a2, b2, h2)
+    c30, c31, c32, c33 = _codes(a3, b3, h3)
+    xp = xw_ptr + J * 128
+    acc0 = _x_dot(acc0, c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33, sc0, sc1,
+                  sc2, sc3, d, xp, x_off, quarter, X_BF16, ASM)
+    if MR > 1:
+        acc1 = _x_dot(acc1, c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33, sc0, sc1,
+                      sc2, sc3, d, xp + stride_xw, x_off, quarter, X_BF16, ASM)
+    if MR > 2:
+        acc2 = _x_dot(acc2, c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33, sc0, sc1,
+                      sc2, sc3, d, xp + 2 * stride_xw, x_off, quarter, X_BF16, ASM)
+    if MR > 3:
+        acc3 = _x_dot(acc3, c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33, sc0, sc1,
+                      sc2, sc3, d, xp + 3 * stride_xw, x_off, quarter, X_BF16, ASM)
+    return acc0, acc1, acc2, acc3
+
+
+@triton.jit
+def _tile_rows(acc):
+    """``[4, 8, R]`` -> the ``[8 R, 1, 1]`` sums over the quarters, row ``g + 8 r`` at ``8 r + g`` (as
+    ``store_rows`` takes them)."""
+    R: tl.constexpr = acc.shape[2]
+    return tl.reshape(tl.permute(tl.sum(acc, axis=0), (1, 0)), (8 * R, 1, 1))
 
 
 @triton.jit(do_not_specialize=["steps_per_split"])
@@ -284,14 +322,15 @@ def q6k_idot_kernel(
     out_ptr,  # [N] output (written unless SPLIT_K without FUSE)
     part_ptr,  # [split, N] fp32 partials (SPLIT_K)
     cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters (FUSE)
-    N, steps_per_split,
+    N, stride_xw, steps_per_split,
     STRIDE_W: tl.constexpr, BN: tl.constexpr, EVEN_N: tl.constexpr, PREFETCH: tl.constexpr, SPLIT_K: tl.constexpr,
-    FUSE: tl.constexpr, ASM: tl.constexpr, PDL: tl.constexpr = False,
+    FUSE: tl.constexpr, ASM: tl.constexpr, PDL: tl.constexpr = False, MR: tl.constexpr = 1,
 ):
     """Loop steps of 8 super-blocks (``STEP_WORDS`` words of each row), ``steps_per_split`` of them a program. Tiles
     are ``[16, 8, BN / 8]``: word ``i % 4`` of lane quarter ``i // 4``, 8 rows side by side on the lanes, the rest
     in registers (one warp). ``PREFETCH``: each super-block's weight tiles are loaded while the one before is
-    computed (the step's last loads the next step's first; the last step reloads its own)."""
+    computed (the step's last loads the next step's first; the last step reloads its own). ``MR`` (1-4) rows of x,
+    ``stride_xw`` words apart (read only for ``MR > 1``): the weights stream once, their codes decoded once."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
     R: tl.constexpr = BN // 8
@@ -314,7 +353,8 @@ def q6k_idot_kernel(
     x_off = (64 * half + 8 * ((i // 4) % 2) + i % 4)[:, None, None] + (16 * (g // 2) + 4 * (g % 2))[None, :, None]
     quarter = tl.broadcast_to(c, (4, 8, 1))  # each lane's quarter, the lane of row slot 0 of its x
     xw_ptr = x_ptr.to(tl.pointer_type(tl.int32))
-    acc = tl.zeros([4, 8, R], dtype=tl.float32)
+    acc0 = tl.zeros([4, 8, R], dtype=tl.float32)
+    acc1, acc2, acc3 = acc0, acc0, acc0  # rows 1-3 of x (MR > 1)
     i_lo = tl.program_id(1) * steps_per_split
     i_hi = i_lo + steps_per_split
     if PREFETCH:
@@ -330,7 +370,8 @@ def q6k_idot_kernel(
                 else:
                     n0, n1, n2, n3, n4, n5, n6, n7 = _sb_tiles(w_ptr + tl.minimum(st + 1, i_hi - 1) * STEP_WORDS,
                                                                a_off, h_off, t_off, 0)
-                acc = _super_block(acc, c0, c1, c2, c3, c4, c5, c6, c7, hi_half, sh, xp, x_off, quarter, J, X_BF16, ASM)
+                acc0, acc1, acc2, acc3 = _super_block(acc0, acc1, acc2, acc3, c0, c1, c2, c3, c4, c5, c6, c7, hi_half,
+                                                      sh, xp, stride_xw, x_off, quarter, J, MR, X_BF16, ASM)
                 c0, c1, c2, c3, c4, c5, c6, c7 = n0, n1, n2, n3, n4, n5, n6, n7
     else:
         for st in range(i_lo, i_hi):
@@ -338,9 +379,11 @@ def q6k_idot_kernel(
             xp = xw_ptr + st * 1024
             for J in tl.static_range(8):
                 c0, c1, c2, c3, c4, c5, c6, c7 = _sb_tiles(p, a_off, h_off, t_off, J)
-                acc = _super_block(acc, c0, c1, c2, c3, c4, c5, c6, c7, hi_half, sh, xp, x_off, quarter, J, X_BF16, ASM)
-    res = tl.reshape(tl.permute(tl.sum(acc, axis=0), (1, 0)), (BN,))  # row g + 8 r at 8 r + g
-    store_row_tile(out_ptr, part_ptr, cnt_ptr, res, row_ok, N, 0, 0, 0, 0, 0.0, BN, SPLIT_K, FUSE, False, False, 0)
+                acc0, acc1, acc2, acc3 = _super_block(acc0, acc1, acc2, acc3, c0, c1, c2, c3, c4, c5, c6, c7, hi_half,
+                                                      sh, xp, stride_xw, x_off, quarter, J, MR, X_BF16, ASM)
+    store_rows(out_ptr, part_ptr, cnt_ptr + tl.program_id(0), _tile_rows(acc0), _tile_rows(acc1), _tile_rows(acc2),
+               _tile_rows(acc3), tl.program_id(0) * BN + tl.arange(0, BN).to(tl.int64), row_ok, N, MR, SPLIT_K, FUSE,
+               0)
 
 
 # ----------------------------------------------------------------------------- launch plans
@@ -351,7 +394,7 @@ import torch  # noqa: E402
 
 from ...runtime import env  # noqa: E402
 from ...runtime.device import device_info  # noqa: E402
-from ..quant.affine_mv import StreamedMvLaunch  # noqa: E402
+from ..quant.affine_mv import StreamedMvLaunch, x_row_stride_of  # noqa: E402
 from ...kernels.words import word_aligned  # noqa: E402
 from .q6k_mv import Q6K_ID  # noqa: E402
 
@@ -367,37 +410,44 @@ IDOT_BN = 16  # weight rows a program: 8 side by side on the lanes, BN / 8 of ea
 PROGRAMS_PER_SM = 8  # split K until about this many programs per SM
 PREFETCH = True
 MIN_VALUES = 2**25  # between 4096 x 4096 (slower) and 4096 x 14336 (faster)
+ROWS_MAX = 4  # rows of x
+# 2-4 rows of x (offline sm_90 SASS, Triton 3.6, SASS instructions a weight code): 16-row tiles 4.1 (2 rows, 251
+# registers) / 6.9 (4 rows, 255, a few spills), 8-row tiles 5.5 (78) / 9.7 (219); q6k_mv's MR rows take 8.4 / 11.0.
+ROWS_BN = 8  # weight rows a program for 2-4 rows of x (the sweep decides)
 
 
 def supports(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int, n: int, k: int,
-             raw_bytes: int) -> bool:
-    """One row of bf16/fp16 x against ``n`` Q6_K rows of a multiple of 2048 values (whole 8-super-block steps,
-    16-byte aligned), at least ``MIN_VALUES`` weights, and a bf16/fp16 result (x's quantization is within their error
-    bar, not fp32's); int32 offsets (``raw_bytes < 2**31``). ``MLX_NATIVE_GGML_IDOT=0`` or ``MLX_NATIVE_GGUF_MV=0``
-    turns it off."""
-    return (env.settings.ggml_idot and env.settings.gguf_mv and ggml_type == Q6K_ID and m == 1
-            and x_dtype in (torch.bfloat16, torch.float16) and out_dtype != torch.float32 and k > 0
-            and k % (256 * STEP_SBS) == 0 and n * k >= MIN_VALUES and raw_bytes < 2**31)
+             raw_bytes: int, x_row_stride: int = 0) -> bool:
+    """1 to ``ROWS_MAX`` rows of bf16/fp16 x (several at an even row stride ``x_row_stride``: x is read in words of
+    two values) against ``n`` Q6_K rows of a multiple of 2048 values (whole 8-super-block steps, 16-byte aligned), at
+    least ``MIN_VALUES`` weights, and a bf16/fp16 result (x's quantization is within their error bar, not fp32's);
+    int32 offsets (``raw_bytes < 2**31``). ``MLX_NATIVE_GGML_IDOT=0`` or ``MLX_NATIVE_GGUF_MV=0`` turns it off."""
+    return (env.settings.ggml_idot and env.settings.gguf_mv and ggml_type == Q6K_ID and 1 <= m <= ROWS_MAX
+            and (m == 1 or x_row_stride % 2 == 0) and x_dtype in (torch.bfloat16, torch.float16)
+            and out_dtype != torch.float32 and k > 0 and k % (256 * STEP_SBS) == 0 and n * k >= MIN_VALUES
+            and raw_bytes < 2**31)
 
 
 class Q6kIdotLaunch(StreamedMvLaunch):
-    """:func:`q6k_idot_kernel` for ``(x [1, k], raw [n * k / 256 * 210] uint8)``: the raw rows read as int32 words
-    (16-byte aligned steps: ``k`` a multiple of 2048), x as int32 words of two values; ``bn`` rows a program (a
-    multiple of 8), K split until about ``programs_per_sm`` programs per SM."""
+    """:func:`q6k_idot_kernel` for ``(x [m, k], raw [n * k / 256 * 210] uint8)``: the raw rows read as int32 words
+    (16-byte aligned steps: ``k`` a multiple of 2048), x as int32 words of two values (unit column stride, an even
+    row stride ``x_row_stride``, default ``k``); ``bn`` rows a program (a power of two from 8), K split until about
+    ``programs_per_sm`` programs per SM."""
 
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device, bn: int = 0, programs_per_sm: int = 0,
-                 prefetch: Optional[bool] = None):
-        bn = bn or IDOT_BN
+                 prefetch: Optional[bool] = None, m: int = 1, x_row_stride=None):
+        bn = bn or (IDOT_BN if m == 1 else ROWS_BN)
         if k % (256 * STEP_SBS) or bn % 8 or bn & (bn - 1):
             raise ValueError(f"q6k_idot: rows of {k} values in steps of {256 * STEP_SBS}, {bn}-row tiles "
                              "(a power of two from 8)")
+        stride_x = x_row_stride_of("q6k_idot", m, k, x_row_stride, ROWS_MAX, words=True)
         sms = device_info(device).sm_count
         super().__init__(q6k_idot_kernel, n, triton.cdiv(n, bn), k // (256 * STEP_SBS), 1,
-                         (programs_per_sm or PROGRAMS_PER_SM) * sms, (n,),
+                         (programs_per_sm or PROGRAMS_PER_SM) * sms, (n, stride_x // 2),
                          dict(STRIDE_W=k // 256 * 105 // 2, BN=bn, EVEN_N=n % bn == 0,
                               PREFETCH=PREFETCH if prefetch is None else prefetch,
-                              ASM=not env.settings.triton_interpret), out_dtype, device, tail_ints=(), num_warps=1,
-                         trigger=True)
+                              ASM=not env.settings.triton_interpret, MR=m), out_dtype, device, tail_ints=(),
+                         num_warps=1, trigger=True, m=m)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
         return self.run(word_aligned(x), raw.view(torch.int32))
