@@ -45,24 +45,12 @@ from ...kernels.dependent import enter
 from ...kernels.idot import LOW_NIBBLES, chunk_scale, dp2a, pack_pair, round_int
 from ...kernels.loads import pinned
 from ...kernels.words import half_lo, x_pair
+from ..quant.affine_idot import thread_words
 from ..quant.affine_mv import store_row_tile
 
 STEP_SBS = 8  # super-blocks per loop step: 1680 bytes, 16-byte aligned
 STEP_WORDS = tl.constexpr(420)  # 32-bit words per step
 PAIRS = tl.constexpr(0x30303030)  # the high pair's bits 4-5 of each code byte
-
-
-@triton.jit
-def lane_words(v):
-    """``[16, G, R]`` -> the four ``[4, G, R]`` words of each lane's 16-byte load (word ``i % 4`` of quarter ``i //
-    4``)."""
-    G: tl.constexpr = v.shape[1]
-    R: tl.constexpr = v.shape[2]
-    v = tl.permute(tl.reshape(v, (4, 4, G, R)), (0, 2, 3, 1))
-    e, o = tl.split(tl.reshape(v, (4, G, R, 2, 2)))  # words 0 2 / 1 3
-    w0, w2 = tl.split(e)
-    w1, w3 = tl.split(o)
-    return w0, w1, w2, w3
 
 
 @triton.jit
@@ -98,10 +86,10 @@ def _run(v0, v1, J: tl.constexpr, ASM: tl.constexpr):
     """The four words ``[4, G, R]`` of each lane's 16-byte run of super-block ``J`` of a loop step from the aligned
     words ``v0`` (``[16, G, R]``, the run starts ``2 J`` bytes in) and ``v1`` (the next 16 bytes; unused for ``J =
     0``)."""
-    a0, a1, a2, a3 = lane_words(v0)
+    a0, a1, a2, a3 = thread_words(v0)
     if J == 0:
         return a0, a1, a2, a3
-    a4, a5, a6, a7 = lane_words(v1)
+    a4, a5, a6, a7 = thread_words(v1)
     return _pick(a0, a1, a2, a3, a4, a5, a6, a7, J, ASM)
 
 
@@ -136,19 +124,8 @@ def _tail(t0, t1, hi_half, sh, J: tl.constexpr):
     lane's four groups and the block's ``d``, from the aligned 32 bytes ``t0, t1`` (``[16, G, R]``: bytes 192-223
     of the aligned super-block, scales from byte ``2 J``, ``d`` at ``16 + 2 J``). ``hi_half``: the lane's half is 1
     (its scales 8 bytes on), ``sh [4, 1, 1]``: ``8 s``, its scales' byte in their pair."""
-    a0, a1, a2, a3 = lane_words(t0)
-    a4, a5, a6, a7 = lane_words(t1)
-    O: tl.constexpr = J // 2
-    if O == 0:  # d: byte 16 + 2 J
-        dw = a4
-    elif O == 1:
-        dw = a5
-    elif O == 2:
-        dw = a6
-    else:
-        dw = a7
-    if J % 2:
-        dw = dw >> 16
+    a0, a1, a2, a3 = thread_words(t0)
+    a4, a5, a6, a7 = thread_words(t1)
     # the lane's 8 scale bytes start at byte 8 h + 2 J: words J // 2 .. J // 2 + 2 of the half's words
     b0 = tl.where(hi_half, a2, a0)
     b1 = tl.where(hi_half, a3, a1)
@@ -157,15 +134,16 @@ def _tail(t0, t1, hi_half, sh, J: tl.constexpr):
     b4 = tl.where(hi_half, a6, a4)
     b5 = tl.where(hi_half, a7, a5)
     w0, w1, w2, w3 = _pick(b0, b1, b2, b3, b4, b5, b5, b5, J, False)  # bytes 2 J .. 2 J + 7 (w2, w3 unused)
-    return _scale(w0, sh), _scale(w0, sh + 16), _scale(w1, sh), _scale(w1, sh + 16), half_lo(dw)
+    d, w5, w6, w7 = _pick(a4, a5, a6, a7, a7, a7, a7, a7, J, False)  # d: bytes 16 + 2 J, 17 + 2 J
+    return _scale(w0, sh), _scale(w0, sh + 16), _scale(w1, sh), _scale(w1, sh + 16), half_lo(d)
 
 
 @triton.jit
 def _x_group(xw_ptr, x_off, X_BF16: tl.constexpr, ASM: tl.constexpr):
     """Each lane's 16 x values at words ``xw_ptr + x_off`` and ``+ 4`` (``x_off [16, G, 1]``) as 8 int16 pairs of
     consecutive values (``[4, G, 1]`` each), with their scale and float sum."""
-    w0, w1, w2, w3 = lane_words(tl.load(xw_ptr + x_off))
-    w4, w5, w6, w7 = lane_words(tl.load(xw_ptr + x_off + 4))
+    w0, w1, w2, w3 = thread_words(tl.load(xw_ptr + x_off))
+    w4, w5, w6, w7 = thread_words(tl.load(xw_ptr + x_off + 4))
     e0, o0 = x_pair(w0, X_BF16)
     e1, o1 = x_pair(w1, X_BF16)
     e2, o2 = x_pair(w2, X_BF16)
