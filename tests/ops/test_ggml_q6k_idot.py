@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import mlx_native as mn
-from helpers import assert_error_bar, randn, spy_plans
+from helpers import X_RANGES, assert_error_bar, randn, spy_plans, x_of_range
 from mlx_native.ops.ggml import formats
 from test_ggml import crafted_blocks, force_split, oracle_weight, plan_output, raw_tensor, rng_for
 from test_ggml_q6k_mv import byte_sweep_blocks, quantized_blocks
@@ -92,22 +92,14 @@ def test_q6k_idot_codes_and_tiles(device, monkeypatch, request, blocks, bn, pref
     assert (c["BN"], c["PREFETCH"], c["EVEN_N"], plan.split) == (bn, prefetch, n % bn == 0, 1)
 
 
-@pytest.mark.parametrize("case", ["outliers", "tiny", "zero_groups", "wide_range"])
+@pytest.mark.parametrize("case", X_RANGES)
 def test_q6k_idot_x_ranges(device, request, case):
     """x's per-16-value int16 scale follows each group's magnitude: a 1000x outlier in some groups, values around
     1e-30, all-zero groups, and groups whose magnitudes span 2**-60..2**60."""
     n, k = 16, 2048
     raw = quantized_blocks(n, k, rng_for(request))
-    x = randn(1, k, dtype=torch.float32)
-    if case == "outliers":
-        x[0, ::97] *= 1000.0
-    elif case == "tiny":
-        x *= 1e-30
-    elif case == "zero_groups":
-        x.view(-1, 16)[::3] = 0.0
-    else:
-        x *= torch.exp2(torch.randint(-60, 61, (k // 16, 1)).float()).repeat_interleave(16, 0).view(1, k)
-    out, oracle, baseline, _ = _run(device, raw, n, k, torch.bfloat16, x=x.to(torch.bfloat16))
+    x = x_of_range(case, k, 16).to(torch.bfloat16)
+    out, oracle, baseline, _ = _run(device, raw, n, k, torch.bfloat16, x=x)
     assert_error_bar(out, oracle, baseline, what=case)
 
 
