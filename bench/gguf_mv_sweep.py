@@ -5,7 +5,7 @@ replay, weights rotating through >= 120 MB; plus each kernel's launch knobs (the
 every combination).
 
     python bench/gguf_mv_sweep.py [--out FILE.json] [--types Q4_K,Q4_0,Q4_1,Q5_K,Q8_0,Q6_K] [--shapes 4096x14336,...]
-                                  [--rows 1,2,3,4]
+                                  [--rows 1,2,3,4] [--grid KNOB=V,V;...] [--row-grid KNOB=V,V;...]
 
 Q4_0 / Q4_1 / Q5_K / Q6_K one-row knobs are the integer-dot kernels' (``q4_idot.py``, ``q4k_idot.py``,
 ``q6k_idot.py``: Q6_K matrices under its ``MIN_VALUES`` weights run ``q6k_mv.py`` whatever the knobs);
@@ -43,12 +43,12 @@ GRIDS = {  # type -> (module, {constant: values})
     "Q4_0": _Q4, "Q4_1": _Q4,
     "Q5_K": (q4k_idot, dict(IDOT_BN=(4, 8), PREFETCH_MIN_STEPS=(4, 64))),
     "Q8_0": (q8_mv, dict(Q8_BN=(8, 16), PROGRAMS_PER_SM=(1, 2), Q8_FENCE=(True, False), Q8_WPL=(1, 2))),
-    "Q6_K": (q6k_idot, dict(IDOT_BN=(8, 16, 32), PROGRAMS_PER_SM=(4, 8), PREFETCH=(0, 1))),
+    "Q6_K": (q6k_idot, dict(IDOT_BN=(16, 32), IDOT_SMALL_BN=(8, 16), PROGRAMS_PER_SM=(8, 16))),
 }
 ROW_GRIDS = {  # type -> (module, {constant: values}) of the multi-row variants
     "Q4_K": (q4k_idot_rows, dict(IDOT_ROWS_BN=(4, 8), PROGRAMS_PER_SM=(1, 2))),
     "Q4_0": (q4_mv, dict()), "Q4_1": (q4_mv, dict()),
-    "Q6_K": (q6k_idot, dict(ROWS_BN=(8, 16), PROGRAMS_PER_SM=(4, 8))),
+    "Q6_K": (q6k_idot, dict(ROWS_BN=(8, 16), ROWS_PROGRAMS_PER_SM=(4, 8))),
     "Q8_0": (q8_mv, dict(Q8_BN=(4, 8))),
     "Q5_K": (q4k_idot_rows, dict(IDOT_ROWS_BN=(4, 8), IDOT_ROWS_SMALL_BN=(4, 8))),
 }
@@ -62,11 +62,13 @@ def main() -> int:
     ap.add_argument("--rows", default="1", help="rows of x, comma-separated")
     ap.add_argument("--grid", help="one-row knobs instead of GRIDS' for every type run, e.g. "
                                    "'Q4I_BN=4,8;Q4I_MAX_WARPS=2,8'")
+    ap.add_argument("--row-grid", help="multi-row knobs instead of ROW_GRIDS', e.g. 'ROWS_BN=16;ROWS_PROGRAMS_PER_SM=4'")
     args = ap.parse_args()
-    if args.grid:
-        knobs = {c: tuple(int(v) for v in vals.split(",")) for c, vals in (g.split("=") for g in args.grid.split(";"))}
-        for name in args.types.split(","):
-            GRIDS[name] = (GRIDS[name][0], knobs)
+    for text, grids in ((args.grid, GRIDS), (args.row_grid, ROW_GRIDS)):
+        if text:
+            knobs = {c: tuple(int(v) for v in vals.split(",")) for c, vals in (g.split("=") for g in text.split(";"))}
+            for name in args.types.split(","):
+                grids[name] = (grids[name][0], knobs)
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     copy = common.copy_bandwidth()
     print(f"copy bandwidth {copy / 1e12:.3f} TB/s", flush=True)

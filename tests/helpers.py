@@ -66,6 +66,27 @@ def randn(*shape: int, dtype=torch.float32, device="cpu", scale: float = 1.0) ->
     return (torch.randn(*shape, dtype=torch.float32) * scale).to(dtype=dtype, device=device)
 
 
+X_RANGES = ("outliers", "tiny", "zero_chunks", "wide_range")
+
+
+def x_of_range(case: str, k: int, chunk: int, tiny: float = 1e-30) -> torch.Tensor:
+    """One fp32 row of x ``[1, k]`` for the integer-dot kernels' x-quantization tests (their int16 scale follows
+    each ``chunk`` values' magnitude): ``outliers`` (every 97th value 1000x), ``tiny`` (all times ``tiny``),
+    ``zero_chunks`` (every third chunk 0) or ``wide_range`` (chunk magnitudes across 2**-60..2**60)."""
+    x = randn(1, k, dtype=torch.float32)
+    if case == "outliers":
+        x[0, ::97] *= 1000.0
+    elif case == "tiny":
+        x *= tiny
+    elif case == "zero_chunks":
+        x.view(-1, chunk)[::3] = 0.0
+    elif case == "wide_range":
+        x *= torch.exp2(torch.randint(-60, 61, (k // chunk, 1)).float()).repeat_interleave(chunk, 0).view(1, k)
+    else:
+        raise ValueError(case)
+    return x
+
+
 def row_strided(t: torch.Tensor, device="cpu") -> torch.Tensor:
     """``t`` on ``device`` as a view with twice its row stride (the last dim contiguous), garbage in the gaps."""
     return torch.cat([t, torch.full_like(t, 7)], dim=-1).to(device)[..., : t.shape[-1]]

@@ -14,7 +14,7 @@ from gguf.quants import dequantize as gguf_dequantize
 from gguf.quants import quantize as gguf_quantize
 
 import mlx_native as mn
-from helpers import assert_error_bar, randn, spy_plans
+from helpers import X_RANGES, assert_error_bar, randn, spy_plans, x_of_range
 from mlx_native.ops.ggml import formats
 
 QTYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
@@ -393,23 +393,14 @@ def test_q4k_idot_launch_configs(device, monkeypatch, name, bn, warps, prefetch,
 
 
 @pytest.mark.parametrize("name", ["Q4_K", "Q5_K"])
-@pytest.mark.parametrize("case", ["outliers", "tiny", "zero_chunks", "wide_range"])
+@pytest.mark.parametrize("case", X_RANGES)
 def test_q4k_idot_x_ranges(device, q4k_plans, case, name, request):
     """x's per-sub-block int16 scale follows each 32 values' magnitude: a 1000x outlier in some sub-blocks, values
     around 1e-30, all-zero sub-blocks, and sub-blocks whose magnitudes span 2**-60..2**60."""
     n, k, dtype = 24, 2048, torch.bfloat16
     raw = valid_blocks(name, n, k, rng_for(request))
     w = torch.from_numpy(gguf_values(raw, name, (n, k)))
-    x = randn(1, k, dtype=torch.float32)
-    if case == "outliers":
-        x[0, ::97] *= 1000.0
-    elif case == "tiny":
-        x *= 1e-30
-    elif case == "zero_chunks":
-        x.view(-1, 32)[::3] = 0.0
-    else:
-        x *= torch.exp2(torch.randint(-60, 61, (k // 32, 1)).float()).repeat_interleave(32, 0).view(1, k)
-    x = x.to(dtype)
+    x = x_of_range(case, k, 32).to(dtype)
     out = mn.ggml_matmul(x.to(device), raw_tensor(raw, device), name, (n, k))
     assert _plan_names(q4k_plans) == [IDOT_PLANS[name]]
     assert_error_bar(out.cpu(), x.double() @ w.double().T, x @ w.to(dtype).T, what=case)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import assert_error_bar, randn
+from helpers import X_RANGES, assert_error_bar, randn, x_of_range
 from test_ggml import EXTREME, FP16_FIELDS, check_plan, crafted_blocks, oracle_weight, raw_tensor, rng_for, valid_blocks
 
 IDS = {"Q4_0": 2, "Q4_1": 3}
@@ -197,7 +197,7 @@ def test_q4_idot_keeps_inf_and_nan(device, name, dtype, request):
 
 
 @pytest.mark.parametrize("name", ["Q4_0", "Q4_1"])
-@pytest.mark.parametrize("case", ["outliers", "tiny", "zero_blocks", "wide_blocks", "wide_values"])
+@pytest.mark.parametrize("case", [*X_RANGES, "wide_values"])
 def test_q4_idot_x_ranges(device, name, case, request):
     """x's int16 scale follows each lane's magnitude: a 1000x outlier now and then, values around 1e-30, all-zero
     blocks, blocks whose magnitudes span 2**-60..2**60, and values within a block spanning 2**-24..2**24 (the
@@ -205,17 +205,10 @@ def test_q4_idot_x_ranges(device, name, case, request):
     n, k, dtype = 24, 2048, torch.bfloat16
     raw = valid_blocks(name, n, k, rng_for(request))
     w = _weight(raw, name, n, k)
-    x = randn(1, k, dtype=torch.float32)
-    if case == "outliers":
-        x[0, ::97] *= 1000.0
-    elif case == "tiny":
-        x *= 1e-30
-    elif case == "zero_blocks":
-        x.view(-1, 32)[::3] = 0.0
-    elif case == "wide_blocks":
-        x *= torch.exp2(torch.randint(-60, 61, (k // 32, 1)).float()).repeat_interleave(32, 0).view(1, k)
+    if case == "wide_values":
+        x = randn(1, k, dtype=torch.float32) * torch.exp2(torch.randint(-24, 25, (1, k)).float())
     else:
-        x *= torch.exp2(torch.randint(-24, 25, (1, k)).float())
+        x = x_of_range(case, k, 32)
     x = x.to(dtype)
     plan = _plan(device, name, n, k, dtype)
     _check(device, plan, raw, w, x, f"{name} {case}")

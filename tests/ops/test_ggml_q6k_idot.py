@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import mlx_native as mn
-from helpers import assert_error_bar, randn, spy_plans
+from helpers import X_RANGES, assert_error_bar, randn, spy_plans, x_of_range
 from mlx_native.ops.ggml import formats
 from test_ggml import crafted_blocks, force_split, oracle_weight, plan_output, raw_tensor, rng_for
 from test_ggml_q6k_mv import byte_sweep_blocks, quantized_blocks
@@ -108,22 +108,14 @@ def test_q6k_idot_rows_of_x(device, monkeypatch, request, m, n, k, stride):
         assert_merged_in_launch(plan)
 
 
-@pytest.mark.parametrize("case", ["outliers", "tiny", "zero_groups", "wide_range"])
+@pytest.mark.parametrize("case", X_RANGES)
 def test_q6k_idot_x_ranges(device, request, case):
     """x's per-16-value int16 scale follows each group's magnitude: a 1000x outlier in some groups, values around
     1e-30, all-zero groups, and groups whose magnitudes span 2**-60..2**60."""
     n, k = 16, 2048
     raw = quantized_blocks(n, k, rng_for(request))
-    x = randn(1, k, dtype=torch.float32)
-    if case == "outliers":
-        x[0, ::97] *= 1000.0
-    elif case == "tiny":
-        x *= 1e-30
-    elif case == "zero_groups":
-        x.view(-1, 16)[::3] = 0.0
-    else:
-        x *= torch.exp2(torch.randint(-60, 61, (k // 16, 1)).float()).repeat_interleave(16, 0).view(1, k)
-    out, oracle, baseline, _ = _run(device, raw, n, k, torch.bfloat16, x=x.to(torch.bfloat16))
+    x = x_of_range(case, k, 16).to(torch.bfloat16)
+    out, oracle, baseline, _ = _run(device, raw, n, k, torch.bfloat16, x=x)
     assert_error_bar(out, oracle, baseline, what=case)
 
 
@@ -155,6 +147,26 @@ def test_q6k_idot_route(device, monkeypatch, q6k_plans, request):
     mn.ggml_matmul(randn(1, 2048, dtype=torch.bfloat16).to(device), raw_tensor(quantized_blocks(8, 2048, rng), device),
                    "Q6_K", (8, 2048))
     assert [type(p).__name__ for p in q6k_plans] == ["Q6kIdotLaunch", "Q6kMvLaunch", "Q6kIdotLaunch", "Q6kMvLaunch"]
+
+
+def test_q6k_idot_default_tiles(device):
+    """One row: 16-row tiles where they alone fill ``PROGRAMS_PER_SM`` programs per SM, else 8-row tiles split over K
+    up to that many programs; 2-4 rows: ``ROWS_BN`` rows split up to ``ROWS_PROGRAMS_PER_SM`` programs per SM."""
+    from mlx_native.runtime.device import device_info
+
+    q6k_idot, bf = _mod(), torch.bfloat16
+    programs = q6k_idot.PROGRAMS_PER_SM * device_info(device).sm_count
+    k = 8 * 2048  # 8 steps
+
+    def tiles(n, m=1):
+        plan = q6k_idot.Q6kIdotLaunch(n, k, bf, device, m=m)
+        return plan.launch.constexprs["BN"], plan.split
+
+    assert tiles(q6k_idot.IDOT_BN * programs) == (q6k_idot.IDOT_BN, 1)
+    assert tiles(q6k_idot.IDOT_BN * (programs - 1)) == (q6k_idot.IDOT_SMALL_BN, 1)
+    assert tiles(q6k_idot.IDOT_SMALL_BN * programs // 4) == (q6k_idot.IDOT_SMALL_BN, 4)
+    rows_programs = q6k_idot.ROWS_PROGRAMS_PER_SM * device_info(device).sm_count
+    assert tiles(q6k_idot.ROWS_BN * rows_programs // 2, m=2) == (q6k_idot.ROWS_BN, 2)
 
 
 def test_q6k_idot_supports_and_bad_plans(device):

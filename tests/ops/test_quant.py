@@ -11,8 +11,8 @@ import torch
 import triton
 
 import mlx_native as mn
-from helpers import (ALL_FLOAT, assert_agrees_with, assert_error_bar, from_mlx, mlx_array, randn, row_strided,
-                     spy_plans)
+from helpers import (ALL_FLOAT, X_RANGES, assert_agrees_with, assert_error_bar, from_mlx, mlx_array, randn,
+                     row_strided, spy_plans, x_of_range)
 from mlx_native.ops.quant import ref
 from mlx_native.runtime import env
 
@@ -346,22 +346,13 @@ def test_affine_idot_one_row(device, monkeypatch, affine_mv_plans, n, k, gs, dty
     assert (c["BN"], c["CH"] // 32, c["TAIL"]) == tile
 
 
-@pytest.mark.parametrize("case", ["outliers", "tiny", "zero_chunks", "wide_range"])
+@pytest.mark.parametrize("case", X_RANGES)
 def test_affine_idot_x_ranges(device, affine_mv_plans, case):
     """x's per-chunk int16 scale follows each chunk's magnitude: a 1000x outlier in some chunks, values near
     the bottom of the normal range, all-zero chunks, and chunks whose magnitudes span 2**-60..2**60."""
     n, k, gs, dtype = 24, 2048, 64, torch.bfloat16
     wq, s, b = qweight(n, k, gs, 4, dtype)
-    x = randn(1, k, dtype=torch.float32)
-    if case == "outliers":
-        x[0, ::97] *= 1000.0
-    elif case == "tiny":
-        x *= 1e-36
-    elif case == "zero_chunks":
-        x.view(-1, 32)[::3] = 0.0
-    else:
-        x *= torch.exp2(torch.randint(-60, 61, (k // 32, 1)).float()).repeat_interleave(32, 0).view(1, k)
-    x = x.to(dtype)
+    x = x_of_range(case, k, 32, tiny=1e-36).to(dtype)
     out = mn.quantized_matmul(x.to(device), wq.to(device), s.to(device), b.to(device), group_size=gs)
     assert _plan_names(affine_mv_plans) == ["AffineIdotLaunch"]
     assert_error_bar(out.cpu(), x.double() @ dequant64(wq, s, b, gs, 4).T, lowp_qmm(x, wq, s, b, gs, 4), what=case)

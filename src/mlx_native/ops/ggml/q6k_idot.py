@@ -51,24 +51,12 @@ from ...kernels.dependent import enter
 from ...kernels.idot import LOW_NIBBLES, chunk_scale, dp2a, pack_pair, round_int
 from ...kernels.loads import pinned
 from ...kernels.words import half_lo, x_pair
+from ..quant.affine_idot import thread_words
 from ..quant.affine_mv import store_rows
 
 STEP_SBS = 8  # super-blocks per loop step: 1680 bytes, 16-byte aligned
 STEP_WORDS = tl.constexpr(420)  # 32-bit words per step
 PAIRS = tl.constexpr(0x30303030)  # the high pair's bits 4-5 of each code byte
-
-
-@triton.jit
-def lane_words(v):
-    """``[16, G, R]`` -> the four ``[4, G, R]`` words of each lane's 16-byte load (word ``i % 4`` of quarter ``i //
-    4``)."""
-    G: tl.constexpr = v.shape[1]
-    R: tl.constexpr = v.shape[2]
-    v = tl.permute(tl.reshape(v, (4, 4, G, R)), (0, 2, 3, 1))
-    e, o = tl.split(tl.reshape(v, (4, G, R, 2, 2)))  # words 0 2 / 1 3
-    w0, w2 = tl.split(e)
-    w1, w3 = tl.split(o)
-    return w0, w1, w2, w3
 
 
 @triton.jit
@@ -104,10 +92,10 @@ def _run(v0, v1, J: tl.constexpr, ASM: tl.constexpr):
     """The four words ``[4, G, R]`` of each lane's 16-byte run of super-block ``J`` of a loop step from the aligned
     words ``v0`` (``[16, G, R]``, the run starts ``2 J`` bytes in) and ``v1`` (the next 16 bytes; unused for ``J =
     0``)."""
-    a0, a1, a2, a3 = lane_words(v0)
+    a0, a1, a2, a3 = thread_words(v0)
     if J == 0:
         return a0, a1, a2, a3
-    a4, a5, a6, a7 = lane_words(v1)
+    a4, a5, a6, a7 = thread_words(v1)
     return _pick(a0, a1, a2, a3, a4, a5, a6, a7, J, ASM)
 
 
@@ -142,19 +130,8 @@ def _tail(t0, t1, hi_half, sh, J: tl.constexpr):
     lane's four groups and the block's ``d``, from the aligned 32 bytes ``t0, t1`` (``[16, G, R]``: bytes 192-223
     of the aligned super-block, scales from byte ``2 J``, ``d`` at ``16 + 2 J``). ``hi_half``: the lane's half is 1
     (its scales 8 bytes on), ``sh [4, 1, 1]``: ``8 s``, its scales' byte in their pair."""
-    a0, a1, a2, a3 = lane_words(t0)
-    a4, a5, a6, a7 = lane_words(t1)
-    O: tl.constexpr = J // 2
-    if O == 0:  # d: byte 16 + 2 J
-        dw = a4
-    elif O == 1:
-        dw = a5
-    elif O == 2:
-        dw = a6
-    else:
-        dw = a7
-    if J % 2:
-        dw = dw >> 16
+    a0, a1, a2, a3 = thread_words(t0)
+    a4, a5, a6, a7 = thread_words(t1)
     # the lane's 8 scale bytes start at byte 8 h + 2 J: words J // 2 .. J // 2 + 2 of the half's words
     b0 = tl.where(hi_half, a2, a0)
     b1 = tl.where(hi_half, a3, a1)
@@ -163,7 +140,8 @@ def _tail(t0, t1, hi_half, sh, J: tl.constexpr):
     b4 = tl.where(hi_half, a6, a4)
     b5 = tl.where(hi_half, a7, a5)
     w0, w1, w2, w3 = _pick(b0, b1, b2, b3, b4, b5, b5, b5, J, False)  # bytes 2 J .. 2 J + 7 (w2, w3 unused)
-    return _scale(w0, sh), _scale(w0, sh + 16), _scale(w1, sh), _scale(w1, sh + 16), half_lo(dw)
+    d, w5, w6, w7 = _pick(a4, a5, a6, a7, a7, a7, a7, a7, J, False)  # d: bytes 16 + 2 J, 17 + 2 J
+    return _scale(w0, sh), _scale(w0, sh + 16), _scale(w1, sh), _scale(w1, sh + 16), half_lo(d)
 
 
 @triton.jit
@@ -208,7 +186,7 @@ def _x_eighth(xw_ptr, x_off, X_BF16: tl.constexpr, ASM: tl.constexpr):
     1`` hold the two halves of group ``r`` of their quarter) as 4 int16 pairs of consecutive values (``[4, 8, 1]``
     each), quantized with the scale of the whole group (the max of the two lanes), with that scale and the group's
     float sum."""
-    w0, w1, w2, w3 = lane_words(tl.load(xw_ptr + x_off))
+    w0, w1, w2, w3 = thread_words(tl.load(xw_ptr + x_off))
     e0, o0 = x_pair(w0, X_BF16)
     e1, o1 = x_pair(w1, X_BF16)
     e2, o2 = x_pair(w2, X_BF16)
@@ -399,21 +377,26 @@ from ...kernels.words import word_aligned  # noqa: E402
 from .q6k_mv import Q6K_ID  # noqa: E402
 
 # One warp a program: with two, Triton lays x's [16, 8, 1] tiles out apart from the weights' and converts them
-# through shared memory in the loop (offline sm_90 SASS, Triton 3.6). Session 37 runs 1-3 (H200, one row of bf16 x,
-# us, q6k_mv -> this kernel): without prefetch 4096 x 14336 (K x N) took 22.9 at best (95 at 2 programs per SM: a
-# program's warp waits on each super-block's loads); with it, 16-row tiles and 8 programs per SM, 4096 x 14336 23.9
-# -> 20.1, 14336 x 4096 22.3 -> 20.6, the 128256-row head 170.9 -> 137.4 (76% of copy); 32-row tiles (255
-# registers) within 5%. Each program's warp runs a long serial chain (x's quantization alone is ~2500 instructions a
-# step, whatever the rows), so small matrices lose: 4096 x 4096 8.4 -> 11.9, 4096 x 1024 4.7 -> 11.3; the kernel
-# takes matrices of at least MIN_VALUES weights.
-IDOT_BN = 16  # weight rows a program: 8 side by side on the lanes, BN / 8 of each lane in registers
-PROGRAMS_PER_SM = 8  # split K until about this many programs per SM
+# through shared memory in the loop (offline sm_90 SASS, Triton 3.6). Session 37 (H200, one row of bf16 x, us,
+# q6k_mv -> each lane quantizing its own x, 16-row tiles, 8 programs per SM, prefetch): 4096 x 14336 (K x N) 23.9 ->
+# 20.1, 14336 x 4096 22.3 -> 20.6, the 128256-row head 170.9 -> 137.4; without prefetch a program's warp waits on
+# each super-block's loads. Session 38 runs 5-6, x shared through shfl: each program runs a long serial chain, so the
+# tiles follow the programs a matrix gives. 16-row tiles where they alone fill PROGRAMS_PER_SM programs per SM (the
+# head: 133.3, 8-row tiles 139.7), else 8-row tiles split over K up to that many (4096 x 14336 20.05, 16-row tiles
+# split in 1792 programs 22.9; 14336 x 4096 20.9 against 24.7). Small matrices still lose (4096 x 4096 12.1, q6k_mv
+# 8.4; 4096 x 1024 10.8 against 4.7): the kernel takes matrices of at least MIN_VALUES weights.
+IDOT_BN = 16  # weight rows a program where cdiv(n, IDOT_BN) >= PROGRAMS_PER_SM * SMs, else IDOT_SMALL_BN
+IDOT_SMALL_BN = 8
+PROGRAMS_PER_SM = 16  # split K until about this many programs per SM
 PREFETCH = True
 MIN_VALUES = 2**25  # between 4096 x 4096 (slower) and 4096 x 14336 (faster)
 ROWS_MAX = 4  # rows of x
 # 2-4 rows of x (offline sm_90 SASS, Triton 3.6, SASS instructions a weight code): 16-row tiles 4.1 (2 rows, 251
 # registers) / 6.9 (4 rows, 255, a few spills), 8-row tiles 5.5 (78) / 9.7 (219); q6k_mv's MR rows take 8.4 / 11.0.
-ROWS_BN = 8  # weight rows a program for 2-4 rows of x (the sweep decides)
+# Session 38 run 6 (H200, 2 rows, us, 4096 x 14336 / 14336 x 4096): q6k_mv 28.2 / 26.8; 16-row tiles at 4 programs
+# per SM 21.9 / 25.3 (at 8, 4096 x 14336 splits in two: 24.6), 8-row tiles 34.8 / 31.1, 32-row 32.1 / 33.1.
+ROWS_BN = 16  # weight rows a program for 2-4 rows of x
+ROWS_PROGRAMS_PER_SM = 4
 
 
 def supports(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, m: int, n: int, k: int,
@@ -431,19 +414,22 @@ def supports(ggml_type: int, x_dtype: torch.dtype, out_dtype: torch.dtype, m: in
 class Q6kIdotLaunch(StreamedMvLaunch):
     """:func:`q6k_idot_kernel` for ``(x [m, k], raw [n * k / 256 * 210] uint8)``: the raw rows read as int32 words
     (16-byte aligned steps: ``k`` a multiple of 2048), x as int32 words of two values (unit column stride, an even
-    row stride ``x_row_stride``, default ``k``); ``bn`` rows a program (a power of two from 8), K split until about
-    ``programs_per_sm`` programs per SM."""
+    row stride ``x_row_stride``, default ``k``); ``bn`` rows a program (a power of two from 8; default: one row
+    ``IDOT_BN`` or ``IDOT_SMALL_BN``, more ``ROWS_BN``), K split until about ``programs_per_sm`` programs per SM
+    (default ``PROGRAMS_PER_SM``, ``ROWS_PROGRAMS_PER_SM``)."""
 
     def __init__(self, n: int, k: int, out_dtype: torch.dtype, device, bn: int = 0, programs_per_sm: int = 0,
                  prefetch: Optional[bool] = None, m: int = 1, x_row_stride=None):
-        bn = bn or (IDOT_BN if m == 1 else ROWS_BN)
+        sms = device_info(device).sm_count
+        if not bn:
+            bn = ROWS_BN if m > 1 else IDOT_BN if triton.cdiv(n, IDOT_BN) >= PROGRAMS_PER_SM * sms else IDOT_SMALL_BN
         if k % (256 * STEP_SBS) or bn % 8 or bn & (bn - 1):
             raise ValueError(f"q6k_idot: rows of {k} values in steps of {256 * STEP_SBS}, {bn}-row tiles "
                              "(a power of two from 8)")
         stride_x = x_row_stride_of("q6k_idot", m, k, x_row_stride, ROWS_MAX, words=True)
-        sms = device_info(device).sm_count
         super().__init__(q6k_idot_kernel, n, triton.cdiv(n, bn), k // (256 * STEP_SBS), 1,
-                         (programs_per_sm or PROGRAMS_PER_SM) * sms, (n, stride_x // 2),
+                         (programs_per_sm or (PROGRAMS_PER_SM if m == 1 else ROWS_PROGRAMS_PER_SM)) * sms,
+                         (n, stride_x // 2),
                          dict(STRIDE_W=k // 256 * 105 // 2, BN=bn, EVEN_N=n % bn == 0,
                               PREFETCH=PREFETCH if prefetch is None else prefetch,
                               ASM=not env.settings.triton_interpret, MR=m), out_dtype, device, tail_ints=(),

@@ -45,11 +45,17 @@ def x_stats(x0, x1, x2, x3):
 
 @triton.jit
 def thread_words(w):
-    """``[4 * CH, BN]`` -> the four ``[CH, BN]`` words of each thread's chunk."""
+    """``[4 * CH, BN]`` -> the four ``[CH, BN]`` words of each thread's chunk (``[4 * CH, G, R]`` -> ``[CH, G, R]``,
+    ``ggml/q6k_idot.py``)."""
     C: tl.constexpr = w.shape[0] // 4
     A: tl.constexpr = w.shape[1]
-    w = tl.permute(tl.reshape(w, (C, 4, A)), (0, 2, 1))
-    e, o = tl.split(tl.reshape(w, (C, A, 2, 2)))  # words 0 2 / 1 3
+    if len(w.shape) == 2:
+        w = tl.permute(tl.reshape(w, (C, 4, A)), (0, 2, 1))
+        e, o = tl.split(tl.reshape(w, (C, A, 2, 2)))  # words 0 2 / 1 3
+    else:
+        B: tl.constexpr = w.shape[2]
+        w = tl.permute(tl.reshape(w, (C, 4, A, B)), (0, 2, 3, 1))
+        e, o = tl.split(tl.reshape(w, (C, A, B, 2, 2)))
     w0, w2 = tl.split(e)
     w1, w3 = tl.split(o)
     return w0, w1, w2, w3

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# planned (branch q6k-x-shared, not run in session 37: no device time left): x shared through shfl. The q6k_idot
+# session 38 run 5 (branch q6k-x-shared as session 37 left it; planned there): x shared through shfl. The q6k_idot
 # tests on CUDA first (the shfl path has only run offline: SASS and TTGIR), then the sweep with the size rule off
 # (MIN_VALUES=0) on the small and large shapes against q6k_mv; 2 and 4 rows of x (MR) against q6k_mv's MR rows
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl

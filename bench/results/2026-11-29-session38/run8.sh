@@ -1,0 +1,4 @@
+#!/usr/bin/env bash
+# session 38 run 8 (typed into the device tool; kept here): the 8B-shaped Q6_K decode with main's kernel (cmp_main/,
+# git archive of main's src and bench, timed out at 100 s: no number) and the branch's
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl; export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD/cmp_main/src; mkdir -p $OUT/run8; timeout 100 python3 cmp_main/bench/model.py --out $OUT/run8/model_main --only llama8b --skip-hf --skip-compiled --kinds-8b gguf-Q6_K > $OUT/run8/model_main.log 2>&1; echo "rc $?"; grep -h "Q6_K" $OUT/run8/model_main.log | cut -c1-200 | head -3; export PYTHONPATH=/tmp/site:$PWD/src; timeout 100 python3 bench/model.py --out $OUT/run8/model_branch --only llama8b --skip-hf --skip-compiled --kinds-8b gguf-Q6_K > $OUT/run8/model_branch.log 2>&1; echo "rc $?"; grep -h "Q6_K" $OUT/run8/model_branch.log | cut -c1-200 | head -3
