@@ -115,6 +115,84 @@ def test_bad_magic_and_corrupt_lengths(tmp_path):
         load_checkpoint(str(bad))
 
 
+def _patched(path, tmp_path, key: str, value: bytes = b"", name: bytes = b"") -> str:
+    """A copy of the GGUF at ``path`` with metadata ``key``'s value bytes (after its type) replaced by ``value``, or
+    its name by ``name`` (same length)."""
+    raw = bytearray(open(path, "rb").read())
+    k = key.encode()
+    at = raw.index(struct.pack("<Q", len(k)) + k) + 8
+    if name:
+        raw[at:at + len(k)] = name
+    else:
+        raw[at + len(k) + 4:at + len(k) + 4 + len(value)] = value
+    out = tmp_path / "patched.gguf"
+    out.write_bytes(bytes(raw))
+    return str(out)
+
+
+@pytest.mark.parametrize("key, value, name, match", [
+    ("llama.attention.head_count", b"", b"llama.attention.head_cXunt", "required key llama.attention.head_count is "
+     "missing"),
+    ("llama.block_count", struct.pack("<I", 0), b"", r"llama.block_count = 0 is not a positive integer"),
+    ("llama.embedding_length", struct.pack("<I", 2**32 - 1), b"", r"llama.embedding_length = 4294967295 is not"),
+    ("llama.rope.freq_base", struct.pack("<f", float("nan")), b"", r"llama.rope.freq_base = nan is not a finite"),
+    ("llama.attention.layer_norm_rms_epsilon", struct.pack("<f", -1.0), b"", r"epsilon = -1.0 is not a finite"),
+])
+def test_bad_metadata_names_the_key(tmp_path, key, value, name, match):
+    """A required key missing, a count of 0 or past int32, a non-finite or negative float: FormatError naming the
+    key (they raised TypeError / ZeroDivisionError, or built a model that failed at its first step)."""
+    _, path = _tiny_gguf(tmp_path / "m.gguf")
+    with pytest.raises(mn.FormatError, match=match):
+        mn.load(_patched(path, tmp_path, key, value, name), device="cpu")
+
+
+def test_tensor_shapes_against_the_config(tmp_path):
+    """Metadata that disagrees with the tensors (2 heads where q_proj holds 4 of 16): FormatError naming the tensor,
+    its shape and the config's, at load, not a wrong answer or a reshape error at the first step."""
+    _, path = _tiny_gguf(tmp_path / "m.gguf")
+    bad = _patched(path, tmp_path, "llama.attention.head_count", struct.pack("<I", 2))
+    with pytest.raises(mn.FormatError, match=r"tensor 'model.layers.0.self_attn.q_proj.weight' has shape \(64, 64\); "
+                                             r"the model's config makes it \(32, 64\)"):
+        mn.load(bad, device="cpu")
+
+
+def test_random_corruption_raises_format_errors_only(tmp_path):
+    """Seeded random damage to a GGUF (truncation anywhere, bytes of the header overwritten, 8-byte header fields set
+    to extreme counts): every load either succeeds or raises FormatError / UnsupportedError, each within a second
+    or two (no hang, no huge allocation)."""
+    import random
+    import time
+
+    import gguf
+
+    _, path = _tiny_gguf(tmp_path / "m.gguf")
+    raw = open(path, "rb").read()
+    header = gguf.GGUFReader(path).data_offset  # metadata and tensor infos
+    rng = random.Random(0)
+    outcomes = {}
+    for case in range(90):
+        damaged = bytearray(raw)
+        if case % 3 == 0:
+            damaged = damaged[:rng.randrange(len(raw))]
+        elif case % 3 == 1:
+            for _ in range(rng.randint(1, 8)):
+                damaged[rng.randrange(header)] = rng.randrange(256)
+        else:
+            at = rng.randrange(header - 8)
+            damaged[at:at + 8] = struct.pack("<Q", rng.choice([2**63 - 1, 2**40, 2**32, 2**32 - 1, 0, 1]))
+        p = tmp_path / "damaged.gguf"
+        p.write_bytes(bytes(damaged))
+        start = time.perf_counter()
+        try:
+            mn.load(str(p), device="cpu")
+            outcome = "loaded"
+        except (mn.FormatError, mn.UnsupportedError) as exc:
+            outcome = type(exc).__name__
+        assert time.perf_counter() - start < 10, f"case {case}: {outcome} after {time.perf_counter() - start:.1f} s"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    assert outcomes.get("FormatError", 0) > 45, outcomes
+
+
 def test_unsupported_architecture(tmp_path):
     import gguf
 
@@ -137,11 +215,11 @@ def test_unsupported_tensor_type(tmp_path):
     raw = np.zeros((96, 256 // block * size), np.uint8)  # gate_proj [96, 64] needs 256-wide rows: use its own shape
     hf = make_hf_model("llama")
     cfg = hf.config.to_dict()
-    cfg["hidden_size"] = 256  # the IQ2 block is 256 wide
+    cfg.update(hidden_size=256, head_dim=64)  # the IQ2 block is 256 wide; 4 heads of 64, 2 kv heads
     sd = {}
     rng = np.random.default_rng(0)
     for k, v in hf.state_dict().items():
-        shape = tuple(256 if s == 64 else s for s in v.shape)
+        shape = tuple({64: 256, 32: 128}.get(s, s) for s in v.shape)
         sd[k] = rng.standard_normal(shape).astype(np.float32) * 0.02
     sd["model.layers.0.mlp.gate_proj.weight"] = raw
     path = str(tmp_path / "iq2.gguf")

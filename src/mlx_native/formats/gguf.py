@@ -10,12 +10,13 @@ mapped to a Hugging Face style config dict.
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
 import re
 import struct
 import warnings
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -231,6 +232,36 @@ def hf_name(arch: str, name: str) -> str:
 
 # ---------------------------------------------------------------------------- config
 
+_REQUIRED = object()
+
+
+def _count(meta: dict[str, Any], key: str, default: Any = _REQUIRED, per_layer: bool = False) -> int:
+    """The positive integer of metadata ``key`` (``default`` where absent; ``per_layer``: a per-layer array's first
+    entry). Raises FormatError naming the key where it is required and absent, or not a positive integer."""
+    value = meta.get(key)
+    if value is None:
+        if default is _REQUIRED:
+            raise FormatError(f"GGUF metadata: required key {key} is missing")
+        return default
+    if per_layer and isinstance(value, (list, np.ndarray)) and len(value):
+        value = value[0]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 < value < 2**31:
+        raise FormatError(f"GGUF metadata: {key} = {value!r} is not a positive integer below 2**31")
+    return int(value)
+
+
+def _real(meta: dict[str, Any], key: str, default: Optional[float]) -> Optional[float]:
+    """The finite positive number of metadata ``key`` (``default`` where absent); FormatError naming the key where
+    it is not one."""
+    value = meta.get(key)
+    if value is None:
+        return default
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not 0 < float(value) < math.inf:
+        raise FormatError(f"GGUF metadata: {key} = {value!r} is not a finite positive number")
+    return float(value)
+
+
 def hf_config(meta: dict[str, Any], n_vocab: int, has_output: bool) -> dict[str, Any]:
     """Hugging Face style config from GGUF metadata."""
     arch = meta.get("general.architecture")
@@ -241,23 +272,22 @@ def hf_config(meta: dict[str, Any], n_vocab: int, has_output: bool) -> dict[str,
     def g(key, default=None):
         return meta.get(f"{arch}.{key}", default)
 
-    hidden = int(g("embedding_length"))
-    heads = int(g("attention.head_count"))
-    kv = g("attention.head_count_kv", heads)
-    head_dim = int(g("attention.key_length", hidden // heads))
+    hidden = _count(meta, f"{arch}.embedding_length")
+    heads = _count(meta, f"{arch}.attention.head_count")
+    head_dim = _count(meta, f"{arch}.attention.key_length", hidden // heads)
     model_type = {"mistral": "llama"}.get(arch, arch)
     cfg: dict[str, Any] = {
         "model_type": model_type,
-        "vocab_size": int(g("vocab_size", n_vocab)),
+        "vocab_size": _count(meta, f"{arch}.vocab_size", n_vocab),
         "hidden_size": hidden,
-        "intermediate_size": int(g("feed_forward_length")),
-        "num_hidden_layers": int(g("block_count")),
+        "intermediate_size": _count(meta, f"{arch}.feed_forward_length"),
+        "num_hidden_layers": _count(meta, f"{arch}.block_count"),
         "num_attention_heads": heads,
-        "num_key_value_heads": int(kv if not isinstance(kv, (list, np.ndarray)) else kv[0]),
+        "num_key_value_heads": _count(meta, f"{arch}.attention.head_count_kv", heads, per_layer=True),
         "head_dim": head_dim,
-        "rms_norm_eps": float(g("attention.layer_norm_rms_epsilon", 1e-6)),
-        "rope_theta": float(g("rope.freq_base", 10000.0)),
-        "max_position_embeddings": int(g("context_length", 4096)),
+        "rms_norm_eps": _real(meta, f"{arch}.attention.layer_norm_rms_epsilon", 1e-6),
+        "rope_theta": _real(meta, f"{arch}.rope.freq_base", 10000.0),
+        "max_position_embeddings": _count(meta, f"{arch}.context_length", 4096),
         "tie_word_embeddings": not has_output,
         "bos_token_id": meta.get("tokenizer.ggml.bos_token_id"),
         "eos_token_id": meta.get("tokenizer.ggml.eos_token_id"),
@@ -265,12 +295,12 @@ def hf_config(meta: dict[str, Any], n_vocab: int, has_output: bool) -> dict[str,
         # adjacent-pair ("normal") RoPE; rotating adjacent pairs gives the same math.
         "_mlx_native_rope_traditional": arch in ("llama", "mistral"),
     }
-    rope_dims = g("rope.dimension_count")
-    if rope_dims is not None and int(rope_dims) != head_dim:
-        cfg["partial_rotary_factor"] = int(rope_dims) / head_dim
+    rope_dims = _count(meta, f"{arch}.rope.dimension_count", head_dim)
+    if rope_dims != head_dim:
+        cfg["partial_rotary_factor"] = rope_dims / head_dim
     scaling = g("rope.scaling.type")
     if scaling in ("linear",):
-        cfg["rope_scaling"] = {"rope_type": "linear", "factor": float(g("rope.scaling.factor", 1.0))}
+        cfg["rope_scaling"] = {"rope_type": "linear", "factor": _real(meta, f"{arch}.rope.scaling.factor", 1.0)}
     elif scaling not in (None, "none"):
         raise UnsupportedError(f"GGUF rope scaling {scaling!r} is not supported; supported: none, linear "
                                f"(and llama3 frequency factors in rope_freqs.weight)")
@@ -279,13 +309,13 @@ def hf_config(meta: dict[str, Any], n_vocab: int, has_output: bool) -> dict[str,
     if arch == "gemma3":
         n_layers = cfg["num_hidden_layers"]
         cfg.update(
-            sliding_window=int(g("attention.sliding_window", 4096)),
+            sliding_window=_count(meta, f"{arch}.attention.sliding_window", 4096),
             layer_types=["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(n_layers)],
             rope_local_base_freq=10000.0,
             query_pre_attn_scalar=hidden // heads if hidden == 5376 else head_dim,  # llama.cpp: 27B uses d/h
             hidden_activation="gelu_pytorch_tanh",
-            final_logit_softcapping=g("final_logit_softcapping"),
-            attn_logit_softcapping=g("attn_logit_softcapping"),
+            final_logit_softcapping=_real(meta, f"{arch}.final_logit_softcapping", None),
+            attn_logit_softcapping=_real(meta, f"{arch}.attn_logit_softcapping", None),
             # llama.cpp stores Gemma norm weights with the +1 already added
             _mlx_native_norm_offset=0.0,
         )
@@ -313,7 +343,10 @@ def load_gguf(path: str) -> Checkpoint:
     arch = meta.get("general.architecture")
     names = {t.name for t in reader.tensors}
     n_vocab = len(tok_meta.get("ggml.tokens", [])) or 0
-    config = hf_config(meta, n_vocab, has_output="output.weight" in names)
+    try:
+        config = hf_config(meta, n_vocab, has_output="output.weight" in names)
+    except FormatError as exc:
+        raise FormatError(f"{path}: {exc}") from None
     weights = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch warns about read-only memmaps; we never write them

@@ -616,7 +616,8 @@ def rope_params(cfg: dict, layer_type: Optional[str] = None, legacy_theta_key: s
 
 
 class WeightSource:
-    """Named weights of a checkpoint, placed on the device on request; missing names raise FormatError."""
+    """Named weights of a checkpoint, placed on the device on request. Missing names, and shapes other than the
+    model's config implies (``shape``: a tuple of sizes, None for any), raise FormatError."""
 
     def __init__(self, ckpt: Checkpoint, opts: LoadOptions):
         self.ckpt = ckpt
@@ -627,21 +628,40 @@ class WeightSource:
     def has(self, name: str) -> bool:
         return name in self.w
 
-    def raw(self, name: str) -> Weight:
+    def raw(self, name: str, shape: Optional[tuple] = None) -> Weight:
         if name not in self.w:
             raise FormatError(f"{self.ckpt.path}: tensor {name!r} is missing from the checkpoint")
+        weight = self.w[name]
+        if shape is not None:
+            have = tuple(weight.shape)
+            if len(have) != len(shape) or any(want is not None and h != want for h, want in zip(have, shape)):
+                want = "(" + ", ".join("any" if s is None else str(s) for s in shape) + ")"
+                raise FormatError(f"{self.ckpt.path}: tensor {name!r} has shape {have}; the model's config makes it "
+                                  f"{want}")
         self.used.add(name)
-        return self.w[name]
+        return weight
 
-    def linear(self, prefix: str, bias: Optional[bool] = None) -> Linear:
-        weight = place(self.raw(prefix + ".weight"), self.opts)
+    def linear(self, prefix: str, shape: Optional[tuple] = None, bias: Optional[bool] = None) -> Linear:
+        """The projection ``prefix.weight`` (``shape`` ``(out, in)``) and its bias ``(out,)`` where present."""
+        raw = self.raw(prefix + ".weight", shape)
+        weight = place(raw, self.opts)
         b = None
         if bias or (bias is None and self.has(prefix + ".bias")):
-            b = vector(self.raw(prefix + ".bias"), self.opts, self.opts.dtype)
+            b = vector(self.raw(prefix + ".bias", (raw.shape[0],)), self.opts, self.opts.dtype)
         return Linear(weight, b)
 
-    def vector(self, name: str, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        return vector(self.raw(name), self.opts, dtype)
+    def gated_mlp(self, prefix: str, hidden: int) -> tuple[Linear, Linear, Linear]:
+        """``(gate, up, down)`` of a gated MLP on ``hidden`` features: gate and up ``(inter, hidden)`` of one shape,
+        down ``(hidden, inter)``."""
+        gate = self.linear(f"{prefix}.gate_proj", (None, hidden))
+        inter = self.w[f"{prefix}.gate_proj.weight"].shape[0]
+        return gate, self.linear(f"{prefix}.up_proj", (inter, hidden)), self.linear(f"{prefix}.down_proj",
+                                                                                     (hidden, inter))
 
-    def embedding(self, name: str) -> Embedding:
-        return Embedding(place(self.raw(name), self.opts, repack=False), self.opts.dtype)
+    def vector(self, name: str, dtype: torch.dtype = torch.float32, size: Optional[int] = None) -> torch.Tensor:
+        return vector(self.raw(name, None if size is None else (size,)), self.opts, dtype)
+
+    def embedding(self, name: str, width: Optional[int] = None) -> Embedding:
+        """The table ``name``, ``(rows, width)``."""
+        return Embedding(place(self.raw(name, None if width is None else (None, width)), self.opts, repack=False),
+                         self.opts.dtype)

@@ -90,12 +90,14 @@ class Gemma3Attention:
     def __init__(self, cfg: Gemma3Config, ws: WeightSource, prefix: str, layer_type: str, device):
         self.cfg = cfg
         self.hq, self.hkv, self.d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-        q, k, v = (ws.linear(f"{prefix}.{n}_proj") for n in "qkv")
+        hidden = cfg.hidden_size
+        q, k, v = (ws.linear(f"{prefix}.{n}_proj", (heads * self.d, hidden))
+                   for n, heads in (("q", self.hq), ("k", self.hkv), ("v", self.hkv)))
         self.qkv = Linear.fuse([q, k, v])
         self.parts = None if self.qkv is not None else (q, k, v)
-        self.o = ws.linear(f"{prefix}.o_proj")
-        self.q_norm = ws.vector(f"{prefix}.q_norm.weight")
-        self.k_norm = ws.vector(f"{prefix}.k_norm.weight")
+        self.o = ws.linear(f"{prefix}.o_proj", (hidden, self.hq * self.d))
+        self.q_norm = ws.vector(f"{prefix}.q_norm.weight", size=self.d)
+        self.k_norm = ws.vector(f"{prefix}.k_norm.weight", size=self.d)
         theta, scaling = cfg.rope[layer_type]
         self.theta = theta
         self.freqs, self.rope_scale = rope_freqs(self.d, self.d, theta, scaling, device)
@@ -120,10 +122,9 @@ class Gemma3Attention:
         return self.o(out.transpose(1, 2).reshape(b, length, hq * d))
 
 
-def GeGLU(ws: WeightSource, prefix: str) -> GatedMLP:
-    """Gemma's MLP: ``down(gelu_tanh(gate(x)) * up(x))``."""
-    return GatedMLP(ws.linear(f"{prefix}.gate_proj"), ws.linear(f"{prefix}.up_proj"), ws.linear(f"{prefix}.down_proj"),
-                    "gelu_tanh", ws.opts.fused_mlp_decode, ws.opts.dtype)
+def GeGLU(ws: WeightSource, prefix: str, hidden: int) -> GatedMLP:
+    """Gemma's MLP on ``hidden`` features: ``down(gelu_tanh(gate(x)) * up(x))``."""
+    return GatedMLP(*ws.gated_mlp(prefix, hidden), "gelu_tanh", ws.opts.fused_mlp_decode, ws.opts.dtype)
 
 
 class Gemma3Model(CausalLM):
@@ -132,22 +133,23 @@ class Gemma3Model(CausalLM):
     def __init__(self, ckpt: Checkpoint, opts: LoadOptions):
         cfg = Gemma3Config.from_hf(ckpt.config)
         ws = self._setup(cfg, ckpt, opts)
-        self.embed = ws.embedding("model.embed_tokens.weight")
+        hidden = cfg.hidden_size
+        self.embed = ws.embedding("model.embed_tokens.weight", hidden)
         self.embed_scale = torch.tensor(cfg.hidden_size ** 0.5, dtype=opts.dtype).item()
         self.layers = []
         for i in range(cfg.num_layers):
             p = f"model.layers.{i}"
             self.layers.append(dict(
-                input_norm=ws.vector(f"{p}.input_layernorm.weight"),
+                input_norm=ws.vector(f"{p}.input_layernorm.weight", size=hidden),
                 attn=Gemma3Attention(cfg, ws, f"{p}.self_attn", cfg.layer_types[i], opts.device),
-                post_attn_norm=ws.vector(f"{p}.post_attention_layernorm.weight"),
-                pre_ff_norm=ws.vector(f"{p}.pre_feedforward_layernorm.weight"),
-                mlp=GeGLU(ws, f"{p}.mlp"),
-                post_ff_norm=ws.vector(f"{p}.post_feedforward_layernorm.weight"),
+                post_attn_norm=ws.vector(f"{p}.post_attention_layernorm.weight", size=hidden),
+                pre_ff_norm=ws.vector(f"{p}.pre_feedforward_layernorm.weight", size=hidden),
+                mlp=GeGLU(ws, f"{p}.mlp", hidden),
+                post_ff_norm=ws.vector(f"{p}.post_feedforward_layernorm.weight", size=hidden),
             ))
-        self.norm = ws.vector("model.norm.weight")
+        self.norm = ws.vector("model.norm.weight", size=hidden)
         self.lm_head = (Linear(self.embed.weight) if cfg.tie_word_embeddings or not ws.has("lm_head.weight")
-                        else ws.linear("lm_head"))
+                        else ws.linear("lm_head", (None, hidden)))
 
     def layer_cache_shapes(self):
         return [(self.config.num_kv_heads, self.config.head_dim)] * self.config.num_layers

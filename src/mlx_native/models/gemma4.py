@@ -107,17 +107,18 @@ class Gemma4Attention:
         self.hq, self.hkv, self.d = cfg.num_heads, cfg.kv_heads[i], cfg.head_dims[i]
         self.shared = cfg.share[i] is not None
         self.k_eq_v = cfg.k_eq_v[i]
-        q = ws.linear(f"{prefix}.q_proj")
-        self.q_norm = ws.vector(f"{prefix}.q_norm.weight")
+        hidden, d = cfg.hidden_size, self.d
+        q = ws.linear(f"{prefix}.q_proj", (self.hq * d, hidden))
+        self.q_norm = ws.vector(f"{prefix}.q_norm.weight", size=d)
         if self.shared:
             self.proj, self.parts = q, None
         else:
-            k = ws.linear(f"{prefix}.k_proj")
-            self.k_norm = ws.vector(f"{prefix}.k_norm.weight")
-            parts = [q, k] if self.k_eq_v else [q, k, ws.linear(f"{prefix}.v_proj")]
+            k = ws.linear(f"{prefix}.k_proj", (self.hkv * d, hidden))
+            self.k_norm = ws.vector(f"{prefix}.k_norm.weight", size=d)
+            parts = [q, k] if self.k_eq_v else [q, k, ws.linear(f"{prefix}.v_proj", (self.hkv * d, hidden))]
             self.proj = Linear.fuse(parts)
             self.parts = None if self.proj is not None else parts
-        self.o = ws.linear(f"{prefix}.o_proj")
+        self.o = ws.linear(f"{prefix}.o_proj", (hidden, self.hq * d))
         layer_type = cfg.layer_types[i]
         theta, scaling = cfg.rope[layer_type]
         self.theta = theta
@@ -156,34 +157,36 @@ class Gemma4Model(CausalLM):
     def __init__(self, ckpt: Checkpoint, opts: LoadOptions):
         cfg = Gemma4Config.from_hf(ckpt.config)
         ws = self._setup(cfg, ckpt, opts)
-        self.embed = ws.embedding("model.embed_tokens.weight")
+        hidden = cfg.hidden_size
+        self.embed = ws.embedding("model.embed_tokens.weight", hidden)
         self.embed_scale = torch.tensor(cfg.hidden_size ** 0.5, dtype=opts.dtype).item()
         if cfg.ple_dim:
-            self.ple_embed = ws.embedding("model.embed_tokens_per_layer.weight")
+            ple_all = cfg.num_layers * cfg.ple_dim
+            self.ple_embed = ws.embedding("model.embed_tokens_per_layer.weight", ple_all)
             self.ple_scale = torch.tensor(cfg.ple_dim ** 0.5, dtype=opts.dtype).item()
-            self.ple_proj = ws.linear("model.per_layer_model_projection")
+            self.ple_proj = ws.linear("model.per_layer_model_projection", (ple_all, hidden))
             self.ple_proj_scale = cfg.hidden_size ** -0.5
-            self.ple_norm = ws.vector("model.per_layer_projection_norm.weight")
+            self.ple_norm = ws.vector("model.per_layer_projection_norm.weight", size=cfg.ple_dim)
         self.layers = []
         for i in range(cfg.num_layers):
             p = f"model.layers.{i}"
             L = dict(
-                input_norm=ws.vector(f"{p}.input_layernorm.weight"),
+                input_norm=ws.vector(f"{p}.input_layernorm.weight", size=hidden),
                 attn=Gemma4Attention(cfg, ws, f"{p}.self_attn", i, opts.device),
-                post_attn_norm=ws.vector(f"{p}.post_attention_layernorm.weight"),
-                pre_ff_norm=ws.vector(f"{p}.pre_feedforward_layernorm.weight"),
-                mlp=GeGLU(ws, f"{p}.mlp"),
-                post_ff_norm=ws.vector(f"{p}.post_feedforward_layernorm.weight"),
+                post_attn_norm=ws.vector(f"{p}.post_attention_layernorm.weight", size=hidden),
+                pre_ff_norm=ws.vector(f"{p}.pre_feedforward_layernorm.weight", size=hidden),
+                mlp=GeGLU(ws, f"{p}.mlp", hidden),
+                post_ff_norm=ws.vector(f"{p}.post_feedforward_layernorm.weight", size=hidden),
                 scalar=(ws.vector(f"{p}.layer_scalar", opts.dtype) if ws.has(f"{p}.layer_scalar") else None),
             )
             if cfg.ple_dim:
-                L.update(ple_gate=ws.linear(f"{p}.per_layer_input_gate"),
-                         ple_out=ws.linear(f"{p}.per_layer_projection"),
-                         ple_out_norm=ws.vector(f"{p}.post_per_layer_input_norm.weight"))
+                L.update(ple_gate=ws.linear(f"{p}.per_layer_input_gate", (cfg.ple_dim, hidden)),
+                         ple_out=ws.linear(f"{p}.per_layer_projection", (hidden, cfg.ple_dim)),
+                         ple_out_norm=ws.vector(f"{p}.post_per_layer_input_norm.weight", size=hidden))
             self.layers.append(L)
-        self.norm = ws.vector("model.norm.weight")
+        self.norm = ws.vector("model.norm.weight", size=hidden)
         self.lm_head = (Linear(self.embed.weight) if cfg.tie_word_embeddings or not ws.has("lm_head.weight")
-                        else ws.linear("lm_head"))
+                        else ws.linear("lm_head", (None, hidden)))
 
     def layer_cache_shapes(self):
         c = self.config

@@ -79,12 +79,14 @@ class LlamaAttention:
     def __init__(self, cfg: LlamaConfig, ws: WeightSource, prefix: str, rope_freqs_t, rope_scale):
         self.cfg = cfg
         self.hq, self.hkv, self.d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-        q, k, v = (ws.linear(f"{prefix}.{n}_proj") for n in "qkv")
+        hidden = cfg.hidden_size
+        q, k, v = (ws.linear(f"{prefix}.{n}_proj", (heads * self.d, hidden))
+                   for n, heads in (("q", self.hq), ("k", self.hkv), ("v", self.hkv)))
         self.qkv = Linear.fuse([q, k, v])
         self.q, self.k, self.v = (None, None, None) if self.qkv is not None else (q, k, v)
-        self.o = ws.linear(f"{prefix}.o_proj")
-        self.q_norm = ws.vector(f"{prefix}.q_norm.weight") if cfg.qk_norm else None
-        self.k_norm = ws.vector(f"{prefix}.k_norm.weight") if cfg.qk_norm else None
+        self.o = ws.linear(f"{prefix}.o_proj", (hidden, self.hq * self.d))
+        self.q_norm = ws.vector(f"{prefix}.q_norm.weight", size=self.d) if cfg.qk_norm else None
+        self.k_norm = ws.vector(f"{prefix}.k_norm.weight", size=self.d) if cfg.qk_norm else None
         self.freqs, self.rope_scale = rope_freqs_t, rope_scale
         self.rope = mn.RopeSpec(cfg.rope_dims, base=cfg.rope_theta, traditional=cfg.rope_traditional,
                                 scale=rope_scale, freqs=rope_freqs_t)
@@ -126,8 +128,7 @@ class LlamaAttention:
 
 def LlamaMLP(cfg: LlamaConfig, ws: WeightSource, prefix: str) -> GatedMLP:
     """SwiGLU: ``down(silu(gate(x)) * up(x))``."""
-    return GatedMLP(ws.linear(f"{prefix}.gate_proj"), ws.linear(f"{prefix}.up_proj"), ws.linear(f"{prefix}.down_proj"),
-                    "silu", ws.opts.fused_mlp_decode, ws.opts.dtype)
+    return GatedMLP(*ws.gated_mlp(prefix, cfg.hidden_size), "silu", ws.opts.fused_mlp_decode, ws.opts.dtype)
 
 
 class LlamaModel(CausalLM):
@@ -138,27 +139,28 @@ class LlamaModel(CausalLM):
     def __init__(self, ckpt: Checkpoint, opts: LoadOptions, config: Optional[LlamaConfig] = None):
         cfg = config or LlamaConfig.from_hf(ckpt.config, self.arch)
         ws = self._setup(cfg, ckpt, opts)
-        factors = ws.vector("rope_freqs.weight") if ws.has("rope_freqs.weight") else None
+        factors = ws.vector("rope_freqs.weight", size=cfg.rope_dims // 2) if ws.has("rope_freqs.weight") else None
         freqs, rope_scale = rope_freqs(cfg.head_dim, cfg.rope_dims, cfg.rope_theta, cfg.rope_scaling, opts.device,
                                        factors)
-        self.embed = ws.embedding("model.embed_tokens.weight")
+        hidden = cfg.hidden_size
+        self.embed = ws.embedding("model.embed_tokens.weight", hidden)
         self.layers = []
         for i in range(cfg.num_layers):
             p = f"model.layers.{i}"
             self.layers.append((
-                ws.vector(f"{p}.input_layernorm.weight"),
+                ws.vector(f"{p}.input_layernorm.weight", size=hidden),
                 LlamaAttention(cfg, ws, f"{p}.self_attn", freqs, rope_scale),
-                ws.vector(f"{p}.post_attention_layernorm.weight"),
+                ws.vector(f"{p}.post_attention_layernorm.weight", size=hidden),
                 LlamaMLP(cfg, ws, f"{p}.mlp"),
             ))
         # whether the projection before each norm hands it to the projections after it (Linear.matmul_add_rms_norm)
         self.handoff = [(opts.norm_handoff and attn.takes_handoff(opts.dtype),
                          opts.norm_handoff and mlp.takes_handoff(opts.dtype)) for _, attn, _, mlp in self.layers]
-        self.norm = ws.vector("model.norm.weight")
+        self.norm = ws.vector("model.norm.weight", size=hidden)
         if cfg.tie_word_embeddings or not ws.has("lm_head.weight"):
             self.lm_head = Linear(self.embed.weight)
         else:
-            self.lm_head = ws.linear("lm_head")
+            self.lm_head = ws.linear("lm_head", (None, hidden))
 
     def layer_cache_shapes(self):
         return [(self.config.num_kv_heads, self.config.head_dim)] * self.config.num_layers
