@@ -101,3 +101,26 @@ def test_scales_without_biases(ckpt_dir):
     (ckpt_dir / "config.json").write_text(json.dumps(dict(cfg, quantization={"group_size": 32, "bits": 4})))
     with pytest.raises(mn.FormatError, match="up_proj.scales has no model.layers.0.mlp.up_proj.biases"):
         load_checkpoint(str(ckpt_dir))
+
+
+@pytest.mark.parametrize("key, value, match", [
+    ("num_attention_heads", 0, r"num_attention_heads = 0 is not an integer in \[1, "),
+    ("hidden_size", "64", r"hidden_size = '64' is not an integer"),
+    ("num_hidden_layers", [3], r"num_hidden_layers = \[3\] is not an integer"),
+    ("head_dim", 2**40, r"head_dim = 1099511627776 is not an integer in \[1, 65536\]"),
+    ("rms_norm_eps", "x", r"rms_norm_eps = 'x' is not a positive finite number"),
+    ("num_key_value_heads", 3, r"k_proj.weight' has shape \(32, 64\); the model's config makes it \(48, 64\)"),
+])
+def test_bad_config_values_name_the_key(tmp_path, key, value, match):
+    """config.json counts of the wrong type or range (they raised ValueError / TypeError / ZeroDivisionError, or
+    tried to allocate a 2**40-wide RoPE table) and counts that disagree with the tensors: FormatError naming them."""
+    from models.tiny import make_hf_model, save_hf
+
+    d = save_hf(make_hf_model("llama"), str(tmp_path / "m"))
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    cfg[key] = value
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    with pytest.raises(mn.FormatError, match=match):
+        mn.load(d, device="cpu")

@@ -22,7 +22,8 @@ import mlx_native as mn
 
 from ..errors import UnsupportedError
 from ..formats.weights import Checkpoint
-from .base import CausalLM, Linear, LoadOptions, Step, WeightSource, config_get, require, rope_freqs, rope_params
+from .base import (CausalLM, Linear, LoadOptions, Step, WeightSource, config_float, config_int,
+                   rope_freqs, rope_params)
 from .gemma3 import FULL, SLIDING, GeGLU
 
 
@@ -59,12 +60,12 @@ class Gemma4Config:
                                    "Gemma 4 text models")
         if cfg.get("use_bidirectional_attention") == "all":
             raise UnsupportedError("gemma4: bidirectional attention is not supported; supported: causal text models")
-        n = int(require(cfg, "num_hidden_layers", arch))
-        hidden = int(require(cfg, "hidden_size", arch))
-        heads = int(require(cfg, "num_attention_heads", arch))
+        n = config_int(cfg, "num_hidden_layers", arch)
+        hidden = config_int(cfg, "hidden_size", arch)
+        heads = config_int(cfg, "num_attention_heads", arch)
         types = list(cfg.get("layer_types") or _default_layer_types(n))
-        head_dim = int(config_get(cfg, "head_dim", default=hidden // heads))
-        kv = int(config_get(cfg, "num_key_value_heads", default=heads))
+        head_dim = config_int(cfg, "head_dim", arch, default=hidden // heads, most=2**16)
+        kv = config_int(cfg, "num_key_value_heads", arch, default=heads)
         k_eq_v_flag = bool(cfg.get("attention_k_eq_v", False))
         per_layer = cfg.get("per_layer_config")
         head_dims, kv_heads = [], []
@@ -73,7 +74,7 @@ class Gemma4Config:
             if isinstance(per_layer, dict):
                 over = per_layer.get(str(i), per_layer.get(i, per_layer.get(t, {}))) or {}
             elif t == FULL:
-                over = {"head_dim": int(config_get(cfg, "global_head_dim", default=512))}
+                over = {"head_dim": config_int(cfg, "global_head_dim", arch, default=512, most=2**16)}
                 if k_eq_v_flag and cfg.get("num_global_key_value_heads") is not None:
                     over["num_key_value_heads"] = int(cfg["num_global_key_value_heads"])
             head_dims.append(int(over.get("head_dim", head_dim)))
@@ -89,15 +90,15 @@ class Gemma4Config:
                 share[i] = producers[-1]
         ple = int(cfg.get("hidden_size_per_layer_input") or 0)
         return cls(
-            vocab_size=int(require(cfg, "vocab_size", arch)), hidden_size=hidden, num_layers=n, num_heads=heads,
+            vocab_size=config_int(cfg, "vocab_size", arch), hidden_size=hidden, num_layers=n, num_heads=heads,
             layer_types=types, head_dims=head_dims, kv_heads=kv_heads,
             k_eq_v=[k_eq_v_flag and t == FULL for t in types], share=share,
             rope={t: rope_params(cfg, t) for t in set(types)},
-            rms_norm_eps=float(config_get(cfg, "rms_norm_eps", default=1e-6)),
+            rms_norm_eps=config_float(cfg, "rms_norm_eps", arch, default=1e-6),
             sliding_window=cfg.get("sliding_window"), ple_dim=ple,
             final_logit_softcapping=cfg.get("final_logit_softcapping"),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
-            max_position_embeddings=int(config_get(cfg, "max_position_embeddings", default=131072)),
+            max_position_embeddings=config_int(cfg, "max_position_embeddings", arch, default=131072),
         )
 
 

@@ -17,7 +17,7 @@ import torch
 import mlx_native as mn
 
 from ..formats.weights import Checkpoint
-from .base import (CausalLM, GatedMLP, Linear, LoadOptions, Step, WeightSource, config_get, require,
+from .base import (CausalLM, GatedMLP, Linear, LoadOptions, Step, WeightSource, config_float, config_int,
                    rope_freqs, rope_params)
 
 
@@ -44,23 +44,23 @@ class LlamaConfig:
 
     @classmethod
     def from_hf(cls, cfg: dict, arch: str, **overrides) -> "LlamaConfig":
-        hidden = int(require(cfg, "hidden_size", arch))
-        heads = int(require(cfg, "num_attention_heads", arch))
-        head_dim = int(config_get(cfg, "head_dim", default=hidden // heads))
+        hidden = config_int(cfg, "hidden_size", arch)
+        heads = config_int(cfg, "num_attention_heads", arch)
+        head_dim = config_int(cfg, "head_dim", arch, default=hidden // heads, most=2**16)
         theta, scaling = rope_params(cfg)
-        partial = float(config_get(cfg, "partial_rotary_factor", default=1.0))
+        partial = config_float(cfg, "partial_rotary_factor", arch, default=1.0)
         if scaling is not None and "partial_rotary_factor" in scaling:
             partial = float(scaling["partial_rotary_factor"])
         window = cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None
         kw = dict(
-            vocab_size=int(require(cfg, "vocab_size", arch)),
+            vocab_size=config_int(cfg, "vocab_size", arch),
             hidden_size=hidden,
-            intermediate_size=int(require(cfg, "intermediate_size", arch)),
-            num_layers=int(require(cfg, "num_hidden_layers", arch)),
+            intermediate_size=config_int(cfg, "intermediate_size", arch),
+            num_layers=config_int(cfg, "num_hidden_layers", arch),
             num_heads=heads,
-            num_kv_heads=int(config_get(cfg, "num_key_value_heads", default=heads)),
+            num_kv_heads=config_int(cfg, "num_key_value_heads", arch, default=heads),
             head_dim=head_dim,
-            rms_norm_eps=float(config_get(cfg, "rms_norm_eps", default=1e-6)),
+            rms_norm_eps=config_float(cfg, "rms_norm_eps", arch, default=1e-6),
             rope_theta=theta,
             rope_scaling=scaling,
             rope_dims=int(head_dim * partial),
@@ -69,7 +69,7 @@ class LlamaConfig:
             attention_bias=bool(cfg.get("attention_bias", False)),
             mlp_bias=bool(cfg.get("mlp_bias", False)),
             sliding_window=int(window) if window else None,
-            max_position_embeddings=int(config_get(cfg, "max_position_embeddings", default=4096)),
+            max_position_embeddings=config_int(cfg, "max_position_embeddings", arch, default=4096),
         )
         kw.update(overrides)
         return cls(**kw)
