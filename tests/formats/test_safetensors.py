@@ -103,6 +103,27 @@ def test_scales_without_biases(ckpt_dir):
         load_checkpoint(str(ckpt_dir))
 
 
+@pytest.mark.parametrize("quant, error, match", [
+    ({"group_size": 32, "bits": 7}, mn.UnsupportedError, r"up_proj: MLX affine bits = 7 is not supported; supported: "
+     r"2, 3, 4, 5, 6, 8"),
+    ({"group_size": 48, "bits": 4}, mn.UnsupportedError, r"group_size = 48 is not supported; supported: 32, 64, 128"),
+    ({"group_size": "32", "bits": 4}, mn.FormatError, r"quantization group_size = '32' is not an integer"),
+    ({"group_size": 32, "bits": 4, "model.layers.0.mlp.up_proj": {"bits": 0}}, mn.UnsupportedError,
+     r"bits = 0 is not supported"),
+    (4, mn.FormatError, r"quantization block is 4, not an object"),
+])
+def test_bad_quantization_values(ckpt_dir, quant, error, match):
+    """An MLX quantization block (or a per-layer override) with bits / group sizes MLX does not have, or of the wrong
+    type: a typed error naming the tensor and the value (bits 0 divided by zero)."""
+    save_file({"model.layers.0.mlp.up_proj.weight": torch.zeros(4, 4, dtype=torch.uint32),
+               "model.layers.0.mlp.up_proj.scales": torch.ones(4, 1), "model.layers.0.mlp.up_proj.biases":
+               torch.zeros(4, 1)}, str(ckpt_dir / "model-2.safetensors"))
+    cfg = json.loads((ckpt_dir / "config.json").read_text())
+    (ckpt_dir / "config.json").write_text(json.dumps(dict(cfg, quantization=quant)))
+    with pytest.raises(error, match=match):
+        load_checkpoint(str(ckpt_dir))
+
+
 @pytest.mark.parametrize("key, value, match", [
     ("num_attention_heads", 0, r"num_attention_heads = 0 is not an integer in \[1, "),
     ("hidden_size", "64", r"hidden_size = '64' is not an integer"),

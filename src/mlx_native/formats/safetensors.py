@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from ..errors import FormatError, UnsupportedError
+from ..ops.quant.ref import SUPPORTED_BITS, SUPPORTED_GROUP_SIZES
 from .weights import AffineWeight, Checkpoint, DenseWeight
 
 _DTYPES = {"F32": 4, "F16": 2, "BF16": 2, "U32": 4, "I32": 4, "I64": 8, "U8": 1, "I8": 1, "F64": 8, "BOOL": 1,
@@ -142,6 +143,8 @@ def load_safetensors_dir(path: str) -> Checkpoint:
             raise FormatError(f"{fpath}: cannot read safetensors data: {exc}") from exc
 
     quant = raw_cfg.get("quantization") or raw_cfg.get("quantization_config")
+    if quant is not None and not isinstance(quant, dict):
+        raise FormatError(f"{path}: config.json's quantization block is {quant!r}, not an object")
     is_mlx = quant is not None and "group_size" in quant or any(n.endswith(".scales") for n in tensors)
     if quant is not None and "group_size" not in quant:
         method = quant.get("quant_method", quant.get("mode", "?"))
@@ -182,8 +185,16 @@ def _quant_params(quant: dict[str, Any], module: str, path: str) -> tuple[int, i
             override = quant[key]
             break
     if isinstance(override, dict):
-        return int(override.get("group_size", quant.get("group_size", 64))), int(override.get("bits",
-                                                                                            quant.get("bits", 4)))
-    if "group_size" not in quant:
+        group_size, bits = override.get("group_size", quant.get("group_size", 64)), override.get("bits",
+                                                                                                quant.get("bits", 4))
+    elif "group_size" not in quant:
         raise FormatError(f"{path}: tensor {module} is quantized but config.json has no quantization block")
-    return int(quant["group_size"]), int(quant["bits"])
+    else:
+        group_size, bits = quant["group_size"], quant.get("bits")
+    for name, value, supported in (("group_size", group_size, SUPPORTED_GROUP_SIZES), ("bits", bits, SUPPORTED_BITS)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise FormatError(f"{path}: tensor {module}: quantization {name} = {value!r} is not an integer")
+        if value not in supported:
+            raise UnsupportedError(f"{path}: tensor {module}: MLX affine {name} = {value} is not supported; "
+                                   f"supported: {', '.join(map(str, supported))}")
+    return group_size, bits
