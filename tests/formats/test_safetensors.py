@@ -145,3 +145,10 @@ def test_bad_config_values_name_the_key(tmp_path, key, value, match):
         json.dump(cfg, f)
     with pytest.raises(mn.FormatError, match=match):
         mn.load(d, device="cpu")
+
+
+def test_config_not_an_object(ckpt_dir):
+    """config.json holding a list: FormatError (it raised AttributeError)."""
+    (ckpt_dir / "config.json").write_text("[1, 2]")
+    with pytest.raises(mn.FormatError, match=r"config.json: a list, not a JSON object"):
+        load_checkpoint(str(ckpt_dir))

@@ -99,3 +99,33 @@ def test_tokenizer_errors(tmp_path):
     tok.chat_template = None
     with pytest.raises(mn.UnsupportedError, match="no chat template"):
         tok.apply_chat_template([{"role": "user", "content": "x"}])
+
+
+def test_bad_tokenizer_files(tmp_path):
+    """A chat template that is not a string, bos / eos ids that are not integers (they raised TypeError at the first
+    chat or ValueError in generate): FormatError at load naming them; a template that raises on the messages (its
+    ``raise_exception``): InvalidArgumentError naming the template's message."""
+    import json
+
+    from models.tiny import save_tokenizer
+
+    path = save_tokenizer(str(tmp_path / "t"))
+    cfg_path = os.path.join(path, "tokenizer_config.json")
+    with open(cfg_path) as f:
+        good = json.load(f)
+
+    def with_config(**changes):
+        with open(cfg_path, "w") as f:
+            json.dump(dict(good, **changes), f)
+
+    with_config(chat_template=5)
+    with pytest.raises(mn.FormatError, match="the chat template is a int, not a string"):
+        Tokenizer.from_dir(path)
+    with_config(chat_template="{% if messages[0].role != 'system' %}{{ raise_exception('system first') }}{% endif %}")
+    with pytest.raises(mn.InvalidArgumentError, match="rejected the messages: TemplateError: system first"):
+        Tokenizer.from_dir(path).apply_chat_template([{"role": "user", "content": "x"}])
+    with_config()
+    with pytest.raises(mn.FormatError, match=r"special token id 'x' \(bos / eos\) is not a non-negative integer"):
+        Tokenizer.from_dir(path, {"eos_token_id": [2, "x"]})
+    with pytest.raises(mn.FormatError, match=r"special token id -1"):
+        Tokenizer.from_dir(path, {"bos_token_id": -1})

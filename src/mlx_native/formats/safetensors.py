@@ -80,9 +80,12 @@ def _read_config(path: str) -> dict[str, Any]:
         raise FormatError(f"{path}: no config.json (a checkpoint directory needs config.json and *.safetensors)")
     try:
         with open(cfg_path) as f:
-            return json.load(f)
+            cfg = json.load(f)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise FormatError(f"{cfg_path}: invalid JSON: {exc}") from None
+    if not isinstance(cfg, dict):
+        raise FormatError(f"{cfg_path}: a {type(cfg).__name__}, not a JSON object")
+    return cfg
 
 
 def _unwrap_config(cfg: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import numbers
 import os
 from typing import Any, Iterable, Optional, Sequence
 
@@ -137,7 +138,11 @@ class Tokenizer:
                  extra_template_vars: Optional[dict] = None):
         self.backend = backend
         self.bos_token_id = bos_token_id
-        self.eos_token_ids = {int(i) for i in eos_token_ids if i is not None}
+        ids = [i for i in eos_token_ids if i is not None]
+        for i in ids + ([] if bos_token_id is None else [bos_token_id]):
+            if isinstance(i, bool) or not isinstance(i, numbers.Integral) or i < 0:
+                raise FormatError(f"tokenizer: special token id {i!r} (bos / eos) is not a non-negative integer")
+        self.eos_token_ids = {int(i) for i in ids}
         self.chat_template = chat_template
         self.add_bos = add_bos
         self.add_eos = add_eos
@@ -187,6 +192,8 @@ class Tokenizer:
         if template is None:
             ct = _read_json(os.path.join(path, "chat_template.json"))
             template = ct.get("chat_template")
+        if template is not None and not isinstance(template, str):
+            raise FormatError(f"{path}: the chat template is a {type(template).__name__}, not a string")
 
         def token_id(value):
             if isinstance(value, dict):
@@ -238,12 +245,18 @@ class Tokenizer:
         """
         if not self.chat_template:
             raise UnsupportedError("this model has no chat template; pass the raw prompt (--no-chat-template)")
+        from jinja2.exceptions import TemplateError
+
         template = _compile_template(self.chat_template)
         variables = dict(self.extra_template_vars)
         variables.update(bos_token=self.token_text(self.bos_token_id),
                          eos_token=self.token_text(min(self.eos_token_ids)) if self.eos_token_ids else "")
         variables.update(kwargs)
-        return template.render(messages=messages, add_generation_prompt=add_generation_prompt, **variables)
+        try:
+            return template.render(messages=messages, add_generation_prompt=add_generation_prompt, **variables)
+        except (TemplateError, TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise InvalidArgumentError(f"apply_chat_template: the chat template rejected the messages: "
+                                       f"{type(exc).__name__}: {exc}") from None
 
     def detokenizer(self) -> "StreamingDetokenizer":
         return StreamingDetokenizer(self)
