@@ -56,6 +56,18 @@ def test_bad_input_is_one_line(tiny_llama, capsys, args, match):
     assert "Traceback" not in err
 
 
+def test_bad_settings_fail_before_the_model_loads(capsys, monkeypatch):
+    """Sampling settings are checked before the model loads: a bad temperature with a missing model names the
+    temperature, and nothing is loaded."""
+    import sys
+
+    gen = sys.modules["mlx_native.generate"]  # (the package's ``generate`` is the function)
+    monkeypatch.setattr(gen, "load", lambda *a, **k: pytest.fail("the model was loaded"))
+    assert main(["generate", "--model", "/nonexistent/model.gguf", "--temp", "-1"]) == 2
+    out = capsys.readouterr()
+    assert "temp must be >= 0" in out.err and "==========" not in out.out
+
+
 def test_corrupt_model_file_is_one_line(tmp_path, capsys):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\xff" * 30)

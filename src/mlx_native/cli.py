@@ -61,20 +61,20 @@ def _quant_summary(weights) -> str:
 # ---------------------------------------------------------------------------- generate
 
 def _generate(args: argparse.Namespace) -> int:
-    from .generate import footer, stream_generate
+    from .generate import footer, generation_settings, stream_generate
 
     prompt = args.prompt
     if prompt == "-":
         prompt = sys.stdin.read()
+    sampling = dict(max_tokens=args.max_tokens, temp=args.temp, top_p=args.top_p, top_k=args.top_k, min_p=args.min_p,
+                    seed=args.seed, repetition_penalty=args.repetition_penalty,
+                    repetition_context_size=args.repetition_context_size, prefill_step_size=args.prefill_step_size)
+    generation_settings(**sampling)  # bad settings fail before the model loads
     model, tokenizer = _load(args)
     last = None
     print("==========", flush=True)
-    for r in stream_generate(model, tokenizer, prompt, max_tokens=args.max_tokens, temp=args.temp,
-                             top_p=args.top_p, top_k=args.top_k, min_p=args.min_p, seed=args.seed,
-                             repetition_penalty=args.repetition_penalty,
-                             repetition_context_size=args.repetition_context_size, system=args.system,
-                             chat_template=not args.no_chat_template, prefill_step_size=args.prefill_step_size,
-                             cuda_graph=not args.no_cuda_graph):
+    for r in stream_generate(model, tokenizer, prompt, system=args.system, chat_template=not args.no_chat_template,
+                             cuda_graph=not args.no_cuda_graph, **sampling):
         print(r.text, end="", flush=True)
         last = r
     print()

@@ -258,6 +258,24 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def generation_settings(*, max_tokens: int = 256, temp: float = 0.0, top_p: float = 1.0, top_k: int = 0,
+                        min_p: float = 0.0, seed: Optional[int] = None, repetition_penalty: Optional[float] = None,
+                        repetition_context_size: int = 20, prefill_step_size: int = DEFAULT_PREFILL_STEP
+                        ) -> SamplingSettings:
+    """The sampling settings of :func:`generate`'s arguments, every argument checked (InvalidArgumentError naming
+    it): what the CLI checks before it loads a model."""
+    settings = SamplingSettings(float(temp) if isinstance(temp, (int, float)) and not isinstance(temp, bool)
+                                else temp, top_p, top_k, min_p, repetition_penalty, repetition_context_size)
+    settings.validate()
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+        raise InvalidArgumentError(f"generate: max_tokens must be an int >= 0, got {max_tokens!r}")
+    if isinstance(prefill_step_size, bool) or not isinstance(prefill_step_size, int) or prefill_step_size <= 0:
+        raise InvalidArgumentError(f"generate: prefill_step_size must be an int > 0, got {prefill_step_size!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise InvalidArgumentError(f"generate: seed must be an int, got {seed!r}")
+    return settings
+
+
 def stream_generate(
     model: CausalLM,
     tokenizer: Tokenizer,
@@ -277,15 +295,10 @@ def stream_generate(
     cuda_graph: bool = True,
 ) -> Iterator[GenerationResponse]:
     """Generate text token by token (see :func:`generate` for the arguments)."""
-    settings = SamplingSettings(float(temp) if isinstance(temp, (int, float)) and not isinstance(temp, bool)
-                                else temp, top_p, top_k, min_p, repetition_penalty, repetition_context_size)
-    settings.validate()
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
-        raise InvalidArgumentError(f"generate: max_tokens must be an int >= 0, got {max_tokens!r}")
-    if isinstance(prefill_step_size, bool) or not isinstance(prefill_step_size, int) or prefill_step_size <= 0:
-        raise InvalidArgumentError(f"generate: prefill_step_size must be an int > 0, got {prefill_step_size!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise InvalidArgumentError(f"generate: seed must be an int, got {seed!r}")
+    settings = generation_settings(max_tokens=max_tokens, temp=temp, top_p=top_p, top_k=top_k, min_p=min_p,
+                                   seed=seed, repetition_penalty=repetition_penalty,
+                                   repetition_context_size=repetition_context_size,
+                                   prefill_step_size=prefill_step_size)
     ids = encode_prompt(tokenizer, prompt, system=system, chat_template=chat_template)
     n_prompt = len(ids)
     if n_prompt == 0:
