@@ -250,14 +250,14 @@ def _count(meta: dict[str, Any], key: str, default: Any = _REQUIRED, per_layer: 
     return int(value)
 
 
-def _real(meta: dict[str, Any], key: str, default: Optional[float]) -> Optional[float]:
-    """The finite positive number of metadata ``key`` (``default`` where absent); FormatError naming the key where
-    it is not one."""
+def _real(meta: dict[str, Any], key: str, default: Optional[float], zero_ok: bool = False) -> Optional[float]:
+    """The finite positive (``zero_ok``: or zero) number of metadata ``key`` (``default`` where absent); FormatError
+    naming the key where it is not one."""
     value = meta.get(key)
     if value is None:
         return default
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not 0 < float(value) < math.inf:
+            or not (0 <= float(value) if zero_ok else 0 < float(value)) or not float(value) < math.inf:
         raise FormatError(f"GGUF metadata: {key} = {value!r} is not a finite positive number")
     return float(value)
 
@@ -314,8 +314,8 @@ def hf_config(meta: dict[str, Any], n_vocab: int, has_output: bool) -> dict[str,
             rope_local_base_freq=10000.0,
             query_pre_attn_scalar=hidden // heads if hidden == 5376 else head_dim,  # llama.cpp: 27B uses d/h
             hidden_activation="gelu_pytorch_tanh",
-            final_logit_softcapping=_real(meta, f"{arch}.final_logit_softcapping", None),
-            attn_logit_softcapping=_real(meta, f"{arch}.attn_logit_softcapping", None),
+            final_logit_softcapping=_real(meta, f"{arch}.final_logit_softcapping", None, zero_ok=True),
+            attn_logit_softcapping=_real(meta, f"{arch}.attn_logit_softcapping", None, zero_ok=True),
             # llama.cpp stores Gemma norm weights with the +1 already added
             _mlx_native_norm_offset=0.0,
         )
