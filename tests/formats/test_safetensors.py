@@ -124,6 +124,24 @@ def test_bad_quantization_values(ckpt_dir, quant, error, match):
         load_checkpoint(str(ckpt_dir))
 
 
+@pytest.mark.parametrize("scales, biases, match", [
+    (torch.ones(3, 1), torch.zeros(3, 1), r"scales \(3, 1\) and biases \(3, 1\): MLX affine needs"),
+    (torch.ones(4, 1), torch.zeros(4, 2), r"scales \(4, 1\) and biases \(4, 2\)"),
+    (torch.ones(4, 1, dtype=torch.int32), torch.zeros(4, 1), r"scales torch.int32 / biases torch.float32, expected"),
+])
+def test_malformed_affine_tensors(ckpt_dir, scales, biases, match):
+    """Scales / biases whose rows or shapes disagree with the packed weight or each other, or are not floats:
+    FormatError naming the tensor at load (they raised the ops' InvalidArgumentError, or a RuntimeError where
+    q/k/v are fused, at the first step)."""
+    save_file({"model.layers.0.mlp.up_proj.weight": torch.zeros(4, 4, dtype=torch.uint32),
+               "model.layers.0.mlp.up_proj.scales": scales, "model.layers.0.mlp.up_proj.biases": biases},
+              str(ckpt_dir / "model-2.safetensors"))
+    cfg = json.loads((ckpt_dir / "config.json").read_text())
+    (ckpt_dir / "config.json").write_text(json.dumps(dict(cfg, quantization={"group_size": 32, "bits": 4})))
+    with pytest.raises(mn.FormatError, match=match):
+        load_checkpoint(str(ckpt_dir))
+
+
 @pytest.mark.parametrize("key, value, match", [
     ("num_attention_heads", 0, r"num_attention_heads = 0 is not an integer in \[1, "),
     ("hidden_size", "64", r"hidden_size = '64' is not an integer"),

@@ -168,6 +168,13 @@ def load_safetensors_dir(path: str) -> Checkpoint:
                 raise FormatError(f"{path}: quantized tensor {name} has dtype {t.dtype}, expected uint32")
             scales, biases = tensors[f"{module}.scales"], tensors[f"{module}.biases"]
             packed = t.view(torch.uint32) if t.dtype == torch.int32 else t
+            if t.dim() < 2 or scales.shape != biases.shape or tuple(scales.shape[:-1]) != tuple(t.shape[:-1]):
+                raise FormatError(f"{path}: tensor {name} {tuple(t.shape)} with scales {tuple(scales.shape)} and "
+                                  f"biases {tuple(biases.shape)}: MLX affine needs scales and biases of one shape, "
+                                  f"their rows those of the packed weight")
+            if not (scales.is_floating_point() and biases.is_floating_point()):
+                raise FormatError(f"{path}: tensor {module}: scales {scales.dtype} / biases {biases.dtype}, "
+                                  f"expected floats")
             if scales.shape[-1] * group_size != packed.shape[-1] * 32 // bits:
                 raise FormatError(f"{path}: tensor {name}: {packed.shape[-1] * 32 // bits} columns at {bits} bits "
                                   f"do not match {scales.shape[-1]} groups of {group_size}")
