@@ -133,7 +133,8 @@ def _patched(path, tmp_path, key: str, value: bytes = b"", name: bytes = b"") ->
 @pytest.mark.parametrize("key, value, name, match", [
     ("llama.attention.head_count", b"", b"llama.attention.head_cXunt", "required key llama.attention.head_count is "
      "missing"),
-    ("llama.block_count", struct.pack("<I", 0), b"", r"llama.block_count = 0 is not a positive integer"),
+    ("llama.block_count", struct.pack("<I", 0), b"",
+     r"GGUF metadata: llama.block_count = 0 is not an integer in \[1, 2147483647\]"),
     ("llama.embedding_length", struct.pack("<I", 2**32 - 1), b"", r"llama.embedding_length = 4294967295 is not"),
     ("llama.rope.freq_base", struct.pack("<f", float("nan")), b"", r"llama.rope.freq_base = nan is not a finite"),
     ("llama.attention.layer_norm_rms_epsilon", struct.pack("<f", -1.0), b"", r"epsilon = -1.0 is not a finite"),

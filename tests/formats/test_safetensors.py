@@ -147,7 +147,7 @@ def test_malformed_affine_tensors(ckpt_dir, scales, biases, match):
     ("hidden_size", "64", r"hidden_size = '64' is not an integer"),
     ("num_hidden_layers", [3], r"num_hidden_layers = \[3\] is not an integer"),
     ("head_dim", 2**40, r"head_dim = 1099511627776 is not an integer in \[1, 65536\]"),
-    ("rms_norm_eps", "x", r"rms_norm_eps = 'x' is not a positive finite number"),
+    ("rms_norm_eps", "x", r"llama config: rms_norm_eps = 'x' is not a finite positive number"),
     ("num_key_value_heads", 3, r"k_proj.weight' has shape \(32, 64\); the model's config makes it \(48, 64\)"),
 ])
 def test_bad_config_values_name_the_key(tmp_path, key, value, match):

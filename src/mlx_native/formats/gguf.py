@@ -10,18 +10,18 @@ mapped to a Hugging Face style config dict.
 
 from __future__ import annotations
 
-import math
 import mmap
 import os
 import re
 import struct
 import warnings
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
 
 from ..errors import FormatError, UnsupportedError
+from .values import REQUIRED, config_float, config_int
 from .weights import Checkpoint, DenseWeight, GGMLWeight
 
 GGUF_MAGIC = b"GGUF"
@@ -232,36 +232,6 @@ def hf_name(arch: str, name: str) -> str:
 
 # ---------------------------------------------------------------------------- config
 
-_REQUIRED = object()
-
-
-def _count(meta: dict[str, Any], key: str, default: Any = _REQUIRED, per_layer: bool = False) -> int:
-    """The positive integer of metadata ``key`` (``default`` where absent; ``per_layer``: a per-layer array's first
-    entry). Raises FormatError naming the key where it is required and absent, or not a positive integer."""
-    value = meta.get(key)
-    if value is None:
-        if default is _REQUIRED:
-            raise FormatError(f"GGUF metadata: required key {key} is missing")
-        return default
-    if per_layer and isinstance(value, (list, np.ndarray)) and len(value):
-        value = value[0]
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 < value < 2**31:
-        raise FormatError(f"GGUF metadata: {key} = {value!r} is not a positive integer below 2**31")
-    return int(value)
-
-
-def _real(meta: dict[str, Any], key: str, default: Optional[float], zero_ok: bool = False) -> Optional[float]:
-    """The finite positive (``zero_ok``: or zero) number of metadata ``key`` (``default`` where absent); FormatError
-    naming the key where it is not one."""
-    value = meta.get(key)
-    if value is None:
-        return default
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not (0 <= float(value) if zero_ok else 0 < float(value)) or not float(value) < math.inf:
-        raise FormatError(f"GGUF metadata: {key} = {value!r} is not a finite positive number")
-    return float(value)
-
-
 def hf_config(meta: dict[str, Any], n_vocab: int, has_output: bool) -> dict[str, Any]:
     """Hugging Face style config from GGUF metadata."""
     arch = meta.get("general.architecture")
@@ -272,22 +242,28 @@ def hf_config(meta: dict[str, Any], n_vocab: int, has_output: bool) -> dict[str,
     def g(key, default=None):
         return meta.get(f"{arch}.{key}", default)
 
-    hidden = _count(meta, f"{arch}.embedding_length")
-    heads = _count(meta, f"{arch}.attention.head_count")
-    head_dim = _count(meta, f"{arch}.attention.key_length", hidden // heads)
+    def count(key, default=REQUIRED, **kw):
+        return config_int(meta, f"{arch}.{key}", "GGUF metadata", default, **kw)
+
+    def real(key, default, **kw):
+        return config_float(meta, f"{arch}.{key}", "GGUF metadata", default, **kw)
+
+    hidden = count("embedding_length")
+    heads = count("attention.head_count")
+    head_dim = count("attention.key_length", hidden // heads)
     model_type = {"mistral": "llama"}.get(arch, arch)
     cfg: dict[str, Any] = {
         "model_type": model_type,
-        "vocab_size": _count(meta, f"{arch}.vocab_size", n_vocab),
+        "vocab_size": count("vocab_size", n_vocab),
         "hidden_size": hidden,
-        "intermediate_size": _count(meta, f"{arch}.feed_forward_length"),
-        "num_hidden_layers": _count(meta, f"{arch}.block_count"),
+        "intermediate_size": count("feed_forward_length"),
+        "num_hidden_layers": count("block_count"),
         "num_attention_heads": heads,
-        "num_key_value_heads": _count(meta, f"{arch}.attention.head_count_kv", heads, per_layer=True),
+        "num_key_value_heads": count("attention.head_count_kv", heads, per_layer=True),
         "head_dim": head_dim,
-        "rms_norm_eps": _real(meta, f"{arch}.attention.layer_norm_rms_epsilon", 1e-6),
-        "rope_theta": _real(meta, f"{arch}.rope.freq_base", 10000.0),
-        "max_position_embeddings": _count(meta, f"{arch}.context_length", 4096),
+        "rms_norm_eps": real("attention.layer_norm_rms_epsilon", 1e-6),
+        "rope_theta": real("rope.freq_base", 10000.0),
+        "max_position_embeddings": count("context_length", 4096),
         "tie_word_embeddings": not has_output,
         "bos_token_id": meta.get("tokenizer.ggml.bos_token_id"),
         "eos_token_id": meta.get("tokenizer.ggml.eos_token_id"),
@@ -295,12 +271,12 @@ def hf_config(meta: dict[str, Any], n_vocab: int, has_output: bool) -> dict[str,
         # adjacent-pair ("normal") RoPE; rotating adjacent pairs gives the same math.
         "_mlx_native_rope_traditional": arch in ("llama", "mistral"),
     }
-    rope_dims = _count(meta, f"{arch}.rope.dimension_count", head_dim)
+    rope_dims = count("rope.dimension_count", head_dim)
     if rope_dims != head_dim:
         cfg["partial_rotary_factor"] = rope_dims / head_dim
     scaling = g("rope.scaling.type")
     if scaling in ("linear",):
-        cfg["rope_scaling"] = {"rope_type": "linear", "factor": _real(meta, f"{arch}.rope.scaling.factor", 1.0)}
+        cfg["rope_scaling"] = {"rope_type": "linear", "factor": real("rope.scaling.factor", 1.0)}
     elif scaling not in (None, "none"):
         raise UnsupportedError(f"GGUF rope scaling {scaling!r} is not supported; supported: none, linear "
                                f"(and llama3 frequency factors in rope_freqs.weight)")
@@ -309,13 +285,13 @@ def hf_config(meta: dict[str, Any], n_vocab: int, has_output: bool) -> dict[str,
     if arch == "gemma3":
         n_layers = cfg["num_hidden_layers"]
         cfg.update(
-            sliding_window=_count(meta, f"{arch}.attention.sliding_window", 4096),
+            sliding_window=count("attention.sliding_window", 4096),
             layer_types=["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(n_layers)],
             rope_local_base_freq=10000.0,
             query_pre_attn_scalar=hidden // heads if hidden == 5376 else head_dim,  # llama.cpp: 27B uses d/h
             hidden_activation="gelu_pytorch_tanh",
-            final_logit_softcapping=_real(meta, f"{arch}.final_logit_softcapping", None, zero_ok=True),
-            attn_logit_softcapping=_real(meta, f"{arch}.attn_logit_softcapping", None, zero_ok=True),
+            final_logit_softcapping=real("final_logit_softcapping", None, zero_ok=True),
+            attn_logit_softcapping=real("attn_logit_softcapping", None, zero_ok=True),
             # llama.cpp stores Gemma norm weights with the +1 already added
             _mlx_native_norm_offset=0.0,
         )

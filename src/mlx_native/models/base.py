@@ -395,35 +395,6 @@ def config_get(cfg: dict, *names: str, default: Any = None) -> Any:
     return default
 
 
-def require(cfg: dict, name: str, arch: str) -> Any:
-    if cfg.get(name) is None:
-        raise FormatError(f"{arch} config: {name!r} is missing")
-    return cfg[name]
-
-
-_REQUIRED = object()
-
-
-def config_int(cfg: dict, name: str, arch: str, default: Any = _REQUIRED, most: int = 2**31 - 1) -> int:
-    """The count ``cfg[name]``: an integer (or an integral float) in ``[1, most]``; ``default`` where absent or
-    null (required when none is given). FormatError naming the key otherwise."""
-    value = require(cfg, name, arch) if default is _REQUIRED else config_get(cfg, name, default=default)
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
-        raise FormatError(f"{arch} config: {name} = {value!r} is not an integer in [1, {most}]")
-    return value
-
-
-def config_float(cfg: dict, name: str, arch: str, default: float) -> float:
-    """The positive finite number ``cfg[name]`` (``default`` where absent or null); FormatError naming the key
-    otherwise."""
-    value = config_get(cfg, name, default=default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise FormatError(f"{arch} config: {name} = {value!r} is not a positive finite number")
-    return float(value)
-
-
 # ---------------------------------------------------------------------------- KV cache
 
 class ModelCache:

@@ -20,9 +20,10 @@ import torch
 
 import mlx_native as mn
 
+from ..formats.values import config_float, config_int
 from ..formats.weights import Checkpoint
-from .base import (CausalLM, GatedMLP, Linear, LoadOptions, Step, WeightSource, config_float, config_get,
-                   config_int, rope_freqs, rope_params)
+from .base import (CausalLM, GatedMLP, Linear, LoadOptions, Step, WeightSource, config_get, rope_freqs,
+                   rope_params)
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 
@@ -57,32 +58,33 @@ class Gemma3Config:
     @classmethod
     def from_hf(cls, cfg: dict) -> "Gemma3Config":
         arch = "gemma3"
-        hidden = config_int(cfg, "hidden_size", arch)
-        heads = config_int(cfg, "num_attention_heads", arch)
-        head_dim = config_int(cfg, "head_dim", arch, default=hidden // heads, most=2**16)
-        n_layers = config_int(cfg, "num_hidden_layers", arch)
+        where = f"{arch} config"
+        hidden = config_int(cfg, "hidden_size", where)
+        heads = config_int(cfg, "num_attention_heads", where)
+        head_dim = config_int(cfg, "head_dim", where, default=hidden // heads, most=2**16)
+        n_layers = config_int(cfg, "num_hidden_layers", where)
         if isinstance(cfg.get("rope_parameters"), dict) and FULL in cfg["rope_parameters"]:
             rope = {t: rope_params(cfg, t) for t in (SLIDING, FULL)}
         else:  # legacy: rope_theta + rope_scaling for global layers, rope_local_base_freq for local ones
             rope = {FULL: rope_params(cfg), SLIDING: (float(config_get(cfg, "rope_local_base_freq", default=10000.0)),
                                                        None)}
         return cls(
-            vocab_size=config_int(cfg, "vocab_size", arch),
+            vocab_size=config_int(cfg, "vocab_size", where),
             hidden_size=hidden,
-            intermediate_size=config_int(cfg, "intermediate_size", arch),
+            intermediate_size=config_int(cfg, "intermediate_size", where),
             num_layers=n_layers,
             num_heads=heads,
-            num_kv_heads=config_int(cfg, "num_key_value_heads", arch, default=heads),
+            num_kv_heads=config_int(cfg, "num_key_value_heads", where, default=heads),
             head_dim=head_dim,
-            rms_norm_eps=config_float(cfg, "rms_norm_eps", arch, default=1e-6),
-            query_pre_attn_scalar=config_float(cfg, "query_pre_attn_scalar", arch, default=head_dim),
+            rms_norm_eps=config_float(cfg, "rms_norm_eps", where, default=1e-6),
+            query_pre_attn_scalar=config_float(cfg, "query_pre_attn_scalar", where, default=head_dim),
             sliding_window=cfg.get("sliding_window"),
             layer_types=layer_types(cfg, n_layers),
             rope=rope,
             final_logit_softcapping=cfg.get("final_logit_softcapping"),
             norm_offset=float(cfg.get("_mlx_native_norm_offset", 1.0)),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
-            max_position_embeddings=config_int(cfg, "max_position_embeddings", arch, default=131072),
+            max_position_embeddings=config_int(cfg, "max_position_embeddings", where, default=131072),
         )
 
 

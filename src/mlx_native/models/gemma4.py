@@ -21,9 +21,9 @@ import torch
 import mlx_native as mn
 
 from ..errors import UnsupportedError
+from ..formats.values import config_float, config_int
 from ..formats.weights import Checkpoint
-from .base import (CausalLM, Linear, LoadOptions, Step, WeightSource, config_float, config_int,
-                   rope_freqs, rope_params)
+from .base import CausalLM, Linear, LoadOptions, Step, WeightSource, rope_freqs, rope_params
 from .gemma3 import FULL, SLIDING, GeGLU
 
 
@@ -55,17 +55,18 @@ class Gemma4Config:
     @classmethod
     def from_hf(cls, cfg: dict) -> "Gemma4Config":
         arch = "gemma4"
+        where = f"{arch} config"
         if cfg.get("enable_moe_block"):
             raise UnsupportedError("gemma4: MoE blocks (enable_moe_block) are not supported; supported: dense "
                                    "Gemma 4 text models")
         if cfg.get("use_bidirectional_attention") == "all":
             raise UnsupportedError("gemma4: bidirectional attention is not supported; supported: causal text models")
-        n = config_int(cfg, "num_hidden_layers", arch)
-        hidden = config_int(cfg, "hidden_size", arch)
-        heads = config_int(cfg, "num_attention_heads", arch)
+        n = config_int(cfg, "num_hidden_layers", where)
+        hidden = config_int(cfg, "hidden_size", where)
+        heads = config_int(cfg, "num_attention_heads", where)
         types = list(cfg.get("layer_types") or _default_layer_types(n))
-        head_dim = config_int(cfg, "head_dim", arch, default=hidden // heads, most=2**16)
-        kv = config_int(cfg, "num_key_value_heads", arch, default=heads)
+        head_dim = config_int(cfg, "head_dim", where, default=hidden // heads, most=2**16)
+        kv = config_int(cfg, "num_key_value_heads", where, default=heads)
         k_eq_v_flag = bool(cfg.get("attention_k_eq_v", False))
         per_layer = cfg.get("per_layer_config")
         head_dims, kv_heads = [], []
@@ -74,7 +75,7 @@ class Gemma4Config:
             if isinstance(per_layer, dict):
                 over = per_layer.get(str(i), per_layer.get(i, per_layer.get(t, {}))) or {}
             elif t == FULL:
-                over = {"head_dim": config_int(cfg, "global_head_dim", arch, default=512, most=2**16)}
+                over = {"head_dim": config_int(cfg, "global_head_dim", where, default=512, most=2**16)}
                 if k_eq_v_flag and cfg.get("num_global_key_value_heads") is not None:
                     over["num_key_value_heads"] = int(cfg["num_global_key_value_heads"])
             head_dims.append(int(over.get("head_dim", head_dim)))
@@ -90,15 +91,15 @@ class Gemma4Config:
                 share[i] = producers[-1]
         ple = int(cfg.get("hidden_size_per_layer_input") or 0)
         return cls(
-            vocab_size=config_int(cfg, "vocab_size", arch), hidden_size=hidden, num_layers=n, num_heads=heads,
+            vocab_size=config_int(cfg, "vocab_size", where), hidden_size=hidden, num_layers=n, num_heads=heads,
             layer_types=types, head_dims=head_dims, kv_heads=kv_heads,
             k_eq_v=[k_eq_v_flag and t == FULL for t in types], share=share,
             rope={t: rope_params(cfg, t) for t in set(types)},
-            rms_norm_eps=config_float(cfg, "rms_norm_eps", arch, default=1e-6),
+            rms_norm_eps=config_float(cfg, "rms_norm_eps", where, default=1e-6),
             sliding_window=cfg.get("sliding_window"), ple_dim=ple,
             final_logit_softcapping=cfg.get("final_logit_softcapping"),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
-            max_position_embeddings=config_int(cfg, "max_position_embeddings", arch, default=131072),
+            max_position_embeddings=config_int(cfg, "max_position_embeddings", where, default=131072),
         )
 
 

@@ -16,9 +16,9 @@ import torch
 
 import mlx_native as mn
 
+from ..formats.values import config_float, config_int
 from ..formats.weights import Checkpoint
-from .base import (CausalLM, GatedMLP, Linear, LoadOptions, Step, WeightSource, config_float, config_int,
-                   rope_freqs, rope_params)
+from .base import CausalLM, GatedMLP, Linear, LoadOptions, Step, WeightSource, rope_freqs, rope_params
 
 
 @dataclasses.dataclass
@@ -44,23 +44,24 @@ class LlamaConfig:
 
     @classmethod
     def from_hf(cls, cfg: dict, arch: str, **overrides) -> "LlamaConfig":
-        hidden = config_int(cfg, "hidden_size", arch)
-        heads = config_int(cfg, "num_attention_heads", arch)
-        head_dim = config_int(cfg, "head_dim", arch, default=hidden // heads, most=2**16)
+        where = f"{arch} config"
+        hidden = config_int(cfg, "hidden_size", where)
+        heads = config_int(cfg, "num_attention_heads", where)
+        head_dim = config_int(cfg, "head_dim", where, default=hidden // heads, most=2**16)
         theta, scaling = rope_params(cfg)
-        partial = config_float(cfg, "partial_rotary_factor", arch, default=1.0)
+        partial = config_float(cfg, "partial_rotary_factor", where, default=1.0)
         if scaling is not None and "partial_rotary_factor" in scaling:
             partial = float(scaling["partial_rotary_factor"])
         window = cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None
         kw = dict(
-            vocab_size=config_int(cfg, "vocab_size", arch),
+            vocab_size=config_int(cfg, "vocab_size", where),
             hidden_size=hidden,
-            intermediate_size=config_int(cfg, "intermediate_size", arch),
-            num_layers=config_int(cfg, "num_hidden_layers", arch),
+            intermediate_size=config_int(cfg, "intermediate_size", where),
+            num_layers=config_int(cfg, "num_hidden_layers", where),
             num_heads=heads,
-            num_kv_heads=config_int(cfg, "num_key_value_heads", arch, default=heads),
+            num_kv_heads=config_int(cfg, "num_key_value_heads", where, default=heads),
             head_dim=head_dim,
-            rms_norm_eps=config_float(cfg, "rms_norm_eps", arch, default=1e-6),
+            rms_norm_eps=config_float(cfg, "rms_norm_eps", where, default=1e-6),
             rope_theta=theta,
             rope_scaling=scaling,
             rope_dims=int(head_dim * partial),
@@ -69,7 +70,7 @@ class LlamaConfig:
             attention_bias=bool(cfg.get("attention_bias", False)),
             mlp_bias=bool(cfg.get("mlp_bias", False)),
             sliding_window=int(window) if window else None,
-            max_position_embeddings=config_int(cfg, "max_position_embeddings", arch, default=4096),
+            max_position_embeddings=config_int(cfg, "max_position_embeddings", where, default=4096),
         )
         kw.update(overrides)
         return cls(**kw)

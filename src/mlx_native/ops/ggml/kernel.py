@@ -83,8 +83,7 @@ def streamed_launch(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, 
     tensor-core kernel), Q5_K 2-4 rows (``Q5K_ROWS_MAX``); 1-4 rows: ``q8_mv`` (Q8_0), ``q6k_mv`` (Q6_K) and
     ``q4k_mv`` (Q5_K rows the integer-dot kernels do not take) with ``MR`` rows; 2-4 rows: ``q4_mv`` with ``MR`` rows
     (Q4_0 / Q4_1; not the rows that ``mmv.wide_rows`` sends to the tensor-core kernel: 3-4 rows of large matrices).
-    ``pairs``: the rows are stacked gate/up pairs, which the integer-dot kernels
-    take only in rows of whole steps."""
+    ``pairs``: the rows are stacked gate/up pairs, which the integer-dot kernels take only in rows of whole steps."""
     if qmm.CONFIG_OVERRIDE is not None or type_id not in formats.BY_ID:
         return None
     raw_bytes = n * formats.row_bytes(formats.BY_ID[type_id], k)
