@@ -255,8 +255,8 @@ def main() -> int:
                          "and cuBLAS)")
     ap.add_argument("--rows", help="rows of x for the multi-row integer-dot kernel, e.g. 2,3,4,8 (instead of "
                                    "--kernel)")
-    ap.add_argument("--grid", help="--kernel idot / q4k_idot: the (BN, warps, prefetch, programs per SM) sets to run "
-                                   "instead of the built-in grid, e.g. 4,2,0,1;8,4,0,1")
+    ap.add_argument("--grid", help="--rows, --kernel idot / q4k_idot: the (BN, warps, prefetch, programs per SM) sets "
+                                   "to run instead of the built-in grid, e.g. 4,2,0,1;8,4,0,1")
     args = ap.parse_args()
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     if args.kernel.startswith("q4k"):
@@ -265,7 +265,10 @@ def main() -> int:
     copy = common.copy_bandwidth()
     print(f"copy bandwidth {copy / 1e12:.3f} TB/s", flush=True)
     rows = []
+    grid = [tuple(int(v) for v in g.split(",")) for g in args.grid.split(";")] if args.grid else None
     if args.rows:
+        if grid:
+            ROWS_GRID[:] = grid
         ms = [int(v) for v in args.rows.split(",")]
         for m in ms:
             rows_code_check(m, 4096, 14336)
@@ -273,8 +276,8 @@ def main() -> int:
         if args.out:
             common.save_json(args.out, dict(copy_bandwidth=copy, rows=rows))
         return 0
-    if args.grid:
-        IDOT_GRID[:] = Q4K_IDOT_GRID[:] = [tuple(int(v) for v in g.split(",")) for g in args.grid.split(";")]
+    if grid:
+        IDOT_GRID[:] = Q4K_IDOT_GRID[:] = grid
     if args.kernel == "idot":
         idot_code_check(4096, 14336)
         variants = [(dict(kernel="affine_idot", bn=bn, warps=w, prefetch=pf, pps=pps),

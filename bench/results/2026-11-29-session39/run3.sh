@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# the one-launch MoE step as one item per program in ticket order (fused.py's second form): the moe_ffn tests on
+# CUDA (the one-token GPU test first), then bench/moe_sweep.py
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD/src
+R=/tmp/run3; mkdir -p $R
+nvidia-smi --query-gpu=name --format=csv,noheader | tee $R/card.txt
+timeout 100 python3 -m pytest "tests/ops/test_moe.py::test_gpu_moe_ffn_qwen3_30b[1]" -q -p no:cacheprovider -rf --tb=short > $R/tests_gpu.log 2>&1
+echo "gpu test rc $?"; grep -E "FAILED|Error|passed|failed" $R/tests_gpu.log | cut -c1-300 | head -12
+timeout 120 python3 -m pytest tests/ops/test_moe.py -q -p no:cacheprovider -n 8 -rf --tb=short -k "moe_ffn or route" > $R/tests.log 2>&1
+echo "tests rc $?"; grep -E "FAILED|Error|passed|failed" $R/tests.log | cut -c1-300 | head -12
+timeout 300 python3 bench/moe_sweep.py --out $R/moe_sweep.json > $R/moe_sweep.log 2>&1
+echo "sweep rc $?"; grep -v "^$" $R/moe_sweep.log | grep -v -i warn | cut -c1-200 | head -60
+tar -czf $OUT/run3.tgz -C /tmp run3
