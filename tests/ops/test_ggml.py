@@ -837,6 +837,34 @@ def test_matmul_routes_to_streamed_kernels(device, monkeypatch, name, m, k, expe
         assert built[0].launch.constexprs["MR"] == m
 
 
+@pytest.mark.parametrize("name, m, slices", [
+    ("Q6_K", 5, (4, 1)), ("Q6_K", 7, (4, 3)), ("Q6_K", 8, (4, 4)), ("Q8_0", 5, (4, 1)), ("Q5_K", 5, (4, 1)),
+    ("Q8_0", 6, ()), ("Q5_K", 8, ()), ("Q6_K", 9, ()),  # the tiled decode kernel
+])
+def test_matmul_rows_as_streamed_slices(device, monkeypatch, name, m, slices, request):
+    """5-8 rows of Q6_K and 5 of Q8_0 / Q5_K run as slices of 4 rows on the streamed kernels (a plan each, their
+    rows in order; x a row-strided view on the CPU); the result within the error bar; other row counts stay on the
+    tiled decode kernel."""
+    from mlx_native.ops.ggml import kernel
+    from mlx_native.runtime import plans
+
+    request.addfinalizer(plans.clear_all)
+    plans.clear_all()
+    built = spy_plans(monkeypatch, kernel.MatmulPlan)
+    n, k = 24, 512
+    raw = valid_blocks(name, n, k, rng_for(request))
+    w = torch.from_numpy(gguf_values(raw, name, (n, k)))
+    x = randn(m, k + 64, dtype=torch.bfloat16)[:, :k]
+    out = mn.ggml_matmul(x.to(device), raw_tensor(raw, device), name, (n, k))
+    assert kernel.row_slices(formats.BY_NAME[name].id, m) == slices
+    plan = built[0]
+    assert plan.kind == ("streamed slices" if slices else "decode")
+    if slices:
+        assert [(i, rows) for i, rows, _ in plan.slices] == [(sum(slices[:j]), r) for j, r in enumerate(slices)]
+    assert out.shape == (m, n)
+    assert_error_bar(out.cpu(), x.double() @ w.double().T, x @ w.to(torch.bfloat16).T, what=f"{name} {m} rows")
+
+
 @pytest.mark.parametrize("name, k", [("Q8_0", 512), ("Q6_K", 512), ("Q4_0", 512), ("Q4_1", 1024)])
 def test_matmul_streamed_x_at_odd_element(device, monkeypatch, name, k, request):
     """The streamed kernels that read x as int32 words (pairs of values: q8_mv, q6k_mv, q4_idot) take an x view that

@@ -1,6 +1,10 @@
 """GGUF Q6_K / Q8_0 / Q5_K matmuls of 5-16 rows of x (the tiled decode kernel today): against the same rows as
 slices of at most 4 rows (each slice one launch of the streamed 2-4-row kernels) and against dequantize + cuBLAS
-bf16 (the route from 17 rows). CUDA-graph replay, weights rotating past L2; us."""
+bf16 (the route from 17 rows). CUDA-graph replay, weights rotating past L2; us. Run 9: after the change, "now" is
+the sliced route where ``ggml/kernel.SLICED_ROWS`` takes the rows.
+
+    python gguf_rows_slices.py [M1,M2,...]
+"""
 
 import math
 import os
@@ -17,6 +21,7 @@ import mlx_native as mn  # noqa: E402
 from mlx_native.ops.ggml import formats  # noqa: E402
 
 DT = torch.bfloat16
+MS = tuple(int(v) for v in sys.argv[1].split(",")) if len(sys.argv) > 1 else (5, 8, 12, 16)  # rows of x
 for fmt in ("Q6_K", "Q8_0", "Q5_K"):
     for k, n in ((4096, 14336), (14336, 4096), (4096, 4096)):
         wbytes = n * formats.row_bytes(formats.BY_NAME[fmt], k)
@@ -32,7 +37,7 @@ for fmt in ("Q6_K", "Q8_0", "Q5_K"):
             return x @ mn.ggml_dequantize(raw, fmt, (n, k), dtype=DT).T
 
         t1 = common.time_graph(whole, [(torch.randn(1, k, device="cuda", dtype=DT), r) for r in raws])
-        for m in (5, 8, 12, 16):
+        for m in MS:
             sets = [(torch.randn(m, k, device="cuda", dtype=DT), r) for r in raws]
             ref = whole(*sets[0]).float()
             err = (slices(*sets[0]).float() - ref).abs().max().item() / ref.abs().max().item()

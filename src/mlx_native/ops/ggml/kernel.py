@@ -130,6 +130,23 @@ def takes_streamed(type_id: int, x_dtype: torch.dtype, m: int, n: int, k: int, d
     return streamed_plan_class(type_id, x_dtype, m, n, k, device) is not None
 
 
+# Rows of x that run as slices of SLICE_ROWS rows on the streamed mat-vecs (one launch a slice) instead of the tiled
+# decode kernel, by type, up to this many rows. H200, session 39 run 7 (us, tiled -> slices; 4096 x 14336 / 14336 x
+# 4096 / 4096 x 4096): Q6_K 5 rows 105.3 / 88.8 / 32.1 -> 73.5 / 89.4 / 25.1, 8 rows 105.7 / 89.1 / 32.1 -> 75.0 /
+# 83.7 / 32.9 (12 rows 107 -> 109, dequantize + cuBLAS 97); Q8_0 5 rows 70.8 / 65.3 / 24.5 -> 66.9 / 58.2 / 22.1
+# (8 rows 70.9 -> 88.8); Q5_K 5 rows 98.6 / 88.4 / 31.4 -> 72.0 / 87.5 / 30.8 (8 rows 88.7 -> 130.8 on 14336 x 4096).
+SLICED_ROWS = {q6k_mv.Q6K_ID: 8, q8_mv.Q8_ID: 5, q4k_mv.Q5K_ID: 5}
+SLICE_ROWS = 4
+
+
+def row_slices(type_id: int, m: int) -> tuple[int, ...]:
+    """The slices (rows each, in order) that ``m`` rows of x against a matrix of this type run as (:data:`SLICED_ROWS`;
+    ``()``: not sliced)."""
+    if not SLICE_ROWS < m <= SLICED_ROWS.get(type_id, 0):
+        return ()
+    return (SLICE_ROWS,) * (m // SLICE_ROWS) + ((m % SLICE_ROWS,) if m % SLICE_ROWS else ())
+
+
 def aligned(raw: torch.Tensor) -> torch.Tensor:
     """Raw bytes at a 16-byte aligned address (a copy only for odd slices of a buffer)."""
     return raw if raw.data_ptr() % 16 == 0 else raw.clone()
@@ -220,7 +237,8 @@ class MatmulPlan:
     Q4_K and 2-4 against Q4_0 / Q4_1 / Q5_K / Q6_K / Q8_0, the streamed mat-vecs (:func:`streamed_launch`); the
     tensor-core decode kernel (``quant/mmv.py``) other Q4_K calls with 2-128 bf16/fp16 rows, Q4_0 / Q4_1 calls with
     5-64 (3-4 on large matrices; ``mmv.prefer``, ``mmv.MID_ROWS_MAX``), and with ``MLX_NATIVE_MMV=on`` the other
-    Q4_0 / Q4_1 / Q4_K calls with 1-16 rows; other calls of 17 rows or more chunked dequantize + cuBLAS
+    Q4_0 / Q4_1 / Q4_K calls with 1-16 rows; Q6_K calls of 5-8 rows and Q5_K / Q8_0 calls of 5 the streamed
+    mat-vecs on slices of 4 rows (:func:`row_slices`); other calls of 17 rows or more chunked dequantize + cuBLAS
     (``qmm.PREFILL_CUBLAS_MIN_M``); everything else runs the fused kernels on the blocks."""
 
     def __init__(self, x, raw, t, n, k):
@@ -252,6 +270,12 @@ class MatmulPlan:
             self.launch = build()
             self.kind = "streamed"
             return
+        slices = () if tensor_core else row_slices(t.id, m)
+        builds = [streamed_launch(t.id, x.dtype, r, n, k, strides[0], x.device) for r in slices]
+        if slices and all(b is not None for b in builds):
+            self.slices = [(sum(slices[:i]), r, b()) for i, (r, b) in enumerate(zip(slices, builds))]
+            self.kind = "streamed slices"
+            return
         if tensor_core:
             self.launch = mmv.MmvLaunch(m, n, k, mmv.GGUF_GROUP, x.dtype, x.dtype, (strides[0], rb, 0), x.device,
                                         fmt=t.id)
@@ -280,6 +304,8 @@ class MatmulPlan:
             return self.chunked(x2, (r,)).view(self.out_shape)
         if self.kind == "streamed":
             return self.launch(x2, r).view(self.out_shape)
+        if self.kind == "streamed slices":
+            return torch.cat([launch(x2[i:i + rows], r) for i, rows, launch in self.slices]).view(self.out_shape)
         return self.launch(x2, r, r, r, None, None, None).view(self.out_shape)
 
 
