@@ -57,8 +57,7 @@ class Gemma3Config:
 
     @classmethod
     def from_hf(cls, cfg: dict) -> "Gemma3Config":
-        arch = "gemma3"
-        where = f"{arch} config"
+        where = "gemma3 config"
         hidden = config_int(cfg, "hidden_size", where)
         heads = config_int(cfg, "num_attention_heads", where)
         head_dim = config_int(cfg, "head_dim", where, default=hidden // heads, most=2**16)

@@ -54,8 +54,7 @@ class Gemma4Config:
 
     @classmethod
     def from_hf(cls, cfg: dict) -> "Gemma4Config":
-        arch = "gemma4"
-        where = f"{arch} config"
+        where = "gemma4 config"
         if cfg.get("enable_moe_block"):
             raise UnsupportedError("gemma4: MoE blocks (enable_moe_block) are not supported; supported: dense "
                                    "Gemma 4 text models")
