@@ -9,6 +9,7 @@ of its main loop (the largest backward-branch block).
     python scripts/sass_probe.py q6k_idot [--bn 32] --warps 1 [--k 4096] [--mr 2]  (BN / 8 rows a lane; MR rows of x)
     python scripts/sass_probe.py moe_idot [--bn 4] [--warps 2] [--k 2048]  (routed gate/up pair)
     python scripts/sass_probe.py moe_mix [--bn 4] [--k 768]  (routed down projection mixing 8 slots)
+    python scripts/sass_probe.py q6k_mmv [--bn 64] --warps 4 [--mp 16] [--stages 3]  (tensor-core Q6_K decode)
     ... moe_idot / moe_mix --pdl 1: as moe_ffn launches them (programmatic dependent launch)
 
 It also prints the kernel's shared memory and local (spill) bytes, and the loop's shared-memory accesses.
@@ -49,14 +50,15 @@ def signature_of(fn, constexprs: dict) -> tuple[dict, dict]:
     return sig, const
 
 
-def compile_sass(fn, constexprs: dict, num_warps: int) -> tuple[str, int, str]:
+def compile_sass(fn, constexprs: dict, num_warps: int, num_stages: int = 1) -> tuple[str, int, str]:
     """(SASS text, registers per thread, ``cuobjdump -res-usage`` line) of ``fn`` compiled for sm_90."""
     signature, constexprs = signature_of(fn, constexprs)
     sig = dict(signature, **{name: "constexpr" for name in constexprs})
     # pointers are 16-byte aligned, and so are the int arguments (row lengths, strides) the launches pass
     src = ASTSource(fn, sig, constexprs=constexprs, attrs={(i,): [["tt.divisibility", 16]]
                                                             for i, (n, t) in enumerate(signature.items())})
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps, "num_stages": 1})
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps,
+                                                                                  "num_stages": num_stages})
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(compiled.asm["cubin"])
     sass = subprocess.run([os.path.join(BIN, "nvdisasm"), "-c", f.name], capture_output=True, text=True).stdout
@@ -104,7 +106,7 @@ def main_loop(sass: str) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("kernel", choices=("affine_idot", "affine_mv", "q4k_idot", "q4k_mv", "q6k_idot", "moe_idot",
-                                           "moe_mix"))
+                                           "moe_mix", "q6k_mmv"))
     ap.add_argument("--bn", type=int, default=8)
     ap.add_argument("--warps", type=int, default=2)
     ap.add_argument("--k", type=int, default=4096)
@@ -112,6 +114,8 @@ def main() -> int:
     ap.add_argument("--prefetch", type=int, default=1)
     ap.add_argument("--pdl", type=int, default=0)
     ap.add_argument("--mr", type=int, default=1, help="rows of x (q6k_idot)")
+    ap.add_argument("--mp", type=int, default=16, help="x tile rows (q6k_mmv)")
+    ap.add_argument("--stages", type=int, default=1, help="software pipeline stages")
     args = ap.parse_args()
     k, gs = args.k, 64
     warps = args.warps
@@ -148,6 +152,10 @@ def main() -> int:
         const = dict(STRIDE_E=2048 * k // 8, STRIDE_SE=2048 * k // gs, STRIDE_W=k // 8, STRIDE_S=k // gs,
                      BN=args.bn, CH=ch, SLOTS=8, TOPK=8, GS=gs, EVEN_N=True, ASM=True, PDL=bool(args.pdl))
         codes_per_iter = args.bn * 8 * ch * 32
+    elif args.kernel == "q6k_mmv":  # two super-blocks of each of BN rows a loop step
+        from mlx_native.ops.ggml.q6k_mmv import q6k_mmv_kernel as fn
+        const = dict(BN=args.bn, MP=args.mp, X_F16=False, SPLIT_K=False, FUSE=False, ASM=True)
+        codes_per_iter = args.bn * 512
     else:
         from mlx_native.ops.ggml.q4k_mv import Q4K_MAX_WPS, q4k_mv_kernel as fn
         from mlx_native.ops.quant.affine_mv import AMV_WARPS
@@ -155,7 +163,7 @@ def main() -> int:
                      FUSE=False)
         warps = AMV_WARPS
         codes_per_iter = args.bn * Q4K_MAX_WPS * 8
-    sass, regs, usage = compile_sass(fn, const, warps)
+    sass, regs, usage = compile_sass(fn, const, warps, args.stages)
     if args.dump:
         with open(args.dump, "w") as f:
             f.write(sass)

@@ -1,0 +1,73 @@
+"""Session 40: the tensor-core Q6_K decode kernel (``ops/ggml/q6k_mmv.py``) at 2-16 rows of x against the route
+before it (``MLX_NATIVE_MMV=off``: ``q6k_idot``'s rows at 2-4, 4-row slices at 5-8, the tiled decode kernel at
+9-16), dequantize + cuBLAS bf16, and one row; pipeline stages and programs per SM swept. CUDA-graph replay,
+weights rotating past L2; us.
+
+    python q6k_mmv_sweep.py [--rows 2,4,5,8,12,16] [--shapes 4096x14336,...]
+"""
+import argparse
+import dataclasses
+import math
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+import common  # noqa: E402
+from quant import gguf_raw  # noqa: E402
+
+import mlx_native as mn  # noqa: E402
+from mlx_native.ops.ggml import formats, q6k_mmv  # noqa: E402
+from mlx_native.runtime import env, plans  # noqa: E402
+
+DT = torch.bfloat16
+VARIANTS = [(3, 2), (1, 2), (2, 2), (4, 2), (3, 4), (2, 4)]  # (stages, programs per SM)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", default="2,4,5,8,12,16")
+    ap.add_argument("--shapes", default="4096x14336,14336x4096,4096x4096,4096x128256")
+    a = ap.parse_args()
+    copy = common.copy_bandwidth()
+    print(f"copy {copy / 1e12:.2f} TB/s", flush=True)
+    base_settings = env.settings
+    for shape in a.shapes.split(","):
+        k, n = (int(v) for v in shape.split("x"))
+        wbytes = n * formats.row_bytes(formats.BY_NAME["Q6_K"], k)
+        raws = [gguf_raw("Q6_K", n, k) for _ in range(max(2, min(8, math.ceil(256e6 / wbytes))))]
+
+        def route(x, raw):
+            return mn.ggml_matmul(x, raw, "Q6_K", (n, k))
+
+        def cublas(x, raw):
+            return x @ mn.ggml_dequantize(raw, "Q6_K", (n, k), dtype=DT).T
+
+        plans.clear_all()
+        t1 = common.time_graph(route, [(torch.randn(1, k, device="cuda", dtype=DT), r) for r in raws])
+        print(f"K{k} N{n}: one row {t1:.2f} us ({wbytes / t1 * 1e6 / copy * 100:.1f}% of copy)", flush=True)
+        for m in (int(v) for v in a.rows.split(",")):
+            sets = [(torch.randn(m, k, device="cuda", dtype=DT), r) for r in raws]
+            env.settings = dataclasses.replace(base_settings, mmv="off")
+            plans.clear_all()
+            ref = route(*sets[0]).float()
+            t_before = common.time_graph(route, sets)
+            env.settings = base_settings
+            plans.clear_all()
+            t_cub = common.time_graph(cublas, sets)
+            row = f"  M{m:<3d} before {t_before:7.2f}  cuBLAS {t_cub:7.2f}  mmv"
+            for stages, pps in VARIANTS:
+                q6k_mmv.STAGES = stages
+                plan = q6k_mmv.Q6kMmvLaunch(m, n, k, DT, k, torch.device("cuda"), pps)
+                out = plan(*sets[0]).float()
+                err = (out - ref).abs().max().item() / ref.abs().max().item()
+                t = common.time_graph(plan, sets)
+                row += f"  s{stages}p{pps} {t:7.2f} (split {plan.split}, err {err:.0e})"
+            q6k_mmv.STAGES = 3
+            print(row, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""Decode matmul on tensor cores for GGUF Q6_K weights and a few rows of x (``ROWS_MIN`` to ``ROWS_MAX``).
+
+``out[m, n] = sum_k x[m, k] w[n, k]`` with ``w = d sc (q - 32)`` (llama.cpp's Q6_K: 210-byte super-blocks of 256
+values, bytes 0-127 low nibbles ``ql``, 128-191 high bit pairs ``qh``, 192-207 int8 scales, 208-209 fp16 ``d``;
+value ``128 h + l + 64 t`` of half ``h`` (``l`` 0-63, ``t`` 0-1) takes nibble ``t`` of ql byte ``64 h + l``, bits
+``2 (l // 32) + 4 t`` of qh byte ``32 h + l % 32`` and scale ``value // 16``).
+
+The streamed Q6_K kernels (``q6k_idot``, ``q6k_mv``) decode every code once per row of x; at 5-16 rows their cost
+grows with the rows (4 rows 36.6 us against 20.1 at one row on 4096 x 14336, H200), and the tiled decode kernel took
+65-108 us. Here each code is decoded once, to a 16-bit weight in x's dtype, and the rows of x cost tensor-core
+multiply-adds, as ``quant/mmv.py`` does for 4-bit weights.
+
+Alignment. Rows of a multiple of 512 values are 4-byte aligned, and so is every pair of super-blocks (420 bytes, 105
+words): a loop step is one pair. The even super-block's fields are whole words (ql words 0-31, qh 32-47, scales
+48-51, ``d`` the low half of word 52); the odd one starts at byte 210, so each of its words is the high half of one
+loaded word and the low half of the next (two loads, the second one word on, and one ``prmt``).
+
+Decoding, per ql word ``j = 16 h + 8 c0 + f`` (bytes ``l = 32 c0 + 4 f .. + 3`` of half ``h``) and shift ``4 i``
+(``i = 2 i1 + i0``: nibble ``i0`` of bytes ``i1`` and ``i1 + 2``): ``(ql >> 4 i) & 0x000F000F`` is the low four bits
+of two codes, one per 16-bit half, and qh word ``8 h + f`` shifted by ``2 c0`` holds their high pairs at bits ``4 i``
+and ``4 i + 16`` (the same bytes ``i1``, ``i1 + 2``); with the magic exponent of ``quant/mmv.py`` the pair is two
+16-bit floats ``OFF + q`` exactly, ``(OFF + q) - (OFF + 32)`` is ``q - 32`` exactly and ``(q - 32) S`` (``S = d sc``
+rounded to x's dtype once per 16 values) rounds once: two codes an instruction in PTX (``bf16x2`` / ``f16x2``
+FMAs; the interpreter runs the same math in fp32). Each weight is rounded twice (``S``, then the product), as
+``mmv``'s Q4_K tiles. The pairs form ``mmv``'s tile (:func:`~mlx_native.ops.quant.mmv._tile`, each thread's register
+pairs from its own words); the code of column ``((i F + f) 4 + c) 2 + e`` (``c = 2 h + c0``, ``F = 8``) is ``128 h +
+64 i0 + 32 c0 + 4 f + 2 e + i1``, the order of ``mmv``'s Q4_K tiles of 256 codes, so x is reordered in registers by
+the same function.
+
+Grid: axis 0 tiles of ``BN`` output features, axis 1 a K split in whole steps, summed in the launch by the last split
+of each tile to arrive (``qmm.store_result``; ``qmm.SplitK`` owns the counters). x rows are padded to ``MP`` (8 or
+16, the dot's N); rows ``>= M`` are masked loads and never stored. x is read as int32 words (an even row stride) a
+step ahead, unpacked at the top of the next step (``kernels.loads.pinned``), as in ``mmv``.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ...kernels.dependent import dependent_launch, enter
+from ...kernels.loads import pinned
+from ...kernels.words import word_aligned
+from ...runtime import env
+from ...runtime.device import device_info
+from ...runtime.memory import empty
+from ..quant.gemv import Q4_K
+from ..quant.mmv import _pair16, _tile, _x_load, _x_order, split_rule
+from ..quant.qmm import SplitK, run_split, store_result
+
+Q6K_ID = 14
+PAIR_WORDS = tl.constexpr(105)  # a loop step: two super-blocks, 420 bytes
+STEP_VALUES = 512
+ROWS_MIN = 5  # rows of x from which ggml_matmul takes this kernel (2-4: q6k_idot's rows, 5-8 were 4-row slices)
+ROWS_MAX = 16
+BN = 64  # output features per program
+WARPS = 4
+STAGES = 3
+PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
+MIN_STEPS = 2  # loop steps per split at least
+
+# ``(OFF + q) - (OFF + 32)`` is ``q - 32`` exactly, and ``(q - 32) S`` (an FMA with -0.0) rounds once: a pair of
+# dequantized Q6_K weights, ``$1`` two codes with the magic exponent, ``$2`` the scale in both halves.
+_Q6_BF16 = tl.constexpr("""{ .reg .b32 t, one, off, nz;
+ mov.b32 one, 0x3F803F80; mov.b32 off, 0xC320C320; mov.b32 nz, 0x80008000;
+ fma.rn.bf16x2 t, $1, one, off;
+ fma.rn.bf16x2 $0, t, $2, nz; }""")
+_Q6_F16 = tl.constexpr("""{ .reg .b32 t, one, off, nz;
+ mov.b32 one, 0x3C003C00; mov.b32 off, 0xE420E420; mov.b32 nz, 0x80008000;
+ fma.rn.f16x2 t, $1, one, off;
+ fma.rn.f16x2 $0, t, $2, nz; }""")
+
+
+@triton.jit
+def _sb_words(wp, base, NW: tl.constexpr, MIS: tl.constexpr):
+    """``[BN, NW]`` int32 words from word ``base [BN]`` (``MIS``: the words two bytes on, each the high half of one
+    loaded word and the low half of the next)."""
+    j = tl.arange(0, NW)[None, :]
+    w = tl.load(wp + base[:, None] + j)
+    if MIS:
+        w = ((w >> 16) & 0xFFFF) | (tl.load(wp + base[:, None] + 1 + j) << 16)
+    return w
+
+
+@triton.jit
+def _q6_pairs(code, S2, X_F16: tl.constexpr, ASM: tl.constexpr):
+    """``[BN, 32, 4]`` code pairs with the magic exponent, ``S2 [BN, 32, 4]`` (:func:`_pair16` of the scales) ->
+    ``[BN, 32, 4, 2]`` weights ``(q - 32) S`` in x's dtype (half ``e`` of each pair)."""
+    dt: tl.constexpr = tl.float16 if X_F16 else tl.bfloat16
+    if ASM:
+        d = tl.inline_asm_elementwise(_Q6_F16 if X_F16 else _Q6_BF16, "=r,r,r", [code, S2], dtype=tl.int32,
+                                      is_pure=True, pack=1)
+        return tl.join(d.to(tl.int16).to(dt, bitcast=True), (d >> 16).to(tl.int16).to(dt, bitcast=True))
+    S = S2.to(tl.int16).to(dt, bitcast=True).to(tl.float32)
+    lo = ((code & 0x3F) - 32).to(tl.float32)
+    hi = (((code >> 16) & 0x3F) - 32).to(tl.float32)
+    return tl.join((lo * S).to(dt), (hi * S).to(dt))
+
+
+@triton.jit
+def _sb_step(xs, wp, base, acc, MIS: tl.constexpr, BN: tl.constexpr, X_F16: tl.constexpr, ASM: tl.constexpr):
+    """``acc [BN, MP] += dot(w, x)`` over the super-block at word ``base [BN]`` of each row (``MIS``: two bytes past
+    it), ``xs [256, MP]`` x of its values in the tile's column order."""
+    dt: tl.constexpr = tl.float16 if X_F16 else tl.bfloat16
+    MAGIC: tl.constexpr = 0x64006400 if X_F16 else 0x43004300
+    ql = _sb_words(wp, base, 32, MIS)
+    qh = _sb_words(wp, base + 32, 16, MIS)
+    sc = _sb_words(wp, base + 48, 4, MIS)
+    dw = tl.load(wp + base + 52)
+    if MIS:
+        dw = dw >> 16
+    d = (dw & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+    scb = (sc[:, :, None] << (24 - 8 * tl.arange(0, 4))[None, None, :]) >> 24  # int8 scales [BN, 4, 4]
+    S2 = _pair16(tl.reshape(d[:, None, None] * scb.to(tl.float32), (BN, 16)).to(dt))
+    # scale 8 h + 4 i0 + 2 c0 + f // 4 for word 16 h + 8 c0 + f, shift i = 2 i1 + i0
+    S2 = tl.permute(tl.reshape(S2, (BN, 2, 2, 2, 2)), (0, 1, 3, 4, 2))  # [BN, h, c0, f // 4, i0]
+    S2 = tl.reshape(tl.broadcast_to(tl.reshape(S2, (BN, 2, 2, 2, 1, 1, 2)), (BN, 2, 2, 2, 4, 2, 2)), (BN, 32, 4))
+    # qh word 8 h + f of ql word 16 h + 8 c0 + f, shifted by 2 c0: its pairs at bits 4 i, 4 i + 16
+    hs = tl.reshape(tl.broadcast_to(tl.reshape(qh, (BN, 2, 1, 8)), (BN, 2, 2, 8)), (BN, 32))
+    hs = hs >> (2 * ((tl.arange(0, 32) // 8) % 2))[None, :]
+    i = tl.arange(0, 4)[None, None, :]
+    # bits 4 i, 4 i + 1 (and + 16) of hs to bits 4, 5: left 4 for i = 0, right 4 i - 4 else (one shift, none at 1)
+    high = ((hs[:, :, None] << tl.where(i == 0, 4, 0)) >> tl.maximum(4 * i - 4, 0)) & 0x00300030
+    code = ((ql[:, :, None] >> 4 * i) & 0x000F000F) | high | MAGIC
+    return tl.dot(_tile(_q6_pairs(code, S2, X_F16, ASM), BN, 256), xs, acc)
+
+
+@triton.jit(do_not_specialize=["steps_per_split"])
+def q6k_mmv_kernel(
+    x_ptr,  # [M, K] activations, bf16 or fp16, 4-byte aligned rows (unit column stride, even stride_xm)
+    w_ptr,  # [N * K / 256 * 210] uint8 Q6_K blocks, 16-byte aligned, K a multiple of 512
+    out_ptr,  # [M, N] output (written unless SPLIT_K without FUSE)
+    part_ptr,  # [split, M, N] fp32 partials (SPLIT_K)
+    cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters, zero between launches (FUSE)
+    M, N, K, stride_xm, row_words, steps_per_split,
+    BN: tl.constexpr, MP: tl.constexpr, X_F16: tl.constexpr, SPLIT_K: tl.constexpr, FUSE: tl.constexpr,
+    ASM: tl.constexpr = True, PDL: tl.constexpr = 0,
+):
+    """Grid ``(cdiv(N, BN), split)``; ``row_words``: a row's int32 words (``K / 512 * 105``)."""
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    rows = pid_n * BN + tl.arange(0, BN)
+    row_ok = rows < N
+    rows = tl.where(row_ok, rows, 0)
+    m = tl.arange(0, MP)
+    s_lo = pid_k * steps_per_split
+    s_hi = tl.minimum(K // 512, s_lo + steps_per_split)
+    wp = w_ptr.to(tl.pointer_type(tl.int32))
+    dt = x_ptr.dtype.element_ty
+    acc = tl.zeros([BN, MP], dtype=tl.float32)
+    live = tl.where(s_lo < s_hi, M, 0)
+    xn0 = _x_load(x_ptr, m, 2 * s_lo, stride_xm, live, 256, 256)  # x of the next step, a super-block each
+    xn1 = _x_load(x_ptr, m, 2 * s_lo + 1, stride_xm, live, 256, 256)
+    for s in range(s_lo, s_hi):
+        x0 = _x_order(pinned(xn0, ASM), 256, Q4_K, dt)
+        x1 = _x_order(pinned(xn1, ASM), 256, Q4_K, dt)
+        live = tl.where(s + 1 < s_hi, M, 0)
+        xn0 = _x_load(x_ptr, m, 2 * s + 2, stride_xm, live, 256, 256)
+        xn1 = _x_load(x_ptr, m, 2 * s + 3, stride_xm, live, 256, 256)
+        base = rows * row_words + PAIR_WORDS * s
+        acc = _sb_step(x0, wp, base, acc, False, BN, X_F16, ASM)
+        acc = _sb_step(x1, wp, base + 52, acc, True, BN, X_F16, ASM)
+    mask = row_ok[:, None] & (m < M)[None, :]
+    out_off = m[None, :].to(tl.int64) * N + (pid_n * BN + tl.arange(0, BN))[:, None]
+    store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, acc, acc, out_off, mask, M * N, SPLIT_K, FUSE, False, 0)
+
+
+def supports(ggml_type: int, x_dtype: torch.dtype, m: int, k: int, raw_bytes: int) -> bool:
+    """``ROWS_MIN`` to ``ROWS_MAX`` rows of bf16/fp16 x (its dtype the result's: the double rounding of each weight is
+    within a 16-bit result's error bar, not fp32's) against Q6_K rows of a multiple of 512 values (4-byte aligned
+    steps), int32 offsets. ``MLX_NATIVE_MMV=off`` turns it off, as the 4-bit tensor-core decode kernel."""
+    return (env.settings.mmv != "off" and ggml_type == Q6K_ID and ROWS_MIN <= m <= ROWS_MAX
+            and x_dtype in (torch.bfloat16, torch.float16) and k > 0 and k % STEP_VALUES == 0 and raw_bytes < 2**31)
+
+
+class Q6kMmvLaunch:
+    """:func:`q6k_mmv_kernel` for ``(x [m, k], raw)`` (raw: the blocks as uint8, 16-byte aligned), x rows at stride
+    ``x_row_stride`` (an odd one is copied to contiguous rows: x is read as int32 words); the result has x's dtype.
+    The counters of a K split belong to the plan: it must not run on two streams at once."""
+
+    def __init__(self, m: int, n: int, k: int, x_dtype: torch.dtype, x_row_stride: int, device,
+                 programs_per_sm: int = PROGRAMS_PER_SM):
+        if k % STEP_VALUES or not 1 <= m <= ROWS_MAX:
+            raise ValueError(f"q6k_mmv: rows of {k} values (a multiple of {STEP_VALUES}), 1-{ROWS_MAX} rows of x "
+                             f"(got {m})")
+        tiles = triton.cdiv(n, BN)
+        self.split, per_split = split_rule(k // STEP_VALUES, 1, tiles, programs_per_sm * device_info(device).sm_count,
+                                           MIN_STEPS)
+        self.m, self.n, self.dtype, self.device = m, n, x_dtype, device
+        self.x_copy = x_row_stride % 2 == 1
+        self.ints = (m, n, k, k if self.x_copy else x_row_stride, k // STEP_VALUES * 105, per_split)
+        self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
+        self.launch = dependent_launch(q6k_mmv_kernel, (tiles, self.split), dict(
+            BN=BN, MP=8 if m <= 8 else 16, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
+            FUSE=self.splitk is not None and self.splitk.fused, ASM=not env.settings.triton_interpret), device,
+            False, num_warps=WARPS, num_stages=STAGES)
+
+    def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
+        out = empty((self.m, self.n), dtype=self.dtype, device=self.device)
+        x = x.contiguous() if self.x_copy else word_aligned(x)
+        return run_split(self.launch, self.splitk, (x, raw), out, self.ints)
