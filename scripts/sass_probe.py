@@ -152,10 +152,11 @@ def main() -> int:
         const = dict(STRIDE_E=2048 * k // 8, STRIDE_SE=2048 * k // gs, STRIDE_W=k // 8, STRIDE_S=k // gs,
                      BN=args.bn, CH=ch, SLOTS=8, TOPK=8, GS=gs, EVEN_N=True, ASM=True, PDL=bool(args.pdl))
         codes_per_iter = args.bn * 8 * ch * 32
-    elif args.kernel == "q6k_mmv":  # two super-blocks of each of BN rows a loop step
+    elif args.kernel == "q6k_mmv":  # half a super-block of each of BN rows a loop step
         from mlx_native.ops.ggml.q6k_mmv import q6k_mmv_kernel as fn
-        const = dict(BN=args.bn, MP=args.mp, X_F16=False, SPLIT_K=False, FUSE=False, ASM=True)
-        codes_per_iter = args.bn * 512
+        const = dict(BN=args.bn, MP=args.mp, X_F16=False, SPLIT_K=False, FUSE=False, ASM=True,
+                     PREFETCH=bool(args.prefetch))
+        codes_per_iter = args.bn * 128
     else:
         from mlx_native.ops.ggml.q4k_mv import Q4K_MAX_WPS, q4k_mv_kernel as fn
         from mlx_native.ops.quant.affine_mv import AMV_WARPS

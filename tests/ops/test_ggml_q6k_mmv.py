@@ -28,18 +28,19 @@ def _run(device, raw: np.ndarray, m: int, n: int, k: int, dtype, pad: int = 0, x
 
 
 @pytest.mark.parametrize("m, n, k, dtype, pad, pps, split", [
-    (5, 19, 512, torch.bfloat16, 0, 2, 1),  # one step (two super-blocks), one ragged row tile, x tile of 8 rows
-    (8, 70, 1024, torch.float16, 6, 2, 1),  # two steps, two row tiles (the second ragged), row stride K + 6
-    (9, 64, 2560, torch.bfloat16, 2, 64, 2),  # x tile of 16 rows, five steps split 3 + 2, merged in the launch
-    (16, 33, 4096, torch.float16, 0, 64, 4),  # sixteen rows, eight steps split in four
-    (12, 40, 1536, torch.bfloat16, 3, 2, 1),  # an odd row stride: x copied to contiguous rows (read as words)
-    (6, 130, 3072, torch.float16, 0, 64, 2),  # three row tiles, six steps split in two (K splits are powers of two)
+    (5, 19, 512, torch.bfloat16, 0, 0, 1),  # four steps (half super-blocks), one ragged row tile, x tile of 8 rows
+    (8, 70, 768, torch.float16, 6, 0, 1),  # rows of 3 super-blocks (their alignment alternates), row stride K + 6
+    (7, 21, 256, torch.bfloat16, 0, 0, 1),  # one super-block a row
+    (9, 64, 2816, torch.bfloat16, 2, 64, 4),  # x tile of 16 rows, 22 steps split 6 + 6 + 6 + 4, merged in the launch
+    (16, 33, 4096, torch.float16, 0, 64, 8),  # sixteen rows, 32 steps split in eight
+    (12, 40, 1536, torch.bfloat16, 3, 0, 1),  # an odd row stride: x copied to contiguous rows (read as words)
+    (6, 130, 3072, torch.float16, 0, 64, 4),  # three row tiles, 24 steps split in four
 ])
 def test_q6k_mmv_error_bar(device, m, n, k, dtype, pad, pps, split, request):
     """5-16 rows of x against quantized weights: every row within the error bar of the fp64 oracle (each weight is
-    rounded twice, ``d sc`` then the product, as ``mmv``'s Q4_K tiles), with one or several loop steps, ragged row
-    tiles, x rows inside a wider tensor, and a K split merged in the launch whose counters are back at zero for a
-    second call."""
+    rounded twice, ``d sc`` then the product, as ``mmv``'s Q4_K tiles), with one or several loop steps, super-blocks
+    at both alignments, ragged row tiles, x rows inside a wider tensor, and a K split (``pps`` 64: as far as
+    ``MIN_STEPS`` allows; 0: none) merged in the launch whose counters are back at zero for a second call."""
     from test_quant import assert_merged_in_launch
 
     raw = quantized_blocks(n, k, rng_for(request))
@@ -47,7 +48,7 @@ def test_q6k_mmv_error_bar(device, m, n, k, dtype, pad, pps, split, request):
     assert_error_bar(out, oracle, baseline, what=f"Q6_K {m}x{n}x{k} {dtype}")
     c = plan.launch.constexprs
     assert c["MP"] == (8 if m <= 8 else 16) and c["X_F16"] == (dtype == torch.float16)
-    assert plan.ints == (m, n, k, k if pad % 2 else k + pad, k // 512 * 105, -(-k // 512 // split))
+    assert plan.ints == (m, n, k, k if pad % 2 else k + pad, k // 256 * 210, -(-k // 128 // split))
     assert plan.split == split
     if split > 1:
         assert_merged_in_launch(plan)
@@ -59,8 +60,7 @@ def test_q6k_mmv_error_bar(device, m, n, k, dtype, pad, pps, split, request):
 @pytest.mark.parametrize("m, dtype", [(5, torch.bfloat16), (16, torch.float16)])
 def test_q6k_mmv_every_byte_at_every_position(device, m, dtype, request):
     """Blocks whose bytes 0-207 run through every value at every position (256 super-blocks: every code, high pair
-    and scale, in both super-blocks of a step, the even one's whole words and the odd one's joined halves): within
-    the error bar."""
+    and scale, in super-blocks of both alignments, whole words and joined halves): within the error bar."""
     n, k = 64, 1024
     raw = byte_sweep_blocks(n * k // 256, rng_for(request))
     out, oracle, baseline, _ = _run(device, raw, m, n, k, dtype)
@@ -111,8 +111,8 @@ def test_q6k_mmv_keeps_inf_and_nan_of_x(device, dtype, request):
 
 
 def test_q6k_mmv_supports(monkeypatch):
-    """The gate: ``ROWS_MIN`` to ``ROWS_MAX`` rows of bf16/fp16 x against Q6_K rows of a multiple of 512 values under
-    2 GiB, while ``MLX_NATIVE_MMV`` is not off; the plan refuses rows it cannot step through."""
+    """The gate: ``ROWS_MIN`` to ``ROWS_MAX`` rows of bf16/fp16 x against Q6_K rows of whole super-blocks under
+    2 GiB, while ``MLX_NATIVE_MMV`` is not off; the plan refuses rows that are not whole super-blocks."""
     import dataclasses
 
     from mlx_native.ops.ggml import q6k_mmv
@@ -124,27 +124,30 @@ def test_q6k_mmv_supports(monkeypatch):
         assert q6k_mmv.supports(q6, bf, m, 4096, nbytes) and q6k_mmv.supports(q6, torch.float16, m, 4096, nbytes)
     assert not q6k_mmv.supports(q6, bf, q6k_mmv.ROWS_MIN - 1, 4096, nbytes)
     assert not q6k_mmv.supports(q6, bf, q6k_mmv.ROWS_MAX + 1, 4096, nbytes)
-    assert not q6k_mmv.supports(q6, bf, 8, 768, nbytes)  # rows of 3 super-blocks: steps are pairs
+    assert q6k_mmv.supports(q6, bf, 8, 768, nbytes) and not q6k_mmv.supports(q6, bf, 8, 4096 + 128, nbytes)
     assert not q6k_mmv.supports(q6, torch.float32, 8, 4096, nbytes)
     assert not q6k_mmv.supports(q6, bf, 8, 4096, 2**31)
     for other in ("Q4_K", "Q5_K", "Q8_0"):
         assert not q6k_mmv.supports(formats.BY_NAME[other].id, bf, 8, 4096, nbytes)
     with pytest.raises(ValueError, match="q6k_mmv"):
-        q6k_mmv.Q6kMmvLaunch(8, 64, 768, bf, 768, torch.device("cpu"))
+        q6k_mmv.Q6kMmvLaunch(8, 64, 4096 + 128, bf, 4096 + 128, torch.device("cpu"))
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="off"))
     assert not q6k_mmv.supports(q6, bf, 8, 4096, nbytes)
 
 
-@pytest.mark.parametrize("m, k, kind", [(5, 512, "q6k mmv"), (16, 1024, "q6k mmv"), (8, 768, "streamed slices"),
-                                        (12, 768, "decode")])
-def test_ggml_matmul_routes_q6k_rows_to_mmv(device, monkeypatch, m, k, kind, request):
-    """``ggml_matmul`` sends 5-16 rows of x against Q6_K rows of a multiple of 512 values here (x a row-strided view
-    that starts at an odd element: copied to aligned rows), others to the 4-row slices or the tiled decode kernel;
-    the result within the error bar."""
+@pytest.mark.parametrize("m, k, mmv, kind", [(5, 512, "on", "q6k mmv"), (16, 768, "auto", "q6k mmv"),
+                                             (8, 512, "off", "streamed slices"), (12, 512, "off", "decode")])
+def test_ggml_matmul_routes_q6k_rows_to_mmv(device, monkeypatch, m, k, mmv, kind, request):
+    """``ggml_matmul`` sends 5-16 rows of x against Q6_K here (x a row-strided view that starts at an odd element:
+    copied to aligned rows) unless ``MLX_NATIVE_MMV=off`` (then 5-8 rows run as 4-row slices, more on the tiled
+    decode kernel); the result within the error bar."""
+    import dataclasses
+
     from mlx_native.ops.ggml import kernel
-    from mlx_native.runtime import plans
+    from mlx_native.runtime import env, plans
 
     request.addfinalizer(plans.clear_all)
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv=mmv))
     built = spy_plans(monkeypatch, kernel.MatmulPlan)
     n = 24
     raw = quantized_blocks(n, k, rng_for(request))

@@ -1,6 +1,7 @@
 """Session 40: the tensor-core Q6_K decode kernel (``ops/ggml/q6k_mmv.py``) at 2-16 rows of x against the route
 before it (``MLX_NATIVE_MMV=off``: ``q6k_idot``'s rows at 2-4, 4-row slices at 5-8, the tiled decode kernel at
-9-16), dequantize + cuBLAS bf16, and one row; pipeline stages and programs per SM swept. CUDA-graph replay,
+9-16), dequantize + cuBLAS bf16, and one row; the register prefetch (p1 / p0) and programs per SM (2 / 4) swept
+(run 2 swept cp.async stages of the first form, two super-blocks a step: 1 stage best, 3 spilled). CUDA-graph replay,
 weights rotating past L2; us.
 
     python q6k_mmv_sweep.py [--rows 2,4,5,8,12,16] [--shapes 4096x14336,...]
@@ -23,12 +24,12 @@ from mlx_native.ops.ggml import formats, q6k_mmv  # noqa: E402
 from mlx_native.runtime import env, plans  # noqa: E402
 
 DT = torch.bfloat16
-VARIANTS = [(3, 2), (1, 2), (2, 2), (4, 2), (3, 4), (2, 4)]  # (stages, programs per SM)
+VARIANTS = [(True, 2), (False, 2), (True, 4), (False, 4)]  # (register prefetch, programs per SM)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", default="2,4,5,8,12,16")
+    ap.add_argument("--rows", default="3,4,5,8,16")
     ap.add_argument("--shapes", default="4096x14336,14336x4096,4096x4096,4096x128256")
     a = ap.parse_args()
     copy = common.copy_bandwidth()
@@ -58,14 +59,14 @@ def main():
             plans.clear_all()
             t_cub = common.time_graph(cublas, sets)
             row = f"  M{m:<3d} before {t_before:7.2f}  cuBLAS {t_cub:7.2f}  mmv"
-            for stages, pps in VARIANTS:
-                q6k_mmv.STAGES = stages
+            for prefetch, pps in VARIANTS:
+                q6k_mmv.PREFETCH = prefetch
                 plan = q6k_mmv.Q6kMmvLaunch(m, n, k, DT, k, torch.device("cuda"), pps)
                 out = plan(*sets[0]).float()
                 err = (out - ref).abs().max().item() / ref.abs().max().item()
                 t = common.time_graph(plan, sets)
-                row += f"  s{stages}p{pps} {t:7.2f} (split {plan.split}, err {err:.0e})"
-            q6k_mmv.STAGES = 3
+                row += f"  p{int(prefetch)} {pps}/SM {t:7.2f} (split {plan.split}, err {err:.0e})"
+            q6k_mmv.PREFETCH = True
             print(row, flush=True)
 
 
