@@ -48,6 +48,7 @@ def test_q6k_mmv_error_bar(device, m, n, k, dtype, pad, pps, split, request):
     assert_error_bar(out, oracle, baseline, what=f"Q6_K {m}x{n}x{k} {dtype}")
     c = plan.launch.constexprs
     assert c["MP"] == (8 if m <= 8 else 16) and c["X_F16"] == (dtype == torch.float16)
+    assert c["PREFETCH"] == (split == 1 or m > 8)  # both forms of the loop run in these cases
     assert plan.ints == (m, n, k, k if pad % 2 else k + pad, k // 256 * 210, -(-k // 128 // split))
     assert plan.split == split
     if split > 1:

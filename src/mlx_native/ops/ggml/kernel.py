@@ -239,7 +239,7 @@ class MatmulPlan:
     5-64 (3-4 on large matrices; ``mmv.prefer``, ``mmv.MID_ROWS_MAX``), and with ``MLX_NATIVE_MMV=on`` the other
     Q4_0 / Q4_1 / Q4_K calls with 1-16 rows; Q6_K calls of 5-8 rows and Q5_K / Q8_0 calls of 5 the streamed
     mat-vecs on slices of 4 rows (:func:`row_slices`) unless Q6_K rows of a multiple of 512 values take the
-    tensor-core Q6_K decode kernel (``q6k_mmv``: 5-16 rows); other calls of 17 rows or more chunked dequantize + cuBLAS
+    tensor-core Q6_K decode kernel (``q6k_mmv``: 4-16 rows); other calls of 17 rows or more chunked dequantize + cuBLAS
     (``qmm.PREFILL_CUBLAS_MIN_M``); everything else runs the fused kernels on the blocks."""
 
     def __init__(self, x, raw, t, n, k):
@@ -266,14 +266,14 @@ class MatmulPlan:
             self.chunked = qmm.ChunkedPrefill(m, n, k, x.dtype, x.dtype, x.device, rows_dequantizer(t, k))
             self.kind = "prefill (chunked dequantize + cuBLAS)"
             return
+        if q6k_mmv.supports(t.id, x.dtype, m, k, n * rb) and qmm.CONFIG_OVERRIDE is None:
+            self.launch = q6k_mmv.Q6kMmvLaunch(m, n, k, x.dtype, strides[0], x.device)
+            self.kind = "q6k mmv"
+            return
         build = streamed_launch(t.id, x.dtype, m, n, k, strides[0], x.device)
         if build is not None:
             self.launch = build()
             self.kind = "streamed"
-            return
-        if q6k_mmv.supports(t.id, x.dtype, m, k, n * rb) and qmm.CONFIG_OVERRIDE is None:
-            self.launch = q6k_mmv.Q6kMmvLaunch(m, n, k, x.dtype, strides[0], x.device)
-            self.kind = "q6k mmv"
             return
         slices = () if tensor_core else row_slices(t.id, m)
         builds = [streamed_launch(t.id, x.dtype, r, n, k, strides[0], x.device) for r in slices]

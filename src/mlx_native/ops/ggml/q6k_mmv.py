@@ -14,8 +14,8 @@ Steps and alignment. A loop step is half a super-block (128 values: 64 ql bytes,
 steps of one split in order. Super-blocks are 210 bytes, so each starts 4-byte aligned or two bytes past it (``mis``,
 per row and super-block: rows of an odd number of super-blocks alternate too); every field is read as the int32
 words from the one holding its first byte, each joined with the next word by a funnel shift of 0 or 16 bits (``shf``;
-two loads, the second one word on only where ``mis``). ``PREFETCH``: the next step's words are loaded before this
-step is decoded (registers; taken at the top of the next step through ``kernels.loads.pinned``).
+two loads, the second one word on only where ``mis``). ``PREFETCH`` (:func:`prefetch_rule`): the next step's words are
+loaded before this step is decoded (registers; taken at the top of the next step through ``kernels.loads.pinned``).
 
 Decoding, per ql word ``j = 8 c0 + f`` of a half (bytes ``l = 32 c0 + 4 f .. + 3``) and shift ``4 i`` (``i = 2 i1 +
 i0``: nibble ``i0`` of bytes ``i1`` and ``i1 + 2``): ``(ql >> 4 i) & 0x000F000F`` is the low four bits of two codes,
@@ -51,14 +51,27 @@ from ..quant.qmm import SplitK, run_split, store_result
 
 Q6K_ID = 14
 STEP_VALUES = 128  # a loop step: half a super-block
-ROWS_MIN = 5  # rows of x from which ggml_matmul takes this kernel (2-4: q6k_idot's rows, 5-8 were 4-row slices)
+# Session 40 run 3 (H200, us, this kernel against the route before it: q6k_idot's rows at 2-4 rows, 4-row slices at
+# 5-8, the tiled decode kernel at 9-16; K x N 4096 x 14336 / 14336 x 4096 / 4096 x 4096 / the 4096 x 128256 head):
+# 4 rows 33.1 / 33.4 / 12.4 / 235.5 against 36.4 / 39.8 / 16.6 / 286.1; 5 rows 33.1 / 33.6 / 12.4 / 235.4 against
+# 74.3 / 90.0 / 25.3 / 482.0; 8 rows 33.4 / 33.6 / 12.4 / 234.6 against 74.8 / 81.2 / 33.2 / 577.7; 16 rows 35.9 /
+# 35.5 / 13.5 / 239.5 against 107.6 / 90.3 / 32.4 / 775.7 (dequantize + cuBLAS 97 / 96 / 30 / 806; one row 19.8 /
+# 20.8 / 8.4 / 128.8). At 3 rows q6k_idot's rows are ahead on 4096 x 14336 (30.5 against 33.1).
+ROWS_MIN = 4  # rows of x from which ggml_matmul takes this kernel
 ROWS_MAX = 16
 BN = 64  # output features per program
 WARPS = 4
 STAGES = 1  # session 40 run 2: the cp.async pipeline of 4-byte pieces spilled (3 stages 3.2x slower than 1)
-PREFETCH = True
-PROGRAMS_PER_SM = 2  # split K until about this many programs per SM
+PROGRAMS_PER_SM = 4  # split K until about this many programs per SM (run 3: 4096 x 14336 33.1 against 36.0 with 2)
 MIN_STEPS = 4  # loop steps per split at least
+
+
+def prefetch_rule(m: int, split: int) -> bool:
+    """Whether the loop loads the next step's words a step ahead (``PREFETCH``). Run 3: on for the head's 2004 tiles
+    (no K split: 235 against 249 us) and at 9-16 rows (x tiles of 16: 4096 x 14336 35.9 against 37.3, 14336 x 4096
+    35.5 against 36.9, 4096 x 4096 14.3 against 13.5); off for 4-8 rows of a split K (33.1 against 33.9, 33.6
+    against 34.7, 12.4 against 14.0)."""
+    return split == 1 or m > 8
 
 # ``(OFF + q) - (OFF + 32)`` is ``q - 32`` exactly, and ``(q - 32) S`` (an FMA with -0.0) rounds once: a pair of
 # dequantized Q6_K weights, ``$1`` two codes with the magic exponent, ``$2`` the scale in both halves.
@@ -222,7 +235,7 @@ class Q6kMmvLaunch:
         self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
         self.launch = dependent_launch(q6k_mmv_kernel, (tiles, self.split), dict(
             BN=BN, MP=8 if m <= 8 else 16, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
-            FUSE=self.splitk is not None and self.splitk.fused, PREFETCH=PREFETCH,
+            FUSE=self.splitk is not None and self.splitk.fused, PREFETCH=prefetch_rule(m, self.split),
             ASM=not env.settings.triton_interpret), device, False, num_warps=WARPS, num_stages=STAGES)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
