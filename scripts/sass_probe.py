@@ -9,7 +9,8 @@ of its main loop (the largest backward-branch block).
     python scripts/sass_probe.py q6k_idot [--bn 32] --warps 1 [--k 4096] [--mr 2]  (BN / 8 rows a lane; MR rows of x)
     python scripts/sass_probe.py moe_idot [--bn 4] [--warps 2] [--k 2048]  (routed gate/up pair)
     python scripts/sass_probe.py moe_mix [--bn 4] [--k 768]  (routed down projection mixing 8 slots)
-    python scripts/sass_probe.py q6k_mmv [--bn 64] --warps 4 [--mp 16] [--stages 3]  (tensor-core Q6_K decode)
+    python scripts/sass_probe.py block_mmv --fmt 14 [--bn 64] --warps 4 [--mp 16] [--prefetch 0]  (tensor-core
+        decode of GGUF Q6_K (14) / Q8_0 (8) blocks)
     ... moe_idot / moe_mix --pdl 1: as moe_ffn launches them (programmatic dependent launch)
 
 It also prints the kernel's shared memory and local (spill) bytes, and the loop's shared-memory accesses.
@@ -106,7 +107,7 @@ def main_loop(sass: str) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("kernel", choices=("affine_idot", "affine_mv", "q4k_idot", "q4k_mv", "q6k_idot", "moe_idot",
-                                           "moe_mix", "q6k_mmv"))
+                                           "moe_mix", "block_mmv"))
     ap.add_argument("--bn", type=int, default=8)
     ap.add_argument("--warps", type=int, default=2)
     ap.add_argument("--k", type=int, default=4096)
@@ -114,7 +115,8 @@ def main() -> int:
     ap.add_argument("--prefetch", type=int, default=1)
     ap.add_argument("--pdl", type=int, default=0)
     ap.add_argument("--mr", type=int, default=1, help="rows of x (q6k_idot)")
-    ap.add_argument("--mp", type=int, default=16, help="x tile rows (q6k_mmv)")
+    ap.add_argument("--mp", type=int, default=16, help="x tile rows (block_mmv)")
+    ap.add_argument("--fmt", type=int, default=14, help="GGUF type id (block_mmv)")
     ap.add_argument("--stages", type=int, default=1, help="software pipeline stages")
     args = ap.parse_args()
     k, gs = args.k, 64
@@ -152,9 +154,9 @@ def main() -> int:
         const = dict(STRIDE_E=2048 * k // 8, STRIDE_SE=2048 * k // gs, STRIDE_W=k // 8, STRIDE_S=k // gs,
                      BN=args.bn, CH=ch, SLOTS=8, TOPK=8, GS=gs, EVEN_N=True, ASM=True, PDL=bool(args.pdl))
         codes_per_iter = args.bn * 8 * ch * 32
-    elif args.kernel == "q6k_mmv":  # half a super-block of each of BN rows a loop step
-        from mlx_native.ops.ggml.q6k_mmv import q6k_mmv_kernel as fn
-        const = dict(BN=args.bn, MP=args.mp, X_F16=False, SPLIT_K=False, FUSE=False, ASM=True,
+    elif args.kernel == "block_mmv":  # 128 values of each of BN rows a loop step
+        from mlx_native.ops.ggml.block_mmv import block_mmv_kernel as fn
+        const = dict(FMT=args.fmt, BN=args.bn, MP=args.mp, X_F16=False, SPLIT_K=False, FUSE=False, ASM=True,
                      PREFETCH=bool(args.prefetch))
         codes_per_iter = args.bn * 128
     else:

@@ -17,7 +17,7 @@ from ...runtime.memory import empty
 from ..common import next_pow2
 from ..quant import gemv, mmv, qmm
 from ..quant.qmm import QmmLaunch, select_kind, WeightSpec, choose_config
-from . import formats, q4_idot, q4_mv, q4k_idot, q4k_idot_rows, q4k_mv, q6k_idot, q6k_mmv, q6k_mv, q8_mv
+from . import block_mmv, formats, q4_idot, q4_mv, q4k_idot, q4k_idot_rows, q4k_mv, q6k_idot, q6k_mv, q8_mv
 from .tiles import STRUCTURED, ggml_elem, ggml_tile, planes_of, tile_unit
 
 _FLOAT_DTYPES = {formats.F32.id: torch.float32, formats.F16.id: torch.float16, formats.BF16.id: torch.bfloat16}
@@ -238,8 +238,8 @@ class MatmulPlan:
     tensor-core decode kernel (``quant/mmv.py``) other Q4_K calls with 2-128 bf16/fp16 rows, Q4_0 / Q4_1 calls with
     5-64 (3-4 on large matrices; ``mmv.prefer``, ``mmv.MID_ROWS_MAX``), and with ``MLX_NATIVE_MMV=on`` the other
     Q4_0 / Q4_1 / Q4_K calls with 1-16 rows; Q6_K calls of 5-8 rows and Q5_K / Q8_0 calls of 5 the streamed
-    mat-vecs on slices of 4 rows (:func:`row_slices`) unless Q6_K rows of a multiple of 512 values take the
-    tensor-core Q6_K decode kernel (``q6k_mmv``: 4-16 rows); other calls of 17 rows or more chunked dequantize + cuBLAS
+    mat-vecs on slices of 4 rows (:func:`row_slices`) unless the tensor-core decode kernel of Q6_K / Q8_0
+    (``block_mmv``: Q6_K 4-16 rows, Q8_0 5-16 of whole 128-value steps) takes them; other calls of 17 rows or more chunked dequantize + cuBLAS
     (``qmm.PREFILL_CUBLAS_MIN_M``); everything else runs the fused kernels on the blocks."""
 
     def __init__(self, x, raw, t, n, k):
@@ -266,9 +266,9 @@ class MatmulPlan:
             self.chunked = qmm.ChunkedPrefill(m, n, k, x.dtype, x.dtype, x.device, rows_dequantizer(t, k))
             self.kind = "prefill (chunked dequantize + cuBLAS)"
             return
-        if q6k_mmv.supports(t.id, x.dtype, m, k, n * rb) and qmm.CONFIG_OVERRIDE is None:
-            self.launch = q6k_mmv.Q6kMmvLaunch(m, n, k, x.dtype, strides[0], x.device)
-            self.kind = "q6k mmv"
+        if block_mmv.supports(t.id, x.dtype, m, k, n * rb) and qmm.CONFIG_OVERRIDE is None:
+            self.launch = block_mmv.BlockMmvLaunch(t.id, m, n, k, x.dtype, strides[0], x.device)
+            self.kind = "block mmv"
             return
         build = streamed_launch(t.id, x.dtype, m, n, k, strides[0], x.device)
         if build is not None:
@@ -307,7 +307,7 @@ class MatmulPlan:
         r = aligned(raw.reshape(-1))
         if self.chunked is not None:
             return self.chunked(x2, (r,)).view(self.out_shape)
-        if self.kind in ("streamed", "q6k mmv"):
+        if self.kind in ("streamed", "block mmv"):
             return self.launch(x2, r).view(self.out_shape)
         if self.kind == "streamed slices":
             return torch.cat([launch(x2[i:i + rows], r) for i, rows, launch in self.slices]).view(self.out_shape)

@@ -1,0 +1,291 @@
+"""Decode matmul on tensor cores for GGUF Q6_K and Q8_0 weights and a few rows of x (``ROWS_MIN`` to ``ROWS_MAX``).
+
+The streamed kernels of these types (``q6k_idot``, ``q6k_mv``, ``q8_mv``) decode every code once per row of x; at
+4-16 rows their cost grows with the rows (Q6_K 4 rows 36.6 us against 20.1 at one row on 4096 x 14336, H200), and the
+tiled decode kernel took 65-108 us. Here each code is decoded once, to a 16-bit weight in x's dtype, and the rows of
+x cost tensor-core multiply-adds, as ``quant/mmv.py`` does for 4-bit weights. ``FMT`` picks the layout:
+
+* Q6_K (llama.cpp's 210-byte super-blocks of 256 values: bytes 0-127 low nibbles ``ql``, 128-191 high bit pairs
+  ``qh``, 192-207 int8 scales, 208-209 fp16 ``d``; value ``128 h + l + 64 t`` of half ``h`` (``l`` 0-63, ``t`` 0-1)
+  takes nibble ``t`` of ql byte ``64 h + l``, bits ``2 (l // 32) + 4 t`` of qh byte ``32 h + l % 32`` and scale
+  ``value // 16``; ``w = d sc (q - 32)``). A loop step is half a super-block (64 ql bytes, 32 qh bytes, 8 scales).
+* Q8_0 (34-byte blocks of 32 values: fp16 ``d``, 32 int8 codes; ``w = d q``). A loop step is 4 blocks.
+
+Alignment. Super-blocks and blocks start 4-byte aligned or two bytes past it (per row and block: rows of an odd
+number of them alternate); every field is read as the int32 words from the one holding its first byte, each joined
+with the next word by a funnel shift of 0 or 16 bits (``shf``; two loads, the second one word on only where the
+field is not aligned). ``PREFETCH`` (:func:`prefetch_rule`): the next step's words are loaded before this step is
+decoded (registers; taken at the top of the next step through ``kernels.loads.pinned``).
+
+Decoding, as ``mmv``'s packed tiles: ``(w >> 4 i) & 0x000F000F`` of a word ``w`` is nibble ``i0`` of bytes ``i1`` and
+``i1 + 2`` (``i = 2 i1 + i0``), one per 16-bit half; with the magic exponent of ``quant/mmv.py`` (bf16 ``0x4300``,
+fp16 ``0x6400``) each half is a 16-bit float ``OFF + v`` exactly, ``(OFF + v) - (OFF + c)`` is ``v - c`` exactly and
+``(v - c) S`` (an FMA with -0.0) rounds once: two values an instruction in PTX (``bf16x2`` / ``f16x2``; the
+interpreter runs the same math in fp32). Q6_K: ``v`` the 6-bit code (its high pair from qh word ``f`` shifted by
+``2 c0`` for ql word ``8 c0 + f``, at bits ``4 i`` and ``4 i + 16``), ``c = 32``, ``S = d sc`` rounded to x's dtype
+once per 16 values, so each weight is rounded twice (``S``, then the product), as ``mmv``'s Q4_K tiles. Q8_0: each
+code byte (``^ 0x80``: ``q + 128 = 16 H + L``) is two columns of the tile, ``L`` with ``c = 0, S = d`` and ``H`` with
+``c = 8, S = 16 d`` (``d q = d L + 16 d (H - 8)``), both meeting the same x; ``d`` rounded to x's dtype, each column
+rounded once. The pairs form ``mmv``'s tile (:func:`~mlx_native.ops.quant.mmv._tile`, each thread's register pairs from
+its own words) and x is reordered in registers to match (:func:`_x_order_step`): Q6_K column ``((i 4 + f4) 4 + c) 2 +
+e`` holds the half's value ``64 i0 + 16 c + 4 f4 + 2 e + i1`` (ql word ``4 c + f4``); Q8_0 column ``((i 8 + f) 4 + b)
+2 + e`` value ``32 b + 4 f + 2 e + i1`` of the step (block ``b``, code word ``f``), 256 columns for 128 values.
+
+Grid: axis 0 tiles of ``BN`` output features, axis 1 a K split in whole steps, summed in the launch by the last split
+of each tile to arrive (``qmm.store_result``; ``qmm.SplitK`` owns the counters). x rows are padded to ``MP`` (8 or
+16, the dot's N); rows ``>= M`` are masked loads and never stored. x is read as int32 words (an even row stride) a
+step ahead, unpacked at the top of the next step, as in ``mmv``.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ...kernels.dependent import dependent_launch, enter
+from ...kernels.loads import pinned
+from ...kernels.words import half16, word_aligned
+from ...runtime import env
+from ...runtime.device import device_info
+from ...runtime.memory import empty
+from ..quant.mmv import _pair16, _tile, _x_load, split_rule
+from ..quant.qmm import SplitK, run_split, store_result
+from .formats import BY_NAME
+
+Q6K_ID = BY_NAME["Q6_K"].id
+Q8_ID = BY_NAME["Q8_0"].id
+Q6_K: tl.constexpr = tl.constexpr(Q6K_ID)
+Q8_0: tl.constexpr = tl.constexpr(Q8_ID)
+STEP_VALUES = 128  # a loop step: half a Q6_K super-block, 4 Q8_0 blocks
+# Session 40 run 3 (H200, us, Q6_K here against the route before: q6k_idot's rows at 2-4 rows, 4-row slices at 5-8,
+# the tiled decode kernel at 9-16; K x N 4096 x 14336 / 14336 x 4096 / 4096 x 4096 / the 4096 x 128256 head):
+# 4 rows 33.1 / 33.4 / 12.4 / 235.5 against 36.4 / 39.8 / 16.6 / 286.1; 5 rows 33.1 / 33.6 / 12.4 / 235.4 against
+# 74.3 / 90.0 / 25.3 / 482.0; 8 rows 33.4 / 33.6 / 12.4 / 234.6 against 74.8 / 81.2 / 33.2 / 577.7; 16 rows 35.9 /
+# 35.5 / 13.5 / 239.5 against 107.6 / 90.3 / 32.4 / 775.7 (dequantize + cuBLAS 97 / 96 / 30 / 806; one row 19.8 /
+# 20.8 / 8.4 / 128.8). At 3 rows q6k_idot's rows are ahead on 4096 x 14336 (30.5 against 33.1).
+ROWS_MIN = {Q6K_ID: 4, Q8_ID: 5}  # rows of x from which ggml_matmul takes this kernel, by type
+ROWS_MAX = 16
+BN = 64  # output features per program
+WARPS = 4
+STAGES = 1  # session 40 run 2: the cp.async pipeline of 4-byte pieces spilled (3 stages 3.2x slower than 1)
+PROGRAMS_PER_SM = 4  # split K until about this many programs per SM (run 3: Q6_K 4096 x 14336 33.1 against 36.0 with 2)
+MIN_STEPS = 4  # loop steps per split at least
+
+
+def prefetch_rule(m: int, split: int) -> bool:
+    """Whether the loop loads the next step's words a step ahead (``PREFETCH``). Run 3 (Q6_K): on for the head's 2004
+    tiles (no K split: 235 against 249 us) and at 9-16 rows (x tiles of 16: 4096 x 14336 35.9 against 37.3, 14336 x
+    4096 35.5 against 36.9, 4096 x 4096 14.3 against 13.5); off for 4-8 rows of a split K (33.1 against 33.9, 33.6
+    against 34.7, 12.4 against 14.0)."""
+    return split == 1 or m > 8
+
+
+# ``(OFF + v) - (OFF + c)`` is ``v - c`` exactly (``$3``: ``-(OFF + c)`` in both halves), and ``(v - c) S`` (an FMA with
+# -0.0) rounds once: a pair of dequantized weights, ``$1`` two values with the magic exponent, ``$2`` the scale.
+_PAIRS_BF16 = tl.constexpr("""{ .reg .b32 t, one, nz;
+ mov.b32 one, 0x3F803F80; mov.b32 nz, 0x80008000;
+ fma.rn.bf16x2 t, $1, one, $3;
+ fma.rn.bf16x2 $0, t, $2, nz; }""")
+_PAIRS_F16 = tl.constexpr("""{ .reg .b32 t, one, nz;
+ mov.b32 one, 0x3C003C00; mov.b32 nz, 0x80008000;
+ fma.rn.f16x2 t, $1, one, $3;
+ fma.rn.f16x2 $0, t, $2, nz; }""")
+
+
+@triton.jit
+def _funnel(a, b, sh, ASM: tl.constexpr):
+    """The low word of ``(b : a) >> sh`` (``sh`` 0 or 16, broadcast to ``a``'s shape): ``a``, or its high half joined
+    with ``b``'s low half."""
+    sh = tl.broadcast_to(sh, a.shape)
+    if ASM:
+        return tl.inline_asm_elementwise("shf.r.clamp.b32 $0, $1, $2, $3;", "=r,r,r,r", [a, b, sh], dtype=tl.int32,
+                                         is_pure=True, pack=1)
+    return (((a.to(tl.int64) & 0xFFFFFFFF) | (b.to(tl.int64) << 32)) >> sh.to(tl.int64)).to(tl.int32)
+
+
+@triton.jit
+def _half_bits(w, sh):
+    """The 16 bits at ``sh`` (0 or 16, broadcast) of the words ``w`` as an fp16 value, in fp32."""
+    return ((w >> sh) & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def _step_loads(wp, row_byte, u, FMT: tl.constexpr):
+    """The words of step ``u`` of the rows at byte ``row_byte [BN]``, as 8 tensors. Q6_K (half ``u % 2`` of
+    super-block ``u // 2``): ``(ql, ql1, qh, qh1, sc, sc1, dw, sh)`` -- each field's words from the one holding its
+    first byte and the words one on (the same words where the super-block is 4-byte aligned), the word holding ``d``,
+    the funnel shift ``[BN, 1]``. Q8_0 (blocks ``4 u .. 4 u + 3``): ``(q, q1, dw, sh, dsh, ..)`` -- the code words
+    ``[BN, 4, 8]`` and those one on, the words holding ``d [BN, 4]``, the codes' funnel shift ``[BN, 4, 1]`` and
+    ``d``'s half ``[BN, 4]`` (the rest repeat it)."""
+    if FMT == Q6_K:
+        byte = row_byte + 210 * (u // 2)
+        w0 = byte >> 2
+        one = ((byte >> 1) & 1)[:, None]
+        h = u % 2
+        ql = wp + (w0 + 16 * h)[:, None] + tl.arange(0, 16)[None, :]
+        qh = wp + (w0 + 32 + 8 * h)[:, None] + tl.arange(0, 8)[None, :]
+        sc = wp + (w0 + 48 + 2 * h)[:, None] + tl.arange(0, 2)[None, :]
+        return (tl.load(ql), tl.load(ql + one), tl.load(qh), tl.load(qh + one), tl.load(sc), tl.load(sc + one),
+                tl.load(wp + w0 + 52), 16 * one)
+    else:
+        byte = row_byte[:, None] + 136 * u + 34 * tl.arange(0, 4)[None, :]  # [BN, 4] block starts
+        one = (((byte + 2) >> 1) & 1)[:, :, None]
+        q = wp + ((byte + 2) >> 2)[:, :, None] + tl.arange(0, 8)[None, None, :]
+        dsh = 16 * ((byte >> 1) & 1)
+        return tl.load(q), tl.load(q + one), tl.load(wp + (byte >> 2)), 16 * one, dsh, dsh, dsh, dsh
+
+
+@triton.jit
+def _pairs(code, S2, OFF2, X_F16: tl.constexpr, ASM: tl.constexpr):
+    """``code`` pairs with the magic exponent, ``S2`` (:func:`_pair16` of the scales) and ``OFF2`` (``-(OFF + c)`` in
+    both halves), one shape -> the weights ``(v - c) S`` in x's dtype, half ``e`` on a last axis of 2."""
+    dt: tl.constexpr = tl.float16 if X_F16 else tl.bfloat16
+    if ASM:
+        d = tl.inline_asm_elementwise(_PAIRS_F16 if X_F16 else _PAIRS_BF16, "=r,r,r,r", [code, S2, OFF2],
+                                      dtype=tl.int32, is_pure=True, pack=1)
+        return tl.join(d.to(tl.int16).to(dt, bitcast=True), (d >> 16).to(tl.int16).to(dt, bitcast=True))
+    S = half16(S2, 0, dt).to(tl.float32)
+    off = half16(OFF2, 0, dt).to(tl.float32)
+    lo = half16(code, 0, dt).to(tl.float32) + off
+    hi = half16(code, 16, dt).to(tl.float32) + off
+    return tl.join((lo * S).to(dt), (hi * S).to(dt))
+
+
+@triton.jit
+def _x_order_step(xn, FMT: tl.constexpr, DT: tl.constexpr):
+    """x of a step as loaded (``[MP, 64]`` int32 words, values in order) -> ``[C, MP]`` in the tile's column order
+    (module docstring): Q6_K ``C = 128``, value ``64 i0 + 32 c1 + 16 c0 + 4 f4 + 2 e + i1`` to column ``(((2 i1 + i0) 4
+    + f4) 4 + 2 c1 + c0) 2 + e``; Q8_0 ``C = 256``, value ``32 b + 4 f + 2 e + i1`` to columns ``(((2 i1 + i0) 8 + f) 4
+    + b) 2 + e`` for both ``i0``."""
+    MP: tl.constexpr = xn.shape[0]
+    x = tl.reshape(tl.join(half16(xn, 0, DT), half16(xn, 16, DT)), (MP, 128))
+    if FMT == Q6_K:
+        return tl.reshape(tl.permute(tl.reshape(x, (MP, 2, 2, 2, 4, 2, 2)), (6, 1, 4, 2, 3, 5, 0)), (128, MP))
+    else:
+        x = tl.broadcast_to(tl.reshape(x, (MP, 4, 8, 2, 2, 1)), (MP, 4, 8, 2, 2, 2))
+        return tl.reshape(tl.permute(x, (4, 5, 2, 1, 3, 0)), (256, MP))
+
+
+@triton.jit
+def _step(xs, t0, t1, t2, t3, t4, t5, t6, t7, acc, FMT: tl.constexpr, BN: tl.constexpr, X_F16: tl.constexpr,
+          ASM: tl.constexpr):
+    """``acc [BN, MP] += dot(w, x)`` over one step from :func:`_step_loads`' tensors, ``xs`` x of its values in the
+    tile's column order (:func:`_x_order_step`)."""
+    dt: tl.constexpr = tl.float16 if X_F16 else tl.bfloat16
+    OFF: tl.constexpr = 1024.0 if X_F16 else 128.0
+    MAGIC: tl.constexpr = 0x64006400 if X_F16 else 0x43004300
+    i = tl.arange(0, 4)[None, None, :]
+    if FMT == Q6_K:
+        ql = _funnel(t0, t1, t7, ASM)
+        qh = _funnel(t2, t3, t7, ASM)
+        sc = _funnel(t4, t5, t7, ASM)
+        d = _half_bits(t6, tl.reshape(t7, (BN,)))
+        scb = (sc[:, :, None] << (24 - 8 * tl.arange(0, 4))[None, None, :]) >> 24  # int8 scales [BN, 2, 4]
+        S2 = _pair16(tl.reshape(d[:, None, None] * scb.to(tl.float32), (BN, 8)).to(dt))
+        # scale 4 i0 + 2 c0 + f // 4 of ql word 8 c0 + f, shift i = 2 i1 + i0
+        S2 = tl.permute(tl.reshape(S2, (BN, 2, 2, 2)), (0, 2, 3, 1))  # [BN, c0, f // 4, i0]
+        S2 = tl.reshape(tl.broadcast_to(tl.reshape(S2, (BN, 2, 2, 1, 1, 2)), (BN, 2, 2, 4, 2, 2)), (BN, 16, 4))
+        # qh word f of ql word 8 c0 + f, shifted by 2 c0: its pairs at bits 4 i, 4 i + 16
+        hs = tl.reshape(tl.broadcast_to(tl.reshape(qh, (BN, 1, 8)), (BN, 2, 8)), (BN, 16))
+        hs = hs >> (2 * (tl.arange(0, 16) // 8))[None, :]
+        # bits 4 i, 4 i + 1 (and + 16) of hs to bits 4, 5: left 4 for i = 0, right 4 i - 4 else
+        high = ((hs[:, :, None] << tl.where(i == 0, 4, 0)) >> tl.maximum(4 * i - 4, 0)) & 0x00300030
+        code = ((ql[:, :, None] >> 4 * i) & 0x000F000F) | high | MAGIC
+        OFF2 = _pair16(tl.full((1, 1, 1), -(OFF + 32.0), dt))
+        return tl.dot(_tile(_pairs(code, S2, OFF2, X_F16, ASM), BN, 128), xs, acc)
+    else:
+        q = tl.reshape(_funnel(t0, t1, t3, ASM), (BN, 32)) ^ -0x7F7F7F80  # bytes q + 128 = 16 H + L (^ 0x80808080)
+        d = _half_bits(t2, t4)  # [BN, 4]
+        hi = (i % 2) == 1  # shifts 4 and 12: the high nibbles
+        S2 = tl.where(hi, _pair16((16.0 * d).to(dt))[:, :, None, None], _pair16(d.to(dt))[:, :, None, None])
+        S2 = tl.reshape(tl.broadcast_to(S2, (BN, 4, 8, 4)), (BN, 32, 4))
+        OFF2 = tl.where(hi, _pair16(tl.full((1, 1, 1), -(OFF + 8.0), dt)), _pair16(tl.full((1, 1, 1), -OFF, dt)))
+        code = ((q[:, :, None] >> 4 * i) & 0x000F000F) | MAGIC
+        return tl.dot(_tile(_pairs(code, S2, OFF2, X_F16, ASM), BN, 256), xs, acc)
+
+
+@triton.jit(do_not_specialize=["steps_per_split"])
+def block_mmv_kernel(
+    x_ptr,  # [M, K] activations, bf16 or fp16, 4-byte aligned rows (unit column stride, even stride_xm)
+    w_ptr,  # [N * row_bytes] uint8 blocks, 4-byte aligned
+    out_ptr,  # [M, N] output (written unless SPLIT_K without FUSE)
+    part_ptr,  # [split, M, N] fp32 partials (SPLIT_K)
+    cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters, zero between launches (FUSE)
+    M, N, K, stride_xm, row_bytes, steps_per_split,
+    FMT: tl.constexpr, BN: tl.constexpr, MP: tl.constexpr, X_F16: tl.constexpr, SPLIT_K: tl.constexpr,
+    FUSE: tl.constexpr, PREFETCH: tl.constexpr = True, ASM: tl.constexpr = True, PDL: tl.constexpr = 0,
+):
+    """Grid ``(cdiv(N, BN), split)``; ``FMT``: the GGUF type id (Q6_K or Q8_0)."""
+    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    rows = pid_n * BN + tl.arange(0, BN)
+    row_ok = rows < N
+    rows = tl.where(row_ok, rows, 0)
+    row_byte = rows * row_bytes
+    m = tl.arange(0, MP)
+    u_lo = pid_k * steps_per_split
+    u_hi = tl.minimum(K // 128, u_lo + steps_per_split)
+    wp = w_ptr.to(tl.pointer_type(tl.int32))
+    dt = x_ptr.dtype.element_ty
+    acc = tl.zeros([BN, MP], dtype=tl.float32)
+    xn = _x_load(x_ptr, m, u_lo, stride_xm, tl.where(u_lo < u_hi, M, 0), 128, 128)  # x of the next step
+    if PREFETCH:
+        n0, n1, n2, n3, n4, n5, n6, n7 = _step_loads(wp, row_byte, u_lo, FMT)
+    for u in range(u_lo, u_hi):
+        xs = _x_order_step(pinned(xn, ASM), FMT, dt)
+        xn = _x_load(x_ptr, m, u + 1, stride_xm, tl.where(u + 1 < u_hi, M, 0), 128, 128)
+        if PREFETCH:
+            t0, t1, t2, t3, t4, t5, t6, t7 = (pinned(n0, ASM), pinned(n1, ASM), pinned(n2, ASM), n3, n4,
+                                              pinned(n5, ASM), pinned(n6, ASM), n7)
+            n0, n1, n2, n3, n4, n5, n6, n7 = _step_loads(wp, row_byte, tl.minimum(u + 1, u_hi - 1), FMT)
+        else:
+            t0, t1, t2, t3, t4, t5, t6, t7 = _step_loads(wp, row_byte, u, FMT)
+        acc = _step(xs, t0, t1, t2, t3, t4, t5, t6, t7, acc, FMT, BN, X_F16, ASM)
+    mask = row_ok[:, None] & (m < M)[None, :]
+    out_off = m[None, :].to(tl.int64) * N + (pid_n * BN + tl.arange(0, BN))[:, None]
+    store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, acc, acc, out_off, mask, M * N, SPLIT_K, FUSE, False, 0)
+
+
+def _row_unit(type_id: int) -> int:
+    """Values a row must be a multiple of: Q6_K whole super-blocks, Q8_0 whole steps of 4 blocks."""
+    return 256 if type_id == Q6K_ID else STEP_VALUES
+
+
+def supports(type_id: int, x_dtype: torch.dtype, m: int, k: int, raw_bytes: int) -> bool:
+    """``ROWS_MIN[type]`` to ``ROWS_MAX`` rows of bf16/fp16 x (its dtype the result's: the rounding of the weights is
+    within a 16-bit result's error bar, not fp32's) against Q6_K rows of whole super-blocks or Q8_0 rows of a multiple
+    of 128 values, int32 offsets. ``MLX_NATIVE_MMV=off`` turns it off, as the 4-bit tensor-core decode kernel."""
+    return (env.settings.mmv != "off" and type_id in ROWS_MIN and ROWS_MIN[type_id] <= m <= ROWS_MAX
+            and x_dtype in (torch.bfloat16, torch.float16) and k > 0 and k % _row_unit(type_id) == 0
+            and raw_bytes < 2**31)
+
+
+class BlockMmvLaunch:
+    """:func:`block_mmv_kernel` for ``(x [m, k], raw)`` of GGUF type ``type_id`` (raw: the blocks as uint8, 16-byte
+    aligned), x rows at stride ``x_row_stride`` (an odd one is copied to contiguous rows: x is read as int32 words); the
+    result has x's dtype. The counters of a K split belong to the plan: it must not run on two streams at once."""
+
+    def __init__(self, type_id: int, m: int, n: int, k: int, x_dtype: torch.dtype, x_row_stride: int, device,
+                 programs_per_sm: int = PROGRAMS_PER_SM):
+        if type_id not in ROWS_MIN or k % _row_unit(type_id) or not 1 <= m <= ROWS_MAX:
+            raise ValueError(f"block_mmv: GGUF Q6_K or Q8_0 (got type {type_id}) rows of a multiple of "
+                             f"{_row_unit(type_id)} values (got {k}), 1-{ROWS_MAX} rows of x (got {m})")
+        tiles = triton.cdiv(n, BN)
+        self.split, per_split = split_rule(k // STEP_VALUES, 1, tiles,
+                                           programs_per_sm * device_info(device).sm_count, MIN_STEPS)
+        self.m, self.n, self.dtype, self.device = m, n, x_dtype, device
+        self.x_copy = x_row_stride % 2 == 1
+        row_bytes = k // 256 * 210 if type_id == Q6K_ID else k // 32 * 34
+        self.ints = (m, n, k, k if self.x_copy else x_row_stride, row_bytes, per_split)
+        self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
+        self.launch = dependent_launch(block_mmv_kernel, (tiles, self.split), dict(
+            FMT=type_id, BN=BN, MP=8 if m <= 8 else 16, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
+            FUSE=self.splitk is not None and self.splitk.fused, PREFETCH=prefetch_rule(m, self.split),
+            ASM=not env.settings.triton_interpret), device, False, num_warps=WARPS, num_stages=STAGES)
+
+    def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
+        out = empty((self.m, self.n), dtype=self.dtype, device=self.device)
+        x = x.contiguous() if self.x_copy else word_aligned(x)
+        return run_split(self.launch, self.splitk, (x, raw), out, self.ints)
