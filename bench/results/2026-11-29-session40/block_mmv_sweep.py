@@ -32,7 +32,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", default="3,4,5,8,16")
     ap.add_argument("--shapes", default="4096x14336,14336x4096,4096x4096,4096x128256")
-    ap.add_argument("--fmt", default=a.fmt)
+    ap.add_argument("--fmt", default="Q6_K")
     ap.add_argument("--variants", type=int, default=1, help="0: only the routes")
     a = ap.parse_args()
     copy = common.copy_bandwidth()
