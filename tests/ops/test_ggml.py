@@ -842,9 +842,9 @@ def test_matmul_routes_to_streamed_kernels(device, monkeypatch, name, m, k, expe
     ("Q8_0", 6, ()), ("Q5_K", 8, ()), ("Q6_K", 9, ()),  # the tiled decode kernel
 ])
 def test_matmul_rows_as_streamed_slices(device, monkeypatch, name, m, slices, request):
-    """5-8 rows of Q6_K (with ``MLX_NATIVE_MMV=off``: else the tensor-core Q6_K kernel has them) and 5 of Q8_0 /
-    Q5_K run as slices of 4 rows on the streamed kernels (a plan each, their rows in order; x a row-strided view on
-    the CPU); the result within the error bar; other row counts stay on the tiled decode kernel."""
+    """5-8 rows of Q6_K and 5 of Q8_0 / Q5_K run as slices of 4 rows on the streamed kernels (a plan each, their
+    rows in order; x a row-strided view on the CPU); the result within the error bar; other row counts stay on the
+    tiled decode kernel. (Q6_K and Q8_0 with ``MLX_NATIVE_MMV=off``: else ``block_mmv`` has these rows.)"""
     from mlx_native.ops.ggml import kernel
     from mlx_native.runtime import plans
 
@@ -853,8 +853,7 @@ def test_matmul_rows_as_streamed_slices(device, monkeypatch, name, m, slices, re
     built = spy_plans(monkeypatch, kernel.MatmulPlan)
     from mlx_native.runtime import env
 
-    if name == "Q6_K":
-        monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="off"))
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="off"))
     n, k = 24, 512
     raw = valid_blocks(name, n, k, rng_for(request))
     w = torch.from_numpy(gguf_values(raw, name, (n, k)))

@@ -69,7 +69,7 @@ def test_block_mmv_error_bar(device, name, m, n, k, dtype, pad, pps, split, requ
     assert_error_bar(out, oracle, baseline, what=f"{name} {m}x{n}x{k} {dtype}")
     c = plan.launch.constexprs
     assert c["FMT"] == formats.BY_NAME[name].id and c["MP"] == (8 if m <= 8 else 16)
-    assert c["X_F16"] == (dtype == torch.float16) and c["PREFETCH"] == (split == 1 or m > 8)
+    assert c["X_F16"] == (dtype == torch.float16) and c["PREFETCH"] == (split == 1 or name == "Q6_K" and m > 8)
     row_bytes = formats.row_bytes(formats.BY_NAME[name], k)
     assert plan.ints == (m, n, k, k if pad % 2 else k + pad, row_bytes, -(-k // 128 // split))
     assert plan.split == split

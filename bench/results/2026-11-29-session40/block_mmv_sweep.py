@@ -69,7 +69,7 @@ def main():
                    f"cuBLAS {t_cub:7.2f}")
             rule = block_mmv.prefetch_rule
             for prefetch, pps in VARIANTS if a.variants else ():
-                block_mmv.prefetch_rule = lambda m, split: prefetch  # noqa: E731
+                block_mmv.prefetch_rule = lambda type_id, m, split: prefetch  # noqa: E731
                 plan = block_mmv.BlockMmvLaunch(t.id, m, n, k, DT, k, torch.device("cuda"), pps)
                 out = plan(*sets[0]).float()
                 err = (out - ref).abs().max().item() / ref.abs().max().item()

@@ -63,7 +63,11 @@ STEP_VALUES = 128  # a loop step: half a Q6_K super-block, 4 Q8_0 blocks
 # 4 rows 33.1 / 33.4 / 12.4 / 235.5 against 36.4 / 39.8 / 16.6 / 286.1; 5 rows 33.1 / 33.6 / 12.4 / 235.4 against
 # 74.3 / 90.0 / 25.3 / 482.0; 8 rows 33.4 / 33.6 / 12.4 / 234.6 against 74.8 / 81.2 / 33.2 / 577.7; 16 rows 35.9 /
 # 35.5 / 13.5 / 239.5 against 107.6 / 90.3 / 32.4 / 775.7 (dequantize + cuBLAS 97 / 96 / 30 / 806; one row 19.8 /
-# 20.8 / 8.4 / 128.8). At 3 rows q6k_idot's rows are ahead on 4096 x 14336 (30.5 against 33.1).
+# 20.8 / 8.4 / 128.8). At 3 rows q6k_idot's rows are ahead on 4096 x 14336 (30.5 against 33.1). Q8_0, run 4 (against
+# the route before: q8_mv's rows at 3, 4-row slices at 5, the tiled decode kernel at 6-16): 5 / 8 / 16 rows 50.8 /
+# 50.8 / 51.9, 48.4 / 48.7 / 49.3, 16.9 / 17.0 / 17.3 against 66.8 / 71.0 / 71.8, 58.3 / 65.8 / 66.4, 22.2 / 24.6 /
+# 24.9 (dequantize + cuBLAS 88 / 89 / 26; one row 21.6 / 21.7 / 8.5); at 3 rows q8_mv's rows are ahead (33.2 against
+# 50.5 on 4096 x 14336).
 ROWS_MIN = {Q6K_ID: 4, Q8_ID: 5}  # rows of x from which ggml_matmul takes this kernel, by type
 ROWS_MAX = 16
 BN = 64  # output features per program
@@ -73,12 +77,14 @@ PROGRAMS_PER_SM = 4  # split K until about this many programs per SM (run 3: Q6_
 MIN_STEPS = 4  # loop steps per split at least
 
 
-def prefetch_rule(m: int, split: int) -> bool:
+def prefetch_rule(type_id: int, m: int, split: int) -> bool:
     """Whether the loop loads the next step's words a step ahead (``PREFETCH``). Run 3 (Q6_K): on for the head's 2004
     tiles (no K split: 235 against 249 us) and at 9-16 rows (x tiles of 16: 4096 x 14336 35.9 against 37.3, 14336 x
     4096 35.5 against 36.9, 4096 x 4096 14.3 against 13.5); off for 4-8 rows of a split K (33.1 against 33.9, 33.6
-    against 34.7, 12.4 against 14.0)."""
-    return split == 1 or m > 8
+    against 34.7, 12.4 against 14.0). Run 4 (Q8_0, 4 programs per SM): off at every row count of a split K (5 / 8 / 16
+    rows 4096 x 14336 50.8 / 50.8 / 51.9 against 50.4 / 50.8 / 52.7, 14336 x 4096 48.4 / 48.7 / 49.3 against 54.6 /
+    54.7 / 52.2, 4096 x 4096 16.9 / 17.0 / 17.3 against 19.5 / 19.5 / 19.5); on without a split (run 5)."""
+    return split == 1 or (type_id == Q6K_ID and m > 8)
 
 
 # ``(OFF + v) - (OFF + c)`` is ``v - c`` exactly (``$3``: ``-(OFF + c)`` in both halves), and ``(v - c) S`` (an FMA with
@@ -282,7 +288,7 @@ class BlockMmvLaunch:
         self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
         self.launch = dependent_launch(block_mmv_kernel, (tiles, self.split), dict(
             FMT=type_id, BN=BN, MP=8 if m <= 8 else 16, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
-            FUSE=self.splitk is not None and self.splitk.fused, PREFETCH=prefetch_rule(m, self.split),
+            FUSE=self.splitk is not None and self.splitk.fused, PREFETCH=prefetch_rule(type_id, m, self.split),
             ASM=not env.settings.triton_interpret), device, False, num_warps=WARPS, num_stages=STAGES)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
