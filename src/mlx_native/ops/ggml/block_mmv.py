@@ -83,7 +83,8 @@ def prefetch_rule(type_id: int, m: int, split: int) -> bool:
     4096 35.5 against 36.9, 4096 x 4096 14.3 against 13.5); off for 4-8 rows of a split K (33.1 against 33.9, 33.6
     against 34.7, 12.4 against 14.0). Run 4 (Q8_0, 4 programs per SM): off at every row count of a split K (5 / 8 / 16
     rows 4096 x 14336 50.8 / 50.8 / 51.9 against 50.4 / 50.8 / 52.7, 14336 x 4096 48.4 / 48.7 / 49.3 against 54.6 /
-    54.7 / 52.2, 4096 x 4096 16.9 / 17.0 / 17.3 against 19.5 / 19.5 / 19.5); on without a split (run 5)."""
+    54.7 / 52.2, 4096 x 4096 16.9 / 17.0 / 17.3 against 19.5 / 19.5 / 19.5); on without a split (run 5, the 4096 x
+    128256 head: 5 / 16 rows 361.8 / 364.6 against 359.3 / 381.9)."""
     return split == 1 or (type_id == Q6K_ID and m > 8)
 
 
