@@ -47,7 +47,7 @@ MID = [(32, 4096, 14336), (64, 4096, 14336), (128, 4096, 14336), (64, 14336, 409
 GGUF_MAIN = ["Q4_0", "Q4_K"]
 GGUF_OTHER = ["Q4_1", "Q8_0", "Q5_K", "Q6_K"]
 OTHER_SHAPES = [(4096, 14336), (14336, 4096)]
-OTHER_ROWS = [2, 4]  # GGUF_OTHER at a few rows of x, on OTHER_SHAPES[0]
+OTHER_ROWS = [2, 4, 8, 16]  # GGUF_OTHER at a few rows of x, on OTHER_SHAPES[0] (8, 16: Q6_K / Q8_0 on block_mmv)
 MOE = [  # (name, experts, top_k, hidden, intermediate, tokens)
     ("qwen3-30b-a3b", 128, 8, 2048, 768, 1),
     ("qwen3.6-35b-a3b", 256, 8, 2048, 512, 1),
