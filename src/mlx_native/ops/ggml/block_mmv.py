@@ -51,10 +51,10 @@ from ...runtime.device import device_info
 from ...runtime.memory import empty
 from ..quant.mmv import _pair16, _tile, _x_load, split_rule
 from ..quant.qmm import SplitK, run_split, store_result
-from .formats import BY_NAME
+from . import formats
 
-Q6K_ID = BY_NAME["Q6_K"].id
-Q8_ID = BY_NAME["Q8_0"].id
+Q6K_ID = formats.BY_NAME["Q6_K"].id
+Q8_ID = formats.BY_NAME["Q8_0"].id
 Q6_K: tl.constexpr = tl.constexpr(Q6K_ID)
 Q8_0: tl.constexpr = tl.constexpr(Q8_ID)
 STEP_VALUES = 128  # a loop step: half a Q6_K super-block, 4 Q8_0 blocks
@@ -109,12 +109,6 @@ def _funnel(a, b, sh, ASM: tl.constexpr):
         return tl.inline_asm_elementwise("shf.r.clamp.b32 $0, $1, $2, $3;", "=r,r,r,r", [a, b, sh], dtype=tl.int32,
                                          is_pure=True, pack=1)
     return (((a.to(tl.int64) & 0xFFFFFFFF) | (b.to(tl.int64) << 32)) >> sh.to(tl.int64)).to(tl.int32)
-
-
-@triton.jit
-def _half_bits(w, sh):
-    """The 16 bits at ``sh`` (0 or 16, broadcast) of the words ``w`` as an fp16 value, in fp32."""
-    return ((w >> sh) & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
 
 
 @triton.jit
@@ -187,7 +181,7 @@ def _step(xs, t0, t1, t2, t3, t4, t5, t6, t7, acc, FMT: tl.constexpr, BN: tl.con
         ql = _funnel(t0, t1, t7, ASM)
         qh = _funnel(t2, t3, t7, ASM)
         sc = _funnel(t4, t5, t7, ASM)
-        d = _half_bits(t6, tl.reshape(t7, (BN,)))
+        d = half16(t6, tl.reshape(t7, (BN,)), tl.float16).to(tl.float32)
         scb = (sc[:, :, None] << (24 - 8 * tl.arange(0, 4))[None, None, :]) >> 24  # int8 scales [BN, 2, 4]
         S2 = _pair16(tl.reshape(d[:, None, None] * scb.to(tl.float32), (BN, 8)).to(dt))
         # scale 4 i0 + 2 c0 + f // 4 of ql word 8 c0 + f, shift i = 2 i1 + i0
@@ -203,7 +197,7 @@ def _step(xs, t0, t1, t2, t3, t4, t5, t6, t7, acc, FMT: tl.constexpr, BN: tl.con
         return tl.dot(_tile(_pairs(code, S2, OFF2, X_F16, ASM), BN, 128), xs, acc)
     else:
         q = tl.reshape(_funnel(t0, t1, t3, ASM), (BN, 32)) ^ -0x7F7F7F80  # bytes q + 128 = 16 H + L (^ 0x80808080)
-        d = _half_bits(t2, t4)  # [BN, 4]
+        d = half16(t2, t4, tl.float16).to(tl.float32)  # [BN, 4]
         hi = (i % 2) == 1  # shifts 4 and 12: the high nibbles
         S2 = tl.where(hi, _pair16((16.0 * d).to(dt))[:, :, None, None], _pair16(d.to(dt))[:, :, None, None])
         S2 = tl.reshape(tl.broadcast_to(S2, (BN, 4, 8, 4)), (BN, 32, 4))
@@ -284,7 +278,7 @@ class BlockMmvLaunch:
                                            programs_per_sm * device_info(device).sm_count, MIN_STEPS)
         self.m, self.n, self.dtype, self.device = m, n, x_dtype, device
         self.x_copy = x_row_stride % 2 == 1
-        row_bytes = k // 256 * 210 if type_id == Q6K_ID else k // 32 * 34
+        row_bytes = formats.row_bytes(formats.BY_ID[type_id], k)
         self.ints = (m, n, k, k if self.x_copy else x_row_stride, row_bytes, per_split)
         self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
         self.launch = dependent_launch(block_mmv_kernel, (tiles, self.split), dict(
