@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # q6k_mmv.py in half-super-block steps (runtime alignment, register prefetch): its tests on CUDA (with -m gpu's real sizes), the routing and
+# slices tests of test_ggml.py; then the sweep against the route before it (q6k_mmv_sweep.py)
 # (the sweep script as run: git show 2f1334a:bench/results/2026-11-29-session40/q6k_mmv_sweep.py; its module q6k_mmv.py
 # became ops/ggml/block_mmv.py, whose sweep is block_mmv_sweep.py)
-# slices tests of test_ggml.py; then the sweep against the route before it (q6k_mmv_sweep.py)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD/src:$PWD/bench
 R=/tmp/run3; mkdir -p $R
