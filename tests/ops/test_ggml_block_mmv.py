@@ -19,12 +19,16 @@ def _blocks(name: str, n: int, k: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def _sweep_blocks(name: str, n_blocks: int, rng: np.random.Generator) -> np.ndarray:
-    """Blocks whose code bytes (Q6_K: bytes 0-207, low nibbles, high pairs and scales; Q8_0: bytes 2-33) run through
-    every value at every position over 256 blocks; ``d`` random with both signs."""
+    """Blocks whose code bytes (Q6_K: bytes 0-207, low nibbles, high pairs and scales; Q8_0: bytes 2-33; Q5_K: bytes
+    4-175, scales and mins, high bits, nibbles) run through every value at every position over 256 blocks; ``d``
+    random with both signs (Q5_K: ``dmin`` positive)."""
     if name == "Q6_K":
         return byte_sweep_blocks(n_blocks, rng)
-    raw = crafted_blocks(name, n_blocks, rng).reshape(n_blocks, 34)
-    raw[:, 2:] = ((np.arange(32)[None, :] + np.arange(n_blocks)[:, None] + int(rng.integers(0, 256))) % 256)
+    t = formats.BY_NAME[name]
+    first = 2 if name == "Q8_0" else 4  # Q5_K: scales, mins, qh and qs
+    raw = crafted_blocks(name, n_blocks, rng).reshape(n_blocks, t.block_bytes)
+    width = t.block_bytes - first
+    raw[:, first:] = ((np.arange(width)[None, :] + np.arange(n_blocks)[:, None] + int(rng.integers(0, 256))) % 256)
     return raw.reshape(-1)
 
 
@@ -56,6 +60,10 @@ def _run(device, raw: np.ndarray, name: str, m: int, n: int, k: int, dtype, pad:
     ("Q8_0", 8, 70, 640, torch.float16, 6, 0, 1),  # five steps (rows of 20 blocks), two row tiles, stride K + 6
     ("Q8_0", 11, 64, 2816, torch.bfloat16, 2, 64, 4),  # 22 steps split 6 + 6 + 6 + 4, merged in the launch
     ("Q8_0", 16, 33, 4096, torch.float16, 3, 64, 8),  # an odd row stride, 32 steps split in eight
+    ("Q5_K", 5, 19, 512, torch.bfloat16, 0, 0, 1),  # four steps (half super-blocks), a ragged row tile
+    ("Q5_K", 12, 70, 768, torch.float16, 6, 0, 1),  # rows of 3 super-blocks, two row tiles, stride K + 6
+    ("Q5_K", 9, 64, 2816, torch.bfloat16, 3, 64, 4),  # an odd row stride, 22 steps split 6 + 6 + 6 + 4
+    ("Q5_K", 6, 33, 4096, torch.float16, 0, 64, 8),  # 32 steps split in eight
 ])
 def test_block_mmv_error_bar(device, name, m, n, k, dtype, pad, pps, split, request):
     """4-16 rows of x against quantized weights: every row within the error bar of the fp64 oracle (Q6_K weights are
@@ -81,16 +89,17 @@ def test_block_mmv_error_bar(device, name, m, n, k, dtype, pad, pps, split, requ
 
 
 @pytest.mark.parametrize("name, m, dtype", [("Q6_K", 5, torch.bfloat16), ("Q6_K", 16, torch.float16),
-                                            ("Q8_0", 6, torch.bfloat16), ("Q8_0", 12, torch.float16)])
+                                            ("Q8_0", 6, torch.bfloat16), ("Q8_0", 12, torch.float16),
+                                            ("Q5_K", 7, torch.bfloat16), ("Q5_K", 16, torch.float16)])
 def test_block_mmv_every_byte_at_every_position(device, name, m, dtype, request):
     """Code bytes through every value at every position (256 blocks, at both alignments): within the error bar."""
-    n, k = (64, 1024) if name == "Q6_K" else (32, 256)
+    n, k = (32, 256) if name == "Q8_0" else (64, 1024)
     raw = _sweep_blocks(name, n * k // formats.BY_NAME[name].block_elems, rng_for(request))
     out, oracle, baseline, _ = _run(device, raw, name, m, n, k, dtype)
     assert_error_bar(out, oracle, baseline, what=f"{name} byte sweep {m} rows {dtype}")
 
 
-@pytest.mark.parametrize("name", ["Q6_K", "Q8_0"])
+@pytest.mark.parametrize("name", ["Q6_K", "Q8_0", "Q5_K"])
 def test_block_mmv_rows_are_the_rows_of_x(device, name, request):
     """Each output row belongs to its row of x: rows that are power-of-two multiples of one another give outputs in
     the same ratios, bitwise, so a swapped or repeated row of x fails."""
@@ -125,7 +134,7 @@ def test_block_mmv_extreme_d(device, name, request):
     assert_error_bar(out, oracle, baseline, what=f"{name} extreme d")
 
 
-@pytest.mark.parametrize("name", ["Q6_K", "Q8_0"])
+@pytest.mark.parametrize("name", ["Q6_K", "Q8_0", "Q5_K"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_block_mmv_keeps_inf_and_nan_of_x(device, name, dtype, request):
     """Inf / NaN in a row of x reach that row's outputs and no other's."""
@@ -159,7 +168,8 @@ def test_block_mmv_supports(monkeypatch):
         assert not block_mmv.supports(t, bf, 8, 4096, 2**31)
     assert block_mmv.supports(q6, bf, 8, 768, nbytes) and not block_mmv.supports(q6, bf, 8, 4096 + 128, nbytes)
     assert block_mmv.supports(q8, bf, 8, 4096 + 128, nbytes) and not block_mmv.supports(q8, bf, 8, 576, nbytes)
-    for other in ("Q4_K", "Q5_K", "Q4_0"):
+    assert block_mmv.supports(formats.BY_NAME["Q5_K"].id, bf, 8, 768, nbytes)
+    for other in ("Q4_K", "Q4_0", "Q4_1"):
         assert not block_mmv.supports(formats.BY_NAME[other].id, bf, 8, 4096, nbytes)
     for t, k in ((q6, 4096 + 128), (q8, 576), (formats.BY_NAME["Q4_K"].id, 4096)):
         with pytest.raises(ValueError, match="block_mmv"):
@@ -172,6 +182,7 @@ def test_block_mmv_supports(monkeypatch):
     ("Q6_K", 5, 512, "on", "block mmv"), ("Q6_K", 16, 768, "auto", "block mmv"), ("Q6_K", 4, 2048, "auto", "block mmv"),
     ("Q6_K", 8, 512, "off", "streamed slices"), ("Q6_K", 12, 512, "off", "decode"),
     ("Q8_0", 5, 512, "auto", "block mmv"), ("Q8_0", 16, 640, "on", "block mmv"), ("Q8_0", 8, 576, "auto", "decode"),
+    ("Q5_K", 5, 768, "auto", "block mmv"), ("Q5_K", 5, 512, "off", "streamed slices"),
 ])
 def test_ggml_matmul_routes_rows_to_block_mmv(device, monkeypatch, name, m, k, mmv, kind, request):
     """``ggml_matmul`` sends 4-16 rows of x against Q6_K and 5-16 against Q8_0 rows of whole steps here (x a
@@ -197,7 +208,7 @@ def test_ggml_matmul_routes_rows_to_block_mmv(device, monkeypatch, name, m, k, m
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["Q6_K", "Q8_0"])
+@pytest.mark.parametrize("name", ["Q6_K", "Q8_0", "Q5_K"])
 @pytest.mark.parametrize("m", [4, 8, 16])
 def test_block_mmv_real_sizes(device, name, m, request):
     """Llama-3-8B shapes (4096 x 14336, 14336 x 4096), in a CUDA graph too."""

@@ -1,4 +1,5 @@
-"""Decode matmul on tensor cores for GGUF Q6_K and Q8_0 weights and a few rows of x (``ROWS_MIN`` to ``ROWS_MAX``).
+"""Decode matmul on tensor cores for GGUF Q6_K, Q8_0 and Q5_K weights and a few rows of x (``ROWS_MIN`` to
+``ROWS_MAX``).
 
 The streamed kernels of these types (``q6k_idot``, ``q6k_mv``, ``q8_mv``) decode every code once per row of x; at
 4-16 rows their cost grows with the rows (Q6_K 4 rows 36.6 us against 20.1 at one row on 4096 x 14336, H200), and the
@@ -10,8 +11,12 @@ x cost tensor-core multiply-adds, as ``quant/mmv.py`` does for 4-bit weights. ``
   takes nibble ``t`` of ql byte ``64 h + l``, bits ``2 (l // 32) + 4 t`` of qh byte ``32 h + l % 32`` and scale
   ``value // 16``; ``w = d sc (q - 32)``). A loop step is half a super-block (64 ql bytes, 32 qh bytes, 8 scales).
 * Q8_0 (34-byte blocks of 32 values: fp16 ``d``, 32 int8 codes; ``w = d q``). A loop step is 4 blocks.
+* Q5_K (176-byte super-blocks of 256 values: fp16 ``d``, ``dmin``, 12 bytes of Q4_K's 6-bit scales and mins, 32 bytes
+  ``qh``, 128 bytes ``qs``; value ``32 j + l`` of sub-block ``j = 2 c + t`` takes nibble ``t`` of qs byte ``32 c +
+  l`` and bit ``j`` of qh byte ``l``; ``w = d sc_j q - dmin m_j``). A loop step is half a super-block; super-blocks
+  are 16-byte aligned, so no funnel shifts.
 
-Alignment. Super-blocks and blocks start 4-byte aligned or two bytes past it (per row and block: rows of an odd
+Alignment. Q6_K super-blocks and Q8_0 blocks start 4-byte aligned or two bytes past it (per row and block: rows of an odd
 number of them alternate); every field is read as the int32 words from the one holding its first byte, each joined
 with the next word by a funnel shift of 0 or 16 bits (``shf``; two loads, the second one word on only where the
 field is not aligned). ``PREFETCH`` (:func:`prefetch_rule`): the next step's words are loaded before this step is
@@ -23,7 +28,9 @@ fp16 ``0x6400``) each half is a 16-bit float ``OFF + v`` exactly, ``(OFF + v) - 
 ``(v - c) S`` (an FMA with -0.0) rounds once: two values an instruction in PTX (``bf16x2`` / ``f16x2``; the
 interpreter runs the same math in fp32). Q6_K: ``v`` the 6-bit code (its high pair from qh word ``f`` shifted by
 ``2 c0`` for ql word ``8 c0 + f``, at bits ``4 i`` and ``4 i + 16``), ``c = 32``, ``S = d sc`` rounded to x's dtype
-once per 16 values, so each weight is rounded twice (``S``, then the product), as ``mmv``'s Q4_K tiles. Q8_0: each
+once per 16 values, so each weight is rounded twice (``S``, then the product), as ``mmv``'s Q4_K tiles. Q5_K: ``v``
+the nibble or'ed with its qh bit in bit 4, ``c = 0``, and ``fma(v, S, B)`` with ``S = d sc``, ``B = -dmin m`` rounded
+to x's dtype once per sub-block (``mmv``'s Q4_K tiles with a fifth bit; their column order, :func:`_x_order_step`). Q8_0: each
 code byte (``^ 0x80``: ``q + 128 = 16 H + L``) is two columns of the tile, ``L`` with ``c = 0, S = d`` and ``H`` with
 ``c = 8, S = 16 d`` (``d q = d L + 16 d (H - 8)``), both meeting the same x; ``d`` rounded to x's dtype, each column
 rounded once. The pairs form ``mmv``'s tile (:func:`~mlx_native.ops.quant.mmv._tile`, each thread's register pairs from
@@ -49,15 +56,17 @@ from ...kernels.words import half16, word_aligned
 from ...runtime import env
 from ...runtime.device import device_info
 from ...runtime.memory import empty
-from ..quant.mmv import _pair16, _tile, _x_load, split_rule
+from ..quant.mmv import _k_scale_min, _pair16, _tile, _x_load, split_rule
 from ..quant.qmm import SplitK, run_split, store_result
-from .formats import BY_NAME
+from . import formats
 
-Q6K_ID = BY_NAME["Q6_K"].id
-Q8_ID = BY_NAME["Q8_0"].id
+Q6K_ID = formats.BY_NAME["Q6_K"].id
+Q8_ID = formats.BY_NAME["Q8_0"].id
+Q5K_ID = formats.BY_NAME["Q5_K"].id
 Q6_K: tl.constexpr = tl.constexpr(Q6K_ID)
 Q8_0: tl.constexpr = tl.constexpr(Q8_ID)
-STEP_VALUES = 128  # a loop step: half a Q6_K super-block, 4 Q8_0 blocks
+Q5_K: tl.constexpr = tl.constexpr(Q5K_ID)
+STEP_VALUES = 128  # a loop step: half a Q6_K / Q5_K super-block, 4 Q8_0 blocks
 # Session 40 run 3 (H200, us, Q6_K here against the route before: q6k_idot's rows at 2-4 rows, 4-row slices at 5-8,
 # the tiled decode kernel at 9-16; K x N 4096 x 14336 / 14336 x 4096 / 4096 x 4096 / the 4096 x 128256 head):
 # 4 rows 33.1 / 33.4 / 12.4 / 235.5 against 36.4 / 39.8 / 16.6 / 286.1; 5 rows 33.1 / 33.6 / 12.4 / 235.4 against
@@ -68,7 +77,8 @@ STEP_VALUES = 128  # a loop step: half a Q6_K super-block, 4 Q8_0 blocks
 # 50.8 / 51.9, 48.4 / 48.7 / 49.3, 16.9 / 17.0 / 17.3 against 66.8 / 71.0 / 71.8, 58.3 / 65.8 / 66.4, 22.2 / 24.6 /
 # 24.9 (dequantize + cuBLAS 88 / 89 / 26; one row 21.6 / 21.7 / 8.5); at 3 rows q8_mv's rows are ahead (33.2 against
 # 50.5 on 4096 x 14336).
-ROWS_MIN = {Q6K_ID: 4, Q8_ID: 5}  # rows of x from which ggml_matmul takes this kernel, by type
+ROWS_MIN = {Q6K_ID: 4, Q8_ID: 5, Q5K_ID: 5}  # rows of x from which ggml_matmul takes this kernel, by type
+# (Q5_K: not measured yet; the streamed rows kernels have 2-4 rows)
 ROWS_MAX = 16
 BN = 64  # output features per program
 WARPS = 4
@@ -100,6 +110,17 @@ _PAIRS_F16 = tl.constexpr("""{ .reg .b32 t, one, nz;
  fma.rn.f16x2 $0, t, $2, nz; }""")
 
 
+# ``(OFF + v) - OFF`` is ``v`` exactly and ``fma(v, S, B)`` rounds once (``$2``, ``$3``: scale and bias pairs).
+_AFFINE_BF16 = tl.constexpr("""{ .reg .b32 t, one, off;
+ mov.b32 one, 0x3F803F80; mov.b32 off, 0xC300C300;
+ fma.rn.bf16x2 t, $1, one, off;
+ fma.rn.bf16x2 $0, t, $2, $3; }""")
+_AFFINE_F16 = tl.constexpr("""{ .reg .b32 t, one, off;
+ mov.b32 one, 0x3C003C00; mov.b32 off, 0xE400E400;
+ fma.rn.f16x2 t, $1, one, off;
+ fma.rn.f16x2 $0, t, $2, $3; }""")
+
+
 @triton.jit
 def _funnel(a, b, sh, ASM: tl.constexpr):
     """The low word of ``(b : a) >> sh`` (``sh`` 0 or 16, broadcast to ``a``'s shape): ``a``, or its high half joined
@@ -122,7 +143,9 @@ def _step_loads(wp, row_byte, u, FMT: tl.constexpr):
     """The words of step ``u`` of the rows at byte ``row_byte [BN]``, as 8 tensors. Q6_K (half ``u % 2`` of
     super-block ``u // 2``): ``(ql, ql1, qh, qh1, sc, sc1, dw, sh)`` -- each field's words from the one holding its
     first byte and the words one on (the same words where the super-block is 4-byte aligned), the word holding ``d``,
-    the funnel shift ``[BN, 1]``. Q8_0 (blocks ``4 u .. 4 u + 3``): ``(q, q1, dw, sh, dsh, ..)`` -- the code words
+    the funnel shift ``[BN, 1]``. Q5_K (half ``u % 2`` of super-block ``u // 2``): ``(qs, qh, dd, s1, s2, s3, h,
+    dd)`` -- the half's 16 qs words, the 8 qh words, the header words (``d | dmin``, the three scale words) and the
+    half, ``[BN, 1]`` each. Q8_0 (blocks ``4 u .. 4 u + 3``): ``(q, q1, dw, sh, dsh, ..)`` -- the code words
     ``[BN, 4, 8]`` and those one on, the words holding ``d [BN, 4]``, the codes' funnel shift ``[BN, 4, 1]`` and
     ``d``'s half ``[BN, 4]`` (the rest repeat it)."""
     if FMT == Q6_K:
@@ -135,6 +158,16 @@ def _step_loads(wp, row_byte, u, FMT: tl.constexpr):
         sc = wp + (w0 + 48 + 2 * h)[:, None] + tl.arange(0, 2)[None, :]
         return (tl.load(ql), tl.load(ql + one), tl.load(qh), tl.load(qh + one), tl.load(sc), tl.load(sc + one),
                 tl.load(wp + w0 + 52), 16 * one)
+    elif FMT == Q5_K:
+        w0 = tl.multiple_of((row_byte >> 2) + 44 * (u // 2), 4)  # 176-byte super-blocks, 16-byte aligned
+        hdr = tl.load(wp + w0[:, None] + tl.arange(0, 4)[None, :])  # one 16-byte load: d | dmin, the scale words
+        even, odd = tl.split(tl.reshape(hdr, (hdr.shape[0], 2, 2)))  # words 0, 2 and 1, 3
+        dd, s2 = tl.split(even)
+        s1, s3 = tl.split(odd)
+        qh = tl.load(wp + w0[:, None] + 4 + tl.arange(0, 8)[None, :])
+        qs = tl.load(wp + (w0 + 12 + 16 * (u % 2))[:, None] + tl.arange(0, 16)[None, :])
+        dd = dd[:, None]
+        return qs, qh, dd, s1[:, None], s2[:, None], s3[:, None], tl.full(dd.shape, u % 2, tl.int32), dd
     else:
         byte = row_byte[:, None] + 136 * u + 34 * tl.arange(0, 4)[None, :]  # [BN, 4] block starts
         one = (((byte + 2) >> 1) & 1)[:, :, None]
@@ -160,15 +193,33 @@ def _pairs(code, S2, OFF2, X_F16: tl.constexpr, ASM: tl.constexpr):
 
 
 @triton.jit
+def _affine_pairs(code, S2, B2, X_F16: tl.constexpr, ASM: tl.constexpr):
+    """As :func:`_pairs` for ``fma(v, S, B)`` (``c = 0``; ``B2``: the bias pairs)."""
+    dt: tl.constexpr = tl.float16 if X_F16 else tl.bfloat16
+    if ASM:
+        d = tl.inline_asm_elementwise(_AFFINE_F16 if X_F16 else _AFFINE_BF16, "=r,r,r,r", [code, S2, B2],
+                                      dtype=tl.int32, is_pure=True, pack=1)
+        return tl.join(d.to(tl.int16).to(dt, bitcast=True), (d >> 16).to(tl.int16).to(dt, bitcast=True))
+    S = half16(S2, 0, dt).to(tl.float32)
+    B = half16(B2, 0, dt).to(tl.float32)
+    OFF: tl.constexpr = 1024.0 if X_F16 else 128.0
+    lo = half16(code, 0, dt).to(tl.float32) - OFF
+    hi = half16(code, 16, dt).to(tl.float32) - OFF
+    return tl.join(tl.fma(lo, S, B).to(dt), tl.fma(hi, S, B).to(dt))
+
+
+@triton.jit
 def _x_order_step(xn, FMT: tl.constexpr, DT: tl.constexpr):
     """x of a step as loaded (``[MP, 64]`` int32 words, values in order) -> ``[C, MP]`` in the tile's column order
     (module docstring): Q6_K ``C = 128``, value ``64 i0 + 32 c1 + 16 c0 + 4 f4 + 2 e + i1`` to column ``(((2 i1 + i0) 4
-    + f4) 4 + 2 c1 + c0) 2 + e``; Q8_0 ``C = 256``, value ``32 b + 4 f + 2 e + i1`` to columns ``(((2 i1 + i0) 8 + f) 4
+    + f4) 4 + 2 c1 + c0) 2 + e``; Q5_K the same with value ``64 c1 + 32 i0 + ..`` (sub-block ``2 c1 + i0``); Q8_0 ``C = 256``, value ``32 b + 4 f + 2 e + i1`` to columns ``(((2 i1 + i0) 8 + f) 4
     + b) 2 + e`` for both ``i0``."""
     MP: tl.constexpr = xn.shape[0]
     x = tl.reshape(tl.join(half16(xn, 0, DT), half16(xn, 16, DT)), (MP, 128))
     if FMT == Q6_K:
         return tl.reshape(tl.permute(tl.reshape(x, (MP, 2, 2, 2, 4, 2, 2)), (6, 1, 4, 2, 3, 5, 0)), (128, MP))
+    elif FMT == Q5_K:
+        return tl.reshape(tl.permute(tl.reshape(x, (MP, 2, 2, 2, 4, 2, 2)), (6, 2, 4, 1, 3, 5, 0)), (128, MP))
     else:
         x = tl.broadcast_to(tl.reshape(x, (MP, 4, 8, 2, 2, 1)), (MP, 4, 8, 2, 2, 2))
         return tl.reshape(tl.permute(x, (4, 5, 2, 1, 3, 0)), (256, MP))
@@ -201,6 +252,20 @@ def _step(xs, t0, t1, t2, t3, t4, t5, t6, t7, acc, FMT: tl.constexpr, BN: tl.con
         code = ((ql[:, :, None] >> 4 * i) & 0x000F000F) | high | MAGIC
         OFF2 = _pair16(tl.full((1, 1, 1), -(OFF + 32.0), dt))
         return tl.dot(_tile(_pairs(code, S2, OFF2, X_F16, ASM), BN, 128), xs, acc)
+    elif FMT == Q5_K:
+        h = tl.reshape(t6, (BN,))
+        sc, mn = _k_scale_min(t3, t4, t5, 4 * h[:, None] + tl.arange(0, 4)[None, :])
+        S2 = _pair16((_half_bits(t2, 0) * sc.to(tl.float32)).to(dt))  # [BN, 4]: sub-block 4 h + 2 c' + i0
+        B2 = _pair16((-_half_bits(t2, 16) * mn.to(tl.float32)).to(dt))
+        S2 = tl.reshape(tl.broadcast_to(tl.reshape(S2, (BN, 2, 1, 1, 2)), (BN, 2, 8, 2, 2)), (BN, 16, 4))
+        B2 = tl.reshape(tl.broadcast_to(tl.reshape(B2, (BN, 2, 1, 1, 2)), (BN, 2, 8, 2, 2)), (BN, 16, 4))
+        # qh word f of qs word 8 c' + f, shifted by 2 c = 4 h + 2 c': bit i0 of bytes i1, i1 + 2 for shift i
+        hs = tl.reshape(tl.broadcast_to(tl.reshape(t1, (BN, 1, 8)), (BN, 2, 8)), (BN, 16))
+        hs = hs >> (4 * h[:, None] + 2 * (tl.arange(0, 16) // 8)[None, :])
+        # bit 8 i1 + i0 (and + 16) of hs to bit 4: left 4 / 3 for i = 0 / 1, right 4 / 5 for i = 2 / 3
+        high = ((hs[:, :, None] << tl.where(i < 2, 4 - i, 0)) >> tl.where(i < 2, 0, i + 2)) & 0x00100010
+        code = ((t0[:, :, None] >> 4 * i) & 0x000F000F) | high | MAGIC
+        return tl.dot(_tile(_affine_pairs(code, S2, B2, X_F16, ASM), BN, 128), xs, acc)
     else:
         q = tl.reshape(_funnel(t0, t1, t3, ASM), (BN, 32)) ^ -0x7F7F7F80  # bytes q + 128 = 16 H + L (^ 0x80808080)
         d = _half_bits(t2, t4)  # [BN, 4]
@@ -256,14 +321,14 @@ def block_mmv_kernel(
 
 
 def _row_unit(type_id: int) -> int:
-    """Values a row must be a multiple of: Q6_K whole super-blocks, Q8_0 whole steps of 4 blocks."""
-    return 256 if type_id == Q6K_ID else STEP_VALUES
+    """Values a row must be a multiple of: Q6_K / Q5_K whole super-blocks, Q8_0 whole steps of 4 blocks."""
+    return STEP_VALUES if type_id == Q8_ID else 256
 
 
 def supports(type_id: int, x_dtype: torch.dtype, m: int, k: int, raw_bytes: int) -> bool:
     """``ROWS_MIN[type]`` to ``ROWS_MAX`` rows of bf16/fp16 x (its dtype the result's: the rounding of the weights is
-    within a 16-bit result's error bar, not fp32's) against Q6_K rows of whole super-blocks or Q8_0 rows of a multiple
-    of 128 values, int32 offsets. ``MLX_NATIVE_MMV=off`` turns it off, as the 4-bit tensor-core decode kernel."""
+    within a 16-bit result's error bar, not fp32's) against Q6_K / Q5_K rows of whole super-blocks or Q8_0 rows of a
+    multiple of 128 values, int32 offsets. ``MLX_NATIVE_MMV=off`` turns it off, as the 4-bit tensor-core decode kernel."""
     return (env.settings.mmv != "off" and type_id in ROWS_MIN and ROWS_MIN[type_id] <= m <= ROWS_MAX
             and x_dtype in (torch.bfloat16, torch.float16) and k > 0 and k % _row_unit(type_id) == 0
             and raw_bytes < 2**31)
@@ -277,14 +342,14 @@ class BlockMmvLaunch:
     def __init__(self, type_id: int, m: int, n: int, k: int, x_dtype: torch.dtype, x_row_stride: int, device,
                  programs_per_sm: int = PROGRAMS_PER_SM):
         if type_id not in ROWS_MIN or k % _row_unit(type_id) or not 1 <= m <= ROWS_MAX:
-            raise ValueError(f"block_mmv: GGUF Q6_K or Q8_0 (got type {type_id}) rows of a multiple of "
+            raise ValueError(f"block_mmv: GGUF Q6_K, Q8_0 or Q5_K (got type {type_id}) rows of a multiple of "
                              f"{_row_unit(type_id)} values (got {k}), 1-{ROWS_MAX} rows of x (got {m})")
         tiles = triton.cdiv(n, BN)
         self.split, per_split = split_rule(k // STEP_VALUES, 1, tiles,
                                            programs_per_sm * device_info(device).sm_count, MIN_STEPS)
         self.m, self.n, self.dtype, self.device = m, n, x_dtype, device
         self.x_copy = x_row_stride % 2 == 1
-        row_bytes = k // 256 * 210 if type_id == Q6K_ID else k // 32 * 34
+        row_bytes = formats.row_bytes(formats.BY_ID[type_id], k)
         self.ints = (m, n, k, k if self.x_copy else x_row_stride, row_bytes, per_split)
         self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
         self.launch = dependent_launch(block_mmv_kernel, (tiles, self.split), dict(
