@@ -169,11 +169,14 @@ def _step_loads(wp, row_byte, u, FMT: tl.constexpr):
         dd = dd[:, None]
         return qs, qh, dd, s1[:, None], s2[:, None], s3[:, None], tl.full(dd.shape, u % 2, tl.int32), dd
     else:
-        byte = row_byte[:, None] + 136 * u + 34 * tl.arange(0, 4)[None, :]  # [BN, 4] block starts
-        one = (((byte + 2) >> 1) & 1)[:, :, None]
-        q = wp + ((byte + 2) >> 2)[:, :, None] + tl.arange(0, 8)[None, None, :]
-        dsh = 16 * ((byte >> 1) & 1)
-        return tl.load(q), tl.load(q + one), tl.load(wp + (byte >> 2)), 16 * one, dsh, dsh, dsh, dsh
+        # a step's 136 bytes start 4-byte aligned (rows of whole steps): block b's codes at byte 34 b + 2 are the
+        # words from (34 b + 2) // 4 shifted by 16 (b even) or not, its d the half (b % 2) of word 34 b // 4
+        b = tl.arange(0, 4)
+        w0 = tl.multiple_of((row_byte >> 2) + 34 * u, 2)[:, None]  # [BN, 1]
+        q = wp + (w0 + ((34 * b + 2) // 4)[None, :])[:, :, None] + tl.arange(0, 8)[None, None, :]
+        one = ((b + 1) % 2)[None, :, None]
+        dsh = tl.broadcast_to(16 * (b % 2)[None, :], (row_byte.shape[0], 4))
+        return tl.load(q), tl.load(q + one), tl.load(wp + w0 + (34 * b // 4)[None, :]), 16 * one, dsh, dsh, dsh, dsh
 
 
 @triton.jit
@@ -208,12 +211,42 @@ def _affine_pairs(code, S2, B2, X_F16: tl.constexpr, ASM: tl.constexpr):
     return tl.join(tl.fma(lo, S, B).to(dt), tl.fma(hi, S, B).to(dt))
 
 
+# Q8_0: the four code bytes of a word (``^ 0x80``: ``u = q + 128``) as fp32 ``2^23 + u`` (``prmt`` under the magic
+# exponent), ``- (2^23 + 128)`` is ``q`` exactly, ``q d`` (fp32 ``d``, ``$3``: its bits) is exact and one ``cvt`` rounds
+# each weight once, two a register: ``$0`` bytes 0, 1 and ``$1`` bytes 2, 3 of the word ``$2``.
+_Q8_CODE = """{ .reg .b32 m, t; .reg .f32 fd, f0, f1, f2, f3;
+ mov.b32 fd, $3; mov.b32 m, 0x4B000000;
+ prmt.b32 t, $2, m, 0x7540; mov.b32 f0, t; prmt.b32 t, $2, m, 0x7541; mov.b32 f1, t;
+ prmt.b32 t, $2, m, 0x7542; mov.b32 f2, t; prmt.b32 t, $2, m, 0x7543; mov.b32 f3, t;
+ sub.f32 f0, f0, 0f4B000080; sub.f32 f1, f1, 0f4B000080; sub.f32 f2, f2, 0f4B000080; sub.f32 f3, f3, 0f4B000080;
+ mul.f32 f0, f0, fd; mul.f32 f1, f1, fd; mul.f32 f2, f2, fd; mul.f32 f3, f3, fd;
+ cvt.rn.TY.f32 $0, f1, f0; cvt.rn.TY.f32 $1, f3, f2; }"""
+_Q8_BF16 = tl.constexpr(_Q8_CODE.replace("TY", "bf16x2"))
+_Q8_F16 = tl.constexpr(_Q8_CODE.replace("TY", "f16x2"))
+
+
+@triton.jit
+def _q8_weights(q, d, X_F16: tl.constexpr, ASM: tl.constexpr):
+    """``[BN, W]`` Q8_0 code words (bytes ``^ 0x80``), ``d [BN, W]`` fp32 (each word's block) -> ``[BN, W, 2, 2]``
+    weights ``q d`` in x's dtype, rounded once: byte ``2 i + e`` of each word at ``[.., i, e]``."""
+    dt: tl.constexpr = tl.float16 if X_F16 else tl.bfloat16
+    if ASM:
+        p01, p23 = tl.inline_asm_elementwise(_Q8_F16 if X_F16 else _Q8_BF16, "=r,=r,r,r",
+                                             [q, d.to(tl.int32, bitcast=True)], dtype=(tl.int32, tl.int32),
+                                             is_pure=True, pack=1)
+        lo = tl.join(half16(p01, 0, dt), half16(p23, 0, dt))
+        hi = tl.join(half16(p01, 16, dt), half16(p23, 16, dt))
+        return tl.join(lo, hi)
+    w = ((((q[:, :, None] >> (8 * tl.arange(0, 4))[None, None, :]) & 0xFF) - 128).to(tl.float32) * d[:, :, None]).to(dt)
+    return tl.reshape(w, (q.shape[0], q.shape[1], 2, 2))
+
+
 @triton.jit
 def _x_order_step(xn, FMT: tl.constexpr, DT: tl.constexpr):
     """x of a step as loaded (``[MP, 64]`` int32 words, values in order) -> ``[C, MP]`` in the tile's column order
     (module docstring): Q6_K ``C = 128``, value ``64 i0 + 32 c1 + 16 c0 + 4 f4 + 2 e + i1`` to column ``(((2 i1 + i0) 4
-    + f4) 4 + 2 c1 + c0) 2 + e``; Q5_K the same with value ``64 c1 + 32 i0 + ..`` (sub-block ``2 c1 + i0``); Q8_0 ``C = 256``, value ``32 b + 4 f + 2 e + i1`` to columns ``(((2 i1 + i0) 8 + f) 4
-    + b) 2 + e`` for both ``i0``."""
+    + f4) 4 + 2 c1 + c0) 2 + e``; Q5_K the same with value ``64 c1 + 32 i0 + ..`` (sub-block ``2 c1 + i0``); Q8_0
+    value ``32 b + 4 f + 2 i + e`` to column ``((i 8 + f) 4 + b) 2 + e``."""
     MP: tl.constexpr = xn.shape[0]
     x = tl.reshape(tl.join(half16(xn, 0, DT), half16(xn, 16, DT)), (MP, 128))
     if FMT == Q6_K:
@@ -221,8 +254,7 @@ def _x_order_step(xn, FMT: tl.constexpr, DT: tl.constexpr):
     elif FMT == Q5_K:
         return tl.reshape(tl.permute(tl.reshape(x, (MP, 2, 2, 2, 4, 2, 2)), (6, 2, 4, 1, 3, 5, 0)), (128, MP))
     else:
-        x = tl.broadcast_to(tl.reshape(x, (MP, 4, 8, 2, 2, 1)), (MP, 4, 8, 2, 2, 2))
-        return tl.reshape(tl.permute(x, (4, 5, 2, 1, 3, 0)), (256, MP))
+        return tl.reshape(tl.permute(tl.reshape(x, (MP, 4, 8, 2, 2)), (3, 2, 1, 4, 0)), (128, MP))
 
 
 @triton.jit
@@ -267,14 +299,9 @@ def _step(xs, t0, t1, t2, t3, t4, t5, t6, t7, acc, FMT: tl.constexpr, BN: tl.con
         code = ((t0[:, :, None] >> 4 * i) & 0x000F000F) | high | MAGIC
         return tl.dot(_tile(_affine_pairs(code, S2, B2, X_F16, ASM), BN, 128), xs, acc)
     else:
-        q = tl.reshape(_funnel(t0, t1, t3, ASM), (BN, 32)) ^ -0x7F7F7F80  # bytes q + 128 = 16 H + L (^ 0x80808080)
-        d = _half_bits(t2, t4)  # [BN, 4]
-        hi = (i % 2) == 1  # shifts 4 and 12: the high nibbles
-        S2 = tl.where(hi, _pair16((16.0 * d).to(dt))[:, :, None, None], _pair16(d.to(dt))[:, :, None, None])
-        S2 = tl.reshape(tl.broadcast_to(S2, (BN, 4, 8, 4)), (BN, 32, 4))
-        OFF2 = tl.where(hi, _pair16(tl.full((1, 1, 1), -(OFF + 8.0), dt)), _pair16(tl.full((1, 1, 1), -OFF, dt)))
-        code = ((q[:, :, None] >> 4 * i) & 0x000F000F) | MAGIC
-        return tl.dot(_tile(_pairs(code, S2, OFF2, X_F16, ASM), BN, 256), xs, acc)
+        q = tl.reshape(_funnel(t0, t1, t3, ASM), (BN, 32)) ^ -0x7F7F7F80  # bytes q + 128 (^ 0x80808080)
+        d = tl.reshape(tl.broadcast_to(_half_bits(t2, t4)[:, :, None], (BN, 4, 8)), (BN, 32))
+        return tl.dot(_tile(_q8_weights(q, d, X_F16, ASM), BN, 128), xs, acc)
 
 
 @triton.jit(do_not_specialize=["steps_per_split"])
