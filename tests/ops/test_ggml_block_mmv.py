@@ -79,6 +79,7 @@ def test_block_mmv_error_bar(device, name, m, n, k, dtype, pad, pps, split, requ
     assert c["FMT"] == formats.BY_NAME[name].id and c["MP"] == (8 if m <= 8 else 16)
     assert c["X_F16"] == (dtype == torch.float16) and c["PREFETCH"] == (split == 1 or name == "Q6_K" and m > 8)
     row_bytes = formats.row_bytes(formats.BY_NAME[name], k)
+    assert c["ROWS4"] == (row_bytes % 4 == 0)  # both Q6_K forms run in these cases (rows of 3 super-blocks: not)
     assert plan.ints == (m, n, k, k if pad % 2 else k + pad, row_bytes, -(-k // 128 // split))
     assert plan.split == split
     if split > 1:

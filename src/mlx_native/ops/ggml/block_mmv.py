@@ -16,27 +16,30 @@ x cost tensor-core multiply-adds, as ``quant/mmv.py`` does for 4-bit weights. ``
   l`` and bit ``j`` of qh byte ``l``; ``w = d sc_j q - dmin m_j``). A loop step is half a super-block; super-blocks
   are 16-byte aligned, so no funnel shifts.
 
-Alignment. Q6_K super-blocks and Q8_0 blocks start 4-byte aligned or two bytes past it (per row and block: rows of an odd
-number of them alternate); every field is read as the int32 words from the one holding its first byte, each joined
-with the next word by a funnel shift of 0 or 16 bits (``shf``; two loads, the second one word on only where the
-field is not aligned). ``PREFETCH`` (:func:`prefetch_rule`): the next step's words are loaded before this step is
-decoded (registers; taken at the top of the next step through ``kernels.loads.pinned``).
+Alignment. Q6_K super-blocks and Q8_0 blocks start 4-byte aligned or two bytes past it; every field is read as the
+int32 words from the one holding its first byte, each joined with the next word by a funnel shift of 0 or 16 bits
+(``shf``; two loads, the second one word on only where the field is not aligned). Q8_0 steps (rows of whole steps)
+start 4-byte aligned, so every offset and shift is a constant; Q6_K's are per row and super-block, or per step where
+every row starts 4-byte aligned (``ROWS4``: an even number of super-blocks a row). ``PREFETCH`` (:func:`prefetch_rule`):
+the next step's words are loaded before this step is decoded (registers; taken at the top of the next step through
+``kernels.loads.pinned``).
 
-Decoding, as ``mmv``'s packed tiles: ``(w >> 4 i) & 0x000F000F`` of a word ``w`` is nibble ``i0`` of bytes ``i1`` and
-``i1 + 2`` (``i = 2 i1 + i0``), one per 16-bit half; with the magic exponent of ``quant/mmv.py`` (bf16 ``0x4300``,
-fp16 ``0x6400``) each half is a 16-bit float ``OFF + v`` exactly, ``(OFF + v) - (OFF + c)`` is ``v - c`` exactly and
-``(v - c) S`` (an FMA with -0.0) rounds once: two values an instruction in PTX (``bf16x2`` / ``f16x2``; the
-interpreter runs the same math in fp32). Q6_K: ``v`` the 6-bit code (its high pair from qh word ``f`` shifted by
-``2 c0`` for ql word ``8 c0 + f``, at bits ``4 i`` and ``4 i + 16``), ``c = 32``, ``S = d sc`` rounded to x's dtype
-once per 16 values, so each weight is rounded twice (``S``, then the product), as ``mmv``'s Q4_K tiles. Q5_K: ``v``
-the nibble or'ed with its qh bit in bit 4, ``c = 0``, and ``fma(v, S, B)`` with ``S = d sc``, ``B = -dmin m`` rounded
-to x's dtype once per sub-block (``mmv``'s Q4_K tiles with a fifth bit; their column order, :func:`_x_order_step`). Q8_0: each
-code byte (``^ 0x80``: ``q + 128 = 16 H + L``) is two columns of the tile, ``L`` with ``c = 0, S = d`` and ``H`` with
-``c = 8, S = 16 d`` (``d q = d L + 16 d (H - 8)``), both meeting the same x; ``d`` rounded to x's dtype, each column
-rounded once. The pairs form ``mmv``'s tile (:func:`~mlx_native.ops.quant.mmv._tile`, each thread's register pairs from
-its own words) and x is reordered in registers to match (:func:`_x_order_step`): Q6_K column ``((i 4 + f4) 4 + c) 2 +
-e`` holds the half's value ``64 i0 + 16 c + 4 f4 + 2 e + i1`` (ql word ``4 c + f4``); Q8_0 column ``((i 8 + f) 4 + b)
-2 + e`` value ``32 b + 4 f + 2 e + i1`` of the step (block ``b``, code word ``f``), 256 columns for 128 values.
+Decoding, Q6_K and Q5_K as ``mmv``'s packed tiles: ``(w >> 4 i) & 0x000F000F`` of a word ``w`` is nibble ``i0`` of
+bytes ``i1`` and ``i1 + 2`` (``i = 2 i1 + i0``), one per 16-bit half; with the magic exponent of ``quant/mmv.py``
+(bf16 ``0x4300``, fp16 ``0x6400``) each half is a 16-bit float ``OFF + v`` exactly, ``(OFF + v) - (OFF + c)`` is ``v -
+c`` exactly and ``(v - c) S`` (an FMA with -0.0) rounds once: two values an instruction in PTX (``bf16x2`` /
+``f16x2``; the interpreter runs the same math in fp32). Q6_K: ``v`` the 6-bit code (its high pair from qh word ``f``
+shifted by ``2 c0`` for ql word ``8 c0 + f``, at bits ``4 i`` and ``4 i + 16``), ``c = 32``, ``S = d sc`` rounded to
+x's dtype once per 16 values, so each weight is rounded twice (``S``, then the product), as ``mmv``'s Q4_K tiles.
+Q5_K: ``v`` the nibble or'ed with its qh bit in bit 4, ``c = 0``, and ``fma(v, S, B)`` with ``S = d sc``, ``B = -dmin
+m`` rounded to x's dtype once per sub-block (``mmv``'s Q4_K tiles with a fifth bit). Q8_0: each code byte (``^ 0x80``:
+``u = q + 128``) becomes the fp32 ``2^23 + u`` by a ``prmt`` under the magic exponent; minus ``2^23 + 128`` it is
+``q``, times the fp32 ``d`` exact, and one ``cvt`` rounds each weight once, two a register (4 instructions a pair).
+The pairs form ``mmv``'s tile (:func:`~mlx_native.ops.quant.mmv._tile`, each thread's register pairs from its own
+words) and x is reordered in registers to match (:func:`_x_order_step`): Q6_K column ``((i 4 + f4) 4 + c) 2 + e``
+holds the half's value ``64 i0 + 16 c + 4 f4 + 2 e + i1`` (ql word ``4 c + f4``), Q5_K the same with ``64 c1 + 32
+i0`` (sub-block ``2 c1 + i0``, ``c = 2 c1 + c0``); Q8_0 column ``((i 8 + f) 4 + b) 2 + e`` value ``32 b + 4 f + 2 i +
+e`` of the step (block ``b``, code word ``f``, byte ``2 i + e``).
 
 Grid: axis 0 tiles of ``BN`` output features, axis 1 a K split in whole steps, summed in the launch by the last split
 of each tile to arrive (``qmm.store_result``; ``qmm.SplitK`` owns the counters). x rows are padded to ``MP`` (8 or
@@ -139,7 +142,7 @@ def _half_bits(w, sh):
 
 
 @triton.jit
-def _step_loads(wp, row_byte, u, FMT: tl.constexpr):
+def _step_loads(wp, row_byte, u, FMT: tl.constexpr, ROWS4: tl.constexpr):
     """The words of step ``u`` of the rows at byte ``row_byte [BN]``, as 8 tensors. Q6_K (half ``u % 2`` of
     super-block ``u // 2``): ``(ql, ql1, qh, qh1, sc, sc1, dw, sh)`` -- each field's words from the one holding its
     first byte and the words one on (the same words where the super-block is 4-byte aligned), the word holding ``d``,
@@ -147,11 +150,18 @@ def _step_loads(wp, row_byte, u, FMT: tl.constexpr):
     dd)`` -- the half's 16 qs words, the 8 qh words, the header words (``d | dmin``, the three scale words) and the
     half, ``[BN, 1]`` each. Q8_0 (blocks ``4 u .. 4 u + 3``): ``(q, q1, dw, sh, dsh, ..)`` -- the code words
     ``[BN, 4, 8]`` and those one on, the words holding ``d [BN, 4]``, the codes' funnel shift ``[BN, 4, 1]`` and
-    ``d``'s half ``[BN, 4]`` (the rest repeat it)."""
+    ``d``'s half ``[BN, 4]`` (the rest repeat it). ``ROWS4``: every row starts 4-byte aligned (Q6_K: rows of an even
+    number of super-blocks), so a Q6_K super-block's alignment is the step's, one for all rows (word offsets from one
+    base a row)."""
     if FMT == Q6_K:
-        byte = row_byte + 210 * (u // 2)
-        w0 = byte >> 2
-        one = ((byte >> 1) & 1)[:, None]
+        if ROWS4:
+            sb = 210 * (u // 2)
+            w0 = tl.multiple_of(row_byte >> 2, 2) + (sb >> 2)
+            one = tl.full((row_byte.shape[0], 1), (sb >> 1) & 1, tl.int32)
+        else:
+            byte = row_byte + 210 * (u // 2)
+            w0 = byte >> 2
+            one = ((byte >> 1) & 1)[:, None]
         h = u % 2
         ql = wp + (w0 + 16 * h)[:, None] + tl.arange(0, 16)[None, :]
         qh = wp + (w0 + 32 + 8 * h)[:, None] + tl.arange(0, 8)[None, :]
@@ -313,7 +323,8 @@ def block_mmv_kernel(
     cnt_ptr,  # [cdiv(N, BN)] int32 arrival counters, zero between launches (FUSE)
     M, N, K, stride_xm, row_bytes, steps_per_split,
     FMT: tl.constexpr, BN: tl.constexpr, MP: tl.constexpr, X_F16: tl.constexpr, SPLIT_K: tl.constexpr,
-    FUSE: tl.constexpr, PREFETCH: tl.constexpr = True, ASM: tl.constexpr = True, PDL: tl.constexpr = 0,
+    FUSE: tl.constexpr, ROWS4: tl.constexpr = False, PREFETCH: tl.constexpr = True, ASM: tl.constexpr = True,
+    PDL: tl.constexpr = 0,
 ):
     """Grid ``(cdiv(N, BN), split)``; ``FMT``: the GGUF type id (Q6_K or Q8_0)."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
@@ -331,16 +342,16 @@ def block_mmv_kernel(
     acc = tl.zeros([BN, MP], dtype=tl.float32)
     xn = _x_load(x_ptr, m, u_lo, stride_xm, tl.where(u_lo < u_hi, M, 0), 128, 128)  # x of the next step
     if PREFETCH:
-        n0, n1, n2, n3, n4, n5, n6, n7 = _step_loads(wp, row_byte, u_lo, FMT)
+        n0, n1, n2, n3, n4, n5, n6, n7 = _step_loads(wp, row_byte, u_lo, FMT, ROWS4)
     for u in range(u_lo, u_hi):
         xs = _x_order_step(pinned(xn, ASM), FMT, dt)
         xn = _x_load(x_ptr, m, u + 1, stride_xm, tl.where(u + 1 < u_hi, M, 0), 128, 128)
         if PREFETCH:
             t0, t1, t2, t3, t4, t5, t6, t7 = (pinned(n0, ASM), pinned(n1, ASM), pinned(n2, ASM), n3, n4,
                                               pinned(n5, ASM), pinned(n6, ASM), n7)
-            n0, n1, n2, n3, n4, n5, n6, n7 = _step_loads(wp, row_byte, tl.minimum(u + 1, u_hi - 1), FMT)
+            n0, n1, n2, n3, n4, n5, n6, n7 = _step_loads(wp, row_byte, tl.minimum(u + 1, u_hi - 1), FMT, ROWS4)
         else:
-            t0, t1, t2, t3, t4, t5, t6, t7 = _step_loads(wp, row_byte, u, FMT)
+            t0, t1, t2, t3, t4, t5, t6, t7 = _step_loads(wp, row_byte, u, FMT, ROWS4)
         acc = _step(xs, t0, t1, t2, t3, t4, t5, t6, t7, acc, FMT, BN, X_F16, ASM)
     mask = row_ok[:, None] & (m < M)[None, :]
     out_off = m[None, :].to(tl.int64) * N + (pid_n * BN + tl.arange(0, BN))[:, None]
@@ -355,7 +366,8 @@ def _row_unit(type_id: int) -> int:
 def supports(type_id: int, x_dtype: torch.dtype, m: int, k: int, raw_bytes: int) -> bool:
     """``ROWS_MIN[type]`` to ``ROWS_MAX`` rows of bf16/fp16 x (its dtype the result's: the rounding of the weights is
     within a 16-bit result's error bar, not fp32's) against Q6_K / Q5_K rows of whole super-blocks or Q8_0 rows of a
-    multiple of 128 values, int32 offsets. ``MLX_NATIVE_MMV=off`` turns it off, as the 4-bit tensor-core decode kernel."""
+    multiple of 128 values, int32 offsets. ``MLX_NATIVE_MMV=off`` turns it off, as the 4-bit tensor-core decode
+    kernel."""
     return (env.settings.mmv != "off" and type_id in ROWS_MIN and ROWS_MIN[type_id] <= m <= ROWS_MAX
             and x_dtype in (torch.bfloat16, torch.float16) and k > 0 and k % _row_unit(type_id) == 0
             and raw_bytes < 2**31)
@@ -380,7 +392,8 @@ class BlockMmvLaunch:
         self.ints = (m, n, k, k if self.x_copy else x_row_stride, row_bytes, per_split)
         self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
         self.launch = dependent_launch(block_mmv_kernel, (tiles, self.split), dict(
-            FMT=type_id, BN=BN, MP=8 if m <= 8 else 16, X_F16=x_dtype == torch.float16, SPLIT_K=self.split > 1,
+            FMT=type_id, BN=BN, MP=8 if m <= 8 else 16, ROWS4=row_bytes % 4 == 0, X_F16=x_dtype == torch.float16,
+            SPLIT_K=self.split > 1,
             FUSE=self.splitk is not None and self.splitk.fused, PREFETCH=prefetch_rule(type_id, m, self.split),
             ASM=not env.settings.triton_interpret), device, False, num_warps=WARPS, num_stages=STAGES)
 
