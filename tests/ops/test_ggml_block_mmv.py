@@ -1,4 +1,4 @@
-"""The tensor-core decode kernel for GGUF Q6_K / Q8_0 and 4-16 rows of x (``ops/ggml/block_mmv.py``), through its
+"""The tensor-core decode kernel for GGUF Q6_K / Q8_0 / Q5_K and 4-64 rows of x (``ops/ggml/block_mmv.py``), through its
 launch plan (``BlockMmvLaunch``) and through ``ggml_matmul``'s routing: ``gguf.quants`` dequantizes the oracle weight,
 the fp64 product of x with it is the oracle, ``x @ w.to(dtype).T`` the error bar's baseline."""
 
@@ -64,6 +64,9 @@ def _run(device, raw: np.ndarray, name: str, m: int, n: int, k: int, dtype, pad:
     ("Q5_K", 12, 70, 768, torch.float16, 6, 0, 1),  # rows of 3 super-blocks, two row tiles, stride K + 6
     ("Q5_K", 9, 64, 2816, torch.bfloat16, 3, 64, 4),  # an odd row stride, 22 steps split 6 + 6 + 6 + 4
     ("Q5_K", 6, 33, 4096, torch.float16, 0, 64, 8),  # 32 steps split in eight
+    ("Q6_K", 17, 40, 1024, torch.bfloat16, 0, 0, 1),  # 17 rows: an x tile of 32
+    ("Q8_0", 40, 21, 512, torch.float16, 2, 0, 1),  # 40 rows: an x tile of 64
+    ("Q5_K", 64, 19, 768, torch.bfloat16, 0, 0, 1),  # 64 rows
 ])
 def test_block_mmv_error_bar(device, name, m, n, k, dtype, pad, pps, split, request):
     """4-16 rows of x against quantized weights: every row within the error bar of the fp64 oracle (Q6_K weights are
@@ -76,7 +79,8 @@ def test_block_mmv_error_bar(device, name, m, n, k, dtype, pad, pps, split, requ
     out, oracle, baseline, plan = _run(device, raw, name, m, n, k, dtype, pad, programs_per_sm=pps)
     assert_error_bar(out, oracle, baseline, what=f"{name} {m}x{n}x{k} {dtype}")
     c = plan.launch.constexprs
-    assert c["FMT"] == formats.BY_NAME[name].id and c["MP"] == (8 if m <= 8 else 16)
+    assert c["FMT"] == formats.BY_NAME[name].id
+    assert c["MP"] == next(rows for rows in (8, 16, 32, 64) if m <= rows)
     assert c["X_F16"] == (dtype == torch.float16) and c["PREFETCH"] == (split == 1 or name == "Q6_K" and m > 8)
     row_bytes = formats.row_bytes(formats.BY_NAME[name], k)
     assert c["ROWS4"] == (row_bytes % 4 == 0)  # both Q6_K forms run in these cases (rows of 3 super-blocks: not)
@@ -184,6 +188,8 @@ def test_block_mmv_supports(monkeypatch):
     ("Q6_K", 8, 512, "off", "streamed slices"), ("Q6_K", 12, 512, "off", "decode"),
     ("Q8_0", 5, 512, "auto", "block mmv"), ("Q8_0", 16, 640, "on", "block mmv"), ("Q8_0", 8, 576, "auto", "decode"),
     ("Q5_K", 5, 768, "auto", "block mmv"), ("Q5_K", 5, 512, "off", "streamed slices"),
+    ("Q6_K", 33, 512, "auto", "block mmv"), ("Q8_0", 64, 512, "auto", "block mmv"),
+    ("Q6_K", 65, 512, "auto", "prefill (chunked dequantize + cuBLAS)"),
 ])
 def test_ggml_matmul_routes_rows_to_block_mmv(device, monkeypatch, name, m, k, mmv, kind, request):
     """``ggml_matmul`` sends 4-16 rows of x against Q6_K and 5-16 against Q8_0 rows of whole steps here (x a

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepared on branch block-mmv-q5k (not run): block_mmv.py with Q5_K, Q8_0 decoded a byte a column (prmt to fp32,
-# one cvt a pair) from constant step offsets, and Q6_K's ROWS4 loads. Its tests on CUDA, then the Q5_K sweep against
+# one cvt a pair) from constant step offsets, Q6_K's ROWS4 loads, and 17-64 rows (x tiles of 32 / 64; chunked
+# dequantize + cuBLAS before: the "before" column of the mid-rows sweep). Its tests on CUDA, then the Q5_K sweep against
 # the route before it (q4k_idot_rows / q4k_mv rows at 2-4, 4-row slices at 5, the tiled decode kernel at 6-16), the
 # Q8_0 sweep (compare run 4: 4096 x 14336 5 / 8 / 16 rows 50.8 / 50.8 / 51.9 us on main's form) and Q6_K's route
 # (run 5: 33.2 / 33.6 / 36.8 at 4 / 8 / 16 rows).
@@ -18,4 +19,8 @@ timeout 100 python3 $S --fmt Q8_0 --rows 5,8,16 --shapes 4096x14336,14336x4096 >
 echo "q8 rc $?"; cut -c1-400 $R/sweep_q8.log
 timeout 60 python3 $S --fmt Q6_K --rows 4,8,16 --shapes 4096x14336 --variants 0 > $R/route_q6k.log 2>&1
 echo "q6k rc $?"; cat $R/route_q6k.log
+for f in Q6_K Q8_0 Q5_K; do
+  timeout 60 python3 $S --fmt $f --rows 17,32,64 --shapes 4096x14336 --variants 0 > $R/mid_$f.log 2>&1
+  echo "mid $f rc $?"; cat $R/mid_$f.log
+done
 tar -czf $OUT/next_q5k.tgz -C /tmp next_q5k

@@ -4,7 +4,8 @@
 The streamed kernels of these types (``q6k_idot``, ``q6k_mv``, ``q8_mv``) decode every code once per row of x; at
 4-16 rows their cost grows with the rows (Q6_K 4 rows 36.6 us against 20.1 at one row on 4096 x 14336, H200), and the
 tiled decode kernel took 65-108 us. Here each code is decoded once, to a 16-bit weight in x's dtype, and the rows of
-x cost tensor-core multiply-adds, as ``quant/mmv.py`` does for 4-bit weights. ``FMT`` picks the layout:
+x cost tensor-core multiply-adds, as ``quant/mmv.py`` does for 4-bit weights (and for 17-64 rows, which took
+chunked dequantize + cuBLAS). ``FMT`` picks the layout:
 
 * Q6_K (llama.cpp's 210-byte super-blocks of 256 values: bytes 0-127 low nibbles ``ql``, 128-191 high bit pairs
   ``qh``, 192-207 int8 scales, 208-209 fp16 ``d``; value ``128 h + l + 64 t`` of half ``h`` (``l`` 0-63, ``t`` 0-1)
@@ -42,9 +43,9 @@ i0`` (sub-block ``2 c1 + i0``, ``c = 2 c1 + c0``); Q8_0 column ``((i 8 + f) 4 + 
 e`` of the step (block ``b``, code word ``f``, byte ``2 i + e``).
 
 Grid: axis 0 tiles of ``BN`` output features, axis 1 a K split in whole steps, summed in the launch by the last split
-of each tile to arrive (``qmm.store_result``; ``qmm.SplitK`` owns the counters). x rows are padded to ``MP`` (8 or
-16, the dot's N); rows ``>= M`` are masked loads and never stored. x is read as int32 words (an even row stride) a
-step ahead, unpacked at the top of the next step, as in ``mmv``.
+of each tile to arrive (``qmm.store_result``; ``qmm.SplitK`` owns the counters). x rows are padded to ``MP`` (8, 16,
+32 or 64, the dot's N: :func:`x_tile_rows`); rows ``>= M`` are masked loads and never stored. x is read as int32
+words (an even row stride) a step ahead, unpacked at the top of the next step, as in ``mmv``.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ STEP_VALUES = 128  # a loop step: half a Q6_K / Q5_K super-block, 4 Q8_0 blocks
 # 50.5 on 4096 x 14336).
 ROWS_MIN = {Q6K_ID: 4, Q8_ID: 5, Q5K_ID: 5}  # rows of x from which ggml_matmul takes this kernel, by type
 # (Q5_K: not measured yet; the streamed rows kernels have 2-4 rows)
-ROWS_MAX = 16
+ROWS_MAX = 64  # 17-64 rows (MID_ROWS): x tiles of 32 / 64 rows; not measured yet (chunked dequantize + cuBLAS before)
 BN = 64  # output features per program
 WARPS = 4
 STAGES = 1  # session 40 run 2: the cp.async pipeline of 4-byte pieces spilled (3 stages 3.2x slower than 1)
@@ -358,6 +359,11 @@ def block_mmv_kernel(
     store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, acc, acc, out_off, mask, M * N, SPLIT_K, FUSE, False, 0)
 
 
+def x_tile_rows(m: int) -> int:
+    """Rows of the x tile (the dot's N) for ``m`` rows of x: 8, 16, or ``m`` padded to a power of two."""
+    return 8 if m <= 8 else max(16, triton.next_power_of_2(m))
+
+
 def _row_unit(type_id: int) -> int:
     """Values a row must be a multiple of: Q6_K / Q5_K whole super-blocks, Q8_0 whole steps of 4 blocks."""
     return STEP_VALUES if type_id == Q8_ID else 256
@@ -392,7 +398,7 @@ class BlockMmvLaunch:
         self.ints = (m, n, k, k if self.x_copy else x_row_stride, row_bytes, per_split)
         self.splitk = SplitK(self.split, m, n, False, 0, device, tiles=tiles) if self.split > 1 else None
         self.launch = dependent_launch(block_mmv_kernel, (tiles, self.split), dict(
-            FMT=type_id, BN=BN, MP=8 if m <= 8 else 16, ROWS4=row_bytes % 4 == 0, X_F16=x_dtype == torch.float16,
+            FMT=type_id, BN=BN, MP=x_tile_rows(m), ROWS4=row_bytes % 4 == 0, X_F16=x_dtype == torch.float16,
             SPLIT_K=self.split > 1,
             FUSE=self.splitk is not None and self.splitk.fused, PREFETCH=prefetch_rule(type_id, m, self.split),
             ASM=not env.settings.triton_interpret), device, False, num_warps=WARPS, num_stages=STAGES)
