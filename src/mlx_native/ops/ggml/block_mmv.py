@@ -348,8 +348,12 @@ def block_mmv_kernel(
         xs = _x_order_step(pinned(xn, ASM), FMT, dt)
         xn = _x_load(x_ptr, m, u + 1, stride_xm, tl.where(u + 1 < u_hi, M, 0), 128, 128)
         if PREFETCH:
-            t0, t1, t2, t3, t4, t5, t6, t7 = (pinned(n0, ASM), pinned(n1, ASM), pinned(n2, ASM), n3, n4,
-                                              pinned(n5, ASM), pinned(n6, ASM), n7)
+            t0, t1, t2, t5, t6, t7 = pinned(n0, ASM), pinned(n1, ASM), pinned(n2, ASM), pinned(n5, ASM), \
+                pinned(n6, ASM), n7
+            if FMT == Q8_0:  # slots 3, 4: constant shifts
+                t3, t4 = n3, n4
+            else:  # loaded words (Q6_K's qh1 and sc, Q5_K's scale words)
+                t3, t4 = pinned(n3, ASM), pinned(n4, ASM)
             n0, n1, n2, n3, n4, n5, n6, n7 = _step_loads(wp, row_byte, tl.minimum(u + 1, u_hi - 1), FMT, ROWS4)
         else:
             t0, t1, t2, t3, t4, t5, t6, t7 = _step_loads(wp, row_byte, u, FMT, ROWS4)
