@@ -157,7 +157,7 @@ def _step_loads(wp, row_byte, u, FMT: tl.constexpr, ROWS4: tl.constexpr):
     if FMT == Q6_K:
         if ROWS4:
             sb = 210 * (u // 2)
-            w0 = tl.multiple_of(row_byte >> 2, 2) + (sb >> 2)
+            w0 = (row_byte >> 2) + (sb >> 2)  # (a row is 105 K / 512 words: no alignment past 4 bytes)
             one = tl.full((row_byte.shape[0], 1), (sb >> 1) & 1, tl.int32)
         else:
             byte = row_byte + 210 * (u // 2)
@@ -183,7 +183,7 @@ def _step_loads(wp, row_byte, u, FMT: tl.constexpr, ROWS4: tl.constexpr):
         # a step's 136 bytes start 4-byte aligned (rows of whole steps): block b's codes at byte 34 b + 2 are the
         # words from (34 b + 2) // 4 shifted by 16 (b even) or not, its d the half (b % 2) of word 34 b // 4
         b = tl.arange(0, 4)
-        w0 = tl.multiple_of((row_byte >> 2) + 34 * u, 2)[:, None]  # [BN, 1]
+        w0 = tl.multiple_of((row_byte >> 2) + 34 * u, 2)[:, None]  # [BN, 1]; rows of 34 K / 128 words: even
         q = wp + (w0 + ((34 * b + 2) // 4)[None, :])[:, :, None] + tl.arange(0, 8)[None, None, :]
         one = ((b + 1) % 2)[None, :, None]
         dsh = tl.broadcast_to(16 * (b % 2)[None, :], (row_byte.shape[0], 4))
