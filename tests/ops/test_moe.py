@@ -471,6 +471,64 @@ def test_moe_ggml_idot_decode(device, monkeypatch, name, k, dtype, up, per_slot)
     assert_error_bar(out.cpu(), *_routed_oracles(x, ids, g.double(), g.to(dtype), *pair))
 
 
+@pytest.mark.parametrize("name, k, dtype, up, per_slot", [
+    ("Q6_K", 768, torch.bfloat16, False, True),  # Q4_K_M files' Q6_K down projection (Qwen3-MoE: 3 super-blocks)
+    ("Q6_K", 512, torch.float16, True, False),  # rows 4-byte aligned (ROWS4), the gate/up pair
+    ("Q8_0", 768, torch.float16, False, True),
+    ("Q8_0", 256, torch.bfloat16, True, False),
+])
+def test_moe_ggml_block_mmv_decode(device, monkeypatch, name, k, dtype, up, per_slot):
+    """A few routed rows (decode) on GGUF Q6_K / Q8_0 experts take the routed tensor-core mat-vec
+    (``ggml/block_mmv.routed_block_mmv_kernel``): every slot within the error bar of the fp64 per-expert oracle, the
+    gate/up pair with its activation, x shared by a token's slots or one row per slot; an expert id out of range
+    gives that slot NaN, the others unchanged."""
+    from mlx_native.ops.ggml import block_mmv
+
+    built = spy_plans(monkeypatch, block_mmv.RoutedBlockMmvLaunch)
+    rng = np.random.default_rng(k)
+    t = formats.BY_NAME[name]
+    e, n, topk, tokens = 7, 70, 3, 2
+    graw = crafted_blocks(name, e * n * k // t.block_elems, rng)
+    uraw = crafted_blocks(name, e * n * k // t.block_elems, rng)
+    lead = (tokens, topk) if per_slot else (tokens,)
+    x = randn(*lead, k, dtype=dtype, scale=0.01)  # crafted blocks' gate x up products would overflow fp16 at scale 1
+    ids = torch.tensor([[4, 0, 6], [6, 2, 4]], dtype=torch.int32)
+    gd, ud = torch.from_numpy(graw).to(device), torch.from_numpy(uraw).to(device) if up else None
+    out = mn.moe_ggml_matmul(x.to(device), ids.to(device), gd, name, (e, n, k), raw_up=ud)
+    assert [(p.launch.constexprs["HAS_UP"], p.launch.constexprs["FMT"]) for p in built] == [(up, t.id)]
+    assert out.shape == (tokens, topk, n) and out.dtype == dtype
+    g = torch.from_numpy(gguf_values(graw, name, (e, n, k)))
+    u = torch.from_numpy(gguf_values(uraw, name, (e, n, k)))
+    pair = (u.double(), u.to(dtype)) if up else ()
+    assert_error_bar(out.cpu(), *_routed_oracles(x, ids, g.double(), g.to(dtype), *pair))
+    bad = ids.clone()
+    bad[1, 2] = e  # (ggml_matmul refuses it on CPU tensors; the launch itself, as on the GPU where ids are not read)
+    out_bad = built[0](x.to(device).reshape(-1, k), bad.to(device).reshape(-1), gd, ud).cpu().view(tokens, topk, n)
+    assert torch.isnan(out_bad[1, 2]).all()
+    keep = torch.ones(tokens, topk, dtype=torch.bool)
+    keep[1, 2] = False
+    assert torch.equal(out_bad[keep], out.cpu()[keep])
+
+
+def test_moe_ggml_block_mmv_rules(monkeypatch):
+    """The routed tensor-core mat-vec takes Q6_K / Q8_0 experts of rows of whole loop steps, bf16 / fp16 x, 1-16
+    routed rows, under 2**31 bytes; ``MLX_NATIVE_MMV=off`` turns it off."""
+    import dataclasses
+
+    from mlx_native.ops.ggml import block_mmv
+    from mlx_native.runtime import env
+
+    q6k, q8, bf16 = formats.BY_NAME["Q6_K"].id, formats.BY_NAME["Q8_0"].id, torch.bfloat16
+    assert block_mmv.routed_supports(q6k, bf16, 768, 8, 10) and block_mmv.routed_supports(q8, torch.float16, 768, 16, 10)
+    assert not block_mmv.routed_supports(q6k, bf16, 768, 17, 10) and not block_mmv.routed_supports(q8, bf16, 576, 8, 10)
+    assert not block_mmv.routed_supports(q6k, torch.float32, 768, 8, 10)
+    assert not block_mmv.routed_supports(q6k, bf16, 768, 8, 2**31)
+    for name in ("Q4_0", "Q4_K", "Q5_K"):
+        assert not block_mmv.routed_supports(formats.BY_NAME[name].id, bf16, 768, 8, 10)
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="off"))
+    assert not block_mmv.routed_supports(q6k, bf16, 768, 8, 10)
+
+
 def test_moe_ggml_idot_rules(monkeypatch):
     """The routed integer-dot mat-vec takes Q4_K / Q5_K experts of whole super-blocks, bf16 / fp16 x, 1-16 routed rows
     (from 17 the grouped kernels), under 2**31 bytes; ``MLX_NATIVE_GGML_IDOT=0`` turns it off."""

@@ -55,7 +55,9 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import dependent_launch, enter
+from ...kernels.launch import Launch
 from ...kernels.loads import pinned
+from ...kernels.math import gated_act
 from ...kernels.words import half16, word_aligned
 from ...runtime import env
 from ...runtime.device import device_info
@@ -363,6 +365,50 @@ def block_mmv_kernel(
     store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, acc, acc, out_off, mask, M * N, SPLIT_K, FUSE, False, 0)
 
 
+@triton.jit
+def _project(wp, row_byte, x_ptr, steps, FMT: tl.constexpr, ROWS4: tl.constexpr, BN: tl.constexpr,
+             X_F16: tl.constexpr, ASM: tl.constexpr):
+    """``[BN]`` fp32: the rows at byte ``row_byte [BN]`` times the one row of x at ``x_ptr`` (4-byte aligned), ``steps``
+    whole loop steps (x as an 8-row tile of which row 0 is real)."""
+    m = tl.arange(0, 8)
+    dt = x_ptr.dtype.element_ty
+    acc = tl.zeros([BN, 8], dtype=tl.float32)
+    for u in range(0, steps):
+        xs = _x_order_step(_x_load(x_ptr, m, u, 0, 1, 128, 128), FMT, dt)
+        t0, t1, t2, t3, t4, t5, t6, t7 = _step_loads(wp, row_byte, u, FMT, ROWS4)
+        acc = _step(xs, t0, t1, t2, t3, t4, t5, t6, t7, acc, FMT, BN, X_F16, ASM)
+    return tl.sum(tl.where((m == 0)[None, :], acc, 0.0), axis=1)
+
+
+@triton.jit
+def routed_block_mmv_kernel(
+    x_ptr,  # [T, K] (X_DIV = TOPK: shared by a token's slots) or [T * TOPK, K] (X_DIV = 1); even row stride stride_x
+    ids_ptr,  # [slots] expert ids, int32 or int64
+    w_ptr, wu_ptr,  # [E * N * row_bytes] uint8 raw experts (wu_ptr: the up projection's, HAS_UP), 16-byte aligned
+    out_ptr,  # [slots, N]
+    N, K, stride_x, row_bytes, n_experts,
+    FMT: tl.constexpr, BN: tl.constexpr, X_F16: tl.constexpr, X_DIV: tl.constexpr, HAS_UP: tl.constexpr,
+    ACT: tl.constexpr, ROWS4: tl.constexpr, ASM: tl.constexpr = True,
+):
+    """Program ``(tile, slot)``: ``BN`` rows of the slot's expert (and of its up projection: ``act(x G^T) * (x
+    U^T)``) against the slot's row of x; expert ids outside ``[0, E)`` read expert 0 and give NaN rows."""
+    slot = tl.program_id(1)
+    e = tl.load(ids_ptr + slot).to(tl.int32)
+    e_ok = (e >= 0) & (e < n_experts)
+    e = tl.where(e_ok, e, 0)
+    rows = tl.program_id(0) * BN + tl.arange(0, BN)
+    row_ok = rows < N
+    row_byte = (e * N + tl.where(row_ok, rows, 0)) * row_bytes
+    x_row = x_ptr + (slot // X_DIV).to(tl.int64) * stride_x
+    wp = w_ptr.to(tl.pointer_type(tl.int32))
+    res = _project(wp, row_byte, x_row, K // 128, FMT, ROWS4, BN, X_F16, ASM)
+    if HAS_UP:
+        up = _project(wu_ptr.to(tl.pointer_type(tl.int32)), row_byte, x_row, K // 128, FMT, ROWS4, BN, X_F16, ASM)
+        res = gated_act(res, ACT) * up
+    res = tl.where(e_ok, res, float("nan"))
+    tl.store(out_ptr + slot.to(tl.int64) * N + rows, res.to(out_ptr.dtype.element_ty), mask=row_ok)
+
+
 def x_tile_rows(m: int) -> int:
     """Rows of the x tile (the dot's N) for ``m`` rows of x: 8, 16, or ``m`` padded to a power of two."""
     return 8 if m <= 8 else max(16, triton.next_power_of_2(m))
@@ -411,3 +457,40 @@ class BlockMmvLaunch:
         out = empty((self.m, self.n), dtype=self.dtype, device=self.device)
         x = x.contiguous() if self.x_copy else word_aligned(x)
         return run_split(self.launch, self.splitk, (x, raw), out, self.ints)
+
+
+ROUTED_MAX_SLOTS = 16  # routed rows (tokens x top_k) up to this many take the routed kernel (decode)
+ROUTED_TYPES = (Q6K_ID, Q8_ID)  # (Q4_K / Q5_K experts: moe/gguf_idot.py's integer-dot mat-vec)
+
+
+def routed_supports(type_id: int, x_dtype: torch.dtype, k: int, slots: int, nbytes: int) -> bool:
+    """Expert-routed decode (``moe_ggml_matmul``): Q6_K / Q8_0 experts of rows of whole loop steps, bf16 / fp16 x and
+    result, 1 to ``ROUTED_MAX_SLOTS`` routed rows, ``nbytes`` (the stacked experts) below 2**31; ``MLX_NATIVE_MMV=off``
+    turns it off."""
+    return (env.settings.mmv != "off" and type_id in ROUTED_TYPES and x_dtype in (torch.bfloat16, torch.float16)
+            and k > 0 and k % _row_unit(type_id) == 0 and 1 <= slots <= ROUTED_MAX_SLOTS and nbytes < 2**31)
+
+
+class RoutedBlockMmvLaunch:
+    """:func:`routed_block_mmv_kernel` for ``slots`` routed rows against experts stacked ``[n_experts, n, k]`` (raw
+    bytes, contiguous): calls ``(x [t or slots, k], ids [slots], raw, raw_up)`` return ``[slots, n]``; ``x_div``: the
+    slots per row of x; ``act``: the fused gate/up pair (an activation code of ``qmm.ACT_CODES``)."""
+
+    def __init__(self, type_id: int, slots: int, n: int, k: int, n_experts: int, x_div: int, out_dtype: torch.dtype,
+                 device, act=None):
+        if type_id not in ROUTED_TYPES or k % _row_unit(type_id):
+            raise ValueError(f"routed block_mmv: GGUF Q6_K or Q8_0 experts (got type {type_id}) of rows of a multiple "
+                             f"of {_row_unit(type_id)} values (got {k})")
+        self.slots, self.n, self.out_dtype, self.device = slots, n, out_dtype, device
+        row_bytes = formats.row_bytes(formats.BY_ID[type_id], k)
+        self.ints = (n, k, row_bytes, n_experts)
+        self.launch = Launch(routed_block_mmv_kernel, (triton.cdiv(n, BN), slots), dict(
+            FMT=type_id, BN=BN, X_F16=out_dtype == torch.float16, X_DIV=x_div, HAS_UP=act is not None, ACT=act or 0,
+            ROWS4=row_bytes % 4 == 0, ASM=not env.settings.triton_interpret), num_warps=WARPS, num_stages=STAGES)
+
+    def __call__(self, x: torch.Tensor, ids: torch.Tensor, raw: torch.Tensor, raw_up=None) -> torch.Tensor:
+        out = empty((self.slots, self.n), dtype=self.out_dtype, device=self.device)
+        x = word_aligned(x if x.stride(0) % 2 == 0 else x.contiguous())
+        n, k, row_bytes, n_experts = self.ints
+        self.launch(x, ids, raw, raw if raw_up is None else raw_up, out, n, k, x.stride(0), row_bytes, n_experts)
+        return out
