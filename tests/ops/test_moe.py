@@ -519,12 +519,12 @@ def test_moe_ggml_block_mmv_rules(monkeypatch):
     from mlx_native.runtime import env
 
     q6k, q8, bf16 = formats.BY_NAME["Q6_K"].id, formats.BY_NAME["Q8_0"].id, torch.bfloat16
-    assert block_mmv.routed_supports(q6k, bf16, 768, 8, 10) and block_mmv.routed_supports(q8, torch.float16, 768, 16, 10)
-    assert not block_mmv.routed_supports(q6k, bf16, 768, 17, 10) and not block_mmv.routed_supports(q8, bf16, 576, 8, 10)
-    assert not block_mmv.routed_supports(q6k, torch.float32, 768, 8, 10)
-    assert not block_mmv.routed_supports(q6k, bf16, 768, 8, 2**31)
+    supports = block_mmv.routed_supports
+    assert supports(q6k, bf16, 768, 8, 10) and supports(q8, torch.float16, 768, 16, 10)
+    assert not supports(q6k, bf16, 768, 17, 10) and not supports(q8, bf16, 576, 8, 10)
+    assert not supports(q6k, torch.float32, 768, 8, 10) and not supports(q6k, bf16, 768, 8, 2**31)
     for name in ("Q4_0", "Q4_K", "Q5_K"):
-        assert not block_mmv.routed_supports(formats.BY_NAME[name].id, bf16, 768, 8, 10)
+        assert not supports(formats.BY_NAME[name].id, bf16, 768, 8, 10)
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="off"))
     assert not block_mmv.routed_supports(q6k, bf16, 768, 8, 10)
 
