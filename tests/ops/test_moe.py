@@ -445,49 +445,25 @@ def test_moe_ggml_fused_gate_up(device):
     ("Q4_K", 2304, torch.float16, True, False),  # one whole step and a partial one (1 super-block), gate/up pair
     ("Q5_K", 2048, torch.bfloat16, True, False),  # one whole step
     ("Q5_K", 768, torch.float16, False, True),
-])
-def test_moe_ggml_idot_decode(device, monkeypatch, name, k, dtype, up, per_slot):
-    """A few routed rows (decode) on GGUF Q4_K / Q5_K experts take the routed integer-dot mat-vec
-    (``ops/moe/gguf_idot.py``): every slot within the error bar of the fp64 per-expert oracle, rows of whole and
-    partial steps, the gate/up pair with its activation, x shared by a token's slots or one row per slot."""
-    from mlx_native.ops.moe import gguf_idot
-
-    built = spy_plans(monkeypatch, gguf_idot.MoeGgmlIdotLaunch)
-    rng = np.random.default_rng(k)
-    t = formats.BY_NAME[name]
-    e, n, topk, tokens = 7, 21, 3, 2
-    graw = crafted_blocks(name, e * n * k // t.block_elems, rng)
-    uraw = crafted_blocks(name, e * n * k // t.block_elems, rng)
-    lead = (tokens, topk) if per_slot else (tokens,)
-    x = randn(*lead, k, dtype=dtype, scale=0.01)  # crafted blocks' gate x up products would overflow fp16 at scale 1
-    ids = torch.tensor([[4, 0, 6], [6, 2, 4]], dtype=torch.int32)
-    out = mn.moe_ggml_matmul(x.to(device), ids.to(device), torch.from_numpy(graw).to(device), name, (e, n, k),
-                             raw_up=torch.from_numpy(uraw).to(device) if up else None)
-    assert [(p.launch.constexprs["HAS_UP"], p.launch.constexprs["Q5K"]) for p in built] == [(up, name == "Q5_K")]
-    assert out.shape == (tokens, topk, n) and out.dtype == dtype
-    g = torch.from_numpy(gguf_values(graw, name, (e, n, k)))
-    u = torch.from_numpy(gguf_values(uraw, name, (e, n, k)))
-    pair = (u.double(), u.to(dtype)) if up else ()
-    assert_error_bar(out.cpu(), *_routed_oracles(x, ids, g.double(), g.to(dtype), *pair))
-
-
-@pytest.mark.parametrize("name, k, dtype, up, per_slot", [
     ("Q6_K", 768, torch.bfloat16, False, True),  # Q4_K_M files' Q6_K down projection (Qwen3-MoE: 3 super-blocks)
     ("Q6_K", 512, torch.float16, True, False),  # rows 4-byte aligned (ROWS4), the gate/up pair
     ("Q8_0", 768, torch.float16, False, True),
     ("Q8_0", 256, torch.bfloat16, True, False),
 ])
-def test_moe_ggml_block_mmv_decode(device, monkeypatch, name, k, dtype, up, per_slot):
-    """A few routed rows (decode) on GGUF Q6_K / Q8_0 experts take the routed tensor-core mat-vec
-    (``ggml/block_mmv.routed_block_mmv_kernel``): every slot within the error bar of the fp64 per-expert oracle, the
-    gate/up pair with its activation, x shared by a token's slots or one row per slot; an expert id out of range
-    gives that slot NaN, the others unchanged."""
+def test_moe_ggml_decode_kernels(device, monkeypatch, name, k, dtype, up, per_slot):
+    """A few routed rows (decode) on GGUF Q4_K / Q5_K experts take the routed integer-dot mat-vec
+    (``ops/moe/gguf_idot.py``), on Q6_K / Q8_0 the routed tensor-core one (``ggml/block_mmv.py``): every slot within
+    the error bar of the fp64 per-expert oracle, rows of whole and partial steps, the gate/up pair with its
+    activation, x shared by a token's slots or one row per slot; an expert id out of range gives that slot NaN, the
+    others unchanged (the launch itself: ``moe_ggml_matmul`` refuses it on CPU tensors)."""
     from mlx_native.ops.ggml import block_mmv
+    from mlx_native.ops.moe import gguf_idot
 
-    built = spy_plans(monkeypatch, block_mmv.RoutedBlockMmvLaunch)
+    idot = name in ("Q4_K", "Q5_K")
+    built = spy_plans(monkeypatch, gguf_idot.MoeGgmlIdotLaunch if idot else block_mmv.RoutedBlockMmvLaunch)
     rng = np.random.default_rng(k)
     t = formats.BY_NAME[name]
-    e, n, topk, tokens = 7, 70, 3, 2
+    e, n, topk, tokens = 7, 21 if idot else 70, 3, 2
     graw = crafted_blocks(name, e * n * k // t.block_elems, rng)
     uraw = crafted_blocks(name, e * n * k // t.block_elems, rng)
     lead = (tokens, topk) if per_slot else (tokens,)
@@ -495,14 +471,15 @@ def test_moe_ggml_block_mmv_decode(device, monkeypatch, name, k, dtype, up, per_
     ids = torch.tensor([[4, 0, 6], [6, 2, 4]], dtype=torch.int32)
     gd, ud = torch.from_numpy(graw).to(device), torch.from_numpy(uraw).to(device) if up else None
     out = mn.moe_ggml_matmul(x.to(device), ids.to(device), gd, name, (e, n, k), raw_up=ud)
-    assert [(p.launch.constexprs["HAS_UP"], p.launch.constexprs["FMT"]) for p in built] == [(up, t.id)]
+    fmt = [p.launch.constexprs["Q5K" if idot else "FMT"] for p in built]
+    assert fmt == [name == "Q5_K" if idot else t.id] and built[0].launch.constexprs["HAS_UP"] == up
     assert out.shape == (tokens, topk, n) and out.dtype == dtype
     g = torch.from_numpy(gguf_values(graw, name, (e, n, k)))
     u = torch.from_numpy(gguf_values(uraw, name, (e, n, k)))
     pair = (u.double(), u.to(dtype)) if up else ()
     assert_error_bar(out.cpu(), *_routed_oracles(x, ids, g.double(), g.to(dtype), *pair))
     bad = ids.clone()
-    bad[1, 2] = e  # (ggml_matmul refuses it on CPU tensors; the launch itself, as on the GPU where ids are not read)
+    bad[1, 2] = e
     out_bad = built[0](x.to(device).reshape(-1, k), bad.to(device).reshape(-1), gd, ud).cpu().view(tokens, topk, n)
     assert torch.isnan(out_bad[1, 2]).all()
     keep = torch.ones(tokens, topk, dtype=torch.bool)

@@ -104,27 +104,15 @@ def prefetch_rule(type_id: int, m: int, split: int) -> bool:
     return split == 1 or (type_id == Q6K_ID and m > 8)
 
 
-# ``(OFF + v) - (OFF + c)`` is ``v - c`` exactly (``$3``: ``-(OFF + c)`` in both halves), and ``(v - c) S`` (an FMA with
-# -0.0) rounds once: a pair of dequantized weights, ``$1`` two values with the magic exponent, ``$2`` the scale.
-_PAIRS_BF16 = tl.constexpr("""{ .reg .b32 t, one, nz;
- mov.b32 one, 0x3F803F80; mov.b32 nz, 0x80008000;
- fma.rn.bf16x2 t, $1, one, $3;
- fma.rn.bf16x2 $0, t, $2, nz; }""")
-_PAIRS_F16 = tl.constexpr("""{ .reg .b32 t, one, nz;
- mov.b32 one, 0x3C003C00; mov.b32 nz, 0x80008000;
- fma.rn.f16x2 t, $1, one, $3;
- fma.rn.f16x2 $0, t, $2, nz; }""")
-
-
-# ``(OFF + v) - OFF`` is ``v`` exactly and ``fma(v, S, B)`` rounds once (``$2``, ``$3``: scale and bias pairs).
-_AFFINE_BF16 = tl.constexpr("""{ .reg .b32 t, one, off;
- mov.b32 one, 0x3F803F80; mov.b32 off, 0xC300C300;
- fma.rn.bf16x2 t, $1, one, off;
- fma.rn.bf16x2 $0, t, $2, $3; }""")
-_AFFINE_F16 = tl.constexpr("""{ .reg .b32 t, one, off;
- mov.b32 one, 0x3C003C00; mov.b32 off, 0xE400E400;
- fma.rn.f16x2 t, $1, one, off;
- fma.rn.f16x2 $0, t, $2, $3; }""")
+# ``(OFF + v) - (OFF + c)`` is ``v - c`` exactly (``$3``: ``-(OFF + c)`` in both halves) and ``fma(v - c, S, B)``
+# rounds once (``$2``, ``$4``: scale and bias pairs; Q6_K's bias -0.0): a pair of dequantized weights from ``$1``, two
+# values with the magic exponent.
+_PAIRS = """{ .reg .b32 t, one;
+ mov.b32 one, ONE;
+ fma.rn.TY t, $1, one, $3;
+ fma.rn.TY $0, t, $2, $4; }"""
+_PAIRS_BF16 = tl.constexpr(_PAIRS.replace("ONE", "0x3F803F80").replace("TY", "bf16x2"))
+_PAIRS_F16 = tl.constexpr(_PAIRS.replace("ONE", "0x3C003C00").replace("TY", "f16x2"))
 
 
 @triton.jit
@@ -193,34 +181,20 @@ def _step_loads(wp, row_byte, u, FMT: tl.constexpr, ROWS4: tl.constexpr):
 
 
 @triton.jit
-def _pairs(code, S2, OFF2, X_F16: tl.constexpr, ASM: tl.constexpr):
-    """``code`` pairs with the magic exponent, ``S2`` (:func:`_pair16` of the scales) and ``OFF2`` (``-(OFF + c)`` in
-    both halves), one shape -> the weights ``(v - c) S`` in x's dtype, half ``e`` on a last axis of 2."""
+def _pairs(code, S2, OFF2, B2, X_F16: tl.constexpr, ASM: tl.constexpr):
+    """``code`` pairs with the magic exponent, ``S2`` / ``B2`` (:func:`_pair16` of the scales / biases) and ``OFF2``
+    (``-(OFF + c)`` in both halves), broadcast to one shape -> the weights ``fma(v - c, S, B)`` in x's dtype, half
+    ``e`` on a last axis of 2."""
     dt: tl.constexpr = tl.float16 if X_F16 else tl.bfloat16
     if ASM:
-        d = tl.inline_asm_elementwise(_PAIRS_F16 if X_F16 else _PAIRS_BF16, "=r,r,r,r", [code, S2, OFF2],
+        d = tl.inline_asm_elementwise(_PAIRS_F16 if X_F16 else _PAIRS_BF16, "=r,r,r,r,r", [code, S2, OFF2, B2],
                                       dtype=tl.int32, is_pure=True, pack=1)
         return tl.join(d.to(tl.int16).to(dt, bitcast=True), (d >> 16).to(tl.int16).to(dt, bitcast=True))
     S = half16(S2, 0, dt).to(tl.float32)
     off = half16(OFF2, 0, dt).to(tl.float32)
+    B = half16(B2, 0, dt).to(tl.float32)
     lo = half16(code, 0, dt).to(tl.float32) + off
     hi = half16(code, 16, dt).to(tl.float32) + off
-    return tl.join((lo * S).to(dt), (hi * S).to(dt))
-
-
-@triton.jit
-def _affine_pairs(code, S2, B2, X_F16: tl.constexpr, ASM: tl.constexpr):
-    """As :func:`_pairs` for ``fma(v, S, B)`` (``c = 0``; ``B2``: the bias pairs)."""
-    dt: tl.constexpr = tl.float16 if X_F16 else tl.bfloat16
-    if ASM:
-        d = tl.inline_asm_elementwise(_AFFINE_F16 if X_F16 else _AFFINE_BF16, "=r,r,r,r", [code, S2, B2],
-                                      dtype=tl.int32, is_pure=True, pack=1)
-        return tl.join(d.to(tl.int16).to(dt, bitcast=True), (d >> 16).to(tl.int16).to(dt, bitcast=True))
-    S = half16(S2, 0, dt).to(tl.float32)
-    B = half16(B2, 0, dt).to(tl.float32)
-    OFF: tl.constexpr = 1024.0 if X_F16 else 128.0
-    lo = half16(code, 0, dt).to(tl.float32) - OFF
-    hi = half16(code, 16, dt).to(tl.float32) - OFF
     return tl.join(tl.fma(lo, S, B).to(dt), tl.fma(hi, S, B).to(dt))
 
 
@@ -296,7 +270,8 @@ def _step(xs, t0, t1, t2, t3, t4, t5, t6, t7, acc, FMT: tl.constexpr, BN: tl.con
         high = ((hs[:, :, None] << tl.where(i == 0, 4, 0)) >> tl.maximum(4 * i - 4, 0)) & 0x00300030
         code = ((ql[:, :, None] >> 4 * i) & 0x000F000F) | high | MAGIC
         OFF2 = _pair16(tl.full((1, 1, 1), -(OFF + 32.0), dt))
-        return tl.dot(_tile(_pairs(code, S2, OFF2, X_F16, ASM), BN, 128), xs, acc)
+        return tl.dot(_tile(_pairs(code, S2, OFF2, _pair16(tl.full((1, 1, 1), -0.0, dt)), X_F16, ASM), BN, 128), xs,
+                      acc)
     elif FMT == Q5_K:
         h = tl.reshape(t6, (BN,))
         sc, mn = _k_scale_min(t3, t4, t5, 4 * h[:, None] + tl.arange(0, 4)[None, :])
@@ -310,7 +285,8 @@ def _step(xs, t0, t1, t2, t3, t4, t5, t6, t7, acc, FMT: tl.constexpr, BN: tl.con
         # bit 8 i1 + i0 (and + 16) of hs to bit 4: left 4 / 3 for i = 0 / 1, right 4 / 5 for i = 2 / 3
         high = ((hs[:, :, None] << tl.where(i < 2, 4 - i, 0)) >> tl.where(i < 2, 0, i + 2)) & 0x00100010
         code = ((t0[:, :, None] >> 4 * i) & 0x000F000F) | high | MAGIC
-        return tl.dot(_tile(_affine_pairs(code, S2, B2, X_F16, ASM), BN, 128), xs, acc)
+        OFF2 = _pair16(tl.full((1, 1, 1), -OFF, dt))
+        return tl.dot(_tile(_pairs(code, S2, OFF2, B2, X_F16, ASM), BN, 128), xs, acc)
     else:
         q = tl.reshape(_funnel(t0, t1, t3, ASM), (BN, 32)) ^ -0x7F7F7F80  # bytes q + 128 (^ 0x80808080)
         d = tl.reshape(tl.broadcast_to(_half_bits(t2, t4)[:, :, None], (BN, 4, 8)), (BN, 32))
