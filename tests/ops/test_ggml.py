@@ -846,14 +846,11 @@ def test_matmul_rows_as_streamed_slices(device, monkeypatch, name, m, slices, re
     rows in order; x a row-strided view on the CPU); the result within the error bar; other row counts stay on the
     tiled decode kernel. (Q6_K and Q8_0 with ``MLX_NATIVE_MMV=off``: else ``block_mmv`` has these rows.)"""
     from mlx_native.ops.ggml import kernel
-    from mlx_native.runtime import plans
+    from mlx_native.runtime import env, plans
 
     request.addfinalizer(plans.clear_all)
-    plans.clear_all()
-    built = spy_plans(monkeypatch, kernel.MatmulPlan)
-    from mlx_native.runtime import env
-
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="off"))
+    built = spy_plans(monkeypatch, kernel.MatmulPlan)
     n, k = 24, 512
     raw = valid_blocks(name, n, k, rng_for(request))
     w = torch.from_numpy(gguf_values(raw, name, (n, k)))

@@ -127,12 +127,6 @@ def _funnel(a, b, sh, ASM: tl.constexpr):
 
 
 @triton.jit
-def _half_bits(w, sh):
-    """The 16 bits at ``sh`` (0 or 16, broadcast) of the words ``w`` as an fp16 value, in fp32."""
-    return ((w >> sh) & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
-
-
-@triton.jit
 def _step_loads(wp, row_byte, u, FMT: tl.constexpr, ROWS4: tl.constexpr):
     """The words of step ``u`` of the rows at byte ``row_byte [BN]``, as 8 tensors. Q6_K (half ``u % 2`` of
     super-block ``u // 2``): ``(ql, ql1, qh, qh1, sc, sc1, dw, sh)`` -- each field's words from the one holding its
@@ -257,7 +251,7 @@ def _step(xs, t0, t1, t2, t3, t4, t5, t6, t7, acc, FMT: tl.constexpr, BN: tl.con
         ql = _funnel(t0, t1, t7, ASM)
         qh = _funnel(t2, t3, t7, ASM)
         sc = _funnel(t4, t5, t7, ASM)
-        d = _half_bits(t6, tl.reshape(t7, (BN,)))
+        d = half16(t6, tl.reshape(t7, (BN,)), tl.float16).to(tl.float32)
         scb = (sc[:, :, None] << (24 - 8 * tl.arange(0, 4))[None, None, :]) >> 24  # int8 scales [BN, 2, 4]
         S2 = _pair16(tl.reshape(d[:, None, None] * scb.to(tl.float32), (BN, 8)).to(dt))
         # scale 4 i0 + 2 c0 + f // 4 of ql word 8 c0 + f, shift i = 2 i1 + i0
@@ -275,8 +269,10 @@ def _step(xs, t0, t1, t2, t3, t4, t5, t6, t7, acc, FMT: tl.constexpr, BN: tl.con
     elif FMT == Q5_K:
         h = tl.reshape(t6, (BN,))
         sc, mn = _k_scale_min(t3, t4, t5, 4 * h[:, None] + tl.arange(0, 4)[None, :])
-        S2 = _pair16((_half_bits(t2, 0) * sc.to(tl.float32)).to(dt))  # [BN, 4]: sub-block 4 h + 2 c' + i0
-        B2 = _pair16((-_half_bits(t2, 16) * mn.to(tl.float32)).to(dt))
+        d = half16(t2, 0, tl.float16).to(tl.float32)
+        dmin = half16(t2, 16, tl.float16).to(tl.float32)
+        S2 = _pair16((d * sc.to(tl.float32)).to(dt))  # [BN, 4]: sub-block 4 h + 2 c' + i0
+        B2 = _pair16((-dmin * mn.to(tl.float32)).to(dt))
         S2 = tl.reshape(tl.broadcast_to(tl.reshape(S2, (BN, 2, 1, 1, 2)), (BN, 2, 8, 2, 2)), (BN, 16, 4))
         B2 = tl.reshape(tl.broadcast_to(tl.reshape(B2, (BN, 2, 1, 1, 2)), (BN, 2, 8, 2, 2)), (BN, 16, 4))
         # qh word f of qs word 8 c' + f, shifted by 2 c = 4 h + 2 c': bit i0 of bytes i1, i1 + 2 for shift i
@@ -289,7 +285,7 @@ def _step(xs, t0, t1, t2, t3, t4, t5, t6, t7, acc, FMT: tl.constexpr, BN: tl.con
         return tl.dot(_tile(_pairs(code, S2, OFF2, B2, X_F16, ASM), BN, 128), xs, acc)
     else:
         q = tl.reshape(_funnel(t0, t1, t3, ASM), (BN, 32)) ^ -0x7F7F7F80  # bytes q + 128 (^ 0x80808080)
-        d = tl.reshape(tl.broadcast_to(_half_bits(t2, t4)[:, :, None], (BN, 4, 8)), (BN, 32))
+        d = tl.reshape(tl.broadcast_to(half16(t2, t4, tl.float16).to(tl.float32)[:, :, None], (BN, 4, 8)), (BN, 32))
         return tl.dot(_tile(_q8_weights(q, d, X_F16, ASM), BN, 128), xs, acc)
 
 
