@@ -33,10 +33,10 @@ def _sweep_blocks(name: str, n_blocks: int, rng: np.random.Generator) -> np.ndar
 
 
 def _run(device, raw: np.ndarray, name: str, m: int, n: int, k: int, dtype, pad: int = 0, x=None, plan=None,
-         programs_per_sm: int = 2, baseline32: bool = False):
+         programs_per_sm: int = 2, baseline32: bool = False, prefetch=None):
     """``(out, oracle, baseline, plan)`` of ``m`` rows of x (the first ``k`` columns of a ``[m, k + pad]`` tensor)
     against the rows ``raw`` of type ``name``; ``programs_per_sm``: the plan's K split target (64: as many splits as
-    steps allow, 0: none)."""
+    steps allow, 0: none); ``prefetch``: the loop form (None: ``prefetch_rule``'s)."""
     from mlx_native.ops.ggml import block_mmv
 
     w = oracle_weight(raw, name, (n, k))
@@ -44,7 +44,7 @@ def _run(device, raw: np.ndarray, name: str, m: int, n: int, k: int, dtype, pad:
         x = randn(m, k + pad, dtype=dtype)[:, :k]
     if plan is None:
         plan = block_mmv.BlockMmvLaunch(formats.BY_NAME[name].id, m, n, k, dtype, x.stride(0), torch.device(device),
-                                        programs_per_sm)
+                                        programs_per_sm, prefetch)
     return (*plan_output(device, plan, raw, w, x, baseline32), plan)
 
 
@@ -81,7 +81,8 @@ def test_block_mmv_error_bar(device, name, m, n, k, dtype, pad, pps, split, requ
     c = plan.launch.constexprs
     assert c["FMT"] == formats.BY_NAME[name].id
     assert c["MP"] == next(rows for rows in (8, 16, 32, 64) if m <= rows)
-    assert c["X_F16"] == (dtype == torch.float16) and c["PREFETCH"] == (split == 1 or name == "Q6_K" and m > 8)
+    assert c["X_F16"] == (dtype == torch.float16)
+    assert c["PREFETCH"] == (split == 1 or name == "Q5_K" or name == "Q6_K" and m > 8)  # (Q8_0 splits: < 12 steps)
     row_bytes = formats.row_bytes(formats.BY_NAME[name], k)
     assert c["ROWS4"] == (row_bytes % 4 == 0)  # both Q6_K forms run in these cases (rows of 3 super-blocks: not)
     assert plan.ints == (m, n, k, k if pad % 2 else k + pad, row_bytes, -(-k // 128 // split))
@@ -91,6 +92,38 @@ def test_block_mmv_error_bar(device, name, m, n, k, dtype, pad, pps, split, requ
         out2, oracle2, baseline2, _ = _run(device, raw, name, m, n, k, dtype, pad, plan=plan)
         assert_error_bar(out2, oracle2, baseline2, what=f"{name} {m}x{n}x{k} {dtype} second call")
         assert not plan.splitk.counters.any()
+
+
+def test_block_mmv_launch_rules():
+    """K split targets and loop forms: 4 programs per SM, 2 where the tiles are fewer than the SMs; the next step's
+    words prefetched without a split, for Q5_K, for Q6_K above 8 rows and for Q8_0 splits of 12 steps or more."""
+    from mlx_native.ops.ggml import block_mmv
+
+    q6, q8, q5 = (formats.BY_NAME[name].id for name in ("Q6_K", "Q8_0", "Q5_K"))
+    assert block_mmv.programs_rule(224, 132) == 4 and block_mmv.programs_rule(64, 132) == 2
+    assert block_mmv.programs_rule(132, 132) == 4
+    for t in (q6, q8, q5):
+        assert block_mmv.prefetch_rule(t, 5, 1, 32)
+    assert block_mmv.prefetch_rule(q5, 4, 4, 8) and block_mmv.prefetch_rule(q5, 16, 8, 14)
+    assert not block_mmv.prefetch_rule(q6, 8, 4, 8) and block_mmv.prefetch_rule(q6, 9, 4, 8)
+    assert not block_mmv.prefetch_rule(q8, 16, 4, 8) and not block_mmv.prefetch_rule(q8, 5, 8, 11)
+    assert block_mmv.prefetch_rule(q8, 5, 8, 12) and block_mmv.prefetch_rule(q8, 16, 8, 14)
+
+
+@pytest.mark.parametrize("name, m, n, k, prefetch", [
+    ("Q5_K", 6, 33, 4096, False), ("Q8_0", 9, 40, 3072, True), ("Q6_K", 5, 19, 2048, True),
+])
+def test_block_mmv_loop_form_knob(device, name, m, n, k, prefetch, request):
+    """The loop forms the rules do not pick for a split K (the sweep's knob): within the error bar, merged in the
+    launch."""
+    from test_quant import assert_merged_in_launch
+
+    raw = _blocks(name, n, k, rng_for(request))
+    out, oracle, baseline, plan = _run(device, raw, name, m, n, k, torch.bfloat16, programs_per_sm=64,
+                                       prefetch=prefetch)
+    assert_error_bar(out, oracle, baseline, what=f"{name} {m}x{n}x{k} prefetch {prefetch}")
+    assert plan.launch.constexprs["PREFETCH"] == prefetch and plan.split > 1
+    assert_merged_in_launch(plan)
 
 
 @pytest.mark.parametrize("name, m, dtype", [("Q6_K", 5, torch.bfloat16), ("Q6_K", 16, torch.float16),
@@ -187,7 +220,8 @@ def test_block_mmv_supports(monkeypatch):
     ("Q6_K", 5, 512, "on", "block mmv"), ("Q6_K", 16, 768, "auto", "block mmv"), ("Q6_K", 4, 2048, "auto", "block mmv"),
     ("Q6_K", 8, 512, "off", "streamed slices"), ("Q6_K", 12, 512, "off", "decode"),
     ("Q8_0", 5, 512, "auto", "block mmv"), ("Q8_0", 16, 640, "on", "block mmv"), ("Q8_0", 8, 576, "auto", "decode"),
-    ("Q5_K", 5, 768, "auto", "block mmv"), ("Q5_K", 5, 512, "off", "streamed slices"),
+    ("Q5_K", 5, 768, "auto", "block mmv"), ("Q5_K", 3, 512, "auto", "block mmv"),
+    ("Q5_K", 5, 512, "off", "streamed slices"),
     ("Q6_K", 33, 512, "auto", "block mmv"), ("Q8_0", 64, 512, "auto", "block mmv"),
     ("Q6_K", 65, 512, "auto", "prefill (chunked dequantize + cuBLAS)"),
 ])

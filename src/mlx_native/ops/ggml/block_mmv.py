@@ -50,6 +50,8 @@ words (an even row stride) a step ahead, unpacked at the top of the next step, a
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 import triton
 import triton.language as tl
@@ -83,25 +85,42 @@ STEP_VALUES = 128  # a loop step: half a Q6_K / Q5_K super-block, 4 Q8_0 blocks
 # 50.8 / 51.9, 48.4 / 48.7 / 49.3, 16.9 / 17.0 / 17.3 against 66.8 / 71.0 / 71.8, 58.3 / 65.8 / 66.4, 22.2 / 24.6 /
 # 24.9 (dequantize + cuBLAS 88 / 89 / 26; one row 21.6 / 21.7 / 8.5); at 3 rows q8_mv's rows are ahead (33.2 against
 # 50.5 on 4096 x 14336).
-ROWS_MIN = {Q6K_ID: 4, Q8_ID: 5, Q5K_ID: 5}  # rows of x from which ggml_matmul takes this kernel, by type
-# (Q5_K: not measured yet; the streamed rows kernels have 2-4 rows)
-ROWS_MAX = 64  # 17-64 rows (MID_ROWS): x tiles of 32 / 64 rows; not measured yet (chunked dequantize + cuBLAS before)
+# Session 41 (next_q5k.sh, this module's ROWS4 / byte-column forms): Q5_K at 3 / 4 / 5 / 8 / 16 rows 4096 x 14336
+# 29.4 / 29.6 / 29.7 / 29.9 / 31.2 against the route before (q4k_idot_rows at 3-4, slices, the tiled kernel) 38.2 /
+# 48.3 / 72.0 / 99.5 / 100.8; 17 / 32 / 64 rows (chunked dequantize + cuBLAS before, 95-99 us): Q6_K 36.2 / 37.1 /
+# 51.5, Q8_0 50.8 / 51.4 / 64.5, Q5_K 35.1 / 36.2 / 51.5.
+ROWS_MIN = {Q6K_ID: 4, Q8_ID: 5, Q5K_ID: 3}  # rows of x from which ggml_matmul takes this kernel, by type
+ROWS_MAX = 64  # 17-64 rows (MID_ROWS): x tiles of 32 / 64 rows
 BN = 64  # output features per program
 WARPS = 4
 STAGES = 1  # session 40 run 2: the cp.async pipeline of 4-byte pieces spilled (3 stages 3.2x slower than 1)
 PROGRAMS_PER_SM = 4  # split K until about this many programs per SM (run 3: Q6_K 4096 x 14336 33.1 against 36.0 with 2)
+FEW_TILES_PROGRAMS_PER_SM = 2  # ... this many where the tiles are fewer than the SMs (session 41: Q8_0 / Q5_K 14336 x
+# 4096 at 5-16 rows 40.8-42.1 / 29.1-31.0 against 44.7-46.7 / 31.2-32.7 with 4)
 MIN_STEPS = 4  # loop steps per split at least
+Q8_PREFETCH_STEPS = 12  # Q8_0 prefetches from this many steps a split (prefetch_rule)
 
 
-def prefetch_rule(type_id: int, m: int, split: int) -> bool:
-    """Whether the loop loads the next step's words a step ahead (``PREFETCH``). Run 3 (Q6_K): on for the head's 2004
-    tiles (no K split: 235 against 249 us) and at 9-16 rows (x tiles of 16: 4096 x 14336 35.9 against 37.3, 14336 x
-    4096 35.5 against 36.9, 4096 x 4096 14.3 against 13.5); off for 4-8 rows of a split K (33.1 against 33.9, 33.6
-    against 34.7, 12.4 against 14.0). Run 4 (Q8_0, 4 programs per SM): off at every row count of a split K (5 / 8 / 16
-    rows 4096 x 14336 50.8 / 50.8 / 51.9 against 50.4 / 50.8 / 52.7, 14336 x 4096 48.4 / 48.7 / 49.3 against 54.6 /
-    54.7 / 52.2, 4096 x 4096 16.9 / 17.0 / 17.3 against 19.5 / 19.5 / 19.5); on without a split (run 5, the 4096 x
-    128256 head: 5 / 16 rows 361.8 / 364.6 against 359.3 / 381.9)."""
-    return split == 1 or (type_id == Q6K_ID and m > 8)
+def programs_rule(tiles: int, sms: int) -> int:
+    """Programs per SM that the K split aims at: ``PROGRAMS_PER_SM``, ``FEW_TILES_PROGRAMS_PER_SM`` where the ``tiles``
+    of ``BN`` outputs are fewer than the ``sms`` (longer splits: fewer partial sums to merge)."""
+    return FEW_TILES_PROGRAMS_PER_SM if tiles < sms else PROGRAMS_PER_SM
+
+
+def prefetch_rule(type_id: int, m: int, split: int, per_split: int) -> bool:
+    """Whether the loop loads the next step's words a step ahead (``PREFETCH``), for a K split ``split`` ways of
+    ``per_split`` steps. On without a split (session 40 run 3, the Q6_K 4096 x 128256 head: 235 against 249 us; run 5,
+    Q8_0: 5 / 16 rows 361.8 / 364.6 against 359.3 / 381.9). Q6_K: on at 9-16 rows (x tiles of 16: 4096 x 14336 35.9
+    against 37.3, 14336 x 4096 35.5 against 36.9), off for 4-8 rows of a split K (33.1 against 33.9, 33.6 against
+    34.7, 4096 x 4096 12.4 against 14.0). Q5_K (session 41): on (4096 x 14336 at 3-16 rows 29.4-31.2 against
+    33.1-33.8; 14336 x 4096 at 2 programs per SM 29.1-31.0 against 31.6-32.2). Q8_0 (session 41, bytes decoded a column
+    each): on from ``Q8_PREFETCH_STEPS`` steps a split (14336 x 4096, 14 steps: 5-16 rows 40.8-42.1 against 42.8-44.5),
+    off below (4096 x 14336, 8 steps: 41.4-47.5 against 47.5-49.8; session 40 run 4, 4096 x 4096: 16.9 against 19.5)."""
+    if split == 1 or type_id == Q5K_ID:
+        return True
+    if type_id == Q8_ID:
+        return per_split >= Q8_PREFETCH_STEPS
+    return m > 8
 
 
 # ``(OFF + v) - (OFF + c)`` is ``v - c`` exactly (``$3``: ``-(OFF + c)`` in both halves) and ``fma(v - c, S, B)``
@@ -404,16 +423,19 @@ def supports(type_id: int, x_dtype: torch.dtype, m: int, k: int, raw_bytes: int)
 class BlockMmvLaunch:
     """:func:`block_mmv_kernel` for ``(x [m, k], raw)`` of GGUF type ``type_id`` (raw: the blocks as uint8, 16-byte
     aligned), x rows at stride ``x_row_stride`` (an odd one is copied to contiguous rows: x is read as int32 words); the
-    result has x's dtype. The counters of a K split belong to the plan: it must not run on two streams at once."""
+    result has x's dtype. The counters of a K split belong to the plan: it must not run on two streams at once.
+    ``programs_per_sm`` (the K split's target; 0: no split) and ``prefetch``: the sweep's knobs (None: the rules)."""
 
     def __init__(self, type_id: int, m: int, n: int, k: int, x_dtype: torch.dtype, x_row_stride: int, device,
-                 programs_per_sm: int = PROGRAMS_PER_SM):
+                 programs_per_sm: Optional[int] = None, prefetch: Optional[bool] = None):
         if type_id not in ROWS_MIN or k % _row_unit(type_id) or not 1 <= m <= ROWS_MAX:
             raise ValueError(f"block_mmv: GGUF Q6_K, Q8_0 or Q5_K (got type {type_id}) rows of a multiple of "
                              f"{_row_unit(type_id)} values (got {k}), 1-{ROWS_MAX} rows of x (got {m})")
         tiles = triton.cdiv(n, BN)
-        self.split, per_split = split_rule(k // STEP_VALUES, 1, tiles,
-                                           programs_per_sm * device_info(device).sm_count, MIN_STEPS)
+        sms = device_info(device).sm_count
+        pps = programs_rule(tiles, sms) if programs_per_sm is None else programs_per_sm
+        self.split, per_split = split_rule(k // STEP_VALUES, 1, tiles, pps * sms, MIN_STEPS)
+        self.prefetch = prefetch_rule(type_id, m, self.split, per_split) if prefetch is None else prefetch
         self.m, self.n, self.dtype, self.device = m, n, x_dtype, device
         self.x_copy = x_row_stride % 2 == 1
         row_bytes = formats.row_bytes(formats.BY_ID[type_id], k)
@@ -422,7 +444,7 @@ class BlockMmvLaunch:
         self.launch = dependent_launch(block_mmv_kernel, (tiles, self.split), dict(
             FMT=type_id, BN=BN, MP=x_tile_rows(m), ROWS4=row_bytes % 4 == 0, X_F16=x_dtype == torch.float16,
             SPLIT_K=self.split > 1,
-            FUSE=self.splitk is not None and self.splitk.fused, PREFETCH=prefetch_rule(type_id, m, self.split),
+            FUSE=self.splitk is not None and self.splitk.fused, PREFETCH=self.prefetch,
             ASM=not env.settings.triton_interpret), device, False, num_warps=WARPS, num_stages=STAGES)
 
     def __call__(self, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
