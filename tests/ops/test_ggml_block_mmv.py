@@ -82,7 +82,7 @@ def test_block_mmv_error_bar(device, name, m, n, k, dtype, pad, pps, split, requ
     assert c["FMT"] == formats.BY_NAME[name].id
     assert c["MP"] == next(rows for rows in (8, 16, 32, 64) if m <= rows)
     assert c["X_F16"] == (dtype == torch.float16)
-    assert c["PREFETCH"] == (split == 1 or name == "Q5_K" or name == "Q6_K" and m > 8)  # (Q8_0 splits: < 12 steps)
+    assert c["PREFETCH"] == (split == 1 or name != "Q8_0")  # (Q8_0's splits here: under 12 steps)
     row_bytes = formats.row_bytes(formats.BY_NAME[name], k)
     assert c["ROWS4"] == (row_bytes % 4 == 0)  # both Q6_K forms run in these cases (rows of 3 super-blocks: not)
     assert plan.ints == (m, n, k, k if pad % 2 else k + pad, row_bytes, -(-k // 128 // split))
@@ -96,22 +96,22 @@ def test_block_mmv_error_bar(device, name, m, n, k, dtype, pad, pps, split, requ
 
 def test_block_mmv_launch_rules():
     """K split targets and loop forms: 4 programs per SM, 2 where the tiles are fewer than the SMs; the next step's
-    words prefetched without a split, for Q5_K, for Q6_K above 8 rows and for Q8_0 splits of 12 steps or more."""
+    words prefetched without a split, for Q6_K / Q5_K and for Q8_0 splits of 12 steps or more."""
     from mlx_native.ops.ggml import block_mmv
 
     q6, q8, q5 = (formats.BY_NAME[name].id for name in ("Q6_K", "Q8_0", "Q5_K"))
     assert block_mmv.programs_rule(224, 132) == 4 and block_mmv.programs_rule(64, 132) == 2
     assert block_mmv.programs_rule(132, 132) == 4
     for t in (q6, q8, q5):
-        assert block_mmv.prefetch_rule(t, 5, 1, 32)
-    assert block_mmv.prefetch_rule(q5, 4, 4, 8) and block_mmv.prefetch_rule(q5, 16, 8, 14)
-    assert not block_mmv.prefetch_rule(q6, 8, 4, 8) and block_mmv.prefetch_rule(q6, 9, 4, 8)
-    assert not block_mmv.prefetch_rule(q8, 16, 4, 8) and not block_mmv.prefetch_rule(q8, 5, 8, 11)
-    assert block_mmv.prefetch_rule(q8, 5, 8, 12) and block_mmv.prefetch_rule(q8, 16, 8, 14)
+        assert block_mmv.prefetch_rule(t, 1, 32)
+    assert block_mmv.prefetch_rule(q5, 4, 8) and block_mmv.prefetch_rule(q5, 8, 14)
+    assert block_mmv.prefetch_rule(q6, 4, 8) and block_mmv.prefetch_rule(q6, 16, 7)
+    assert not block_mmv.prefetch_rule(q8, 4, 8) and not block_mmv.prefetch_rule(q8, 8, 11)
+    assert block_mmv.prefetch_rule(q8, 8, 12) and block_mmv.prefetch_rule(q8, 8, 14)
 
 
 @pytest.mark.parametrize("name, m, n, k, prefetch", [
-    ("Q5_K", 6, 33, 4096, False), ("Q8_0", 9, 40, 3072, True), ("Q6_K", 5, 19, 2048, True),
+    ("Q5_K", 6, 33, 4096, False), ("Q8_0", 9, 40, 3072, True), ("Q6_K", 5, 19, 2048, False),
 ])
 def test_block_mmv_loop_form_knob(device, name, m, n, k, prefetch, request):
     """The loop forms the rules do not pick for a split K (the sweep's knob): within the error bar, merged in the

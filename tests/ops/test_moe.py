@@ -445,25 +445,19 @@ def test_moe_ggml_fused_gate_up(device):
     ("Q4_K", 2304, torch.float16, True, False),  # one whole step and a partial one (1 super-block), gate/up pair
     ("Q5_K", 2048, torch.bfloat16, True, False),  # one whole step
     ("Q5_K", 768, torch.float16, False, True),
-    ("Q6_K", 768, torch.bfloat16, False, True),  # Q4_K_M files' Q6_K down projection (Qwen3-MoE: 3 super-blocks)
-    ("Q6_K", 512, torch.float16, True, False),  # rows 4-byte aligned (ROWS4), the gate/up pair
-    ("Q8_0", 768, torch.float16, False, True),
-    ("Q8_0", 256, torch.bfloat16, True, False),
 ])
-def test_moe_ggml_decode_kernels(device, monkeypatch, name, k, dtype, up, per_slot):
+def test_moe_ggml_idot_decode(device, monkeypatch, name, k, dtype, up, per_slot):
     """A few routed rows (decode) on GGUF Q4_K / Q5_K experts take the routed integer-dot mat-vec
-    (``ops/moe/gguf_idot.py``), on Q6_K / Q8_0 the routed tensor-core one (``ggml/block_mmv.py``): every slot within
-    the error bar of the fp64 per-expert oracle, rows of whole and partial steps, the gate/up pair with its
-    activation, x shared by a token's slots or one row per slot; an expert id out of range gives that slot NaN, the
-    others unchanged (the launch itself: ``moe_ggml_matmul`` refuses it on CPU tensors)."""
-    from mlx_native.ops.ggml import block_mmv
+    (``ops/moe/gguf_idot.py``): every slot within the error bar of the fp64 per-expert oracle, rows of whole and
+    partial steps, the gate/up pair with its activation, x shared by a token's slots or one row per slot; an expert
+    id out of range gives that slot NaN, the others unchanged (the launch itself: ``moe_ggml_matmul`` refuses it on
+    CPU tensors)."""
     from mlx_native.ops.moe import gguf_idot
 
-    idot = name in ("Q4_K", "Q5_K")
-    built = spy_plans(monkeypatch, gguf_idot.MoeGgmlIdotLaunch if idot else block_mmv.RoutedBlockMmvLaunch)
+    built = spy_plans(monkeypatch, gguf_idot.MoeGgmlIdotLaunch)
     rng = np.random.default_rng(k)
     t = formats.BY_NAME[name]
-    e, n, topk, tokens = 7, 21 if idot else 70, 3, 2
+    e, n, topk, tokens = 7, 21, 3, 2
     graw = crafted_blocks(name, e * n * k // t.block_elems, rng)
     uraw = crafted_blocks(name, e * n * k // t.block_elems, rng)
     lead = (tokens, topk) if per_slot else (tokens,)
@@ -471,8 +465,7 @@ def test_moe_ggml_decode_kernels(device, monkeypatch, name, k, dtype, up, per_sl
     ids = torch.tensor([[4, 0, 6], [6, 2, 4]], dtype=torch.int32)
     gd, ud = torch.from_numpy(graw).to(device), torch.from_numpy(uraw).to(device) if up else None
     out = mn.moe_ggml_matmul(x.to(device), ids.to(device), gd, name, (e, n, k), raw_up=ud)
-    fmt = [p.launch.constexprs["Q5K" if idot else "FMT"] for p in built]
-    assert fmt == [name == "Q5_K" if idot else t.id] and built[0].launch.constexprs["HAS_UP"] == up
+    assert [(p.launch.constexprs["HAS_UP"], p.launch.constexprs["Q5K"]) for p in built] == [(up, name == "Q5_K")]
     assert out.shape == (tokens, topk, n) and out.dtype == dtype
     g = torch.from_numpy(gguf_values(graw, name, (e, n, k)))
     u = torch.from_numpy(gguf_values(uraw, name, (e, n, k)))
@@ -485,25 +478,6 @@ def test_moe_ggml_decode_kernels(device, monkeypatch, name, k, dtype, up, per_sl
     keep = torch.ones(tokens, topk, dtype=torch.bool)
     keep[1, 2] = False
     assert torch.equal(out_bad[keep], out.cpu()[keep])
-
-
-def test_moe_ggml_block_mmv_rules(monkeypatch):
-    """The routed tensor-core mat-vec takes Q6_K / Q8_0 experts of rows of whole loop steps, bf16 / fp16 x, 1-16
-    routed rows, under 2**31 bytes; ``MLX_NATIVE_MMV=off`` turns it off."""
-    import dataclasses
-
-    from mlx_native.ops.ggml import block_mmv
-    from mlx_native.runtime import env
-
-    q6k, q8, bf16 = formats.BY_NAME["Q6_K"].id, formats.BY_NAME["Q8_0"].id, torch.bfloat16
-    supports = block_mmv.routed_supports
-    assert supports(q6k, bf16, 768, 8, 10) and supports(q8, torch.float16, 768, 16, 10)
-    assert not supports(q6k, bf16, 768, 17, 10) and not supports(q8, bf16, 576, 8, 10)
-    assert not supports(q6k, torch.float32, 768, 8, 10) and not supports(q6k, bf16, 768, 8, 2**31)
-    for name in ("Q4_0", "Q4_K", "Q5_K"):
-        assert not supports(formats.BY_NAME[name].id, bf16, 768, 8, 10)
-    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, mmv="off"))
-    assert not block_mmv.routed_supports(q6k, bf16, 768, 8, 10)
 
 
 def test_moe_ggml_idot_rules(monkeypatch):

@@ -57,9 +57,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import dependent_launch, enter
-from ...kernels.launch import Launch
 from ...kernels.loads import pinned
-from ...kernels.math import gated_act
 from ...kernels.words import half16, word_aligned
 from ...runtime import env
 from ...runtime.device import device_info
@@ -85,10 +83,10 @@ STEP_VALUES = 128  # a loop step: half a Q6_K / Q5_K super-block, 4 Q8_0 blocks
 # 50.8 / 51.9, 48.4 / 48.7 / 49.3, 16.9 / 17.0 / 17.3 against 66.8 / 71.0 / 71.8, 58.3 / 65.8 / 66.4, 22.2 / 24.6 /
 # 24.9 (dequantize + cuBLAS 88 / 89 / 26; one row 21.6 / 21.7 / 8.5); at 3 rows q8_mv's rows are ahead (33.2 against
 # 50.5 on 4096 x 14336).
-# Session 41 (next_q5k.sh, this module's ROWS4 / byte-column forms): Q5_K at 3 / 4 / 5 / 8 / 16 rows 4096 x 14336
-# 29.4 / 29.6 / 29.7 / 29.9 / 31.2 against the route before (q4k_idot_rows at 3-4, slices, the tiled kernel) 38.2 /
-# 48.3 / 72.0 / 99.5 / 100.8; 17 / 32 / 64 rows (chunked dequantize + cuBLAS before, 95-99 us): Q6_K 36.2 / 37.1 /
-# 51.5, Q8_0 50.8 / 51.4 / 64.5, Q5_K 35.1 / 36.2 / 51.5.
+# Session 41 (runs 0 and 2, this module's ROWS4 / byte-column forms): Q5_K at 3 / 4 / 8 / 16 rows 4096 x 14336 29.5
+# / 29.6 / 30.0 / 31.1 against the route before (q4k_idot_rows at 3-4, slices, the tiled kernel) 38.4 / 48.3 / 99.5 /
+# 100.8; at 2 rows q4k_idot_rows is as fast (28.8 against 29.5). 17 / 32 / 64 rows (chunked dequantize + cuBLAS
+# before, 95-100 us): Q6_K 36.2 / 37.1 / 51.5, Q8_0 50.8 / 51.4 / 64.5, Q5_K 35.1 / 36.2 / 51.5.
 ROWS_MIN = {Q6K_ID: 4, Q8_ID: 5, Q5K_ID: 3}  # rows of x from which ggml_matmul takes this kernel, by type
 ROWS_MAX = 64  # 17-64 rows (MID_ROWS): x tiles of 32 / 64 rows
 BN = 64  # output features per program
@@ -107,20 +105,15 @@ def programs_rule(tiles: int, sms: int) -> int:
     return FEW_TILES_PROGRAMS_PER_SM if tiles < sms else PROGRAMS_PER_SM
 
 
-def prefetch_rule(type_id: int, m: int, split: int, per_split: int) -> bool:
+def prefetch_rule(type_id: int, split: int, per_split: int) -> bool:
     """Whether the loop loads the next step's words a step ahead (``PREFETCH``), for a K split ``split`` ways of
-    ``per_split`` steps. On without a split (session 40 run 3, the Q6_K 4096 x 128256 head: 235 against 249 us; run 5,
-    Q8_0: 5 / 16 rows 361.8 / 364.6 against 359.3 / 381.9). Q6_K: on at 9-16 rows (x tiles of 16: 4096 x 14336 35.9
-    against 37.3, 14336 x 4096 35.5 against 36.9), off for 4-8 rows of a split K (33.1 against 33.9, 33.6 against
-    34.7, 4096 x 4096 12.4 against 14.0). Q5_K (session 41): on (4096 x 14336 at 3-16 rows 29.4-31.2 against
-    33.1-33.8; 14336 x 4096 at 2 programs per SM 29.1-31.0 against 31.6-32.2). Q8_0 (session 41, bytes decoded a column
-    each): on from ``Q8_PREFETCH_STEPS`` steps a split (14336 x 4096, 14 steps: 5-16 rows 40.8-42.1 against 42.8-44.5),
-    off below (4096 x 14336, 8 steps: 41.4-47.5 against 47.5-49.8; session 40 run 4, 4096 x 4096: 16.9 against 19.5)."""
-    if split == 1 or type_id == Q5K_ID:
-        return True
-    if type_id == Q8_ID:
-        return per_split >= Q8_PREFETCH_STEPS
-    return m > 8
+    ``per_split`` steps. On without a split (session 40: the 4096 x 128256 head, Q6_K 235 against 249 us, Q8_0 5 / 16
+    rows 361.8 / 364.6 against 359.3 / 381.9) and for Q6_K / Q5_K (session 41, their forms with pinned slots 3-4:
+    Q6_K 4096 x 14336 at 4 / 8 / 16 rows 31.0 / 31.2 / 31.8 against 32.0 / 32.3 / 33.8, 14336 x 4096 31.0 / 31.0 /
+    31.2 against 32.7 / 32.9 / 33.7; Q5_K 4096 x 14336 at 3-16 rows 29.4-31.2 against 33.1-33.8). Q8_0 (decoded a
+    byte a column): on from ``Q8_PREFETCH_STEPS`` steps a split (14336 x 4096, 14 steps: 5-16 rows 40.8-42.1 against
+    42.8-44.5), off below (4096 x 14336, 8 steps: 41.4-47.5 against 47.5-49.8)."""
+    return split == 1 or type_id != Q8_ID or per_split >= Q8_PREFETCH_STEPS
 
 
 # ``(OFF + v) - (OFF + c)`` is ``v - c`` exactly (``$3``: ``-(OFF + c)`` in both halves) and ``fma(v - c, S, B)``
@@ -356,50 +349,6 @@ def block_mmv_kernel(
     store_result(out_ptr, part_ptr, part_ptr, cnt_ptr + pid_n, acc, acc, out_off, mask, M * N, SPLIT_K, FUSE, False, 0)
 
 
-@triton.jit
-def _project(wp, row_byte, x_ptr, steps, FMT: tl.constexpr, ROWS4: tl.constexpr, BN: tl.constexpr,
-             X_F16: tl.constexpr, ASM: tl.constexpr):
-    """``[BN]`` fp32: the rows at byte ``row_byte [BN]`` times the one row of x at ``x_ptr`` (4-byte aligned), ``steps``
-    whole loop steps (x as an 8-row tile of which row 0 is real)."""
-    m = tl.arange(0, 8)
-    dt = x_ptr.dtype.element_ty
-    acc = tl.zeros([BN, 8], dtype=tl.float32)
-    for u in range(0, steps):
-        xs = _x_order_step(_x_load(x_ptr, m, u, 0, 1, 128, 128), FMT, dt)
-        t0, t1, t2, t3, t4, t5, t6, t7 = _step_loads(wp, row_byte, u, FMT, ROWS4)
-        acc = _step(xs, t0, t1, t2, t3, t4, t5, t6, t7, acc, FMT, BN, X_F16, ASM)
-    return tl.sum(tl.where((m == 0)[None, :], acc, 0.0), axis=1)
-
-
-@triton.jit
-def routed_block_mmv_kernel(
-    x_ptr,  # [T, K] (X_DIV = TOPK: shared by a token's slots) or [T * TOPK, K] (X_DIV = 1); even row stride stride_x
-    ids_ptr,  # [slots] expert ids, int32 or int64
-    w_ptr, wu_ptr,  # [E * N * row_bytes] uint8 raw experts (wu_ptr: the up projection's, HAS_UP), 16-byte aligned
-    out_ptr,  # [slots, N]
-    N, K, stride_x, row_bytes, n_experts,
-    FMT: tl.constexpr, BN: tl.constexpr, X_F16: tl.constexpr, X_DIV: tl.constexpr, HAS_UP: tl.constexpr,
-    ACT: tl.constexpr, ROWS4: tl.constexpr, ASM: tl.constexpr = True,
-):
-    """Program ``(tile, slot)``: ``BN`` rows of the slot's expert (and of its up projection: ``act(x G^T) * (x
-    U^T)``) against the slot's row of x; expert ids outside ``[0, E)`` read expert 0 and give NaN rows."""
-    slot = tl.program_id(1)
-    e = tl.load(ids_ptr + slot).to(tl.int32)
-    e_ok = (e >= 0) & (e < n_experts)
-    e = tl.where(e_ok, e, 0)
-    rows = tl.program_id(0) * BN + tl.arange(0, BN)
-    row_ok = rows < N
-    row_byte = (e * N + tl.where(row_ok, rows, 0)) * row_bytes
-    x_row = x_ptr + (slot // X_DIV).to(tl.int64) * stride_x
-    wp = w_ptr.to(tl.pointer_type(tl.int32))
-    res = _project(wp, row_byte, x_row, K // 128, FMT, ROWS4, BN, X_F16, ASM)
-    if HAS_UP:
-        up = _project(wu_ptr.to(tl.pointer_type(tl.int32)), row_byte, x_row, K // 128, FMT, ROWS4, BN, X_F16, ASM)
-        res = gated_act(res, ACT) * up
-    res = tl.where(e_ok, res, float("nan"))
-    tl.store(out_ptr + slot.to(tl.int64) * N + rows, res.to(out_ptr.dtype.element_ty), mask=row_ok)
-
-
 def x_tile_rows(m: int) -> int:
     """Rows of the x tile (the dot's N) for ``m`` rows of x: 8, 16, or ``m`` padded to a power of two."""
     return 8 if m <= 8 else max(16, triton.next_power_of_2(m))
@@ -435,7 +384,7 @@ class BlockMmvLaunch:
         sms = device_info(device).sm_count
         pps = programs_rule(tiles, sms) if programs_per_sm is None else programs_per_sm
         self.split, per_split = split_rule(k // STEP_VALUES, 1, tiles, pps * sms, MIN_STEPS)
-        self.prefetch = prefetch_rule(type_id, m, self.split, per_split) if prefetch is None else prefetch
+        self.prefetch = prefetch_rule(type_id, self.split, per_split) if prefetch is None else prefetch
         self.m, self.n, self.dtype, self.device = m, n, x_dtype, device
         self.x_copy = x_row_stride % 2 == 1
         row_bytes = formats.row_bytes(formats.BY_ID[type_id], k)
@@ -451,40 +400,3 @@ class BlockMmvLaunch:
         out = empty((self.m, self.n), dtype=self.dtype, device=self.device)
         x = x.contiguous() if self.x_copy else word_aligned(x)
         return run_split(self.launch, self.splitk, (x, raw), out, self.ints)
-
-
-ROUTED_MAX_SLOTS = 16  # routed rows (tokens x top_k) up to this many take the routed kernel (decode)
-ROUTED_TYPES = (Q6K_ID, Q8_ID)  # (Q4_K / Q5_K experts: moe/gguf_idot.py's integer-dot mat-vec)
-
-
-def routed_supports(type_id: int, x_dtype: torch.dtype, k: int, slots: int, nbytes: int) -> bool:
-    """Expert-routed decode (``moe_ggml_matmul``): Q6_K / Q8_0 experts of rows of whole loop steps, bf16 / fp16 x and
-    result, 1 to ``ROUTED_MAX_SLOTS`` routed rows, ``nbytes`` (the stacked experts) below 2**31; ``MLX_NATIVE_MMV=off``
-    turns it off."""
-    return (env.settings.mmv != "off" and type_id in ROUTED_TYPES and x_dtype in (torch.bfloat16, torch.float16)
-            and k > 0 and k % _row_unit(type_id) == 0 and 1 <= slots <= ROUTED_MAX_SLOTS and nbytes < 2**31)
-
-
-class RoutedBlockMmvLaunch:
-    """:func:`routed_block_mmv_kernel` for ``slots`` routed rows against experts stacked ``[n_experts, n, k]`` (raw
-    bytes, contiguous): calls ``(x [t or slots, k], ids [slots], raw, raw_up)`` return ``[slots, n]``; ``x_div``: the
-    slots per row of x; ``act``: the fused gate/up pair (an activation code of ``qmm.ACT_CODES``)."""
-
-    def __init__(self, type_id: int, slots: int, n: int, k: int, n_experts: int, x_div: int, out_dtype: torch.dtype,
-                 device, act=None):
-        if type_id not in ROUTED_TYPES or k % _row_unit(type_id):
-            raise ValueError(f"routed block_mmv: GGUF Q6_K or Q8_0 experts (got type {type_id}) of rows of a multiple "
-                             f"of {_row_unit(type_id)} values (got {k})")
-        self.slots, self.n, self.out_dtype, self.device = slots, n, out_dtype, device
-        row_bytes = formats.row_bytes(formats.BY_ID[type_id], k)
-        self.ints = (n, k, row_bytes, n_experts)
-        self.launch = Launch(routed_block_mmv_kernel, (triton.cdiv(n, BN), slots), dict(
-            FMT=type_id, BN=BN, X_F16=out_dtype == torch.float16, X_DIV=x_div, HAS_UP=act is not None, ACT=act or 0,
-            ROWS4=row_bytes % 4 == 0, ASM=not env.settings.triton_interpret), num_warps=WARPS, num_stages=STAGES)
-
-    def __call__(self, x: torch.Tensor, ids: torch.Tensor, raw: torch.Tensor, raw_up=None) -> torch.Tensor:
-        out = empty((self.slots, self.n), dtype=self.out_dtype, device=self.device)
-        x = word_aligned(x if x.stride(0) % 2 == 0 else x.contiguous())
-        n, k, row_bytes, n_experts = self.ints
-        self.launch(x, ids, raw, raw if raw_up is None else raw_up, out, n, k, x.stride(0), row_bytes, n_experts)
-        return out

@@ -13,8 +13,7 @@ or in one call, ``out = mn.moe_ffn(x, router_logits, 8, gate, up, down)`` (at de
 launches overlap by programmatic dependent launch).
 
 A few routed rows (decode) run one mat-vec program set per row (``ops/moe/idot.py`` for MLX affine 4-bit,
-``ops/moe/gguf_idot.py`` for GGUF Q4_K / Q5_K: integer-dot kernels; ``ops/ggml/block_mmv.py``'s routed kernel for
-GGUF Q6_K / Q8_0; the word-level kernels for the other formats).
+``ops/moe/gguf_idot.py`` for GGUF Q4_K / Q5_K: integer-dot kernels; the word-level kernels for the other formats).
 From 17 rows (prefill) the rows are sorted by expert on the GPU (no host sync, static sizes) into blocks of one
 expert's rows, and each block's rows meet its expert's weights on tensor cores (``ops/moe/grouped.py``).
 

@@ -15,7 +15,7 @@ from ...kernels.math import sigmoid
 from ...runtime.memory import empty
 from ..common import next_pow2
 from ..ggml.kernel import aligned, rows_dequantizer, weight_spec
-from ..ggml import block_mmv, formats
+from ..ggml import formats
 from ..quant import affine_idot, qmm
 from ..quant import kernel as qkernel
 from ..quant.gemv import AFFINE
@@ -286,11 +286,6 @@ class MoeGgmlPlan:
                                                       x.device, act)
             self.kind = "idot"
             return
-        if block_mmv.routed_supports(t.id, x.dtype, self.kf, tt * k, raw.numel()):
-            self.launch = block_mmv.RoutedBlockMmvLaunch(t.id, tt * k, self.n, self.kf, self.n_experts, x_div,
-                                                         x.dtype, x.device, act)
-            self.kind = "block mmv"
-            return
         self.kind = "tiled"
         launch = grouped.grouped_launch(t.id, self.n, self.kf, tt * k, self.n_experts, x_div, x.dtype, strides,
                                         x.device, rows_dequantizer(t, self.kf), act)
@@ -313,7 +308,7 @@ class MoeGgmlPlan:
         r2 = aligned(raw_up.reshape(-1)) if raw_up is not None else None
         if self.kind == "grouped":
             return self.launch(_x2d(x), ids.reshape(-1), (r,), None if r2 is None else (r2,)).view(self.out_shape)
-        if self.kind in ("idot", "block mmv"):
+        if self.kind == "idot":
             return self.launch(_x2d(x), ids.reshape(-1), r, r2).view(self.out_shape)
         out = self.launch(_x2d(x), ids.reshape(-1), r, r, r, r2, r2, r2)
         return out.view(self.out_shape)
