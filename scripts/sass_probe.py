@@ -156,7 +156,7 @@ def main() -> int:
         codes_per_iter = args.bn * 8 * ch * 32
     elif args.kernel == "block_mmv":  # 128 values of each of BN rows a loop step
         from mlx_native.ops.ggml.block_mmv import block_mmv_kernel as fn
-        const = dict(FMT=args.fmt, BN=args.bn, MP=args.mp, X_F16=False, SPLIT_K=False, FUSE=False, ASM=True,
+        const = dict(FMT=args.fmt, BN=args.bn, MP=args.mp, X_F16=False, SPLIT_K=False, FUSE=False, ASM=True, ROWS4=True,
                      PREFETCH=bool(args.prefetch))
         codes_per_iter = args.bn * 128
     else:

@@ -807,7 +807,7 @@ def test_matmul_gemv_whole_steps(device, name, request):
     ("Q5_K", 1, 512, "Q5kMvLaunch"),  # under one integer-dot step (8 super-blocks)
     ("Q5_K", 1, 2048, "Q5kIdotLaunch"),
     ("Q5_K", 2, 512, "Q5kMvLaunch"),  # 2-4 rows under one integer-dot step: its MR rows
-    ("Q5_K", 3, 2048, "Q5kIdotRowsLaunch"),
+    ("Q5_K", 2, 2048, "Q5kIdotRowsLaunch"),  # (3-4 rows: block_mmv)
     ("Q4_K", 1, 2048, "Q4kIdotLaunch"),
     ("Q4_K", 2, 2048, "Q4kIdotRowsLaunch"),
     ("Q4_K", 3, 2048, "MmvLaunch"),  # more rows than the streamed variants take: the packed tensor-core kernel
@@ -819,7 +819,7 @@ def test_matmul_gemv_whole_steps(device, name, request):
 def test_matmul_routes_to_streamed_kernels(device, monkeypatch, name, m, k, expected, request):
     """``ggml_matmul``'s decode routing under the default settings: one row of Q8_0 / Q6_K / Q5_K / Q4_K (Q4_K and
     Q5_K rows of at least one integer-dot step: the integer-dot kernel), 2 rows of
-    Q4_K and 2-4 of Q4_0 / Q4_1 / Q5_K / Q6_K / Q8_0 take the streamed kernels (and the result is right), more rows
+    Q4_K / Q5_K and 2-4 of Q4_0 / Q4_1 / Q6_K / Q8_0 take the streamed kernels (and the result is right), more rows
     of Q4_K the tensor-core decode kernel."""
     from mlx_native.ops.ggml import q4_idot, q4_mv, q4k_idot, q4k_idot_rows, q4k_mv, q6k_mv, q8_mv
     from mlx_native.ops.quant import gemv, mmv

@@ -1,4 +1,4 @@
-"""The tensor-core decode kernel for GGUF Q6_K / Q8_0 and 4-16 rows of x (``ops/ggml/block_mmv.py``), through its
+"""The tensor-core decode kernel for GGUF Q6_K / Q8_0 / Q5_K and 4-64 rows of x (``ops/ggml/block_mmv.py``), through its
 launch plan (``BlockMmvLaunch``) and through ``ggml_matmul``'s routing: ``gguf.quants`` dequantizes the oracle weight,
 the fp64 product of x with it is the oracle, ``x @ w.to(dtype).T`` the error bar's baseline."""
 
@@ -19,20 +19,24 @@ def _blocks(name: str, n: int, k: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def _sweep_blocks(name: str, n_blocks: int, rng: np.random.Generator) -> np.ndarray:
-    """Blocks whose code bytes (Q6_K: bytes 0-207, low nibbles, high pairs and scales; Q8_0: bytes 2-33) run through
-    every value at every position over 256 blocks; ``d`` random with both signs."""
+    """Blocks whose code bytes (Q6_K: bytes 0-207, low nibbles, high pairs and scales; Q8_0: bytes 2-33; Q5_K: bytes
+    4-175, scales and mins, high bits, nibbles) run through every value at every position over 256 blocks; ``d``
+    random with both signs (Q5_K: ``dmin`` positive)."""
     if name == "Q6_K":
         return byte_sweep_blocks(n_blocks, rng)
-    raw = crafted_blocks(name, n_blocks, rng).reshape(n_blocks, 34)
-    raw[:, 2:] = ((np.arange(32)[None, :] + np.arange(n_blocks)[:, None] + int(rng.integers(0, 256))) % 256)
+    t = formats.BY_NAME[name]
+    first = 2 if name == "Q8_0" else 4  # Q5_K: scales, mins, qh and qs
+    raw = crafted_blocks(name, n_blocks, rng).reshape(n_blocks, t.block_bytes)
+    width = t.block_bytes - first
+    raw[:, first:] = ((np.arange(width)[None, :] + np.arange(n_blocks)[:, None] + int(rng.integers(0, 256))) % 256)
     return raw.reshape(-1)
 
 
 def _run(device, raw: np.ndarray, name: str, m: int, n: int, k: int, dtype, pad: int = 0, x=None, plan=None,
-         programs_per_sm: int = 2, baseline32: bool = False):
+         programs_per_sm: int = 2, baseline32: bool = False, prefetch=None):
     """``(out, oracle, baseline, plan)`` of ``m`` rows of x (the first ``k`` columns of a ``[m, k + pad]`` tensor)
     against the rows ``raw`` of type ``name``; ``programs_per_sm``: the plan's K split target (64: as many splits as
-    steps allow, 0: none)."""
+    steps allow, 0: none); ``prefetch``: the loop form (None: ``prefetch_rule``'s)."""
     from mlx_native.ops.ggml import block_mmv
 
     w = oracle_weight(raw, name, (n, k))
@@ -40,7 +44,7 @@ def _run(device, raw: np.ndarray, name: str, m: int, n: int, k: int, dtype, pad:
         x = randn(m, k + pad, dtype=dtype)[:, :k]
     if plan is None:
         plan = block_mmv.BlockMmvLaunch(formats.BY_NAME[name].id, m, n, k, dtype, x.stride(0), torch.device(device),
-                                        programs_per_sm)
+                                        programs_per_sm, prefetch)
     return (*plan_output(device, plan, raw, w, x, baseline32), plan)
 
 
@@ -56,6 +60,13 @@ def _run(device, raw: np.ndarray, name: str, m: int, n: int, k: int, dtype, pad:
     ("Q8_0", 8, 70, 640, torch.float16, 6, 0, 1),  # five steps (rows of 20 blocks), two row tiles, stride K + 6
     ("Q8_0", 11, 64, 2816, torch.bfloat16, 2, 64, 4),  # 22 steps split 6 + 6 + 6 + 4, merged in the launch
     ("Q8_0", 16, 33, 4096, torch.float16, 3, 64, 8),  # an odd row stride, 32 steps split in eight
+    ("Q5_K", 5, 19, 512, torch.bfloat16, 0, 0, 1),  # four steps (half super-blocks), a ragged row tile
+    ("Q5_K", 12, 70, 768, torch.float16, 6, 0, 1),  # rows of 3 super-blocks, two row tiles, stride K + 6
+    ("Q5_K", 9, 64, 2816, torch.bfloat16, 3, 64, 4),  # an odd row stride, 22 steps split 6 + 6 + 6 + 4
+    ("Q5_K", 6, 33, 4096, torch.float16, 0, 64, 8),  # 32 steps split in eight
+    ("Q6_K", 17, 40, 1024, torch.bfloat16, 0, 0, 1),  # 17 rows: an x tile of 32
+    ("Q8_0", 40, 21, 512, torch.float16, 2, 0, 1),  # 40 rows: an x tile of 64
+    ("Q5_K", 64, 19, 768, torch.bfloat16, 0, 0, 1),  # 64 rows
 ])
 def test_block_mmv_error_bar(device, name, m, n, k, dtype, pad, pps, split, request):
     """4-16 rows of x against quantized weights: every row within the error bar of the fp64 oracle (Q6_K weights are
@@ -68,9 +79,12 @@ def test_block_mmv_error_bar(device, name, m, n, k, dtype, pad, pps, split, requ
     out, oracle, baseline, plan = _run(device, raw, name, m, n, k, dtype, pad, programs_per_sm=pps)
     assert_error_bar(out, oracle, baseline, what=f"{name} {m}x{n}x{k} {dtype}")
     c = plan.launch.constexprs
-    assert c["FMT"] == formats.BY_NAME[name].id and c["MP"] == (8 if m <= 8 else 16)
-    assert c["X_F16"] == (dtype == torch.float16) and c["PREFETCH"] == (split == 1 or name == "Q6_K" and m > 8)
+    assert c["FMT"] == formats.BY_NAME[name].id
+    assert c["MP"] == next(rows for rows in (8, 16, 32, 64) if m <= rows)
+    assert c["X_F16"] == (dtype == torch.float16)
+    assert c["PREFETCH"] == (split == 1 or name != "Q8_0")  # (Q8_0's splits here: under 12 steps)
     row_bytes = formats.row_bytes(formats.BY_NAME[name], k)
+    assert c["ROWS4"] == (row_bytes % 4 == 0)  # both Q6_K forms run in these cases (rows of 3 super-blocks: not)
     assert plan.ints == (m, n, k, k if pad % 2 else k + pad, row_bytes, -(-k // 128 // split))
     assert plan.split == split
     if split > 1:
@@ -80,17 +94,50 @@ def test_block_mmv_error_bar(device, name, m, n, k, dtype, pad, pps, split, requ
         assert not plan.splitk.counters.any()
 
 
+def test_block_mmv_launch_rules():
+    """K split targets and loop forms: 4 programs per SM, 2 where the tiles are fewer than the SMs; the next step's
+    words prefetched without a split, for Q6_K / Q5_K and for Q8_0 splits of 12 steps or more."""
+    from mlx_native.ops.ggml import block_mmv
+
+    q6, q8, q5 = (formats.BY_NAME[name].id for name in ("Q6_K", "Q8_0", "Q5_K"))
+    assert block_mmv.programs_rule(224, 132) == 4 and block_mmv.programs_rule(64, 132) == 2
+    assert block_mmv.programs_rule(132, 132) == 4
+    for t in (q6, q8, q5):
+        assert block_mmv.prefetch_rule(t, 1, 32)
+    assert block_mmv.prefetch_rule(q5, 4, 8) and block_mmv.prefetch_rule(q5, 8, 14)
+    assert block_mmv.prefetch_rule(q6, 4, 8) and block_mmv.prefetch_rule(q6, 16, 7)
+    assert not block_mmv.prefetch_rule(q8, 4, 8) and not block_mmv.prefetch_rule(q8, 8, 11)
+    assert block_mmv.prefetch_rule(q8, 8, 12) and block_mmv.prefetch_rule(q8, 8, 14)
+
+
+@pytest.mark.parametrize("name, m, n, k, prefetch", [
+    ("Q5_K", 6, 33, 4096, False), ("Q8_0", 9, 40, 3072, True), ("Q6_K", 5, 19, 2048, False),
+])
+def test_block_mmv_loop_form_knob(device, name, m, n, k, prefetch, request):
+    """The loop forms the rules do not pick for a split K (the sweep's knob): within the error bar, merged in the
+    launch."""
+    from test_quant import assert_merged_in_launch
+
+    raw = _blocks(name, n, k, rng_for(request))
+    out, oracle, baseline, plan = _run(device, raw, name, m, n, k, torch.bfloat16, programs_per_sm=64,
+                                       prefetch=prefetch)
+    assert_error_bar(out, oracle, baseline, what=f"{name} {m}x{n}x{k} prefetch {prefetch}")
+    assert plan.launch.constexprs["PREFETCH"] == prefetch and plan.split > 1
+    assert_merged_in_launch(plan)
+
+
 @pytest.mark.parametrize("name, m, dtype", [("Q6_K", 5, torch.bfloat16), ("Q6_K", 16, torch.float16),
-                                            ("Q8_0", 6, torch.bfloat16), ("Q8_0", 12, torch.float16)])
+                                            ("Q8_0", 6, torch.bfloat16), ("Q8_0", 12, torch.float16),
+                                            ("Q5_K", 7, torch.bfloat16), ("Q5_K", 16, torch.float16)])
 def test_block_mmv_every_byte_at_every_position(device, name, m, dtype, request):
     """Code bytes through every value at every position (256 blocks, at both alignments): within the error bar."""
-    n, k = (64, 1024) if name == "Q6_K" else (32, 256)
+    n, k = (32, 256) if name == "Q8_0" else (64, 1024)
     raw = _sweep_blocks(name, n * k // formats.BY_NAME[name].block_elems, rng_for(request))
     out, oracle, baseline, _ = _run(device, raw, name, m, n, k, dtype)
     assert_error_bar(out, oracle, baseline, what=f"{name} byte sweep {m} rows {dtype}")
 
 
-@pytest.mark.parametrize("name", ["Q6_K", "Q8_0"])
+@pytest.mark.parametrize("name", ["Q6_K", "Q8_0", "Q5_K"])
 def test_block_mmv_rows_are_the_rows_of_x(device, name, request):
     """Each output row belongs to its row of x: rows that are power-of-two multiples of one another give outputs in
     the same ratios, bitwise, so a swapped or repeated row of x fails."""
@@ -125,7 +172,7 @@ def test_block_mmv_extreme_d(device, name, request):
     assert_error_bar(out, oracle, baseline, what=f"{name} extreme d")
 
 
-@pytest.mark.parametrize("name", ["Q6_K", "Q8_0"])
+@pytest.mark.parametrize("name", ["Q6_K", "Q8_0", "Q5_K"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_block_mmv_keeps_inf_and_nan_of_x(device, name, dtype, request):
     """Inf / NaN in a row of x reach that row's outputs and no other's."""
@@ -159,7 +206,8 @@ def test_block_mmv_supports(monkeypatch):
         assert not block_mmv.supports(t, bf, 8, 4096, 2**31)
     assert block_mmv.supports(q6, bf, 8, 768, nbytes) and not block_mmv.supports(q6, bf, 8, 4096 + 128, nbytes)
     assert block_mmv.supports(q8, bf, 8, 4096 + 128, nbytes) and not block_mmv.supports(q8, bf, 8, 576, nbytes)
-    for other in ("Q4_K", "Q5_K", "Q4_0"):
+    assert block_mmv.supports(formats.BY_NAME["Q5_K"].id, bf, 8, 768, nbytes)
+    for other in ("Q4_K", "Q4_0", "Q4_1"):
         assert not block_mmv.supports(formats.BY_NAME[other].id, bf, 8, 4096, nbytes)
     for t, k in ((q6, 4096 + 128), (q8, 576), (formats.BY_NAME["Q4_K"].id, 4096)):
         with pytest.raises(ValueError, match="block_mmv"):
@@ -172,6 +220,10 @@ def test_block_mmv_supports(monkeypatch):
     ("Q6_K", 5, 512, "on", "block mmv"), ("Q6_K", 16, 768, "auto", "block mmv"), ("Q6_K", 4, 2048, "auto", "block mmv"),
     ("Q6_K", 8, 512, "off", "streamed slices"), ("Q6_K", 12, 512, "off", "decode"),
     ("Q8_0", 5, 512, "auto", "block mmv"), ("Q8_0", 16, 640, "on", "block mmv"), ("Q8_0", 8, 576, "auto", "decode"),
+    ("Q5_K", 5, 768, "auto", "block mmv"), ("Q5_K", 3, 512, "auto", "block mmv"),
+    ("Q5_K", 5, 512, "off", "streamed slices"),
+    ("Q6_K", 33, 512, "auto", "block mmv"), ("Q8_0", 64, 512, "auto", "block mmv"),
+    ("Q6_K", 65, 512, "auto", "prefill (chunked dequantize + cuBLAS)"),
 ])
 def test_ggml_matmul_routes_rows_to_block_mmv(device, monkeypatch, name, m, k, mmv, kind, request):
     """``ggml_matmul`` sends 4-16 rows of x against Q6_K and 5-16 against Q8_0 rows of whole steps here (x a
@@ -197,7 +249,7 @@ def test_ggml_matmul_routes_rows_to_block_mmv(device, monkeypatch, name, m, k, m
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["Q6_K", "Q8_0"])
+@pytest.mark.parametrize("name", ["Q6_K", "Q8_0", "Q5_K"])
 @pytest.mark.parametrize("m", [4, 8, 16])
 def test_block_mmv_real_sizes(device, name, m, request):
     """Llama-3-8B shapes (4096 x 14336, 14336 x 4096), in a CUDA graph too."""

@@ -449,7 +449,9 @@ def test_moe_ggml_fused_gate_up(device):
 def test_moe_ggml_idot_decode(device, monkeypatch, name, k, dtype, up, per_slot):
     """A few routed rows (decode) on GGUF Q4_K / Q5_K experts take the routed integer-dot mat-vec
     (``ops/moe/gguf_idot.py``): every slot within the error bar of the fp64 per-expert oracle, rows of whole and
-    partial steps, the gate/up pair with its activation, x shared by a token's slots or one row per slot."""
+    partial steps, the gate/up pair with its activation, x shared by a token's slots or one row per slot; an expert
+    id out of range gives that slot NaN, the others unchanged (the launch itself: ``moe_ggml_matmul`` refuses it on
+    CPU tensors)."""
     from mlx_native.ops.moe import gguf_idot
 
     built = spy_plans(monkeypatch, gguf_idot.MoeGgmlIdotLaunch)
@@ -461,14 +463,21 @@ def test_moe_ggml_idot_decode(device, monkeypatch, name, k, dtype, up, per_slot)
     lead = (tokens, topk) if per_slot else (tokens,)
     x = randn(*lead, k, dtype=dtype, scale=0.01)  # crafted blocks' gate x up products would overflow fp16 at scale 1
     ids = torch.tensor([[4, 0, 6], [6, 2, 4]], dtype=torch.int32)
-    out = mn.moe_ggml_matmul(x.to(device), ids.to(device), torch.from_numpy(graw).to(device), name, (e, n, k),
-                             raw_up=torch.from_numpy(uraw).to(device) if up else None)
+    gd, ud = torch.from_numpy(graw).to(device), torch.from_numpy(uraw).to(device) if up else None
+    out = mn.moe_ggml_matmul(x.to(device), ids.to(device), gd, name, (e, n, k), raw_up=ud)
     assert [(p.launch.constexprs["HAS_UP"], p.launch.constexprs["Q5K"]) for p in built] == [(up, name == "Q5_K")]
     assert out.shape == (tokens, topk, n) and out.dtype == dtype
     g = torch.from_numpy(gguf_values(graw, name, (e, n, k)))
     u = torch.from_numpy(gguf_values(uraw, name, (e, n, k)))
     pair = (u.double(), u.to(dtype)) if up else ()
     assert_error_bar(out.cpu(), *_routed_oracles(x, ids, g.double(), g.to(dtype), *pair))
+    bad = ids.clone()
+    bad[1, 2] = e
+    out_bad = built[0](x.to(device).reshape(-1, k), bad.to(device).reshape(-1), gd, ud).cpu().view(tokens, topk, n)
+    assert torch.isnan(out_bad[1, 2]).all()
+    keep = torch.ones(tokens, topk, dtype=torch.bool)
+    keep[1, 2] = False
+    assert torch.equal(out_bad[keep], out.cpu()[keep])
 
 
 def test_moe_ggml_idot_rules(monkeypatch):

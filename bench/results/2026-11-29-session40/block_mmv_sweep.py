@@ -67,15 +67,12 @@ def main():
             t_cub = common.time_graph(cublas, sets)
             row = (f"  M{m:<3d} before {t_before:7.2f}  now {t_now:7.2f} (x{t_before / t_now:4.2f}, err {err:.0e})  "
                    f"cuBLAS {t_cub:7.2f}")
-            rule = block_mmv.prefetch_rule
             for prefetch, pps in VARIANTS if a.variants else ():
-                block_mmv.prefetch_rule = lambda type_id, m, split: prefetch  # noqa: E731
-                plan = block_mmv.BlockMmvLaunch(t.id, m, n, k, DT, k, torch.device("cuda"), pps)
+                plan = block_mmv.BlockMmvLaunch(t.id, m, n, k, DT, k, torch.device("cuda"), pps, prefetch)
                 out = plan(*sets[0]).float()
                 err = (out - ref).abs().max().item() / ref.abs().max().item()
                 tv = common.time_graph(plan, sets)
                 row += f"  p{int(prefetch)} {pps}/SM {tv:7.2f} (split {plan.split}, err {err:.0e})"
-            block_mmv.prefetch_rule = rule
             print(row, flush=True)
 
 

@@ -233,15 +233,15 @@ def weight_spec(t) -> WeightSpec:
 
 class MatmulPlan:
     """ggml_matmul: float types with x's dtype go to torch.matmul on a view of the bytes (no copy); the tensor-core
-    decode kernel of GGUF Q6_K / Q8_0 (``block_mmv``) their calls of 4-16 (Q6_K) or 5-16 (Q8_0, rows of whole 128-value
-    steps) bf16/fp16 rows of x; one bf16/fp16 row of x against Q4_K, Q5_K, Q6_K, Q8_0 (and Q4_0 / Q4_1 matrices large
-    enough), 2 rows against Q4_K and 2-4 against Q4_0 / Q4_1 / Q5_K / Q6_K / Q8_0, the streamed mat-vecs
-    (:func:`streamed_launch`); the tensor-core decode kernel of 4-bit weights (``quant/mmv.py``) other Q4_K calls with
-    2-128 bf16/fp16 rows, Q4_0 / Q4_1 calls with 5-64 (3-4 on large matrices; ``mmv.prefer``, ``mmv.MID_ROWS_MAX``),
-    and with ``MLX_NATIVE_MMV=on`` the other Q4_0 / Q4_1 / Q4_K calls with 1-16 rows; Q6_K calls of 5-8 rows and Q5_K
-    / Q8_0 calls of 5 that ``block_mmv`` does not take the streamed mat-vecs on slices of 4 rows (:func:`row_slices`);
-    other calls of 17 rows or more chunked dequantize + cuBLAS (``qmm.PREFILL_CUBLAS_MIN_M``); everything else runs
-    the fused kernels on the blocks."""
+    decode kernel of GGUF Q6_K / Q8_0 / Q5_K (``block_mmv``) their calls of 4-64 (Q6_K), 3-64 (Q5_K) or 5-64 (Q8_0
+    rows of whole 128-value steps) bf16/fp16 rows of x; one bf16/fp16 row of x against Q4_K, Q5_K, Q6_K, Q8_0 (and
+    Q4_0 / Q4_1 matrices large enough), 2 rows against Q4_K and 2-4 against Q4_0 / Q4_1 / Q5_K / Q6_K / Q8_0, the streamed
+    mat-vecs (:func:`streamed_launch`); the tensor-core decode kernel of 4-bit weights (``quant/mmv.py``) other Q4_K
+    calls with 2-128 bf16/fp16 rows, Q4_0 / Q4_1 calls with 5-64 (3-4 on large matrices; ``mmv.prefer``,
+    ``mmv.MID_ROWS_MAX``), and with ``MLX_NATIVE_MMV=on`` the other Q4_0 / Q4_1 / Q4_K calls with 1-16 rows; Q6_K
+    calls of 5-8 rows and Q5_K / Q8_0 calls of 5 that ``block_mmv`` does not take the streamed mat-vecs on slices of
+    4 rows (:func:`row_slices`); other calls of 17 rows or more chunked dequantize + cuBLAS
+    (``qmm.PREFILL_CUBLAS_MIN_M``); everything else runs the fused kernels on the blocks."""
 
     def __init__(self, x, raw, t, n, k):
         self.t, self.n, self.k = t, n, k
@@ -263,11 +263,13 @@ class MatmulPlan:
         self.chunked = None
         tensor_core = (kind in ("gemv", "decode") or mmv.mid_rows(m, t.id)) and mmv.supports_gguf(
             t.id, x.dtype, m, k, n * rb) and mmv.prefer(m, n, k, t.id) and qmm.CONFIG_OVERRIDE is None
-        if kind == "prefill" and m >= qmm.PREFILL_CUBLAS_MIN_M and not tensor_core and qmm.CONFIG_OVERRIDE is None:
+        blocks = block_mmv.supports(t.id, x.dtype, m, k, n * rb) and qmm.CONFIG_OVERRIDE is None
+        if kind == "prefill" and m >= qmm.PREFILL_CUBLAS_MIN_M and not (tensor_core or blocks) \
+                and qmm.CONFIG_OVERRIDE is None:
             self.chunked = qmm.ChunkedPrefill(m, n, k, x.dtype, x.dtype, x.device, rows_dequantizer(t, k))
             self.kind = "prefill (chunked dequantize + cuBLAS)"
             return
-        if block_mmv.supports(t.id, x.dtype, m, k, n * rb) and qmm.CONFIG_OVERRIDE is None:
+        if blocks:
             self.launch = block_mmv.BlockMmvLaunch(t.id, m, n, k, x.dtype, strides[0], x.device)
             self.kind = "block mmv"
             return
