@@ -445,19 +445,23 @@ def test_moe_ggml_fused_gate_up(device):
     ("Q4_K", 2304, torch.float16, True, False),  # one whole step and a partial one (1 super-block), gate/up pair
     ("Q5_K", 2048, torch.bfloat16, True, False),  # one whole step
     ("Q5_K", 768, torch.float16, False, True),
+    ("Q6_K", 768, torch.bfloat16, False, True),  # Q4_K_M files' Q6_K down projection: 1-super-block steps
+    ("Q6_K", 2048, torch.float16, True, False),  # steps of 4 super-blocks, the gate/up pair
+    ("Q6_K", 1280, torch.bfloat16, True, True),  # a step of 4 and a partial one of 1
 ])
-def test_moe_ggml_idot_decode(device, monkeypatch, name, k, dtype, up, per_slot):
+def test_moe_ggml_decode_kernels(device, monkeypatch, name, k, dtype, up, per_slot):
     """A few routed rows (decode) on GGUF Q4_K / Q5_K experts take the routed integer-dot mat-vec
-    (``ops/moe/gguf_idot.py``): every slot within the error bar of the fp64 per-expert oracle, rows of whole and
-    partial steps, the gate/up pair with its activation, x shared by a token's slots or one row per slot; an expert
-    id out of range gives that slot NaN, the others unchanged (the launch itself: ``moe_ggml_matmul`` refuses it on
-    CPU tensors)."""
-    from mlx_native.ops.moe import gguf_idot
+    (``ops/moe/gguf_idot.py``), on Q6_K the routed streamed one (``ops/moe/gguf_mv.py``): every slot within the error
+    bar of the fp64 per-expert oracle, rows of whole and partial steps, ragged row tiles, the gate/up pair with its
+    activation, x shared by a token's slots or one row per slot; an expert id out of range gives that slot NaN, the
+    others unchanged (the launch itself: ``moe_ggml_matmul`` refuses it on CPU tensors)."""
+    from mlx_native.ops.moe import gguf_idot, gguf_mv
 
-    built = spy_plans(monkeypatch, gguf_idot.MoeGgmlIdotLaunch)
+    q6k = name == "Q6_K"
+    built = spy_plans(monkeypatch, gguf_mv.MoeQ6kMvLaunch if q6k else gguf_idot.MoeGgmlIdotLaunch)
     rng = np.random.default_rng(k)
     t = formats.BY_NAME[name]
-    e, n, topk, tokens = 7, 21, 3, 2
+    e, n, topk, tokens = 7, 21 if not q6k or k != 768 else 70, 3, 2
     graw = crafted_blocks(name, e * n * k // t.block_elems, rng)
     uraw = crafted_blocks(name, e * n * k // t.block_elems, rng)
     lead = (tokens, topk) if per_slot else (tokens,)
@@ -465,7 +469,8 @@ def test_moe_ggml_idot_decode(device, monkeypatch, name, k, dtype, up, per_slot)
     ids = torch.tensor([[4, 0, 6], [6, 2, 4]], dtype=torch.int32)
     gd, ud = torch.from_numpy(graw).to(device), torch.from_numpy(uraw).to(device) if up else None
     out = mn.moe_ggml_matmul(x.to(device), ids.to(device), gd, name, (e, n, k), raw_up=ud)
-    assert [(p.launch.constexprs["HAS_UP"], p.launch.constexprs["Q5K"]) for p in built] == [(up, name == "Q5_K")]
+    c = built[0].launch.constexprs
+    assert len(built) == 1 and c["HAS_UP"] == up and (q6k or c["Q5K"] == (name == "Q5_K"))
     assert out.shape == (tokens, topk, n) and out.dtype == dtype
     g = torch.from_numpy(gguf_values(graw, name, (e, n, k)))
     u = torch.from_numpy(gguf_values(uraw, name, (e, n, k)))
@@ -478,6 +483,27 @@ def test_moe_ggml_idot_decode(device, monkeypatch, name, k, dtype, up, per_slot)
     keep = torch.ones(tokens, topk, dtype=torch.bool)
     keep[1, 2] = False
     assert torch.equal(out_bad[keep], out.cpu()[keep])
+
+
+def test_moe_ggml_q6k_mv_rules(monkeypatch):
+    """The routed streamed mat-vec takes Q6_K experts of whole super-blocks, bf16 / fp16 x, 1-16 routed rows (from 17
+    the grouped kernels), under 2**31 bytes, in ``q6k_mv``'s tiling unsplit; ``MLX_NATIVE_GGUF_MV=0`` turns it off."""
+    import dataclasses
+
+    from mlx_native.ops.moe import gguf_mv
+    from mlx_native.runtime import env
+
+    q6k, bf16 = formats.BY_NAME["Q6_K"].id, torch.bfloat16
+    assert gguf_mv.supports(q6k, bf16, 768, 8, 10) and gguf_mv.supports(q6k, torch.float16, 2048, 16, 10)
+    assert not gguf_mv.supports(q6k, bf16, 768, 17, 10) and not gguf_mv.supports(q6k, torch.float32, 768, 8, 10)
+    assert not gguf_mv.supports(q6k, bf16, 640, 8, 10) and not gguf_mv.supports(q6k, bf16, 768, 8, 2**31)
+    for name in ("Q4_0", "Q4_K", "Q5_K", "Q8_0"):
+        assert not gguf_mv.supports(formats.BY_NAME[name].id, bf16, 768, 8, 10)
+    for k, n, sbs, bn, tail in ((768, 2048, 1, 32, 0), (2048, 768, 4, 8, 0), (1536, 768, 2, 16, 0), (1280, 768, 4, 8, 1)):
+        c = gguf_mv.MoeQ6kMvLaunch(8, n, k, 128, 8, bf16, torch.device("cpu")).launch.constexprs
+        assert (c["SBS"], c["BN"], c["TAIL"], c["N_SB"]) == (sbs, bn, tail, k // 256)
+    monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, gguf_mv=False))
+    assert not gguf_mv.supports(q6k, bf16, 768, 8, 10)
 
 
 def test_moe_ggml_idot_rules(monkeypatch):

@@ -52,7 +52,7 @@ import triton.language as tl
 
 from ..quant.affine_mv import code_f32, row_tile, store_rows
 from ...kernels.dependent import enter
-from ...kernels.loads import load_or_zero, tail_mask
+from ...kernels.loads import load_or_zero
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
 
 
@@ -229,6 +229,68 @@ def _step_any(acc0, acc1, acc2, acc3, a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3
     return acc0, acc1, acc2, acc3
 
 
+@triton.jit
+def tile_offsets(r_off, SBS: tl.constexpr, UPT: tl.constexpr):
+    """``(a_off, c_off, s_off, d_off, x_off)``: ``[BN, G, T]`` half offsets at a step's first super-block for unit
+    ``UPT t`` of slot ``g`` (its ``A`` and ``C``, ``d``, and, in bytes for the int8 pointer, the scale of row 0 of its
+    group set) from the rows' half offsets ``r_off [BN]``, and ``[1, G, T]`` the x word (2 values) of that unit, row
+    0, slot ``g``."""
+    G: tl.constexpr = 2 * SBS
+    gi = tl.arange(0, G)
+    h = gi % 2
+    slot = ((gi // 2) * 105)[None, :, None] + r_off[:, None, None]
+    u0 = (UPT * tl.arange(0, 16 // UPT))[None, None, :]
+    a_off = slot + (32 * h)[None, :, None] + u0
+    c_off = slot + (64 + 16 * h)[None, :, None] + u0
+    d_off = slot + 104 + 0 * u0
+    s_off = 2 * slot + (192 + 8 * h)[None, :, None] + u0 // 8
+    x_off = (gi * 64)[None, :, None] + u0
+    return a_off, c_off, s_off, d_off, x_off
+
+
+@triton.jit
+def rows_loop(w_ptr, a_off, c_off, s_off, d_off, x_ptr, x_off, stride_xw, j_lo, j_hi, last_split, magic, nib,
+              N_SB: tl.constexpr, BN: tl.constexpr, SBS: tl.constexpr, UPT: tl.constexpr, TAIL: tl.constexpr,
+              MR: tl.constexpr, ASM: tl.constexpr):
+    """The ``[BN, G, T]`` fp32 accumulators of ``MR`` rows of x (``x_ptr``: bf16/fp16, rows ``stride_xw`` words
+    apart) against super-blocks ``j_lo .. j_hi`` of the rows at :func:`tile_offsets` from ``w_ptr`` (the raw rows as
+    int16 halves), and with ``TAIL`` the row's last, partial step where ``last_split`` (a K split's last program).
+    Two steps an iteration, each step's operands loaded into the registers the step before released (the second step
+    skipped past ``j_hi``)."""
+    X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
+    G: tl.constexpr = 2 * SBS
+    w8_ptr = w_ptr.to(tl.pointer_type(tl.int8))
+    w_ptr = w_ptr.to(tl.pointer_type(tl.uint16))  # zero-extended halves
+    xw_ptr = x_ptr.to(tl.pointer_type(tl.int32))
+    last = j_hi - SBS
+    acc0 = tl.zeros([BN, G, 16 // UPT], dtype=tl.float32)
+    acc1, acc2, acc3 = acc0, acc0, acc0  # rows 1-3 of x (MR > 1)
+    if TAIL:  # the row's last, partial step: its first TAIL super-blocks, for the last split
+        T0: tl.constexpr = N_SB - TAIL  # its first super-block
+        tail = (tl.arange(0, G) // 2 < tl.where(last_split, TAIL, 0))[None, :, None]
+        ta0, tb0, tc0, ta1, tb1, tc1, ta2, tb2, tc2, ta3, tb3, tc3, ts0, ts1, ts2, ts3, td = _load(
+            w_ptr, w8_ptr, a_off, c_off, s_off, d_off, T0 * 105, UPT, ASM, tail)
+    a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, s0, s1, s2, s3, d = _load(
+        w_ptr, w8_ptr, a_off, c_off, s_off, d_off, j_lo * 105, UPT, ASM)
+    for j in range(j_lo, j_hi, 2 * SBS):
+        e0, f0, g0, e1, f1, g1, e2, f2, g2, e3, f3, g3, t0, t1, t2, t3, dd = _load(
+            w_ptr, w8_ptr, a_off, c_off, s_off, d_off, tl.minimum(j + SBS, last) * 105, UPT, ASM)
+        acc0, acc1, acc2, acc3 = _step_any(acc0, acc1, acc2, acc3, a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, s0,
+                                           s1, s2, s3, d, xw_ptr, x_off + 128 * j, stride_xw, magic, nib, UPT, MR,
+                                           X_BF16)
+        a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, s0, s1, s2, s3, d = _load(
+            w_ptr, w8_ptr, a_off, c_off, s_off, d_off, tl.minimum(j + 2 * SBS, last) * 105, UPT, ASM)
+        if j + SBS < j_hi:
+            acc0, acc1, acc2, acc3 = _step_any(acc0, acc1, acc2, acc3, e0, f0, g0, e1, f1, g1, e2, f2, g2, e3, f3, g3,
+                                               t0, t1, t2, t3, dd, xw_ptr, x_off + 128 * (j + SBS), stride_xw, magic,
+                                               nib, UPT, MR, X_BF16)
+    if TAIL:
+        acc0, acc1, acc2, acc3 = _step_any(acc0, acc1, acc2, acc3, ta0, tb0, tc0, ta1, tb1, tc1, ta2, tb2, tc2, ta3,
+                                           tb3, tc3, ts0, ts1, ts2, ts3, td, xw_ptr, x_off + 128 * T0, stride_xw, magic,
+                                           nib, UPT, MR, X_BF16, tail)
+    return acc0, acc1, acc2, acc3
+
+
 @triton.jit(do_not_specialize=["blocks_per_split", "magic", "nib"])
 def q6k_mv_kernel(
     x_ptr,  # [MR, K] activations, bf16 or fp16 (read as int32 words of two values), row stride 2 stride_xw
@@ -250,60 +312,20 @@ def q6k_mv_kernel(
     are loaded with the first step's). ``MR`` (1-4) rows of x, ``stride_xw`` words apart (read only for ``MR >
     1``)."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
-    X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
     STRIDE_H: tl.constexpr = N_SB * 105
     pid_n = tl.program_id(0)
-    G: tl.constexpr = 2 * SBS
-    T: tl.constexpr = 16 // UPT
     rows, row_ok = row_tile(N, BN, EVEN_N)
-    gi = tl.arange(0, G)
-    ti = tl.arange(0, T)
     if EVEN_N:  # int64 row offsets from the tile's first row: constants, folded into the loads' addresses
         w_ptr += (pid_n * BN).to(tl.int64) * STRIDE_H
         r_off = tl.arange(0, BN).to(tl.int64) * STRIDE_H
     else:  # int32: every offset is below raw_bytes < 2**31 (supports)
         r_off = rows * STRIDE_H
-    h = gi % 2
-    # [BN, G, T] half offsets at the step's first super-block, for unit UPT t of slot g: its A and C, d, and
-    # (bytes, int8 pointer) the scale of row 0 of its group set
-    slot = ((gi // 2) * 105)[None, :, None] + r_off[:, None, None]
-    u0 = (UPT * ti)[None, None, :]
-    a_off = slot + (32 * h)[None, :, None] + u0
-    c_off = slot + (64 + 16 * h)[None, :, None] + u0
-    d_off = slot + 104 + 0 * u0
-    s_off = 2 * slot + (192 + 8 * h)[None, :, None] + u0 // 8
-    x_off = (gi * 64)[None, :, None] + u0  # [1, G, T]: x word (2 values) of unit UPT t, row 0, slot g
-    w8_ptr = w_ptr.to(tl.pointer_type(tl.int8))
-    w_ptr = w_ptr.to(tl.pointer_type(tl.uint16))  # zero-extended halves
-    xw_ptr = x_ptr.to(tl.pointer_type(tl.int32))
+    a_off, c_off, s_off, d_off, x_off = tile_offsets(r_off, SBS, UPT)
     j_lo = tl.program_id(1) * blocks_per_split
     j_hi = tl.minimum(N_SB, j_lo + blocks_per_split)
-    last = j_hi - SBS
-    acc0 = tl.zeros([BN, G, T], dtype=tl.float32)
-    acc1, acc2, acc3 = acc0, acc0, acc0  # rows 1-3 of x (MR > 1)
-    if TAIL:  # the row's last, partial step: its first TAIL super-blocks, for the last split
-        T0: tl.constexpr = N_SB - TAIL  # its first super-block
-        tail = tail_mask(gi // 2, TAIL)[None, :, None]
-        ta0, tb0, tc0, ta1, tb1, tc1, ta2, tb2, tc2, ta3, tb3, tc3, ts0, ts1, ts2, ts3, td = _load(
-            w_ptr, w8_ptr, a_off, c_off, s_off, d_off, T0 * 105, UPT, ASM, tail)
-    a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, s0, s1, s2, s3, d = _load(
-        w_ptr, w8_ptr, a_off, c_off, s_off, d_off, j_lo * 105, UPT, ASM)
-    for j in range(j_lo, j_hi, 2 * SBS):
-        e0, f0, g0, e1, f1, g1, e2, f2, g2, e3, f3, g3, t0, t1, t2, t3, dd = _load(
-            w_ptr, w8_ptr, a_off, c_off, s_off, d_off, tl.minimum(j + SBS, last) * 105, UPT, ASM)
-        acc0, acc1, acc2, acc3 = _step_any(acc0, acc1, acc2, acc3, a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, s0,
-                                           s1, s2, s3, d, xw_ptr, x_off + 128 * j, stride_xw, magic, nib, UPT, MR,
-                                           X_BF16)
-        a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, s0, s1, s2, s3, d = _load(
-            w_ptr, w8_ptr, a_off, c_off, s_off, d_off, tl.minimum(j + 2 * SBS, last) * 105, UPT, ASM)
-        if j + SBS < j_hi:
-            acc0, acc1, acc2, acc3 = _step_any(acc0, acc1, acc2, acc3, e0, f0, g0, e1, f1, g1, e2, f2, g2, e3, f3, g3,
-                                               t0, t1, t2, t3, dd, xw_ptr, x_off + 128 * (j + SBS), stride_xw, magic,
-                                               nib, UPT, MR, X_BF16)
-    if TAIL:
-        acc0, acc1, acc2, acc3 = _step_any(acc0, acc1, acc2, acc3, ta0, tb0, tc0, ta1, tb1, tc1, ta2, tb2, tc2, ta3,
-                                           tb3, tc3, ts0, ts1, ts2, ts3, td, xw_ptr, x_off + 128 * T0, stride_xw, magic,
-                                           nib, UPT, MR, X_BF16, tail)
+    last_split = tl.program_id(1) == tl.num_programs(1) - 1
+    acc0, acc1, acc2, acc3 = rows_loop(w_ptr, a_off, c_off, s_off, d_off, x_ptr, x_off, stride_xw, j_lo, j_hi,
+                                       last_split, magic, nib, N_SB, BN, SBS, UPT, TAIL, MR, ASM)
     store_rows(out_ptr, part_ptr, cnt_ptr + pid_n, acc0, acc1, acc2, acc3, pid_n * BN + tl.arange(0, BN).to(tl.int64),
                row_ok, N, MR, SPLIT_K, FUSE, 0)
 

@@ -20,7 +20,7 @@ from ..quant import affine_idot, qmm
 from ..quant import kernel as qkernel
 from ..quant.gemv import AFFINE
 from ..quant.qmm import ACT_CODES, RoutedLaunch, WeightSpec
-from . import grouped, gguf_idot, idot as moe_idot
+from . import grouped, gguf_idot, gguf_mv, idot as moe_idot
 from . import ref
 
 
@@ -286,6 +286,10 @@ class MoeGgmlPlan:
                                                       x.device, act)
             self.kind = "idot"
             return
+        if gguf_mv.supports(t.id, x.dtype, self.kf, tt * k, raw.numel()):
+            self.launch = gguf_mv.MoeQ6kMvLaunch(tt * k, self.n, self.kf, self.n_experts, x_div, x.dtype, x.device, act)
+            self.kind = "routed mv"
+            return
         self.kind = "tiled"
         launch = grouped.grouped_launch(t.id, self.n, self.kf, tt * k, self.n_experts, x_div, x.dtype, strides,
                                         x.device, rows_dequantizer(t, self.kf), act)
@@ -308,7 +312,7 @@ class MoeGgmlPlan:
         r2 = aligned(raw_up.reshape(-1)) if raw_up is not None else None
         if self.kind == "grouped":
             return self.launch(_x2d(x), ids.reshape(-1), (r,), None if r2 is None else (r2,)).view(self.out_shape)
-        if self.kind == "idot":
+        if self.kind in ("idot", "routed mv"):
             return self.launch(_x2d(x), ids.reshape(-1), r, r2).view(self.out_shape)
         out = self.launch(_x2d(x), ids.reshape(-1), r, r, r, r2, r2, r2)
         return out.view(self.out_shape)
