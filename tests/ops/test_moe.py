@@ -448,20 +448,24 @@ def test_moe_ggml_fused_gate_up(device):
     ("Q6_K", 768, torch.bfloat16, False, True),  # Q4_K_M files' Q6_K down projection: 1-super-block steps
     ("Q6_K", 2048, torch.float16, True, False),  # steps of 4 super-blocks, the gate/up pair
     ("Q6_K", 1280, torch.bfloat16, True, True),  # a step of 4 and a partial one of 1
+    ("Q8_0", 768, torch.float16, False, True),  # steps of 4 block pairs
+    ("Q8_0", 2048, torch.bfloat16, True, False),  # steps of 16 pairs, the gate/up pair
+    ("Q8_0", 576, torch.bfloat16, True, True),  # a step of 8 pairs and a partial one of 1
 ])
 def test_moe_ggml_decode_kernels(device, monkeypatch, name, k, dtype, up, per_slot):
     """A few routed rows (decode) on GGUF Q4_K / Q5_K experts take the routed integer-dot mat-vec
-    (``ops/moe/gguf_idot.py``), on Q6_K the routed streamed one (``ops/moe/gguf_mv.py``): every slot within the error
+    (``ops/moe/gguf_idot.py``), on Q6_K / Q8_0 the routed streamed one (``ops/moe/gguf_mv.py``): every slot within the
+    error
     bar of the fp64 per-expert oracle, rows of whole and partial steps, ragged row tiles, the gate/up pair with its
     activation, x shared by a token's slots or one row per slot; an expert id out of range gives that slot NaN, the
     others unchanged (the launch itself: ``moe_ggml_matmul`` refuses it on CPU tensors)."""
     from mlx_native.ops.moe import gguf_idot, gguf_mv
 
-    q6k = name == "Q6_K"
-    built = spy_plans(monkeypatch, gguf_mv.MoeQ6kMvLaunch if q6k else gguf_idot.MoeGgmlIdotLaunch)
+    streamed = name in ("Q6_K", "Q8_0")
+    built = spy_plans(monkeypatch, gguf_mv.MoeGgufMvLaunch if streamed else gguf_idot.MoeGgmlIdotLaunch)
     rng = np.random.default_rng(k)
     t = formats.BY_NAME[name]
-    e, n, topk, tokens = 7, 21 if not q6k or k != 768 else 70, 3, 2
+    e, n, topk, tokens = 7, 70 if name == "Q6_K" and k == 768 else 21, 3, 2
     graw = crafted_blocks(name, e * n * k // t.block_elems, rng)
     uraw = crafted_blocks(name, e * n * k // t.block_elems, rng)
     lead = (tokens, topk) if per_slot else (tokens,)
@@ -470,7 +474,8 @@ def test_moe_ggml_decode_kernels(device, monkeypatch, name, k, dtype, up, per_sl
     gd, ud = torch.from_numpy(graw).to(device), torch.from_numpy(uraw).to(device) if up else None
     out = mn.moe_ggml_matmul(x.to(device), ids.to(device), gd, name, (e, n, k), raw_up=ud)
     c = built[0].launch.constexprs
-    assert len(built) == 1 and c["HAS_UP"] == up and (q6k or c["Q5K"] == (name == "Q5_K"))
+    assert len(built) == 1 and c["HAS_UP"] == up and c.get("FMT", t.id) == t.id
+    assert streamed or c["Q5K"] == (name == "Q5_K")
     assert out.shape == (tokens, topk, n) and out.dtype == dtype
     g = torch.from_numpy(gguf_values(graw, name, (e, n, k)))
     u = torch.from_numpy(gguf_values(uraw, name, (e, n, k)))
@@ -485,25 +490,31 @@ def test_moe_ggml_decode_kernels(device, monkeypatch, name, k, dtype, up, per_sl
     assert torch.equal(out_bad[keep], out.cpu()[keep])
 
 
-def test_moe_ggml_q6k_mv_rules(monkeypatch):
-    """The routed streamed mat-vec takes Q6_K experts of whole super-blocks, bf16 / fp16 x, 1-16 routed rows (from 17
-    the grouped kernels), under 2**31 bytes, in ``q6k_mv``'s tiling unsplit; ``MLX_NATIVE_GGUF_MV=0`` turns it off."""
+def test_moe_ggml_streamed_mv_rules(monkeypatch):
+    """The routed streamed mat-vec takes Q6_K experts of whole super-blocks and Q8_0 experts of rows ``q8_mv`` steps
+    through, bf16 / fp16 x, 1-16 routed rows (from 17 the grouped kernels), under 2**31 bytes, in the one-row
+    kernels' tilings unsplit; ``MLX_NATIVE_GGUF_MV=0`` turns it off."""
     import dataclasses
 
     from mlx_native.ops.moe import gguf_mv
     from mlx_native.runtime import env
 
-    q6k, bf16 = formats.BY_NAME["Q6_K"].id, torch.bfloat16
-    assert gguf_mv.supports(q6k, bf16, 768, 8, 10) and gguf_mv.supports(q6k, torch.float16, 2048, 16, 10)
-    assert not gguf_mv.supports(q6k, bf16, 768, 17, 10) and not gguf_mv.supports(q6k, torch.float32, 768, 8, 10)
-    assert not gguf_mv.supports(q6k, bf16, 640, 8, 10) and not gguf_mv.supports(q6k, bf16, 768, 8, 2**31)
-    for name in ("Q4_0", "Q4_K", "Q5_K", "Q8_0"):
+    q6k, q8, bf16 = formats.BY_NAME["Q6_K"].id, formats.BY_NAME["Q8_0"].id, torch.bfloat16
+    for t in (q6k, q8):
+        assert gguf_mv.supports(t, bf16, 768, 8, 10) and gguf_mv.supports(t, torch.float16, 2048, 16, 10)
+        assert not gguf_mv.supports(t, bf16, 768, 17, 10) and not gguf_mv.supports(t, torch.float32, 768, 8, 10)
+        assert not gguf_mv.supports(t, bf16, 768, 8, 2**31)
+    assert not gguf_mv.supports(q6k, bf16, 640, 8, 10) and gguf_mv.supports(q8, bf16, 640, 8, 10)
+    assert not gguf_mv.supports(q8, bf16, 608, 8, 10) and not gguf_mv.supports(q8, bf16, 128, 8, 10)
+    for name in ("Q4_0", "Q4_K", "Q5_K"):
         assert not gguf_mv.supports(formats.BY_NAME[name].id, bf16, 768, 8, 10)
-    for k, n, sbs, bn, tail in ((768, 2048, 1, 32, 0), (2048, 768, 4, 8, 0), (1536, 768, 2, 16, 0), (1280, 768, 4, 8, 1)):
-        c = gguf_mv.MoeQ6kMvLaunch(8, n, k, 128, 8, bf16, torch.device("cpu")).launch.constexprs
-        assert (c["SBS"], c["BN"], c["TAIL"], c["N_SB"]) == (sbs, bn, tail, k // 256)
+    for t, k, n, step, bn, tail in ((q6k, 768, 2048, 1, 32, 0), (q6k, 2048, 768, 4, 8, 0), (q6k, 1536, 768, 2, 16, 0),
+                                    (q6k, 1280, 768, 4, 8, 1), (q8, 768, 2048, 64, 8, 0), (q8, 2048, 768, 256, 8, 0),
+                                    (q8, 576, 768, 128, 8, 1)):
+        c = gguf_mv.MoeGgufMvLaunch(t, 8, n, k, 128, 8, bf16, torch.device("cpu")).launch.constexprs
+        assert (c["FMT"], c["K"], c["STEP"], c["BN"], c["TAIL"]) == (t, k, step, bn, tail)
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, gguf_mv=False))
-    assert not gguf_mv.supports(q6k, bf16, 768, 8, 10)
+    assert not gguf_mv.supports(q6k, bf16, 768, 8, 10) and not gguf_mv.supports(q8, bf16, 768, 8, 10)
 
 
 def test_moe_ggml_idot_rules(monkeypatch):

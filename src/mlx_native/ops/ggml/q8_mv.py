@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import enter, leave_loop
-from ...kernels.loads import load_or_zero, tail_mask
+from ...kernels.loads import load_or_zero
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
 from ..quant.affine_mv import glu_row_tile, row_tile, store_rows
 
@@ -188,6 +188,54 @@ def _step_any(acc0, acc1, acc2, acc3, w0, w1, sw, xp, stride_xw, x0_off, x2_off,
     return acc0, acc1, acc2, acc3
 
 
+@triton.jit
+def rows_loop(w_ptr, b, m, p_off, x_ptr, stride_xw, j_lo, j_hi, last_split, c_lo, c_hi, N_UNITS: tl.constexpr,
+              UPS: tl.constexpr, WPL: tl.constexpr, FENCE: tl.constexpr, TAIL: tl.constexpr, MR: tl.constexpr):
+    """The ``[L, G, BN]`` fp32 accumulators of ``MR`` rows of x (``x_ptr``: bf16/fp16, rows ``stride_xw`` words
+    apart) against code words ``j_lo .. j_hi`` of the rows at :func:`pair_lanes`' ``(w_ptr, b, m, p_off)``, and with
+    ``TAIL`` the row's last, partial step where ``last_split`` (a K split's last program)."""
+    X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
+    G: tl.constexpr = UPS // 16  # pairs per step
+    L: tl.constexpr = 16 // WPL  # lanes per pair: the first half on block A, the second on block B
+    H: tl.constexpr = L // 2
+    # [L, G, BN] word offsets at the step's first pair: the lane's first code word (word 1 + 8 b + m; the
+    # second: + H) and its block's scale word (A: word 0 = d_A | A0 A1, B: word 8 = A30 A31 | d_B)
+    c_off = p_off + (1 + 8 * b + m)[:, None, None]
+    s_off = p_off + (8 * b)[:, None, None]
+    d_sh = (16 * b)[:, None, None]
+    # the A lane holding word 8 (A30 A31 | d_B) takes A0 A1 from its scale word's high half
+    splice = tl.where((b == 0) & (m == H - 1), -65536, 0)[:, None, None]
+    # [L, G, 1] x words (pairs of values) of bytes 0-1 / 2-3 of code word m (+ H) of the block: A's codes start
+    # at its byte 2, so its code word v holds codes 4 v + 2 .. 4 v + 5 (mod 32: the spliced word)
+    xg = (tl.arange(0, G) * 32)[None, :, None]
+    x0_off = (16 * b + (2 * m + 1 - b) % 16)[:, None, None] + xg
+    x2_off = (16 * b + (2 * m + 2 - b) % 16)[:, None, None] + xg
+    x4_off = (16 * b + (2 * (m + H) + 1 - b) % 16)[:, None, None] + xg
+    x6_off = (16 * b + (2 * (m + H) + 2 - b) % 16)[:, None, None] + xg
+    xw_ptr = x_ptr.to(tl.pointer_type(tl.int32))
+    acc = tl.zeros([L, G, p_off.shape[2]], dtype=tl.float32)
+    acc1, acc2, acc3 = acc, acc, acc  # rows 1-3 of x (MR > 1)
+    if TAIL:  # the row's last, partial step: its first TAIL pairs, for the last split
+        T0: tl.constexpr = N_UNITS // 16 - TAIL  # its first pair
+        tail = (tl.arange(0, G) < tl.where(last_split, TAIL, 0))[None, :, None]
+        w0_t, w1_t, sw_t = _step_words(w_ptr, c_off, s_off, T0 * PAIR_WORDS, H, WPL, tail)
+    w0, w1, sw = _step_words(w_ptr, c_off, s_off, (j_lo // 16) * PAIR_WORDS, H, WPL)
+    for j in range(j_lo, j_hi, UPS):
+        w0_n, w1_n, sw_n = _step_words(w_ptr, c_off, s_off, (tl.minimum(j + UPS, j_hi - UPS) // 16) * PAIR_WORDS,
+                                       H, WPL)
+        if FENCE:  # keeps the loads above at the top of the loop body (ptxas moves no load across a barrier)
+            tl.debug_barrier()
+        acc, acc1, acc2, acc3 = _step_any(acc, acc1, acc2, acc3, w0, w1, sw, xw_ptr + 2 * j, stride_xw, x0_off,
+                                          x2_off, x4_off, x6_off, splice, d_sh, c_lo, c_hi, WPL, MR, X_BF16)
+        w0 = w0_n
+        w1 = w1_n
+        sw = sw_n
+    if TAIL:
+        acc, acc1, acc2, acc3 = _step_any(acc, acc1, acc2, acc3, w0_t, w1_t, sw_t, xw_ptr + 32 * T0, stride_xw, x0_off,
+                                          x2_off, x4_off, x6_off, splice, d_sh, c_lo, c_hi, WPL, MR, X_BF16, tail)
+    return acc, acc1, acc2, acc3
+
+
 @triton.jit(do_not_specialize=["units_per_split", "c_lo", "c_hi"])
 def q8_mv_kernel(
     x_ptr,  # [MR, K] activations, bf16 or fp16, row stride 2 stride_xw
@@ -206,49 +254,14 @@ def q8_mv_kernel(
     step of only ``TAIL`` pairs after the whole ones, run by the last K split (its loads go out with the first
     step's). ``MR`` (1-4) rows of x, ``stride_xw`` words apart (read only for ``MR > 1``)."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
-    X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
     pid_n = tl.program_id(0)
-    G: tl.constexpr = UPS // 16  # pairs per step
-    L: tl.constexpr = 16 // WPL  # lanes per pair: the first half on block A, the second on block B
-    H: tl.constexpr = L // 2
-    w_ptr, rows, row_ok, b, m, p_off = pair_lanes(w_ptr, pid_n, N, STRIDE_W, BN, EVEN_N, L, G, PAIR_WORDS)
-    # [L, G, BN] word offsets at the step's first pair: the lane's first code word (word 1 + 8 b + m; the
-    # second: + H) and its block's scale word (A: word 0 = d_A | A0 A1, B: word 8 = A30 A31 | d_B)
-    c_off = p_off + (1 + 8 * b + m)[:, None, None]
-    s_off = p_off + (8 * b)[:, None, None]
-    d_sh = (16 * b)[:, None, None]
-    # the A lane holding word 8 (A30 A31 | d_B) takes A0 A1 from its scale word's high half
-    splice = tl.where((b == 0) & (m == H - 1), -65536, 0)[:, None, None]
-    # [L, G, 1] x words (pairs of values) of bytes 0-1 / 2-3 of code word m (+ H) of the block: A's codes start
-    # at its byte 2, so its code word v holds codes 4 v + 2 .. 4 v + 5 (mod 32: the spliced word)
-    xg = (tl.arange(0, G) * 32)[None, :, None]
-    x0_off = (16 * b + (2 * m + 1 - b) % 16)[:, None, None] + xg
-    x2_off = (16 * b + (2 * m + 2 - b) % 16)[:, None, None] + xg
-    x4_off = (16 * b + (2 * (m + H) + 1 - b) % 16)[:, None, None] + xg
-    x6_off = (16 * b + (2 * (m + H) + 2 - b) % 16)[:, None, None] + xg
-    xw_ptr = x_ptr.to(tl.pointer_type(tl.int32))
+    w_ptr, rows, row_ok, b, m, p_off = pair_lanes(w_ptr, pid_n, N, STRIDE_W, BN, EVEN_N, 16 // WPL, UPS // 16,
+                                                  PAIR_WORDS)
     j_lo = tl.program_id(1) * units_per_split
     j_hi = tl.minimum(N_UNITS, j_lo + units_per_split)
-    acc = tl.zeros([L, G, BN], dtype=tl.float32)
-    acc1, acc2, acc3 = acc, acc, acc  # rows 1-3 of x (MR > 1)
-    if TAIL:  # the row's last, partial step: its first TAIL pairs, for the last split
-        T0: tl.constexpr = N_UNITS // 16 - TAIL  # its first pair
-        tail = tail_mask(tl.arange(0, G), TAIL)[None, :, None]
-        w0_t, w1_t, sw_t = _step_words(w_ptr, c_off, s_off, T0 * PAIR_WORDS, H, WPL, tail)
-    w0, w1, sw = _step_words(w_ptr, c_off, s_off, (j_lo // 16) * PAIR_WORDS, H, WPL)
-    for j in range(j_lo, j_hi, UPS):
-        w0_n, w1_n, sw_n = _step_words(w_ptr, c_off, s_off, (tl.minimum(j + UPS, j_hi - UPS) // 16) * PAIR_WORDS,
-                                       H, WPL)
-        if FENCE:  # keeps the loads above at the top of the loop body (ptxas moves no load across a barrier)
-            tl.debug_barrier()
-        acc, acc1, acc2, acc3 = _step_any(acc, acc1, acc2, acc3, w0, w1, sw, xw_ptr + 2 * j, stride_xw, x0_off,
-                                          x2_off, x4_off, x6_off, splice, d_sh, c_lo, c_hi, WPL, MR, X_BF16)
-        w0 = w0_n
-        w1 = w1_n
-        sw = sw_n
-    if TAIL:
-        acc, acc1, acc2, acc3 = _step_any(acc, acc1, acc2, acc3, w0_t, w1_t, sw_t, xw_ptr + 32 * T0, stride_xw, x0_off,
-                                          x2_off, x4_off, x6_off, splice, d_sh, c_lo, c_hi, WPL, MR, X_BF16, tail)
+    acc, acc1, acc2, acc3 = rows_loop(w_ptr, b, m, p_off, x_ptr, stride_xw, j_lo, j_hi,
+                                      tl.program_id(1) == tl.num_programs(1) - 1, c_lo, c_hi, N_UNITS, UPS, WPL,
+                                      FENCE, TAIL, MR)
     leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
     store_rows(out_ptr, part_ptr, cnt_ptr + pid_n, acc, acc1, acc2, acc3, pid_n * BN + tl.arange(0, BN).to(tl.int64),
                row_ok, N, MR, SPLIT_K, FUSE, 2)

@@ -287,7 +287,8 @@ class MoeGgmlPlan:
             self.kind = "idot"
             return
         if gguf_mv.supports(t.id, x.dtype, self.kf, tt * k, raw.numel()):
-            self.launch = gguf_mv.MoeQ6kMvLaunch(tt * k, self.n, self.kf, self.n_experts, x_div, x.dtype, x.device, act)
+            self.launch = gguf_mv.MoeGgufMvLaunch(t.id, tt * k, self.n, self.kf, self.n_experts, x_div, x.dtype,
+                                                  x.device, act)
             self.kind = "routed mv"
             return
         self.kind = "tiled"
