@@ -13,7 +13,8 @@ or in one call, ``out = mn.moe_ffn(x, router_logits, 8, gate, up, down)`` (at de
 launches overlap by programmatic dependent launch).
 
 A few routed rows (decode) run one mat-vec program set per row (``ops/moe/idot.py`` for MLX affine 4-bit,
-``ops/moe/gguf_idot.py`` for GGUF Q4_K / Q5_K: integer-dot kernels; the word-level kernels for the other formats).
+``ops/moe/gguf_idot.py`` for GGUF Q4_K / Q5_K: integer-dot kernels; ``ops/moe/gguf_mv.py`` for GGUF Q6_K / Q8_0:
+the streamed one-row loops; the tiled routed kernel for the other formats).
 From 17 rows (prefill) the rows are sorted by expert on the GPU (no host sync, static sizes) into blocks of one
 expert's rows, and each block's rows meet its expert's weights on tensor cores (``ops/moe/grouped.py``).
 
