@@ -34,6 +34,8 @@ from ...runtime.memory import empty
 from ..ggml import q6k_mv, q8_mv
 from ..quant.affine_mv import MAGIC, row_tile
 
+Q6K = tl.constexpr(q6k_mv.Q6K_ID)  # FMT of Q6_K experts (else Q8_0)
+
 
 @triton.jit
 def _project(w_ptr, e, rows, N, x_ptr, k0, k1, FMT: tl.constexpr, K: tl.constexpr, BN: tl.constexpr, STEP: tl.constexpr,
@@ -92,7 +94,6 @@ def moe_gguf_mv_kernel(
     tl.store(out_ptr + offs, res.to(out_ptr.dtype.element_ty), mask=row_ok)
 
 
-Q6K = tl.constexpr(q6k_mv.Q6K_ID)
 MAX_SLOTS = 16  # routed rows (tokens x top_k) up to this many take it (decode; from 17 the grouped kernels)
 
 
