@@ -517,6 +517,25 @@ def test_moe_ggml_streamed_mv_rules(monkeypatch):
     assert not gguf_mv.supports(q6k, bf16, 768, 8, 10) and not gguf_mv.supports(q8, bf16, 768, 8, 10)
 
 
+@pytest.mark.parametrize("name, k, warps, bn", [("Q6_K", 2048, 2, 4), ("Q6_K", 768, 1, 16), ("Q8_0", 768, 1, 4),
+                                               ("Q8_0", 2048, 2, 16)])
+def test_moe_gguf_mv_knobs(device, name, k, warps, bn):
+    """The routed streamed mat-vec's sweep knobs (warps, rows a program) change the tiling, not the rows' sums: the
+    same result as the default tiles, ragged last tiles included."""
+    from mlx_native.ops.moe import gguf_mv
+
+    t, e, n, slots = formats.BY_NAME[name], 5, 40, 6
+    raw = torch.from_numpy(crafted_blocks(name, e * n * k // t.block_elems, np.random.default_rng(k))).to(device)
+    x = randn(slots, k, dtype=torch.bfloat16, scale=0.01).to(device)
+    ids = torch.tensor([4, 0, 2, 2, 1, 3], dtype=torch.int32, device=device)
+    dev = torch.device(device)
+    ref = gguf_mv.MoeGgufMvLaunch(t.id, slots, n, k, e, 1, torch.bfloat16, dev)(x, ids, raw.reshape(-1))
+    plan = gguf_mv.MoeGgufMvLaunch(t.id, slots, n, k, e, 1, torch.bfloat16, dev, warps=warps, bn=bn)
+    assert plan.launch.constexprs["BN"] == bn and plan.launch.constexprs["EVEN_N"] == (n % bn == 0)
+    out = plan(x, ids, raw.reshape(-1))
+    torch.testing.assert_close(out.float().cpu(), ref.float().cpu(), rtol=1e-2, atol=1e-3 * ref.abs().max().item())
+
+
 def test_moe_ggml_idot_rules(monkeypatch):
     """The routed integer-dot mat-vec takes Q4_K / Q5_K experts of whole super-blocks, bf16 / fp16 x, 1-16 routed rows
     (from 17 the grouped kernels), under 2**31 bytes; ``MLX_NATIVE_GGML_IDOT=0`` turns it off."""
