@@ -313,7 +313,7 @@ def block_mmv_kernel(
     FUSE: tl.constexpr, ROWS4: tl.constexpr = False, PREFETCH: tl.constexpr = True, ASM: tl.constexpr = True,
     PDL: tl.constexpr = 0,
 ):
-    """Grid ``(cdiv(N, BN), split)``; ``FMT``: the GGUF type id (Q6_K or Q8_0)."""
+    """Grid ``(cdiv(N, BN), split)``; ``FMT``: the GGUF type id (Q6_K, Q8_0 or Q5_K)."""
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
