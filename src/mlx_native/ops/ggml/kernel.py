@@ -235,9 +235,9 @@ class MatmulPlan:
     """ggml_matmul: float types with x's dtype go to torch.matmul on a view of the bytes (no copy); the tensor-core
     decode kernel of GGUF Q6_K / Q8_0 / Q5_K (``block_mmv``) their calls of 4-64 (Q6_K), 3-64 (Q5_K) or 5-64 (Q8_0
     rows of whole 128-value steps) bf16/fp16 rows of x; one bf16/fp16 row of x against Q4_K, Q5_K, Q6_K, Q8_0 (and
-    Q4_0 / Q4_1 matrices large enough), 2 rows against Q4_K and 2-4 against Q4_0 / Q4_1 / Q5_K / Q6_K / Q8_0, the streamed
-    mat-vecs (:func:`streamed_launch`); the tensor-core decode kernel of 4-bit weights (``quant/mmv.py``) other Q4_K
-    calls with 2-128 bf16/fp16 rows, Q4_0 / Q4_1 calls with 5-64 (3-4 on large matrices; ``mmv.prefer``,
+    Q4_0 / Q4_1 matrices large enough), 2 rows against Q4_K / Q5_K and 2-4 against Q4_0 / Q4_1 / Q6_K / Q8_0, the
+    streamed mat-vecs (:func:`streamed_launch`); the tensor-core decode kernel of 4-bit weights (``quant/mmv.py``)
+    other Q4_K calls with 2-128 bf16/fp16 rows, Q4_0 / Q4_1 calls with 5-64 (3-4 on large matrices; ``mmv.prefer``,
     ``mmv.MID_ROWS_MAX``), and with ``MLX_NATIVE_MMV=on`` the other Q4_0 / Q4_1 / Q4_K calls with 1-16 rows; Q6_K
     calls of 5-8 rows and Q5_K / Q8_0 calls of 5 that ``block_mmv`` does not take the streamed mat-vecs on slices of
     4 rows (:func:`row_slices`); other calls of 17 rows or more chunked dequantize + cuBLAS
