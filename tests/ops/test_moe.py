@@ -455,10 +455,9 @@ def test_moe_ggml_fused_gate_up(device):
 def test_moe_ggml_decode_kernels(device, monkeypatch, name, k, dtype, up, per_slot):
     """A few routed rows (decode) on GGUF Q4_K / Q5_K experts take the routed integer-dot mat-vec
     (``ops/moe/gguf_idot.py``), on Q6_K / Q8_0 the routed streamed one (``ops/moe/gguf_mv.py``): every slot within the
-    error
-    bar of the fp64 per-expert oracle, rows of whole and partial steps, ragged row tiles, the gate/up pair with its
-    activation, x shared by a token's slots or one row per slot; an expert id out of range gives that slot NaN, the
-    others unchanged (the launch itself: ``moe_ggml_matmul`` refuses it on CPU tensors)."""
+    error bar of the fp64 per-expert oracle, rows of whole and partial steps, ragged row tiles, the gate/up pair with
+    its activation, x shared by a token's slots or one row per slot; an expert id out of range gives that slot NaN,
+    the others unchanged (the launch itself: ``moe_ggml_matmul`` refuses it on CPU tensors)."""
     from mlx_native.ops.moe import gguf_idot, gguf_mv
 
     streamed = name in ("Q6_K", "Q8_0")

@@ -54,8 +54,8 @@ def test_chunked_prefill_gguf(device, small_chunks):
 def test_rows_past_decode_take_the_chunks(device, monkeypatch, fmt, m):
     """From 17 rows (``qmm.PREFILL_CUBLAS_MIN_M``) the formats and row counts the tensor-core decode kernel does not
     take (``mmv.MID_ROWS_MAX``: here MLX 8-bit and Q4_0 past 64 rows; Q6_K and Q8_0 past ``block_mmv``'s 64) run
-    chunked dequantize + cuBLAS,
-    not the tiled kernel (which measured 1.4-80x slower there on the H100), within the error bar."""
+    chunked dequantize + cuBLAS, not the tiled kernel (which measured 1.4-80x slower there on the H100), within the
+    error bar."""
     from mlx_native.ops.quant import mmv
 
     built = spy_plans(monkeypatch, qmm.ChunkedPrefill, mmv.MmvLaunch)

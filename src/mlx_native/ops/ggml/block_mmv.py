@@ -62,6 +62,7 @@ from ...kernels.words import half16, word_aligned
 from ...runtime import env
 from ...runtime.device import device_info
 from ...runtime.memory import empty
+from ..quant.affine_mv import row_tile
 from ..quant.mmv import _k_scale_min, _pair16, _tile, _x_load, split_rule
 from ..quant.qmm import SplitK, run_split, store_result
 from . import formats
@@ -317,9 +318,7 @@ def block_mmv_kernel(
     enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
-    rows = pid_n * BN + tl.arange(0, BN)
-    row_ok = rows < N
-    rows = tl.where(row_ok, rows, 0)
+    rows, row_ok = row_tile(N, BN, False)
     row_byte = rows * row_bytes
     m = tl.arange(0, MP)
     u_lo = pid_k * steps_per_split
