@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 41 run 7 (branch moe-mv-knobs): run 6's tiles adopted as the routed GGUF kernel's rules; the MoE decode tests
+# Session 41 run 7 (branch moe-mv-tiles, not run): run 6's tiles as the routed GGUF kernel's rules; the MoE decode tests
 # on CUDA and the decode step (run 5: Q6_K 28.39, Q8_0 25.11 us). Logs straight to $OUT.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD/src:$PWD/bench
