@@ -492,7 +492,7 @@ def test_moe_ggml_decode_kernels(device, monkeypatch, name, k, dtype, up, per_sl
 def test_moe_ggml_streamed_mv_rules(monkeypatch):
     """The routed streamed mat-vec takes Q6_K experts of whole super-blocks and Q8_0 experts of rows ``q8_mv`` steps
     through, bf16 / fp16 x, 1-16 routed rows (from 17 the grouped kernels), under 2**31 bytes, in the one-row
-    kernels' tilings unsplit; ``MLX_NATIVE_GGUF_MV=0`` turns it off."""
+    kernels' steps unsplit, in the swept tiles; ``MLX_NATIVE_GGUF_MV=0`` turns it off."""
     import dataclasses
 
     from mlx_native.ops.moe import gguf_mv
@@ -507,13 +507,14 @@ def test_moe_ggml_streamed_mv_rules(monkeypatch):
     assert not gguf_mv.supports(q8, bf16, 608, 8, 10) and not gguf_mv.supports(q8, bf16, 128, 8, 10)
     for name in ("Q4_0", "Q4_K", "Q5_K"):
         assert not gguf_mv.supports(formats.BY_NAME[name].id, bf16, 768, 8, 10)
-    for t, k, n, step, bn, tail in ((q6k, 768, 2048, 1, 32, 0), (q6k, 2048, 768, 4, 8, 0), (q6k, 1536, 768, 2, 16, 0),
-                                    (q6k, 1280, 768, 4, 8, 1), (q8, 768, 2048, 64, 8, 0), (q8, 2048, 768, 256, 8, 0),
-                                    (q8, 576, 768, 128, 8, 1)):
+    for t, k, n, step, bn, warps, tail in (
+            (q6k, 768, 2048, 1, 8, 2, 0), (q6k, 2048, 768, 4, 16, 4, 0), (q6k, 1536, 768, 2, 4, 2, 0),
+            (q6k, 1280, 768, 4, 16, 4, 1), (q8, 768, 2048, 64, 16, 4, 0), (q8, 2048, 768, 256, 8, 4, 0),
+            (q8, 576, 768, 128, 16, 4, 1)):
         launch = gguf_mv.MoeGgufMvLaunch(t, 8, n, k, 128, 8, bf16, torch.device("cpu")).launch
         c = launch.constexprs
         assert (c["FMT"], c["K"], c["STEP"], c["BN"], c["TAIL"], launch.options["num_warps"]) == (
-            t, k, step, bn, tail, 4)
+            t, k, step, bn, tail, warps)
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, gguf_mv=False))
     assert not gguf_mv.supports(q6k, bf16, 768, 8, 10) and not gguf_mv.supports(q8, bf16, 768, 8, 10)
 

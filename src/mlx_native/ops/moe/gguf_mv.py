@@ -111,9 +111,15 @@ class MoeGgufMvLaunch:
     """:func:`moe_gguf_mv_kernel` for ``slots`` routed rows against Q6_K / Q8_0 experts stacked ``[n_experts, n, k]``
     (raw bytes, contiguous, 16-byte aligned): calls ``(x [t or slots, k], ids [slots], raw, raw_up)`` return
     ``[slots, n]``; ``x_div``: the slots per row of x (an odd row stride is copied: x is read as words); ``act``: the
-    fused gate/up pair (an activation code of ``qmm.ACT_CODES``); ``warps``, ``bn``: the sweep's knobs (0: the one-row
-    kernels' warps and tiles, as run 5 measured them; run 6's faster tiles are on branch ``moe-mv-tiles``, their
-    step not yet measured)."""
+    fused gate/up pair (an activation code of ``qmm.ACT_CODES``); ``warps``, ``bn``: the sweep's knobs (0: the rules
+    below).
+
+    Tiles (H200, session 41 run 6, ``moe_mv_sweep.py``, one token of the Qwen3-30B-A3B shapes, us): Q6_K rows of whole
+    4-super-block steps 4 warps and 8 rows a thread (the gate/up pair, K 2048: 16 rows a program 11.4 against 14.6
+    with the one-row kernel's 8), other steps 2 warps and 2 rows a thread (the down projection, K 768: 8 rows 7.28
+    against 7.72 with 32); Q8_0 the one-row kernel's 8 rows for steps of 16 pairs (gate/up 12.75, fewer warps or rows
+    12.8-20.2), 16 for shorter steps (down, steps of 4 pairs: 6.42 against 7.12). The
+    Qwen3-30B-A3B-shaped step with these tiles (session 42 run 2): Q6_K 28.65 -> 23.91 us, Q8_0 25.11 -> 25.03."""
 
     def __init__(self, type_id: int, slots: int, n: int, k: int, n_experts: int, x_div: int, out_dtype: torch.dtype,
                  device, act: Optional[int] = None, warps: int = 0, bn: int = 0):
@@ -121,11 +127,14 @@ class MoeGgufMvLaunch:
         self.q6k = type_id == q6k_mv.Q6K_ID
         if self.q6k:
             step, tail = q6k_mv.tiling(k)  # unsplit: the steps that divide the row, else steps of 4 and a partial one
-            warps = warps or q6k_mv.Q6K_WARPS
-            bn, self.consts = bn or q6k_mv.tile_rows(step, warps=warps), (MAGIC, q6k_mv.NIB)
+            long = step == q6k_mv.Q6K_MAX_SBS
+            warps = warps or (4 if long else 2)
+            bn = bn or q6k_mv.tile_rows(step, warps=warps, rt=8 if long else 2)
+            self.consts = (MAGIC, q6k_mv.NIB)
         else:
             step, tail = q8_mv.tiling(k)
-            warps, bn, self.consts = warps or q8_mv.Q8_WARPS, bn or q8_mv.tile_rows(), (q8_mv.C_LO, q8_mv.C_HI)
+            warps, bn = warps or q8_mv.Q8_WARPS, bn or (q8_mv.Q8_BN if step == q8_mv.Q8_MAX_UPS else 2 * q8_mv.Q8_BN)
+            self.consts = (q8_mv.C_LO, q8_mv.C_HI)
         self.launch = Launch(moe_gguf_mv_kernel, (triton.cdiv(n, bn), slots), dict(
             FMT=type_id, K=k, BN=bn, STEP=step, TAIL=tail, EVEN_N=n % bn == 0, X_DIV=x_div, HAS_UP=act is not None,
             ACT=act or 0, UPT=q6k_mv.Q6K_UPT, WPL=q8_mv.Q8_WPL, FENCE=q8_mv.Q8_FENCE,
