@@ -942,6 +942,36 @@ def split_rule(groups: int, gps: int, tiles: int, target: int, min_steps: int) -
     return triton.cdiv(groups, per_split), per_split
 
 
+BALANCED_SPLIT_ROWS = True  # 2+ rows of x: balanced_split instead of split_rule
+BALANCED_MIN_PROGRAMS_PER_SM = 3  # balanced_split's splits give at least this many programs per SM where they can
+BALANCED_GAIN = 0.97  # ... and a larger split must cut the modelled time below this share of the best so far
+
+
+def balanced_split(groups: int, gps: int, tiles: int, sms: int, min_steps: int) -> tuple[int, int]:
+    """``(split, groups_per_split)`` for 2-16 rows of x: the power-of-two K split (at least ``min_steps`` loop
+    steps a split) that minimizes the modelled time ``cdiv(programs, sms) * (steps a split + 1)``: the programs
+    are all resident and each SM runs its share, so the busiest SM sets the time, and a program's prologue costs
+    about a step. Splits of fewer than ``BALANCED_MIN_PROGRAMS_PER_SM`` programs an SM are taken only where no
+    split reaches that many (then the largest); a larger split must gain ``1 - BALANCED_GAIN`` (its partials
+    cost traffic the model leaves out). Session 42 run 6 (H200, MLX g64, K 4096, 2 rows, us): N 14336 split 2
+    (448 programs, 3.39 an SM) 21.28, split 4 (the rule's) 19.90; N 12672 split 2 (396, 3 an SM; the rule's)
+    17.28, split 4 18.76; N 16896 split 1 (264) 23.27, split 2 (528, the rule's) 21.68."""
+    steps = groups // gps
+    best, best_cost, largest = None, None, 1
+    split = 1
+    while split <= 32 and (split == 1 or steps // split >= min_steps):
+        per = triton.cdiv(steps, split)
+        programs = tiles * triton.cdiv(steps, per)
+        largest = split
+        if programs >= BALANCED_MIN_PROGRAMS_PER_SM * sms:
+            cost = triton.cdiv(programs, sms) * (per + 1)
+            if best is None or cost < BALANCED_GAIN * best_cost:
+                best, best_cost = split, cost
+        split *= 2
+    per_split = triton.cdiv(steps, best or largest) * gps
+    return triton.cdiv(groups, per_split), per_split
+
+
 class MmvLaunch:
     """:func:`mmv_kernel` prepared for one signature.
 
@@ -992,8 +1022,11 @@ class MmvLaunch:
         else:  # Q4_0 rows always have an even number of blocks here (supports_gguf): pairs of blocks
             gps, min_steps = (2 if groups % 2 == 0 else 1), 4
         tiles = triton.cdiv(n, bn)
-        self.split, per_split = split_rule(groups, gps, tiles, PROGRAMS_PER_SM * device_info(device).sm_count,
-                                           min_steps)
+        sms = device_info(device).sm_count
+        if m >= 2 and BALANCED_SPLIT_ROWS:
+            self.split, per_split = balanced_split(groups, gps, tiles, sms, min_steps)
+        else:
+            self.split, per_split = split_rule(groups, gps, tiles, PROGRAMS_PER_SM * sms, min_steps)
         self.m, self.n, self.out_dtype, self.device, self.fmt = m, n, out_dtype, device, fmt
         # packed MLX / Q4_K tiles load x as int32 words (_x_load): rows of an odd stride are copied to contiguous ones
         self.x_words = packed and fmt in (AFFINE.value, Q4_K.value)
