@@ -398,6 +398,25 @@ def test_affine_idot_gate_up_pair(device, affine_mv_plans, n, k, gs, dtype, act)
     assert_error_bar(out.cpu().view(1, n), oracle, baseline.to(dtype), what=act)
 
 
+def test_mmv_balanced_split():
+    """2-16 rows: the K split whose busiest SM has the least modelled work (session 42 run 6 / 7 on the H200's 132
+    SMs): 4096 x 14336 MLX g64 (224 tiles of 64 rows, 32 steps of 128 codes) splits 4 ways, not 2 (448 programs: 52
+    SMs run 4, the others 3); 4096 x 12672 (198 tiles) stays at 2 (396 programs, 3 an SM); 4096 x 16896 (264 tiles)
+    splits 2 ways (528); splits that double only the partials' traffic are not taken (the 128256-row head), nor
+    splits past min_steps steps."""
+    from mlx_native.ops.quant.mmv import balanced_split
+
+    def split(k, n, sms=132, min_steps=4):
+        return balanced_split(k // 64, 2, triton.cdiv(n, 64), sms, min_steps)[0]
+
+    assert (split(4096, 14336), split(4096, 12672), split(4096, 16896)) == (4, 2, 2)
+    assert (split(14336, 4096), split(4096, 4096)) == (8, 8)
+    assert split(4096, 128256) == 1 and split(2048, 128256) == 1
+    assert split(1024, 1024) == 2  # 16 tiles, 8 steps: min_steps caps the split below 3 programs an SM
+    assert balanced_split(64, 2, 224, 132, 4) == (4, 16)  # (split, groups per split)
+    assert balanced_split(70, 2, 224, 132, 4) == (4, 18)  # 35 steps: splits of 9, the last one 8
+
+
 def test_affine_idot_step_rule():
     """Steps are 128 words of a row per warp, up to 2 warps, or the whole row of 256-1024 words, or 8 warps for long
     rows of few tiles; a row of no whole number of steps ends in a partial one (not for gate/up pairs and the

@@ -955,7 +955,9 @@ def balanced_split(groups: int, gps: int, tiles: int, sms: int, min_steps: int) 
     split reaches that many (then the largest); a larger split must gain ``1 - BALANCED_GAIN`` (its partials
     cost traffic the model leaves out). Session 42 run 6 (H200, MLX g64, K 4096, 2 rows, us): N 14336 split 2
     (448 programs, 3.39 an SM) 21.28, split 4 (the rule's) 19.90; N 12672 split 2 (396, 3 an SM; the rule's)
-    17.28, split 4 18.76; N 16896 split 1 (264) 23.27, split 2 (528, the rule's) 21.68."""
+    17.28, split 4 18.76; N 16896 split 1 (264) 23.27, split 2 (528, the rule's) 21.68. Run 7, 4096 x 14336 at 2 / 4 /
+    8 / 16 rows, split_rule's 2 -> 4: MLX 20.83 / 20.97 / 21.50 / 22.22 -> 19.51 / 19.76 / 20.39 / 22.21, GGUF Q4_K
+    24.34 / 24.61 / 24.80 / 24.93 -> 22.18 / 22.47 / 22.77 / 24.52; the other shapes and formats kept their splits."""
     steps = groups // gps
     best, best_cost, largest = None, None, 1
     split = 1
