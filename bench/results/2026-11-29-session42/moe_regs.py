@@ -19,6 +19,7 @@ from mlx_native.ops.quant.qmm import ACT_CODES  # noqa: E402
 E, TOPK, HIDDEN, INTER, GS = 128, 8, 2048, 768, 64
 DT = torch.bfloat16
 cap, warps = int(sys.argv[1]), int(sys.argv[2])
+torch.manual_seed(0)
 orig_init = launch_mod.Launch.__init__
 
 
@@ -43,6 +44,6 @@ for x, lg in xs:
 ref = [mn.moe_ffn(x, lg, TOPK, gq, uq, dq) for x, lg in xs]
 t_glu = common.time_graph(lambda x, lg, ids: g0(x, ids, *wts[:6]), pre, 50)
 t_step = common.time_graph(lambda x, lg, ids: mn.moe_ffn(x, lg, TOPK, gq, uq, dq), pre, 50)
-err = max((mn.moe_ffn(x, lg, TOPK, gq, uq, dq).float() - r.float()).abs().max().item() for (x, lg), r in zip(xs, ref))
+check = sum(r.double().abs().sum().item() for r in ref)  # the same data in every process (seed 0)
 print(f"maxnreg {cap:3d} warps {warps}: gate/up alone {t_glu:6.2f} us, moe_ffn step {t_step:6.2f} us "
-      f"(max |diff| against this process's first step {err:.3g})", flush=True)
+      f"(checksum {check:.6f})", flush=True)
