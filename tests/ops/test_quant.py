@@ -1088,13 +1088,13 @@ def test_affine_idot_rows_splitk_merged_in_launch(device, decode_launches, split
 
 
 def test_decode_splitk_empty_split(device, decode_launches, splits_outer, monkeypatch):
-    """A split with an empty K range (the split rule never makes one: this forces 3 splits of 8 groups
+    """A split with an empty K range (the split rules never make one: this forces 3 splits of 8 groups
     over 16) stores zeros and still counts in, so each tile is merged and its counter rearmed (mmv: the
     multi-row integer-dot kernel, which would take these 2 rows, off)."""
     from mlx_native.ops.quant import mmv
 
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, affine_idot=False))
-    monkeypatch.setattr(mmv, "split_rule", lambda *args: (3, 8))
+    monkeypatch.setattr(mmv, "balanced_split", lambda *args: (3, 8))  # (the 2-16-row rule)
     m, n, k = 2, 72, 1024
     wq, s, b = qweight(n, k, 64, 4, torch.bfloat16)
     w64 = dequant64(wq, s, b, 64, 4)
