@@ -11,6 +11,8 @@ of its main loop (the largest backward-branch block).
     python scripts/sass_probe.py moe_mix [--bn 4] [--k 768]  (routed down projection mixing 8 slots)
     python scripts/sass_probe.py block_mmv --fmt 14 [--bn 64] --warps 4 [--mp 16] [--prefetch 0]  (tensor-core
         decode of GGUF Q6_K (14) / Q8_0 (8) blocks)
+    python scripts/sass_probe.py mmv [--bn 64] --warps 4 [--mp 16] --stages 3  (the tensor-core decode of MLX affine
+        4-bit g64 at 2-16 rows: packed tiles, 128 codes a step, a fused K split)
     ... moe_idot / moe_mix --pdl 1: as moe_ffn launches them (programmatic dependent launch)
 
 It also prints the kernel's shared memory and local (spill) bytes, and the loop's shared-memory accesses.
@@ -107,7 +109,7 @@ def main_loop(sass: str) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("kernel", choices=("affine_idot", "affine_mv", "q4k_idot", "q4k_mv", "q6k_idot", "moe_idot",
-                                           "moe_mix", "block_mmv"))
+                                           "moe_mix", "block_mmv", "mmv"))
     ap.add_argument("--bn", type=int, default=8)
     ap.add_argument("--warps", type=int, default=2)
     ap.add_argument("--k", type=int, default=4096)
@@ -158,6 +160,11 @@ def main() -> int:
         from mlx_native.ops.ggml.block_mmv import block_mmv_kernel as fn
         const = dict(FMT=args.fmt, BN=args.bn, MP=args.mp, X_F16=False, SPLIT_K=False, FUSE=False, ASM=True, ROWS4=True,
                      PREFETCH=bool(args.prefetch))
+        codes_per_iter = args.bn * 128
+    elif args.kernel == "mmv":  # 128 codes of each of BN rows a loop step
+        from mlx_native.ops.quant.mmv import AFFINE, mmv_kernel as fn
+        const = dict(FMT=AFFINE.value, BN=args.bn, GS=gs, MP=args.mp, GPS=2, X_F16=False, SPLIT_K=True, FUSE=True,
+                     ONE_ROW=False, PRESCALE=True, PACKED=True, ASM=True, PDL=0)
         codes_per_iter = args.bn * 128
     else:
         from mlx_native.ops.ggml.q4k_mv import Q4K_MAX_WPS, q4k_mv_kernel as fn
