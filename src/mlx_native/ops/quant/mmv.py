@@ -942,7 +942,7 @@ def split_rule(groups: int, gps: int, tiles: int, target: int, min_steps: int) -
     return triton.cdiv(groups, per_split), per_split
 
 
-BALANCED_SPLIT_ROWS = True  # 2+ rows of x: balanced_split instead of split_rule
+BALANCED_SPLIT_ROWS = True  # 2-16 rows of x: balanced_split instead of split_rule
 BALANCED_MIN_PROGRAMS_PER_SM = 3  # balanced_split's splits give at least this many programs per SM where they can
 BALANCED_GAIN = 0.97  # ... and a larger split must cut the modelled time below this share of the best so far
 
@@ -1025,7 +1025,7 @@ class MmvLaunch:
             gps, min_steps = (2 if groups % 2 == 0 else 1), 4
         tiles = triton.cdiv(n, bn)
         sms = device_info(device).sm_count
-        if m >= 2 and BALANCED_SPLIT_ROWS:
+        if 2 <= m <= MAX_ROWS and BALANCED_SPLIT_ROWS:  # (17-128 rows keep split_rule: not measured)
             self.split, per_split = balanced_split(groups, gps, tiles, sms, min_steps)
         else:
             self.split, per_split = split_rule(groups, gps, tiles, PROGRAMS_PER_SM * sms, min_steps)
