@@ -1,6 +1,7 @@
 """MoE FFN decode step on GGUF experts (Qwen3-30B-A3B shapes: 128 experts, top-8, hidden 2048, expert intermediate
 768), through the ops a model runner chains (``moe_route``, ``moe_ggml_matmul`` on the gate/up pair with SiLU, then on
-the down projection, ``moe_weighted_reduce``), against the same step on MLX affine 4-bit experts (``moe_ffn``) and the
+the down projection, ``moe_weighted_reduce``; or the down projection with ``topk_weights``, mixing the slots in its
+launch), against the same step on MLX affine 4-bit experts (``moe_ffn``) and the
 weight floor (the 8 experts' bytes at the measured copy bandwidth). CUDA-graph replay, T tokens (default 1).
 
     python bench/moe_gguf_decode.py [--types Q4_K,Q5_K,Q6_K,Q8_0] [--tokens 1] [--out FILE.json]
@@ -56,8 +57,14 @@ def main() -> int:
             h = mn.moe_ggml_matmul(x, ids, g, name, (E, INTER, HIDDEN), raw_up=u)
             return mn.moe_weighted_reduce(mn.moe_ggml_matmul(h, ids, d, name, (E, HIDDEN, INTER)), w)
 
-        report(f"GGUF {name}: route, gate/up, down, reduce", step,
-               2 * INTER * formats.row_bytes(fmt, HIDDEN) + HIDDEN * formats.row_bytes(fmt, INTER))
+        def mixed(x, lg, g=g, u=u, d=d, name=name):
+            ids, w = mn.moe_route(lg, TOPK)
+            h = mn.moe_ggml_matmul(x, ids, g, name, (E, INTER, HIDDEN), raw_up=u)
+            return mn.moe_ggml_matmul(h, ids, d, name, (E, HIDDEN, INTER), topk_weights=w)
+
+        nbytes = 2 * INTER * formats.row_bytes(fmt, HIDDEN) + HIDDEN * formats.row_bytes(fmt, INTER)
+        report(f"GGUF {name}: route, gate/up, down, reduce", step, nbytes)
+        report(f"GGUF {name}: route, gate/up, down + mix", mixed, nbytes)
     if args.out:
         common.save_json(args.out, dict(copy_bandwidth=copy, rows=rows))
     return 0

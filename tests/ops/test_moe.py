@@ -489,6 +489,44 @@ def test_moe_ggml_decode_kernels(device, monkeypatch, name, k, dtype, up, per_sl
     assert torch.equal(out_bad[keep], out.cpu()[keep])
 
 
+@pytest.mark.parametrize("name, dtype, tokens", [
+    ("Q4_K", torch.bfloat16, 2), ("Q5_K", torch.float16, 1), ("Q6_K", torch.bfloat16, 2), ("Q8_0", torch.float16, 3),
+])
+def test_moe_ggml_decode_topk_weights(device, monkeypatch, name, dtype, tokens):
+    """``topk_weights`` mixes the down projection's slots in the routed decode launch (``ops/moe/mixing.py``: each slot
+    stores its weighted fp32 partial, the last of a token's slots to arrive sums them): within the error bar of the
+    fp64 per-expert oracle mixed, the same bits on a second call (the counters rearm), an expert id out of range NaN
+    in its own token's row only; the plain call unchanged."""
+    from mlx_native.ops.moe import gguf_idot, gguf_mv
+
+    streamed = name in ("Q6_K", "Q8_0")
+    built = spy_plans(monkeypatch, gguf_mv.MoeGgufMvLaunch if streamed else gguf_idot.MoeGgmlIdotLaunch)
+    rng = np.random.default_rng(tokens)
+    t = formats.BY_NAME[name]
+    e, n, k, topk = 7, 70, 768, 3
+    raw = crafted_blocks(name, e * n * k // t.block_elems, rng)
+    x = randn(tokens, topk, k, dtype=dtype, scale=0.01)
+    ids = torch.randint(0, e, (tokens, topk), dtype=torch.int32)
+    w = torch.rand(tokens, topk)
+    rd = torch.from_numpy(raw).to(device)
+    args = (x.to(device), ids.to(device), rd, name, (e, n, k))
+    mixed = mn.moe_ggml_matmul(*args, topk_weights=w.to(device))
+    assert len(built) == 1 and built[0].launch.constexprs["MIX"] and built[0].launch.constexprs["TOPK"] == topk
+    assert mixed.shape == (tokens, n) and mixed.dtype == dtype
+    v = torch.from_numpy(gguf_values(raw, name, (e, n, k)))
+    oracle, lowp = _routed_oracles(x, ids, v.double(), v.to(dtype))
+    assert_error_bar(mixed.cpu(), (oracle * w.double()[..., None]).sum(1),
+                     (lowp.float() * w[..., None]).sum(1).to(dtype))
+    assert torch.equal(mn.moe_ggml_matmul(*args, topk_weights=w.to(device)).cpu(), mixed.cpu())
+    plain = mn.moe_ggml_matmul(*args)
+    assert plain.shape == (tokens, topk, n) and not built[-1].launch.constexprs["MIX"]
+    bad = ids.clone()
+    bad[0, 1] = e
+    out_bad = built[0](x.to(device).reshape(-1, k), bad.to(device).reshape(-1), rd, None,
+                       w.to(device).reshape(-1)).cpu()
+    assert torch.isnan(out_bad[0]).all() and torch.equal(out_bad[1:], mixed.cpu()[1:])
+
+
 def test_moe_ggml_streamed_mv_rules(monkeypatch):
     """The routed streamed mat-vec takes Q6_K experts of whole super-blocks and Q8_0 experts of rows ``q8_mv`` steps
     through, bf16 / fp16 x, 1-16 routed rows (from 17 the grouped kernels), under 2**31 bytes, in the one-row
@@ -707,6 +745,14 @@ class TestBadInput:
                        topk_weights=torch.rand(2, 3))
         with pytest.raises(mn.UnsupportedDTypeError, match="moe_qmm: expert_ids has dtype float32"):
             mn.moe_qmm(torch.randn(2, 64), torch.zeros(2, 2), wq, s, b)
+        raw = torch.zeros(3 * 8 * 2 * 34, dtype=torch.uint8)
+        with pytest.raises(mn.InvalidArgumentError, match="moe_ggml_matmul: topk_weights mixes the down projection's"
+                                                          r" slots; it cannot be given with raw_up"):
+            mn.moe_ggml_matmul(torch.randn(2, 64), torch.zeros(2, 2, dtype=torch.int32), raw, "Q8_0", (3, 8, 64),
+                               raw_up=raw, topk_weights=torch.rand(2, 2))
+        with pytest.raises(mn.InvalidArgumentError, match=r"moe_ggml_matmul: topk_weights has shape \(2, 3\)"):
+            mn.moe_ggml_matmul(torch.randn(2, 64), torch.zeros(2, 2, dtype=torch.int32), raw, "Q8_0", (3, 8, 64),
+                               topk_weights=torch.rand(2, 3))
         with pytest.raises(mn.FormatError, match="moe_ggml_matmul: raw holds 1 Q8_0 blocks"):
             mn.moe_ggml_matmul(torch.randn(1, 64), torch.zeros(1, 1, dtype=torch.int32),
                                torch.zeros(34, dtype=torch.uint8), "Q8_0", (3, 8, 64))

@@ -170,16 +170,22 @@ def _validate_qmm(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_s
                 raise InvalidArgumentError(f"{op}: {name} has shape {tuple(a.shape)}, expected {tuple(b.shape)}")
         checks.check_same_device(op, "x", x, w_up=w_up)
         _check_activation(op, activation)
-    if mix is not None:
-        if has_up:
-            raise InvalidArgumentError(f"{op}: topk_weights mixes the down projection's slots; it cannot be given "
-                                       f"with w_up (the gate/up pair)")
-        checks.check_tensor(op, "topk_weights", mix)
-        checks.check_same_device(op, "x", x, topk_weights=mix)
-        if mix.shape != ids.shape:
-            raise InvalidArgumentError(
-                f"{op}: topk_weights has shape {tuple(mix.shape)}, expected {tuple(ids.shape)} (expert_ids' shape)")
+    _check_mix(op, x, ids, mix, has_up, "w_up")
     return t, k, w.shape[1]
+
+
+def _check_mix(op: str, x: torch.Tensor, ids: torch.Tensor, mix: Optional[torch.Tensor], has_up: bool, up_name: str):
+    """``topk_weights`` (``mix``): not with the gate/up pair, on x's device, of expert_ids' shape."""
+    if mix is None:
+        return
+    if has_up:
+        raise InvalidArgumentError(f"{op}: topk_weights mixes the down projection's slots; it cannot be given "
+                                   f"with {up_name} (the gate/up pair)")
+    checks.check_tensor(op, "topk_weights", mix)
+    checks.check_same_device(op, "x", x, topk_weights=mix)
+    if mix.shape != ids.shape:
+        raise InvalidArgumentError(
+            f"{op}: topk_weights has shape {tuple(mix.shape)}, expected {tuple(ids.shape)} (expert_ids' shape)")
 
 
 def _moe_qmm_plan(x, ids, w, scales, biases, w_up, scales_up, biases_up, group_size, bits, activation, mix):
@@ -377,7 +383,7 @@ def moe_ffn(x: torch.Tensor, router_logits: torch.Tensor, top_k: int, gate: Sequ
 
 # --------------------------------------------------------------------------- moe_ggml_matmul
 
-def _validate_ggml(x, ids, raw, type_id, shape, raw_up, activation):
+def _validate_ggml(x, ids, raw, type_id, shape, raw_up, activation, mix):
     op = "moe_ggml_matmul"
     t = formats.parse_type(op, type_id)
     dims = formats.parse_shape(op, shape, t, min_ndim=3)
@@ -390,40 +396,46 @@ def _validate_ggml(x, ids, raw, type_id, shape, raw_up, activation):
         check_raw(op, raw_up, t, dims, name="raw_up")
         checks.check_same_device(op, "x", x, raw_up=raw_up)
         _check_activation(op, activation)
+    _check_mix(op, x, ids, mix, raw_up is not None, "raw_up")
     return t, dims, tt, k
 
 
-def _moe_ggml_plan(x, ids, raw, type_id, shape, raw_up, activation):
-    t, dims, tt, k = _validate_ggml(x, ids, raw, type_id, shape, raw_up, activation)
+def _moe_ggml_plan(x, ids, raw, type_id, shape, raw_up, activation, mix):
+    t, dims, tt, k = _validate_ggml(x, ids, raw, type_id, shape, raw_up, activation, mix)
     from .kernel import MoeGgmlPlan
 
-    return MoeGgmlPlan(x, ids, raw, t, dims, raw_up is not None, activation, tt, k)
+    return MoeGgmlPlan(x, ids, raw, t, dims, raw_up is not None, activation, tt, k, mix=mix is not None)
 
 
 _GGML_PLANS = PlanCache(_moe_ggml_plan)
 
 
-def _fake_moe_ggml(x, ids, raw, type_id, shape, raw_up, activation):
-    _, dims, tt, k = _validate_ggml(x, ids, raw, type_id, shape, raw_up, activation)
-    return x.new_empty((tt, k, dims[1]))
+def _fake_moe_ggml(x, ids, raw, type_id, shape, raw_up, activation, mix):
+    _, dims, tt, k = _validate_ggml(x, ids, raw, type_id, shape, raw_up, activation, mix)
+    return x.new_empty((tt, dims[1]) if mix is not None else (tt, k, dims[1]))
 
 
 @register_op("moe_ggml_matmul", fake=_fake_moe_ggml)
 def _moe_ggml_matmul(x: torch.Tensor, ids: torch.Tensor, raw: torch.Tensor, type_id: int, shape: list[int],
-                     raw_up: Optional[torch.Tensor], activation: str) -> torch.Tensor:
-    key = (tensor_key(x), tensor_key(ids), tensor_key(raw), type_id, tuple(shape), tensor_key(raw_up), activation)
-    plan = _GGML_PLANS.get(key, x, ids, raw, type_id, shape, raw_up, activation)
+                     raw_up: Optional[torch.Tensor], activation: str, mix: Optional[torch.Tensor]) -> torch.Tensor:
+    key = (tensor_key(x), tensor_key(ids), tensor_key(raw), type_id, tuple(shape), tensor_key(raw_up), activation,
+           tensor_key(mix))
+    plan = _GGML_PLANS.get(key, x, ids, raw, type_id, shape, raw_up, activation, mix)
     checks.check_index_range("moe_ggml_matmul", "expert_ids", ids, plan.n_experts, "experts")
     if plan.empty:
-        return empty(plan.out_shape, dtype=x.dtype, device=x.device)
-    if use_triton("moe_ggml_matmul", x):
-        return plan(x, ids, raw, raw_up)
-    return plan.reference(x, ids, raw, raw_up)
+        out = empty(plan.out_shape, dtype=x.dtype, device=x.device)
+    elif use_triton("moe_ggml_matmul", x):
+        out = plan(x, ids, raw, raw_up, mix)
+    else:
+        out = plan.reference(x, ids, raw, raw_up)
+    if mix is not None and out.dim() == 3:  # the slots were not mixed in the launch
+        out = _moe_weighted_reduce(out, mix)
+    return out
 
 
 def moe_ggml_matmul(x: torch.Tensor, expert_ids: torch.Tensor, raw: torch.Tensor, ggml_type: TypeArg,
                     shape: Sequence[int], *, raw_up: Optional[torch.Tensor] = None,
-                    activation: str = "silu") -> torch.Tensor:
+                    activation: str = "silu", topk_weights: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Expert-routed matmul on GGUF experts (``ffn_gate_exps`` & co.), straight on the raw blocks.
 
     Args:
@@ -433,12 +445,15 @@ def moe_ggml_matmul(x: torch.Tensor, expert_ids: torch.Tensor, raw: torch.Tensor
         ggml_type: any type :func:`ggml_matmul` takes.
         shape: ``(E, N, K)`` (GGUF ``ne = [K, N, E]``).
         raw_up, activation: the fused gate/up pair, as in :func:`moe_qmm`.
+        topk_weights: optional ``[T, top_k]`` routing weights (not with ``raw_up``): the slots are mixed,
+            ``out[t] = sum_j topk_weights[t, j] * x[t, j] @ W[expert_ids[t, j]].T`` in fp32, the down projection
+            and :func:`moe_weighted_reduce` in one launch where the decode kernels take the call.
 
     Returns:
-        ``[T, top_k, N]`` in x's dtype.
+        ``[T, top_k, N]`` in x's dtype (``[T, N]`` with ``topk_weights``).
     """
     return _moe_ggml_matmul(x, expert_ids, raw, formats.parse_type("moe_ggml_matmul", ggml_type).id,
-                            _shape_list(shape), raw_up, activation)
+                            _shape_list(shape), raw_up, activation, topk_weights)
 
 
 # --------------------------------------------------------------------------- moe_weighted_reduce

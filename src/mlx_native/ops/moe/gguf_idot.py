@@ -29,11 +29,11 @@ import triton.language as tl
 from ...kernels.launch import Launch
 from ...kernels.math import gated_act
 from ...runtime import env
-from ...runtime.memory import empty
 from ..ggml import formats
 from ..ggml.q4k_idot import Q5K_SBW, SBW, _step, _tiles, tile_offsets
 from ..ggml.q4k_mv import Q4K_ID, Q5K_ID
 from ..quant.affine_mv import MAGIC, row_tile
+from .mixing import SlotMix, store_or_mix
 
 
 @triton.jit
@@ -57,13 +57,16 @@ def moe_q4k_idot_kernel(
     x_ptr,  # [T, K] (X_DIV = TOPK: shared by a token's slots) or [T * TOPK, K] (X_DIV = 1); row stride stride_x
     ids_ptr,  # [T * TOPK] expert ids, int32 or int64
     w_ptr, wu_ptr,  # [E, N, K / 256 * SBW] int32 words of the raw experts (wu_ptr: the up projection's, HAS_UP)
-    out_ptr,  # [T * TOPK, N]
+    out_ptr,  # [T * TOPK, N] ([T, N] with MIX)
+    mix_ptr, part_ptr, cnt_ptr,  # MIX: routing weights [T * TOPK], fp32 partials [T * TOPK, N], counters [T, tiles]
     N, stride_x, n_experts, magic,
     STRIDE_W: tl.constexpr, STRIDE_E: tl.constexpr,  # words per row / per expert
     BN: tl.constexpr, CH: tl.constexpr, STEPS: tl.constexpr, TAIL: tl.constexpr, EVEN_N: tl.constexpr,
     X_DIV: tl.constexpr, HAS_UP: tl.constexpr, ACT: tl.constexpr, Q5K: tl.constexpr, ASM: tl.constexpr,
+    MIX: tl.constexpr = False, TOPK: tl.constexpr = 1,
 ):
-    """Program ``(tile, slot)``: ``BN`` rows of the slot's expert (and ``BN`` of its up projection)."""
+    """Program ``(tile, slot)``: ``BN`` rows of the slot's expert (and ``BN`` of its up projection); with ``MIX`` the
+    token's ``TOPK`` slots mixed in the launch (``mixing.store_or_mix``)."""
     slot = tl.program_id(1)
     e = tl.load(ids_ptr + slot).to(tl.int64)
     e_ok = (e >= 0) & (e < n_experts)
@@ -81,8 +84,7 @@ def moe_q4k_idot_kernel(
                       STEP_W, CH, Q5K, ASM)
         res = gated_act(res, ACT) * tl.sum(up, axis=0)
     res = tl.where(e_ok, res, float("nan"))
-    offs = slot.to(tl.int64) * N + tl.program_id(0) * BN + tl.arange(0, BN)
-    tl.store(out_ptr + offs, res.to(out_ptr.dtype.element_ty), mask=row_ok)
+    store_or_mix(out_ptr, res, slot, N, row_ok, mix_ptr, part_ptr, cnt_ptr, MIX, TOPK)
 
 
 # ----------------------------------------------------------------------------- launch plans
@@ -101,24 +103,27 @@ def supports(type_id: int, x_dtype: torch.dtype, k: int, slots: int, nbytes: int
 
 class MoeGgmlIdotLaunch:
     """:func:`moe_q4k_idot_kernel` for ``slots`` routed rows against experts stacked ``[n_experts, n, k]`` (raw bytes,
-    contiguous): calls ``(x [t or slots, k] (any row stride), ids [slots], raw, raw_up)`` return ``[slots, n]``;
-    ``x_div``: the slots per row of x; ``act``: the fused gate/up pair (an activation code of ``qmm.ACT_CODES``)."""
+    contiguous): calls ``(x [t or slots, k] (any row stride), ids [slots], raw, raw_up, mix)`` return ``[slots, n]``;
+    ``x_div``: the slots per row of x; ``act``: the fused gate/up pair (an activation code of ``qmm.ACT_CODES``);
+    ``mix``: the ``top_k`` slots of each token mixed in the launch with the routing weights ``mix [slots]`` (``[slots
+    / top_k, n]``; ``self.mix.mixes`` False during a CUDA-graph capture: then unmixed)."""
 
     def __init__(self, type_id: int, slots: int, n: int, k: int, n_experts: int, x_div: int, out_dtype: torch.dtype,
-                 device, act: Optional[int] = None):
-        self.slots, self.n, self.n_experts, self.out_dtype, self.device = slots, n, n_experts, out_dtype, device
+                 device, act: Optional[int] = None, mix: bool = False, top_k: int = 1):
+        self.n, self.n_experts = n, n_experts
         q5k = type_id == Q5K_ID
         stride_w = formats.row_bytes(formats.BY_ID[type_id], k) // 4
         sbs = k // 256
+        self.mix = SlotMix(mix and act is None, slots, top_k, n, triton.cdiv(n, BN), out_dtype, device)
         self.launch = Launch(moe_q4k_idot_kernel, (triton.cdiv(n, BN), slots), dict(
             STRIDE_W=stride_w, STRIDE_E=n * stride_w, BN=BN, CH=32, STEPS=sbs // 8, TAIL=sbs % 8 * 4,
             EVEN_N=n % BN == 0, X_DIV=x_div, HAS_UP=act is not None, ACT=act or 0, Q5K=q5k,
-            ASM=not env.settings.triton_interpret), num_warps=1, num_stages=1)
+            ASM=not env.settings.triton_interpret, MIX=self.mix.mixes, TOPK=top_k), num_warps=1, num_stages=1)
 
-    def __call__(self, x: torch.Tensor, ids: torch.Tensor, raw: torch.Tensor, raw_up: Optional[torch.Tensor] = None
-                 ) -> torch.Tensor:
-        out = empty((self.slots, self.n), dtype=self.out_dtype, device=self.device)
+    def __call__(self, x: torch.Tensor, ids: torch.Tensor, raw: torch.Tensor, raw_up: Optional[torch.Tensor] = None,
+                 mix: Optional[torch.Tensor] = None) -> torch.Tensor:
+        out, part, cnt = self.mix.buffers()
         w = raw.view(torch.int32)
-        self.launch(x, ids, w, w if raw_up is None else raw_up.view(torch.int32), out, self.n, x.stride(0),
-                    self.n_experts, MAGIC)
+        self.launch(x, ids, w, w if raw_up is None else raw_up.view(torch.int32), out, out if mix is None else mix,
+                    part, cnt, self.n, x.stride(0), self.n_experts, MAGIC)
         return out

@@ -30,9 +30,9 @@ from ...kernels.launch import Launch
 from ...kernels.math import gated_act
 from ...kernels.words import word_aligned
 from ...runtime import env
-from ...runtime.memory import empty
 from ..ggml import q6k_mv, q8_mv
 from ..quant.affine_mv import MAGIC, row_tile
+from .mixing import SlotMix, store_or_mix
 
 Q6K = tl.constexpr(q6k_mv.Q6K_ID)  # FMT of Q6_K experts (else Q8_0)
 
@@ -72,13 +72,15 @@ def moe_gguf_mv_kernel(
     x_ptr,  # [T, K] (X_DIV = TOPK: shared by a token's slots) or [T * TOPK, K] (X_DIV = 1); even row stride stride_x
     ids_ptr,  # [T * TOPK] expert ids, int32 or int64
     w_ptr, wu_ptr,  # [E, N] rows of raw blocks (Q6_K: int16 halves, Q8_0: int32 words; wu_ptr: the up projection's)
-    out_ptr,  # [T * TOPK, N]
+    out_ptr,  # [T * TOPK, N] ([T, N] with MIX)
+    mix_ptr, part_ptr, cnt_ptr,  # MIX: routing weights [T * TOPK], fp32 partials [T * TOPK, N], counters [T, tiles]
     N, stride_x, n_experts, k0, k1,
     FMT: tl.constexpr, K: tl.constexpr, BN: tl.constexpr, STEP: tl.constexpr, TAIL: tl.constexpr,
     EVEN_N: tl.constexpr, X_DIV: tl.constexpr, HAS_UP: tl.constexpr, ACT: tl.constexpr, UPT: tl.constexpr,
-    WPL: tl.constexpr, FENCE: tl.constexpr, ASM: tl.constexpr,
+    WPL: tl.constexpr, FENCE: tl.constexpr, ASM: tl.constexpr, MIX: tl.constexpr = False, TOPK: tl.constexpr = 1,
 ):
-    """Program ``(tile, slot)``: ``BN`` rows of the slot's expert (and ``BN`` of its up projection)."""
+    """Program ``(tile, slot)``: ``BN`` rows of the slot's expert (and ``BN`` of its up projection); with ``MIX`` the
+    token's ``TOPK`` slots mixed in the launch (``mixing.store_or_mix``)."""
     slot = tl.program_id(1)
     e = tl.load(ids_ptr + slot).to(tl.int64)
     e_ok = (e >= 0) & (e < n_experts)
@@ -90,8 +92,7 @@ def moe_gguf_mv_kernel(
         up = _project(wu_ptr, e, rows, N, x_ptr, k0, k1, FMT, K, BN, STEP, TAIL, EVEN_N, UPT, WPL, FENCE, ASM)
         res = gated_act(res, ACT) * up
     res = tl.where(e_ok, res, float("nan"))
-    offs = slot.to(tl.int64) * N + tl.program_id(0) * BN + tl.arange(0, BN)
-    tl.store(out_ptr + offs, res.to(out_ptr.dtype.element_ty), mask=row_ok)
+    store_or_mix(out_ptr, res, slot, N, row_ok, mix_ptr, part_ptr, cnt_ptr, MIX, TOPK)
 
 
 MAX_SLOTS = 16  # routed rows (tokens x top_k) up to this many take it (decode; from 17 the grouped kernels)
@@ -112,7 +113,8 @@ class MoeGgufMvLaunch:
     (raw bytes, contiguous, 16-byte aligned): calls ``(x [t or slots, k], ids [slots], raw, raw_up)`` return
     ``[slots, n]``; ``x_div``: the slots per row of x (an odd row stride is copied: x is read as words); ``act``: the
     fused gate/up pair (an activation code of ``qmm.ACT_CODES``); ``warps``, ``bn``: the sweep's knobs (0: the rules
-    below).
+    below); ``mix``: the ``top_k`` slots of each token mixed in the launch (``mixing.SlotMix``: calls take the routing
+    weights ``mix [slots]`` and return ``[slots / top_k, n]``).
 
     Tiles (H200, session 41 run 6, ``moe_mv_sweep.py``, one token of the Qwen3-30B-A3B shapes, us): Q6_K rows of whole
     4-super-block steps 4 warps and 8 rows a thread (the gate/up pair, K 2048: 16 rows a program 11.4 against 14.6
@@ -122,8 +124,8 @@ class MoeGgufMvLaunch:
     Qwen3-30B-A3B-shaped step with these tiles (session 42 run 2): Q6_K 28.65 -> 23.91 us, Q8_0 25.11 -> 25.03."""
 
     def __init__(self, type_id: int, slots: int, n: int, k: int, n_experts: int, x_div: int, out_dtype: torch.dtype,
-                 device, act: Optional[int] = None, warps: int = 0, bn: int = 0):
-        self.slots, self.n, self.n_experts, self.out_dtype, self.device = slots, n, n_experts, out_dtype, device
+                 device, act: Optional[int] = None, warps: int = 0, bn: int = 0, mix: bool = False, top_k: int = 1):
+        self.n, self.n_experts = n, n_experts
         self.q6k = type_id == q6k_mv.Q6K_ID
         if self.q6k:
             step, tail = q6k_mv.tiling(k)  # unsplit: the steps that divide the row, else steps of 4 and a partial one
@@ -135,17 +137,18 @@ class MoeGgufMvLaunch:
             step, tail = q8_mv.tiling(k)
             warps, bn = warps or q8_mv.Q8_WARPS, bn or (q8_mv.Q8_BN if step == q8_mv.Q8_MAX_UPS else 2 * q8_mv.Q8_BN)
             self.consts = (q8_mv.C_LO, q8_mv.C_HI)
+        self.mix = SlotMix(mix and act is None, slots, top_k, n, triton.cdiv(n, bn), out_dtype, device)
         self.launch = Launch(moe_gguf_mv_kernel, (triton.cdiv(n, bn), slots), dict(
             FMT=type_id, K=k, BN=bn, STEP=step, TAIL=tail, EVEN_N=n % bn == 0, X_DIV=x_div, HAS_UP=act is not None,
             ACT=act or 0, UPT=q6k_mv.Q6K_UPT, WPL=q8_mv.Q8_WPL, FENCE=q8_mv.Q8_FENCE,
-            ASM=not env.settings.triton_interpret), num_warps=warps, num_stages=1)
+            ASM=not env.settings.triton_interpret, MIX=self.mix.mixes, TOPK=top_k), num_warps=warps, num_stages=1)
 
-    def __call__(self, x: torch.Tensor, ids: torch.Tensor, raw: torch.Tensor, raw_up: Optional[torch.Tensor] = None
-                 ) -> torch.Tensor:
-        out = empty((self.slots, self.n), dtype=self.out_dtype, device=self.device)
+    def __call__(self, x: torch.Tensor, ids: torch.Tensor, raw: torch.Tensor, raw_up: Optional[torch.Tensor] = None,
+                 mix: Optional[torch.Tensor] = None) -> torch.Tensor:
+        out, part, cnt = self.mix.buffers()
         x = word_aligned(x.contiguous() if x.stride(0) % 2 else x)
         unit = torch.int16 if self.q6k else torch.int32
         w = raw.view(unit)
-        self.launch(x, ids, w, w if raw_up is None else raw_up.view(unit), out, self.n, x.stride(0), self.n_experts,
-                    *self.consts)
+        self.launch(x, ids, w, w if raw_up is None else raw_up.view(unit), out, out if mix is None else mix, part, cnt,
+                    self.n, x.stride(0), self.n_experts, *self.consts)
         return out

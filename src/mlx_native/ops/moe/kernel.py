@@ -268,14 +268,20 @@ class MoeFfnPlan:
 
 
 class MoeGgmlPlan:
-    def __init__(self, x, ids, raw, t, dims, has_up, activation, tt, k):
+    """``moe_ggml_matmul``. ``mix``: routing weights will be given; the decode kernels (``idot``, ``routed mv``) mix
+    the slots in their launch (``mixed``, output ``[tokens, n]``), the others return ``[tokens, k, n]`` for the
+    caller's weighted reduce."""
+
+    def __init__(self, x, ids, raw, t, dims, has_up, activation, tt, k, mix=False):
         self.t, self.has_up, self.activation = t, has_up, activation
         self.n_experts, self.n, self.kf = dims
         self.tokens, self.k = tt, k
         self.out_shape = (tt, k, self.n)
+        self.mixed = False
         self.empty = tt * k * self.n == 0
         if self.empty:
             return
+        self.kind = None
         rb = formats.row_bytes(t, self.kf)
         x2 = _x2d(x)
         strides = (x2.stride(0), self.n * rb, rb, 0, 0)
@@ -283,13 +289,16 @@ class MoeGgmlPlan:
         x_div = k if x.dim() == 2 else 1
         if gguf_idot.supports(t.id, x.dtype, self.kf, tt * k, raw.numel()):
             self.launch = gguf_idot.MoeGgmlIdotLaunch(t.id, tt * k, self.n, self.kf, self.n_experts, x_div, x.dtype,
-                                                      x.device, act)
+                                                      x.device, act, mix=mix, top_k=k)
             self.kind = "idot"
-            return
-        if gguf_mv.supports(t.id, x.dtype, self.kf, tt * k, raw.numel()):
+        elif gguf_mv.supports(t.id, x.dtype, self.kf, tt * k, raw.numel()):
             self.launch = gguf_mv.MoeGgufMvLaunch(t.id, tt * k, self.n, self.kf, self.n_experts, x_div, x.dtype,
-                                                  x.device, act)
+                                                  x.device, act, mix=mix, top_k=k)
             self.kind = "routed mv"
+        if self.kind in ("idot", "routed mv"):
+            self.mixed = self.launch.mix.mixes
+            if self.mixed:
+                self.out_shape = (tt, self.n)
             return
         self.kind = "tiled"
         launch = grouped.grouped_launch(t.id, self.n, self.kf, tt * k, self.n_experts, x_div, x.dtype, strides,
@@ -308,12 +317,13 @@ class MoeGgmlPlan:
         u = ref.ggml_rows(xr, flat, raw_up, self.t, self.n, compute) if self.has_up else None
         return _finish(g, u, self.has_up, self.activation, self.tokens, self.k, x.dtype)
 
-    def __call__(self, x, ids, raw, raw_up):
+    def __call__(self, x, ids, raw, raw_up, mix=None):
         r = aligned(raw.reshape(-1))
         r2 = aligned(raw_up.reshape(-1)) if raw_up is not None else None
         if self.kind == "grouped":
             return self.launch(_x2d(x), ids.reshape(-1), (r,), None if r2 is None else (r2,)).view(self.out_shape)
         if self.kind in ("idot", "routed mv"):
-            return self.launch(_x2d(x), ids.reshape(-1), r, r2).view(self.out_shape)
+            mix = mix.reshape(-1) if self.mixed else None
+            return self.launch(_x2d(x), ids.reshape(-1), r, r2, mix).view(self.out_shape)
         out = self.launch(_x2d(x), ids.reshape(-1), r, r, r, r2, r2, r2)
         return out.view(self.out_shape)

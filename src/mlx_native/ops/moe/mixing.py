@@ -1,0 +1,58 @@
+"""The routed decode kernels' result tiles, stored per slot or mixed over a token's slots in the same launch.
+
+A down projection followed by :func:`~mlx_native.ops.moe.api.moe_weighted_reduce` is two launches; mixing in the
+projection's launch saves the second (one graph node, ~1.3 us on the H200, and the ``[T, top_k, N]`` round trip).
+Program ``(tile, slot)`` scales its fp32 result by the slot's routing weight, stores it as the slot's partial, and
+counts in on its token's tile counter (``kernels/arrival.py``); the last of the token's ``TOPK`` slots to arrive sums
+the partials in slot order (deterministic, fp32) into the token's output row and rearms the counter."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ...kernels.arrival import arrive_last, can_fuse, counters, rearm
+from ...runtime.memory import empty
+
+
+@triton.jit
+def store_or_mix(out_ptr, res, slot, N, row_ok, mix_ptr, part_ptr, cnt_ptr, MIX: tl.constexpr, TOPK: tl.constexpr):
+    """Program ``(tile, slot)``'s fp32 result ``res [BN]`` (outputs ``tile * BN + arange(BN)``, ``row_ok`` those
+    below ``N``): stored at ``out [slots, N]``, or with ``MIX`` mixed into ``out [slots / TOPK, N]`` (``mix_ptr``:
+    the routing weights ``[slots]``, ``part_ptr``: fp32 partials ``[slots, N]``, ``cnt_ptr``: int32 counters
+    ``[slots / TOPK, tiles]``, zero between launches)."""
+    BN: tl.constexpr = res.shape[0]
+    cols = tl.program_id(0) * BN + tl.arange(0, BN)
+    if MIX:
+        res = res * tl.load(mix_ptr + slot).to(tl.float32)
+        tl.store(part_ptr + slot.to(tl.int64) * N + cols, res, mask=row_ok)
+        token = slot // TOPK
+        cnt = cnt_ptr + token * tl.num_programs(0) + tl.program_id(0)
+        if arrive_last(cnt, TOPK):
+            total = tl.zeros([BN], dtype=tl.float32)
+            for j in range(TOPK):
+                total += tl.load(part_ptr + (token * TOPK + j).to(tl.int64) * N + cols, mask=row_ok, other=0.0,
+                                 cache_modifier=".cg")
+            tl.store(out_ptr + token.to(tl.int64) * N + cols, total.to(out_ptr.dtype.element_ty), mask=row_ok)
+            rearm(cnt)
+    else:
+        tl.store(out_ptr + slot.to(tl.int64) * N + cols, res.to(out_ptr.dtype.element_ty), mask=row_ok)
+
+
+class SlotMix:
+    """The buffers of a routed launch for ``slots`` rows of ``top_k`` slots a token and ``n`` outputs in ``tiles``
+    tiles: ``mixes`` (counters can be made now: not during a CUDA-graph capture), then :meth:`buffers` per call ->
+    ``(out [slots / top_k, n], part [slots, n] fp32, counters)``; without mixing ``(out [slots, n], out, out)``."""
+
+    def __init__(self, mix: bool, slots: int, top_k: int, n: int, tiles: int, dtype: torch.dtype, device):
+        self.slots, self.top_k, self.n, self.dtype, self.device = slots, top_k, n, dtype, device
+        self.mixes = mix and can_fuse(torch.device(device))
+        self.counters = counters((slots // top_k, tiles), device) if self.mixes else None
+
+    def buffers(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if not self.mixes:
+            out = empty((self.slots, self.n), dtype=self.dtype, device=self.device)
+            return out, out, out
+        out = empty((self.slots // self.top_k, self.n), dtype=self.dtype, device=self.device)
+        return out, empty((self.slots, self.n), dtype=torch.float32, device=self.device), self.counters
