@@ -493,7 +493,7 @@ def test_moe_ggml_decode_kernels(device, monkeypatch, name, k, dtype, up, per_sl
     ("Q4_K", torch.bfloat16, 2), ("Q5_K", torch.float16, 1), ("Q6_K", torch.bfloat16, 2), ("Q8_0", torch.float16, 3),
 ])
 def test_moe_ggml_decode_topk_weights(device, monkeypatch, name, dtype, tokens):
-    """``topk_weights`` mixes the down projection's slots in the routed decode launch (``ops/moe/mixing.py``: each slot
+    """``topk_weights`` mixes the down projection's slots in the routed decode launch (``ops/moe/slots.py``: each slot
     stores its weighted fp32 partial, the last of a token's slots to arrive sums them): within the error bar of the
     fp64 per-expert oracle mixed, the same bits on a second call (the counters rearm), an expert id out of range NaN
     in its own token's row only; the plain call unchanged."""

@@ -15,10 +15,16 @@ def load_or_zero(p, mask):
 
 
 @triton.jit
-def tail_mask(idx, TAIL: tl.constexpr):
-    """``idx < TAIL`` in the last K split of a streamed mat-vec (program axis 1), all False in the others: the
-    members ``idx`` of a partial last loop step of ``TAIL`` units, which only the last split runs."""
-    return idx < tl.where(tl.program_id(1) == tl.num_programs(1) - 1, TAIL, 0)
+def last_split():
+    """Whether this program is the last K split of a streamed mat-vec (program axis 1)."""
+    return tl.program_id(1) == tl.num_programs(1) - 1
+
+
+@triton.jit
+def tail_mask(idx, TAIL: tl.constexpr, last):
+    """``idx < TAIL`` where ``last`` (the program that runs a partial last loop step of ``TAIL`` units: a mat-vec's
+    last K split, :func:`last_split`, or every routed program of an unsplit row), all False elsewhere."""
+    return idx < tl.where(last, TAIL, 0)
 
 
 @triton.jit

@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import enter
-from ...kernels.loads import load_or_zero, pinned, tail_mask
+from ...kernels.loads import last_split, load_or_zero, pinned, tail_mask
 from ...kernels.words import half_lo
 from ..quant.affine_mv import code_f32, row_tile, store_rows, word_planes
 
@@ -242,7 +242,7 @@ def q4k_mv_kernel(
     acc1, acc2, acc3 = acc, acc, acc  # rows 1-3 of x (MR > 1)
     if TAIL:  # the row's last, partial step: its first TAIL chunks, for the last split
         T0: tl.constexpr = N_QS // 32 - TAIL // 4  # its first super-block
-        tail = tail_mask(gi, TAIL)
+        tail = tail_mask(gi, TAIL, last_split())
         w_t = load_or_zero(w_ptr + w_off + T0 * SBW, tail[None, :, None])
         qh_t = 0
         if Q5K:

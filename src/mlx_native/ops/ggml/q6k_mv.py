@@ -52,7 +52,7 @@ import triton.language as tl
 
 from ..quant.affine_mv import code_f32, row_tile, store_rows
 from ...kernels.dependent import enter
-from ...kernels.loads import load_or_zero
+from ...kernels.loads import last_split, load_or_zero, tail_mask
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
 
 
@@ -249,12 +249,12 @@ def tile_offsets(r_off, SBS: tl.constexpr, UPT: tl.constexpr):
 
 
 @triton.jit
-def rows_loop(w_ptr, a_off, c_off, s_off, d_off, x_ptr, x_off, stride_xw, j_lo, j_hi, last_split, magic, nib,
+def rows_loop(w_ptr, a_off, c_off, s_off, d_off, x_ptr, x_off, stride_xw, j_lo, j_hi, is_last, magic, nib,
               N_SB: tl.constexpr, BN: tl.constexpr, SBS: tl.constexpr, UPT: tl.constexpr, TAIL: tl.constexpr,
               MR: tl.constexpr, ASM: tl.constexpr):
     """The ``[BN, G, T]`` fp32 accumulators of ``MR`` rows of x (``x_ptr``: bf16/fp16, rows ``stride_xw`` words
     apart) against super-blocks ``j_lo .. j_hi`` of the rows at :func:`tile_offsets` from ``w_ptr`` (the raw rows as
-    int16 halves), and with ``TAIL`` the row's last, partial step where ``last_split`` (a K split's last program).
+    int16 halves), and with ``TAIL`` the row's last, partial step where ``is_last`` (a K split's last program).
     Two steps an iteration, each step's operands loaded into the registers the step before released (the second step
     skipped past ``j_hi``)."""
     X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
@@ -267,7 +267,7 @@ def rows_loop(w_ptr, a_off, c_off, s_off, d_off, x_ptr, x_off, stride_xw, j_lo, 
     acc1, acc2, acc3 = acc0, acc0, acc0  # rows 1-3 of x (MR > 1)
     if TAIL:  # the row's last, partial step: its first TAIL super-blocks, for the last split
         T0: tl.constexpr = N_SB - TAIL  # its first super-block
-        tail = (tl.arange(0, G) // 2 < tl.where(last_split, TAIL, 0))[None, :, None]
+        tail = tail_mask(tl.arange(0, G) // 2, TAIL, is_last)[None, :, None]
         ta0, tb0, tc0, ta1, tb1, tc1, ta2, tb2, tc2, ta3, tb3, tc3, ts0, ts1, ts2, ts3, td = _load(
             w_ptr, w8_ptr, a_off, c_off, s_off, d_off, T0 * 105, UPT, ASM, tail)
     a0, b0, c0, a1, b1, c1, a2, b2, c2, a3, b3, c3, s0, s1, s2, s3, d = _load(
@@ -323,9 +323,8 @@ def q6k_mv_kernel(
     a_off, c_off, s_off, d_off, x_off = tile_offsets(r_off, SBS, UPT)
     j_lo = tl.program_id(1) * blocks_per_split
     j_hi = tl.minimum(N_SB, j_lo + blocks_per_split)
-    last_split = tl.program_id(1) == tl.num_programs(1) - 1
     acc0, acc1, acc2, acc3 = rows_loop(w_ptr, a_off, c_off, s_off, d_off, x_ptr, x_off, stride_xw, j_lo, j_hi,
-                                       last_split, magic, nib, N_SB, BN, SBS, UPT, TAIL, MR, ASM)
+                                       last_split(), magic, nib, N_SB, BN, SBS, UPT, TAIL, MR, ASM)
     store_rows(out_ptr, part_ptr, cnt_ptr + pid_n, acc0, acc1, acc2, acc3, pid_n * BN + tl.arange(0, BN).to(tl.int64),
                row_ok, N, MR, SPLIT_K, FUSE, 0)
 

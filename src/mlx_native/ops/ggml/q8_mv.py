@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import enter, leave_loop
-from ...kernels.loads import load_or_zero
+from ...kernels.loads import last_split, load_or_zero, tail_mask
 from ...kernels.words import bit_select, half_lo, word_aligned, x_pair
 from ..quant.affine_mv import glu_row_tile, row_tile, store_rows
 
@@ -189,11 +189,11 @@ def _step_any(acc0, acc1, acc2, acc3, w0, w1, sw, xp, stride_xw, x0_off, x2_off,
 
 
 @triton.jit
-def rows_loop(w_ptr, b, m, p_off, x_ptr, stride_xw, j_lo, j_hi, last_split, c_lo, c_hi, N_UNITS: tl.constexpr,
+def rows_loop(w_ptr, b, m, p_off, x_ptr, stride_xw, j_lo, j_hi, is_last, c_lo, c_hi, N_UNITS: tl.constexpr,
               UPS: tl.constexpr, WPL: tl.constexpr, FENCE: tl.constexpr, TAIL: tl.constexpr, MR: tl.constexpr):
     """The ``[L, G, BN]`` fp32 accumulators of ``MR`` rows of x (``x_ptr``: bf16/fp16, rows ``stride_xw`` words
     apart) against code words ``j_lo .. j_hi`` of the rows at :func:`pair_lanes`' ``(w_ptr, b, m, p_off)``, and with
-    ``TAIL`` the row's last, partial step where ``last_split`` (a K split's last program)."""
+    ``TAIL`` the row's last, partial step where ``is_last`` (a K split's last program)."""
     X_BF16: tl.constexpr = x_ptr.dtype.element_ty == tl.bfloat16
     G: tl.constexpr = UPS // 16  # pairs per step
     L: tl.constexpr = 16 // WPL  # lanes per pair: the first half on block A, the second on block B
@@ -217,7 +217,7 @@ def rows_loop(w_ptr, b, m, p_off, x_ptr, stride_xw, j_lo, j_hi, last_split, c_lo
     acc1, acc2, acc3 = acc, acc, acc  # rows 1-3 of x (MR > 1)
     if TAIL:  # the row's last, partial step: its first TAIL pairs, for the last split
         T0: tl.constexpr = N_UNITS // 16 - TAIL  # its first pair
-        tail = (tl.arange(0, G) < tl.where(last_split, TAIL, 0))[None, :, None]
+        tail = tail_mask(tl.arange(0, G), TAIL, is_last)[None, :, None]
         w0_t, w1_t, sw_t = _step_words(w_ptr, c_off, s_off, T0 * PAIR_WORDS, H, WPL, tail)
     w0, w1, sw = _step_words(w_ptr, c_off, s_off, (j_lo // 16) * PAIR_WORDS, H, WPL)
     for j in range(j_lo, j_hi, UPS):
@@ -259,9 +259,8 @@ def q8_mv_kernel(
                                                   PAIR_WORDS)
     j_lo = tl.program_id(1) * units_per_split
     j_hi = tl.minimum(N_UNITS, j_lo + units_per_split)
-    acc, acc1, acc2, acc3 = rows_loop(w_ptr, b, m, p_off, x_ptr, stride_xw, j_lo, j_hi,
-                                      tl.program_id(1) == tl.num_programs(1) - 1, c_lo, c_hi, N_UNITS, UPS, WPL,
-                                      FENCE, TAIL, MR)
+    acc, acc1, acc2, acc3 = rows_loop(w_ptr, b, m, p_off, x_ptr, stride_xw, j_lo, j_hi, last_split(), c_lo, c_hi,
+                                      N_UNITS, UPS, WPL, FENCE, TAIL, MR)
     leave_loop(PDL)  # PDL 3: the next launch may be scheduled from here
     store_rows(out_ptr, part_ptr, cnt_ptr + pid_n, acc, acc1, acc2, acc3, pid_n * BN + tl.arange(0, BN).to(tl.int64),
                row_ok, N, MR, SPLIT_K, FUSE, 2)

@@ -220,9 +220,12 @@ def _moe_qmm(x: torch.Tensor, ids: torch.Tensor, w: torch.Tensor, scales: torch.
         out = plan(x, ids, w, scales, biases, w_up, scales_up, biases_up, mix)
     else:
         out = plan.reference(x, ids, w, scales, biases, w_up, scales_up, biases_up)
-    if mix is not None and out.dim() == 3:  # the slots were not mixed in the launch
-        out = _moe_weighted_reduce(out, mix)
-    return out
+    return _mixed(out, mix)
+
+
+def _mixed(out: torch.Tensor, mix: Optional[torch.Tensor]) -> torch.Tensor:
+    """A routed op's result with ``topk_weights``: ``[T, N]`` as the launch mixed it, else ``[T, top_k, N]`` reduced."""
+    return _moe_weighted_reduce(out, mix) if mix is not None and out.dim() == 3 else out
 
 
 def moe_qmm(x: torch.Tensor, expert_ids: torch.Tensor, w: torch.Tensor, scales: torch.Tensor, biases: torch.Tensor,
@@ -428,9 +431,7 @@ def _moe_ggml_matmul(x: torch.Tensor, ids: torch.Tensor, raw: torch.Tensor, type
         out = plan(x, ids, raw, raw_up, mix)
     else:
         out = plan.reference(x, ids, raw, raw_up)
-    if mix is not None and out.dim() == 3:  # the slots were not mixed in the launch
-        out = _moe_weighted_reduce(out, mix)
-    return out
+    return _mixed(out, mix)
 
 
 def moe_ggml_matmul(x: torch.Tensor, expert_ids: torch.Tensor, raw: torch.Tensor, ggml_type: TypeArg,

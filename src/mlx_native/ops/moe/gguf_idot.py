@@ -33,7 +33,7 @@ from ..ggml import formats
 from ..ggml.q4k_idot import Q5K_SBW, SBW, _step, _tiles, tile_offsets
 from ..ggml.q4k_mv import Q4K_ID, Q5K_ID
 from ..quant.affine_mv import MAGIC, row_tile
-from .mixing import SlotMix, store_or_mix
+from .slots import SlotMix, routed_slot, store_or_mix
 
 
 @triton.jit
@@ -66,12 +66,8 @@ def moe_q4k_idot_kernel(
     MIX: tl.constexpr = False, TOPK: tl.constexpr = 1,
 ):
     """Program ``(tile, slot)``: ``BN`` rows of the slot's expert (and ``BN`` of its up projection); with ``MIX`` the
-    token's ``TOPK`` slots mixed in the launch (``mixing.store_or_mix``)."""
-    slot = tl.program_id(1)
-    e = tl.load(ids_ptr + slot).to(tl.int64)
-    e_ok = (e >= 0) & (e < n_experts)
-    e = tl.where(e_ok, e, 0)
-    x_ptr += (slot // X_DIV).to(tl.int64) * stride_x
+    token's ``TOPK`` slots mixed in the launch (``slots.store_or_mix``)."""
+    slot, e, e_ok, x_ptr = routed_slot(ids_ptr, x_ptr, stride_x, n_experts, X_DIV)
     STEP_W: tl.constexpr = CH // 4 * (Q5K_SBW if Q5K else SBW)  # words of a row per loop step
     rows, row_ok = row_tile(N, BN, EVEN_N)
     sa, sh, keep, q_sh, h_off, w_off, x_off = tile_offsets(rows, STRIDE_W, CH, Q5K)
@@ -114,7 +110,7 @@ class MoeGgmlIdotLaunch:
         q5k = type_id == Q5K_ID
         stride_w = formats.row_bytes(formats.BY_ID[type_id], k) // 4
         sbs = k // 256
-        self.mix = SlotMix(mix and act is None, slots, top_k, n, triton.cdiv(n, BN), out_dtype, device)
+        self.mix = SlotMix(mix, slots, top_k, n, triton.cdiv(n, BN), out_dtype, device)
         self.launch = Launch(moe_q4k_idot_kernel, (triton.cdiv(n, BN), slots), dict(
             STRIDE_W=stride_w, STRIDE_E=n * stride_w, BN=BN, CH=32, STEPS=sbs // 8, TAIL=sbs % 8 * 4,
             EVEN_N=n % BN == 0, X_DIV=x_div, HAS_UP=act is not None, ACT=act or 0, Q5K=q5k,

@@ -32,7 +32,7 @@ from ...kernels.words import word_aligned
 from ...runtime import env
 from ..ggml import q6k_mv, q8_mv
 from ..quant.affine_mv import MAGIC, row_tile
-from .mixing import SlotMix, store_or_mix
+from .slots import SlotMix, routed_slot, store_or_mix
 
 Q6K = tl.constexpr(q6k_mv.Q6K_ID)  # FMT of Q6_K experts (else Q8_0)
 
@@ -80,12 +80,8 @@ def moe_gguf_mv_kernel(
     WPL: tl.constexpr, FENCE: tl.constexpr, ASM: tl.constexpr, MIX: tl.constexpr = False, TOPK: tl.constexpr = 1,
 ):
     """Program ``(tile, slot)``: ``BN`` rows of the slot's expert (and ``BN`` of its up projection); with ``MIX`` the
-    token's ``TOPK`` slots mixed in the launch (``mixing.store_or_mix``)."""
-    slot = tl.program_id(1)
-    e = tl.load(ids_ptr + slot).to(tl.int64)
-    e_ok = (e >= 0) & (e < n_experts)
-    e = tl.where(e_ok, e, 0)
-    x_ptr += (slot // X_DIV).to(tl.int64) * stride_x
+    token's ``TOPK`` slots mixed in the launch (``slots.store_or_mix``)."""
+    slot, e, e_ok, x_ptr = routed_slot(ids_ptr, x_ptr, stride_x, n_experts, X_DIV)
     rows, row_ok = row_tile(N, BN, EVEN_N)
     res = _project(w_ptr, e, rows, N, x_ptr, k0, k1, FMT, K, BN, STEP, TAIL, EVEN_N, UPT, WPL, FENCE, ASM)
     if HAS_UP:
@@ -113,7 +109,7 @@ class MoeGgufMvLaunch:
     (raw bytes, contiguous, 16-byte aligned): calls ``(x [t or slots, k], ids [slots], raw, raw_up)`` return
     ``[slots, n]``; ``x_div``: the slots per row of x (an odd row stride is copied: x is read as words); ``act``: the
     fused gate/up pair (an activation code of ``qmm.ACT_CODES``); ``warps``, ``bn``: the sweep's knobs (0: the rules
-    below); ``mix``: the ``top_k`` slots of each token mixed in the launch (``mixing.SlotMix``: calls take the routing
+    below); ``mix``: the ``top_k`` slots of each token mixed in the launch (``slots.SlotMix``: calls take the routing
     weights ``mix [slots]`` and return ``[slots / top_k, n]``).
 
     Tiles (H200, session 41 run 6, ``moe_mv_sweep.py``, one token of the Qwen3-30B-A3B shapes, us): Q6_K rows of whole
@@ -137,7 +133,7 @@ class MoeGgufMvLaunch:
             step, tail = q8_mv.tiling(k)
             warps, bn = warps or q8_mv.Q8_WARPS, bn or (q8_mv.Q8_BN if step == q8_mv.Q8_MAX_UPS else 2 * q8_mv.Q8_BN)
             self.consts = (q8_mv.C_LO, q8_mv.C_HI)
-        self.mix = SlotMix(mix and act is None, slots, top_k, n, triton.cdiv(n, bn), out_dtype, device)
+        self.mix = SlotMix(mix, slots, top_k, n, triton.cdiv(n, bn), out_dtype, device)
         self.launch = Launch(moe_gguf_mv_kernel, (triton.cdiv(n, bn), slots), dict(
             FMT=type_id, K=k, BN=bn, STEP=step, TAIL=tail, EVEN_N=n % bn == 0, X_DIV=x_div, HAS_UP=act is not None,
             ACT=act or 0, UPT=q6k_mv.Q6K_UPT, WPL=q8_mv.Q8_WPL, FENCE=q8_mv.Q8_FENCE,

@@ -29,6 +29,7 @@ from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 from ...kernels.math import gated_act
 from ..quant.affine_idot import _step, _tiles, masked_tiles, step_x
 from ..quant.affine_mv import row_tile
+from .slots import routed_slot
 
 
 @triton.jit
@@ -61,13 +62,10 @@ def moe_idot_kernel(
     (launched as a programmatic dependent of the routing launch) it waits for the routing first, then lets
     the next launch (the down projection) start."""
     pid_n = tl.program_id(0)
-    slot = tl.program_id(1)
     if PDL:
         gdc_wait()
         gdc_launch_dependents()
-    e = tl.load(ids_ptr + slot).to(tl.int64)
-    e_ok = (e >= 0) & (e < n_experts)
-    e = tl.where(e_ok, e, 0)
+    slot, e, e_ok, x_ptr = routed_slot(ids_ptr, x_ptr, stride_x, n_experts, X_DIV)
     w_ptr += e * STRIDE_E
     s_ptr += e * STRIDE_SE
     b_ptr += e * STRIDE_SE
@@ -75,7 +73,6 @@ def moe_idot_kernel(
         wu_ptr += e * STRIDE_E
         su_ptr += e * STRIDE_SE
         bu_ptr += e * STRIDE_SE
-    x_ptr += (slot // X_DIV).to(tl.int64) * stride_x
     STEP: tl.constexpr = 4 * CH  # words of a row per loop step
     CPG: tl.constexpr = GS // 32  # x chunks per scale group
     SSTEP: tl.constexpr = STEP * 8 // GS

@@ -281,25 +281,20 @@ class MoeGgmlPlan:
         self.empty = tt * k * self.n == 0
         if self.empty:
             return
-        self.kind = None
         rb = formats.row_bytes(t, self.kf)
         x2 = _x2d(x)
         strides = (x2.stride(0), self.n * rb, rb, 0, 0)
         act = ACT_CODES[activation] if has_up else None
         x_div = k if x.dim() == 2 else 1
-        if gguf_idot.supports(t.id, x.dtype, self.kf, tt * k, raw.numel()):
-            self.launch = gguf_idot.MoeGgmlIdotLaunch(t.id, tt * k, self.n, self.kf, self.n_experts, x_div, x.dtype,
-                                                      x.device, act, mix=mix, top_k=k)
-            self.kind = "idot"
-        elif gguf_mv.supports(t.id, x.dtype, self.kf, tt * k, raw.numel()):
-            self.launch = gguf_mv.MoeGgufMvLaunch(t.id, tt * k, self.n, self.kf, self.n_experts, x_div, x.dtype,
-                                                  x.device, act, mix=mix, top_k=k)
-            self.kind = "routed mv"
-        if self.kind in ("idot", "routed mv"):
-            self.mixed = self.launch.mix.mixes
-            if self.mixed:
-                self.out_shape = (tt, self.n)
-            return
+        for supports, launch, kind in ((gguf_idot.supports, gguf_idot.MoeGgmlIdotLaunch, "idot"),
+                                       (gguf_mv.supports, gguf_mv.MoeGgufMvLaunch, "routed mv")):  # decode kernels
+            if supports(t.id, x.dtype, self.kf, tt * k, raw.numel()):
+                self.launch, self.kind = launch(t.id, tt * k, self.n, self.kf, self.n_experts, x_div, x.dtype,
+                                                x.device, act, mix=mix, top_k=k), kind
+                self.mixed = self.launch.mix.mixes
+                if self.mixed:
+                    self.out_shape = (tt, self.n)
+                return
         self.kind = "tiled"
         launch = grouped.grouped_launch(t.id, self.n, self.kf, tt * k, self.n_experts, x_div, x.dtype, strides,
                                         x.device, rows_dequantizer(t, self.kf), act)

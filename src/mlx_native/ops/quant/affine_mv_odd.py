@@ -49,7 +49,7 @@ import triton
 import triton.language as tl
 
 from ...kernels.dependent import enter
-from ...kernels.loads import load_or_zero, tail_mask
+from ...kernels.loads import last_split, load_or_zero, tail_mask
 from ...kernels.words import word_aligned, x_pair
 from .affine_mv import code_f32, row_tile
 from .qmm import store_result
@@ -170,7 +170,7 @@ def affine_mv_odd_kernel(
     last = j_hi - T
     if TAIL:  # the row's last, partial step: its first TAIL units, for the last split
         T0: tl.constexpr = N_UNITS - TAIL  # its first unit (a whole number of scale groups: T is)
-        tail = tail_mask(tl.arange(0, T), TAIL)[:, None, None]
+        tail = tail_mask(tl.arange(0, T), TAIL, last_split())[:, None, None]
         ws_t, S_t, B_t = _load(w_ptr, s_ptr, b_ptr, w_off, s_off, T0, BITS, UPG, PAIRS, tail)
     ws, S, B = _load(w_ptr, s_ptr, b_ptr, w_off, s_off, j_lo, BITS, UPG, PAIRS)
     if PREFETCH:  # two steps an iteration, each one's operands loaded into the registers the step before released

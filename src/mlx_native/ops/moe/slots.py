@@ -1,4 +1,5 @@
-"""The routed decode kernels' result tiles, stored per slot or mixed over a token's slots in the same launch.
+"""The routed decode kernels' slots: a program's expert and row of x (:func:`routed_slot`), and its result tile,
+stored per slot or mixed over a token's slots in the same launch (:func:`store_or_mix`).
 
 A down projection followed by :func:`~mlx_native.ops.moe.api.moe_weighted_reduce` is two launches; mixing in the
 projection's launch saves the second (one graph node, ~1.3 us on the H200, and the ``[T, top_k, N]`` round trip).
@@ -18,6 +19,17 @@ import triton.language as tl
 
 from ...kernels.arrival import arrive_last, can_fuse, counters, rearm
 from ...runtime.memory import empty
+
+
+@triton.jit
+def routed_slot(ids_ptr, x_ptr, stride_x, n_experts, X_DIV: tl.constexpr):
+    """``(slot, e, e_ok, x_ptr)`` of program ``(tile, slot)``: its expert id (int64; an id outside ``[0, n_experts)``
+    reads expert 0 with ``e_ok`` False, for NaN rows) and its row of x (``X_DIV`` slots share a row, ``stride_x``
+    apart)."""
+    slot = tl.program_id(1)
+    e = tl.load(ids_ptr + slot).to(tl.int64)
+    e_ok = (e >= 0) & (e < n_experts)
+    return slot, tl.where(e_ok, e, 0), e_ok, x_ptr + (slot // X_DIV).to(tl.int64) * stride_x
 
 
 @triton.jit
