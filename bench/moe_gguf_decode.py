@@ -1,8 +1,9 @@
 """MoE FFN decode step on GGUF experts (Qwen3-30B-A3B shapes: 128 experts, top-8, hidden 2048, expert intermediate
 768), through the ops a model runner chains (``moe_route``, ``moe_ggml_matmul`` on the gate/up pair with SiLU, then on
 the down projection, ``moe_weighted_reduce``; or the down projection with ``topk_weights``, mixing the slots in its
-launch), against the same step on MLX affine 4-bit experts (``moe_ffn``) and the
-weight floor (the 8 experts' bytes at the measured copy bandwidth). CUDA-graph replay, T tokens (default 1).
+launch) and through ``moe_ggml_ffn`` (the same three launches chained by programmatic dependent launch), against the
+same step on MLX affine 4-bit experts (``moe_ffn``) and the weight floor (the 8 experts' bytes at the measured copy
+bandwidth). CUDA-graph replay, T tokens (default 1).
 
     python bench/moe_gguf_decode.py [--types Q4_K,Q5_K,Q6_K,Q8_0] [--tokens 1] [--out FILE.json]
 """
@@ -62,9 +63,19 @@ def main() -> int:
             h = mn.moe_ggml_matmul(x, ids, g, name, (E, INTER, HIDDEN), raw_up=u)
             return mn.moe_ggml_matmul(h, ids, d, name, (E, HIDDEN, INTER), topk_weights=w)
 
+        def ffn(x, lg, g=g, u=u, d=d, name=name):
+            return mn.moe_ggml_ffn(x, lg, TOPK, (g, name), (u, name), (d, name))
+
         nbytes = 2 * INTER * formats.row_bytes(fmt, HIDDEN) + HIDDEN * formats.row_bytes(fmt, INTER)
         report(f"GGUF {name}: route, gate/up, down, reduce", step, nbytes)
         report(f"GGUF {name}: route, gate/up, down + mix", mixed, nbytes)
+        report(f"GGUF {name}: moe_ggml_ffn", ffn, nbytes)
+    if "Q4_K" in args.types and "Q6_K" in args.types:  # a Q4_K_M file's layer: Q4_K gate/up, Q6_K down
+        g, u, d = gguf_raw("Q4_K", INTER, HIDDEN, E), gguf_raw("Q4_K", INTER, HIDDEN, E), gguf_raw("Q6_K", HIDDEN, INTER, E)
+        nbytes = (2 * INTER * formats.row_bytes(formats.BY_NAME["Q4_K"], HIDDEN)
+                  + HIDDEN * formats.row_bytes(formats.BY_NAME["Q6_K"], INTER))
+        report("GGUF Q4_K gate/up, Q6_K down: moe_ggml_ffn",
+               lambda x, lg: mn.moe_ggml_ffn(x, lg, TOPK, (g, "Q4_K"), (u, "Q4_K"), (d, "Q6_K")), nbytes)
     if args.out:
         common.save_json(args.out, dict(copy_bandwidth=copy, rows=rows))
     return 0

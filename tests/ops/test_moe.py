@@ -716,6 +716,103 @@ def test_moe_ffn_reference_backend():
     assert_error_bar(out, *ffn_oracles(x, logits, topk, gate, up, down, 64))
 
 
+# --------------------------------------------------------------------------- moe_ggml_ffn (the whole step, GGUF)
+
+
+@pytest.fixture
+def ggml_ffn_plans(monkeypatch):
+    """The moe_ggml_ffn plans built while the test runs (``fused``: the chained launches)."""
+    from mlx_native.ops.moe import kernel
+
+    return spy_plans(monkeypatch, kernel.MoeGgmlFfnPlan)
+
+
+def _ggml_experts(names, e, inter, hidden, rng):
+    """Gate / up / down raw experts of the types ``names`` -> ``(raws, values)``: uint8 bytes and gguf.quants'
+    float32 values ``[E, N, K]`` each."""
+    raws, values = [], []
+    for name, (n, k) in zip(names, ((inter, hidden), (inter, hidden), (hidden, inter))):
+        raw = crafted_blocks(name, e * n * k // formats.BY_NAME[name].block_elems, rng)
+        raws.append(torch.from_numpy(raw))
+        values.append(torch.from_numpy(gguf_values(raw, name, (e, n, k))))
+    return raws, values
+
+
+def ggml_ffn_oracles(x, logits, topk, values, activation="silu", scoring="softmax", renormalize=True):
+    """(fp64 oracle, same-dtype PyTorch result) of moe_ggml_ffn, ``[T, hidden]``: the routing of ``route_loop``, then
+    per slot the gate/up pair, the activation, h in x's dtype (lowp) or fp64, down, and the mix."""
+    ids, w = route_loop(logits, topk, scoring, renormalize)
+    g, u, d = values
+    act = _act(activation)
+    g64, gl = _routed_oracles(x, ids, g.double(), g.to(x.dtype))
+    u64, ul = _routed_oracles(x, ids, u.double(), u.to(x.dtype))
+    h64, hl = act(g64) * u64, (act(gl.float()) * ul.float()).to(x.dtype)
+    oracle = _routed_oracles(h64, ids, d.double(), d.double())[0]
+    lowp = _routed_oracles(hl, ids, d.double(), d.to(x.dtype))[1]
+    return (oracle * w.double()[..., None]).sum(1), (lowp.float() * w[..., None]).sum(1).to(x.dtype)
+
+
+@pytest.mark.parametrize("types, tokens, e, topk, dtype, activation, same_bits", [
+    (("Q8_0", "Q8_0", "Q8_0"), 2, 12, 3, torch.bfloat16, "silu", True),  # E and top_k not powers of two
+    (("Q4_K", "Q4_K", "Q6_K"), 1, 6, 2, torch.float16, "gelu_tanh", False),  # Q4_K_M: a Q6_K down projection
+])
+def test_moe_ggml_ffn_fused(device, ggml_ffn_plans, types, tokens, e, topk, dtype, activation, same_bits):
+    """The fused step (route, gate/up, down with the mix) on GGUF experts: within the error bar of the fp64 oracle of
+    route -> gate/up -> down -> mix; ``same_bits``: bit for bit the three ops it chains (the same kernels), and again
+    on a second call (the mixing counters rearm). (Interpreter-sized: the integer-dot kernels take ~0.2 s a program
+    there; test_gpu_moe_ggml_ffn_qwen3_30b runs every routed format at Qwen3-30B-A3B's size.)"""
+    rng = np.random.default_rng(e)
+    hidden = inter = 256
+    raws, values = _ggml_experts(types, e, inter, hidden, rng)
+    x = randn(tokens, hidden, dtype=dtype, scale=0.05)
+    logits = randn(tokens, e, scale=2.0)
+    rg, ru, rd = (r.to(device) for r in raws)
+    xd, zd = x.to(device), logits.to(device)
+    out = mn.moe_ggml_ffn(xd, zd, topk, (rg, types[0]), (ru, types[1]), (rd, types[2]), activation=activation)
+    assert [p.fused for p in ggml_ffn_plans] == [True] and out.shape == (tokens, hidden) and out.dtype == dtype
+    assert_error_bar(out.cpu(), *ggml_ffn_oracles(x, logits, topk, values, activation))
+    if not same_bits:
+        return
+    ids, w = mn.moe_route(zd, topk)
+    h = mn.moe_ggml_matmul(xd, ids, rg, types[0], (e, inter, hidden), raw_up=ru, activation=activation)
+    want = mn.moe_ggml_matmul(h, ids, rd, types[2], (e, hidden, inter), topk_weights=w)
+    assert torch.equal(out.cpu(), want.cpu())
+    again = mn.moe_ggml_ffn(xd, zd, topk, (rg, types[0]), (ru, types[1]), (rd, types[2]), activation=activation)
+    assert torch.equal(again.cpu(), out.cpu())
+
+
+@pytest.mark.parametrize("types, dtype", [
+    (("Q8_0", "Q6_K", "Q8_0"), torch.bfloat16),  # gate and up of different types: two projections and the act
+    (("Q4_0", "Q4_0", "Q8_0"), torch.bfloat16),  # no routed decode kernel for the gate/up pair
+    (("Q8_0", "Q8_0", "Q8_0"), torch.float32),  # fp32 x
+])
+def test_moe_ggml_ffn_other_paths(device, ggml_ffn_plans, types, dtype):
+    """Calls the fused launches do not take run moe_route and moe_ggml_matmul: within the error bar of the oracle."""
+    rng = np.random.default_rng(3)
+    e, topk, hidden, inter, tokens = 6, 2, 256, 256, 2
+    raws, values = _ggml_experts(types, e, inter, hidden, rng)
+    x, logits = randn(tokens, hidden, dtype=dtype, scale=0.05), randn(tokens, e)
+    out = mn.moe_ggml_ffn(x.to(device), logits.to(device), topk, *((r.to(device), t) for r, t in zip(raws, types)))
+    assert [p.fused for p in ggml_ffn_plans] == [False] and out.shape == (tokens, hidden) and out.dtype == dtype
+    assert_error_bar(out.cpu(), *ggml_ffn_oracles(x, logits, topk, values))
+
+
+def test_moe_ggml_ffn_batch_dims_and_reference_backend(device):
+    """Leading dims ``[B, S]`` are tokens; the reference backend gives the same step within the error bar."""
+    rng = np.random.default_rng(4)
+    types, e, topk, hidden, inter = ("Q8_0", "Q8_0", "Q8_0"), 5, 2, 256, 256
+    raws, values = _ggml_experts(types, e, inter, hidden, rng)
+    x, logits = randn(2, 2, hidden, dtype=torch.bfloat16, scale=0.05), randn(2, 2, e)
+    parts = [(r.to(device), t) for r, t in zip(raws, types)]
+    out = mn.moe_ggml_ffn(x.to(device), logits.to(device), topk, *parts)
+    with mn.use_backend("reference"):
+        ref_out = mn.moe_ggml_ffn(x, logits, topk, *zip(raws, types))
+    oracle, lowp = ggml_ffn_oracles(x.reshape(4, hidden), logits.reshape(4, e), topk, values)
+    assert out.shape == ref_out.shape == (2, 2, hidden)
+    assert_error_bar(out.cpu().reshape(4, hidden), oracle, lowp)
+    assert_error_bar(ref_out.reshape(4, hidden), oracle, lowp)
+
+
 # --------------------------------------------------------------------------- bad input
 
 
@@ -777,6 +874,31 @@ class TestBadInput:
             mn.moe_ffn(x, z, 2, gate, (up[0], up[1], up[2][..., :1]), down, **kw)
         with pytest.raises(mn.InvalidArgumentError, match="moe_ffn: activation must be one of"):
             mn.moe_ffn(x, z, 2, gate, up, down, activation="relu", **kw)
+
+    def test_moe_ggml_ffn_args(self):
+        e, hidden, inter = 4, 256, 256
+        q4k = lambda n, k: torch.zeros(e * n * k // 256 * 144, dtype=torch.uint8)  # noqa: E731
+        gate, up, down = (q4k(inter, hidden), "Q4_K"), (q4k(inter, hidden), "Q4_K"), (q4k(hidden, inter), "Q4_K")
+        x, z = torch.randn(2, hidden), torch.randn(2, e)
+        with pytest.raises(mn.InvalidArgumentError, match=r"moe_ggml_ffn: down must be a \(raw, ggml_type\) pair"):
+            mn.moe_ggml_ffn(x, z, 2, gate, up, down[:1])
+        with pytest.raises(mn.UnsupportedError, match="moe_ggml_ffn: up: ggml_type 'Q9_K' is not supported"):
+            mn.moe_ggml_ffn(x, z, 2, gate, (up[0], "Q9_K"), down)
+        with pytest.raises(mn.InvalidArgumentError, match=r"moe_ggml_ffn: router_logits has shape \(3, 4\)"):
+            mn.moe_ggml_ffn(x, torch.randn(3, e), 2, gate, up, down)
+        with pytest.raises(mn.InvalidArgumentError, match="moe_ggml_ffn: gate rows of 200 values are not whole Q4_K"):
+            mn.moe_ggml_ffn(torch.randn(2, 200), z, 2, gate, up, down)
+        with pytest.raises(mn.FormatError, match="moe_ggml_ffn: gate has 147312 bytes, not 4 experts of whole Q4_K"):
+            mn.moe_ggml_ffn(x, z, 2, (torch.zeros(147312, dtype=torch.uint8), "Q4_K"), up, down)
+        with pytest.raises(mn.InvalidArgumentError, match="moe_ggml_ffn: up holds 128 rows per expert, the gate 256"):
+            mn.moe_ggml_ffn(x, z, 2, gate, (q4k(128, hidden), "Q4_K"), down)
+        with pytest.raises(mn.InvalidArgumentError, match="moe_ggml_ffn: down holds 512 rows of 256 values per "
+                                                          r"expert; expected hidden = 256 \(from x\)"):
+            mn.moe_ggml_ffn(x, z, 2, gate, up, (q4k(512, inter), "Q4_K"))
+        with pytest.raises(mn.UnsupportedDTypeError, match="moe_ggml_ffn: gate has dtype float32"):
+            mn.moe_ggml_ffn(x, z, 2, (gate[0].float(), "Q4_K"), up, down)
+        with pytest.raises(mn.InvalidArgumentError, match="moe_ggml_ffn: activation must be one of"):
+            mn.moe_ggml_ffn(x, z, 2, gate, up, down, activation="relu")
 
     def test_route_args(self):
         with pytest.raises(mn.InvalidArgumentError, match=r"moe_route: top_k must be an int in \[1, min\(n_experts, 64\)\] = \[1, 8\], got 9"):
@@ -901,6 +1023,49 @@ def test_gpu_moe_ffn_qwen3_30b(ffn_plans, monkeypatch, tokens):
         plans.clear_all()
         assert torch.equal(mn.moe_ffn(x, logits, topk, gate, up, down), out)
         assert ffn_plans[-1].mix.launch.pdl == env.settings.pdl != ffn_plans[0].mix.launch.pdl
+    finally:
+        monkeypatch.delenv("MLX_NATIVE_PDL")
+        env.reload_settings()
+        plans.clear_all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("types", [("Q4_K", "Q4_K", "Q6_K"), ("Q5_K", "Q5_K", "Q4_K"), ("Q8_0", "Q8_0", "Q8_0")])
+@pytest.mark.parametrize("tokens", [1, 2])
+def test_gpu_moe_ggml_ffn_qwen3_30b(ggml_ffn_plans, monkeypatch, types, tokens):
+    """Qwen3-30B-A3B's FFN step on GGUF experts (128 experts, top-8, hidden 2048, intermediate 768; Q4_K_M's Q6_K down
+    projection among them): the chained launches give the bits of the three ops they chain, with PDL on and off and
+    in a CUDA graph replay, within the error bar of the fp64 oracle."""
+    from mlx_native.runtime import env, plans
+
+    rng = np.random.default_rng(tokens)
+    e, hidden, inter, topk = 128, 2048, 768, 8
+    raws, values = _ggml_experts(types, e, inter, hidden, rng)
+    parts = [(r.cuda(), t) for r, t in zip(raws, types)]
+    x = randn(tokens, hidden, dtype=torch.bfloat16, scale=0.05)
+    logits = randn(tokens, e, scale=2.0)
+    xd, zd = x.cuda(), logits.cuda()
+    out = mn.moe_ggml_ffn(xd, zd, topk, *parts)
+    plan = ggml_ffn_plans[0]
+    assert [p.fused for p in ggml_ffn_plans] == [True]
+    assert plan.glu.launch.pdl == plan.down.launch.pdl == env.settings.pdl
+    assert_error_bar(out.cpu(), *ggml_ffn_oracles(x, logits, topk, values))
+    ids, w = mn.moe_route(zd, topk)
+    h = mn.moe_ggml_matmul(xd, ids, parts[0][0], types[0], (e, inter, hidden), raw_up=parts[1][0])
+    assert torch.equal(mn.moe_ggml_matmul(h, ids, parts[2][0], types[2], (e, hidden, inter), topk_weights=w), out)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        replayed = mn.moe_ggml_ffn(xd, zd, topk, *parts)
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(replayed, out)
+    monkeypatch.setenv("MLX_NATIVE_PDL", "0" if env.settings.pdl else "1")
+    env.reload_settings()
+    try:
+        plans.clear_all()
+        assert torch.equal(mn.moe_ggml_ffn(xd, zd, topk, *parts), out)
+        assert ggml_ffn_plans[-1].down.launch.pdl == env.settings.pdl != plan.down.launch.pdl
     finally:
         monkeypatch.delenv("MLX_NATIVE_PDL")
         env.reload_settings()

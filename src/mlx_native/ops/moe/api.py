@@ -1,5 +1,5 @@
 """Mixture-of-experts ops: ``moe_route``, ``moe_qmm`` (MLX affine experts),
-``moe_ggml_matmul`` (GGUF experts), ``moe_weighted_reduce``, and ``moe_ffn`` (the whole step).
+``moe_ggml_matmul`` (GGUF experts), ``moe_weighted_reduce``, and ``moe_ffn`` / ``moe_ggml_ffn`` (the whole step).
 
 A MoE FFN step with these ops (Qwen3-MoE, Qwen3.5/3.6-A3B, Gemma-style)::
 
@@ -9,8 +9,8 @@ A MoE FFN step with these ops (Qwen3-MoE, Qwen3.5/3.6-A3B, Gemma-style)::
     y = mn.moe_qmm(h, ids, down_q, down_s, down_b)                 # [T, 8, H] (x per slot)
     out = mn.moe_weighted_reduce(y, w)                             # [T, H]
 
-or in one call, ``out = mn.moe_ffn(x, router_logits, 8, gate, up, down)`` (at decode sizes the three
-launches overlap by programmatic dependent launch).
+or in one call, ``out = mn.moe_ffn(x, router_logits, 8, gate, up, down)`` (GGUF experts: ``mn.moe_ggml_ffn`` with
+``(raw, ggml_type)`` pairs; at decode sizes the three launches overlap by programmatic dependent launch).
 
 A few routed rows (decode) run one mat-vec program set per row (``ops/moe/idot.py`` for MLX affine 4-bit,
 ``ops/moe/gguf_idot.py`` for GGUF Q4_K / Q5_K: integer-dot kernels; ``ops/moe/gguf_mv.py`` for GGUF Q6_K / Q8_0:
@@ -25,14 +25,15 @@ from typing import Optional, Sequence
 
 import torch
 
-from ...errors import InvalidArgumentError
+from ...errors import FormatError, InvalidArgumentError
 from ...runtime import checks
 from ...runtime.dispatch import use_triton
 from ...runtime.library import register_op
 from ...runtime.memory import empty
 from ...runtime.plans import PlanCache, tensor_key
 from ..ggml import formats
-from ..ggml.api import TypeArg, _shape_list, check_raw
+from ..activations.api import gated_mul
+from ..ggml.api import RAW_DTYPES, TypeArg, _shape_list, check_raw
 from ..quant.api import check_format, check_packed
 from . import ref
 from .ref import ACTIVATIONS
@@ -455,6 +456,143 @@ def moe_ggml_matmul(x: torch.Tensor, expert_ids: torch.Tensor, raw: torch.Tensor
     """
     return _moe_ggml_matmul(x, expert_ids, raw, formats.parse_type("moe_ggml_matmul", ggml_type).id,
                             _shape_list(shape), raw_up, activation, topk_weights)
+
+
+# --------------------------------------------------------------------------- moe_ggml_ffn
+
+def _ggml_parts(op: str, parts) -> list:
+    """``(gate, up, down)``, each a ``(raw, ggml_type)`` pair -> ``[raw_g, type_g, raw_u, type_u, raw_d, type_d]``
+    (type ids)."""
+    flat = []
+    for name, part in zip(_FFN_PARTS, parts):
+        if not isinstance(part, (tuple, list)) or len(part) != 2:
+            raise InvalidArgumentError(f"{op}: {name} must be a (raw, ggml_type) pair, got {type(part).__name__}"
+                                       + (f" of {len(part)}" if isinstance(part, (tuple, list)) else ""))
+        flat += [part[0], formats.parse_type(f"{op}: {name}", part[1]).id]
+    return flat
+
+
+def _ggml_rows(op: str, name: str, raw: torch.Tensor, t, experts: int, k: int) -> int:
+    """Rows per expert of ``raw`` (bytes of ``experts`` stacked ``[N, k]`` matrices of type ``t``)."""
+    if k % t.block_elems:
+        raise InvalidArgumentError(f"{op}: {name} rows of {k} values are not whole {t.name} blocks of "
+                                   f"{t.block_elems}")
+    per_row = experts * formats.row_bytes(t, k)
+    if raw.numel() == 0 or raw.numel() % per_row:
+        raise FormatError(f"{op}: {name} has {raw.numel()} bytes, not {experts} experts of whole {t.name} rows of "
+                          f"{k} values ({formats.row_bytes(t, k)} bytes each)")
+    return raw.numel() // per_row
+
+
+def _validate_ggml_ffn(x, logits, top_k, rg, tg, ru, tu, rd, td, activation, scoring, renormalize, bias):
+    """-> ``(experts, hidden, inter)``; the intermediate size comes from the gate's bytes."""
+    op = "moe_ggml_ffn"
+    checks.check_tensor(op, "x", x, min_ndim=1)
+    checks.check_last_dim_contiguous(op, "x", x)
+    _validate_route(logits, top_k, scoring, renormalize, bias)
+    checks.check_same_device(op, "x", x, router_logits=logits)
+    if logits.shape[:-1] != x.shape[:-1]:
+        raise InvalidArgumentError(f"{op}: router_logits has shape {tuple(logits.shape)}; expected "
+                                   f"[{', '.join(map(str, x.shape[:-1]))}, E] for x {tuple(x.shape)}")
+    _check_activation(op, activation)
+    e, hidden = logits.shape[-1], x.shape[-1]
+    types = [formats.BY_ID[i] for i in (tg, tu, td)]
+    for name, raw in zip(_FFN_PARTS, (rg, ru, rd)):
+        checks.check_tensor(op, name, raw, RAW_DTYPES, min_ndim=0)
+        checks.check_same_device(op, "x", x, **{name: raw})
+    inter = _ggml_rows(op, "gate", rg, types[0], e, hidden)
+    up_rows = _ggml_rows(op, "up", ru, types[1], e, hidden)
+    if up_rows != inter:
+        raise InvalidArgumentError(f"{op}: up holds {up_rows} rows per expert, the gate {inter}")
+    down_rows = _ggml_rows(op, "down", rd, types[2], e, inter)
+    if down_rows != hidden:
+        raise InvalidArgumentError(f"{op}: down holds {down_rows} rows of {inter} values per expert; expected hidden = "
+                                   f"{hidden} (from x)")
+    for name, raw, t, (n, k) in zip(_FFN_PARTS, (rg, ru, rd), types, ((inter, hidden), (inter, hidden),
+                                                                       (hidden, inter))):
+        check_raw(op, raw, t, (e, n, k), name=name)
+    return e, hidden, inter
+
+
+def _moe_ggml_ffn_plan(x, logits, top_k, rg, tg, ru, tu, rd, td, activation, scoring, renormalize, bias):
+    e, hidden, inter = _validate_ggml_ffn(x, logits, top_k, rg, tg, ru, tu, rd, td, activation, scoring,
+                                          renormalize, bias)
+    from .kernel import MoeGgmlFfnPlan
+
+    return MoeGgmlFfnPlan(x, logits, top_k, (tg, tu, td), e, hidden, inter, activation, scoring, renormalize, bias,
+                          (rg.numel(), ru.numel(), rd.numel()))
+
+
+_GGML_FFN_PLANS = PlanCache(_moe_ggml_ffn_plan)
+
+
+def _fake_moe_ggml_ffn(x, logits, top_k, rg, tg, ru, tu, rd, td, activation, scoring, renormalize, bias):
+    _validate_ggml_ffn(x, logits, top_k, rg, tg, ru, tu, rd, td, activation, scoring, renormalize, bias)
+    return x.new_empty(x.shape)
+
+
+@register_op("moe_ggml_ffn", fake=_fake_moe_ggml_ffn)
+def _moe_ggml_ffn(x: torch.Tensor, logits: torch.Tensor, top_k: int, rg: torch.Tensor, tg: int, ru: torch.Tensor,
+                  tu: int, rd: torch.Tensor, td: int, activation: str, scoring: str, renormalize: bool,
+                  bias: Optional[torch.Tensor]) -> torch.Tensor:
+    key = (tensor_key(x), tensor_key(logits), top_k, tensor_key(rg), tg, tensor_key(ru), tu, tensor_key(rd), td,
+           activation, scoring, renormalize, tensor_key(bias))
+    plan = _GGML_FFN_PLANS.get(key, x, logits, top_k, rg, tg, ru, tu, rd, td, activation, scoring, renormalize, bias)
+    if plan.empty:
+        return empty(x.shape, dtype=x.dtype, device=x.device)
+    x2, z2 = x.reshape(-1, x.shape[-1]), logits.reshape(-1, logits.shape[-1])
+    if plan.fused and use_triton("moe_ggml_ffn", x):
+        return plan.run_fused(x2, z2, bias, (rg, ru, rd)).view(x.shape)
+    ids, w = _moe_route(z2, top_k, scoring, renormalize, bias)
+    e, hidden, inter = plan.dims
+    if tg == tu:
+        h = _moe_ggml_matmul(x2, ids, rg, tg, [e, inter, hidden], ru, activation, None)
+    else:
+        h = gated_mul(_moe_ggml_matmul(x2, ids, rg, tg, [e, inter, hidden], None, activation, None),
+                      _moe_ggml_matmul(x2, ids, ru, tu, [e, inter, hidden], None, activation, None), activation)
+    return _moe_ggml_matmul(h, ids, rd, td, [e, hidden, inter], None, activation, w).view(x.shape)
+
+
+def moe_ggml_ffn(x: torch.Tensor, router_logits: torch.Tensor, top_k: int, gate: Sequence, up: Sequence,
+                 down: Sequence, *, activation: str = "silu", scoring: str = "softmax", renormalize: bool = True,
+                 selection_bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """A whole MoE FFN step on GGUF experts (``ffn_gate_exps``, ``ffn_up_exps``, ``ffn_down_exps`` of a llama.cpp
+    file): route, gate/up with the activation, down, mix; :func:`moe_ffn` for GGUF blocks.
+
+    ``out[t] = sum_j w[t, j] * down_e(act(gate_e(x[t])) * up_e(x[t]))`` over the ``top_k`` experts ``e = ids[t, j]``
+    that :func:`moe_route` chooses, with one rounding of ``h`` (x's dtype) between the projections: the result of
+    ``moe_route`` -> ``moe_ggml_matmul(raw_up=...)`` -> ``moe_ggml_matmul(topk_weights=w)``.
+
+    On CUDA, decode-sized calls (up to 16 routed rows, bf16/fp16 x) whose gate and up share a type and whose
+    projections the routed decode kernels take (Q4_K / Q5_K: ``ops/moe/gguf_idot.py``, Q6_K / Q8_0:
+    ``ops/moe/gguf_mv.py``; e.g. Q4_K gate/up and a Q6_K down, as in Q4_K_M files) run three launches chained by
+    programmatic dependent launch on sm_90+ (``MLX_NATIVE_PDL``): the gate/up launch waits in the kernel for the
+    routing and lets the down projection start, which requests its routing (and, on rows of one loop step, its
+    weights) before it waits for h; the down projection mixes the slots. Other calls (and a first call during a
+    CUDA-graph capture) run the ops one after the other.
+
+    Args:
+        x: ``[..., hidden]`` float32/float16/bfloat16 (rows are tokens).
+        router_logits: ``[..., E]``, x's leading shape.
+        top_k: experts per token, ``1 <= top_k <= min(E, 64)``.
+        gate, up: ``(raw, ggml_type)``: the uint8 bytes of the ``E`` stacked ``[inter, hidden]`` matrices as in the
+            file, and any type :func:`ggml_matmul` takes (inter follows from the bytes).
+        down: ``(raw, ggml_type)`` of the ``[hidden, inter]`` matrices.
+        activation: "silu" (SwiGLU) or "gelu_tanh" (GeGLU).
+        scoring, renormalize, selection_bias: the routing, as :func:`moe_route`.
+
+    Returns:
+        ``[..., hidden]`` in x's dtype.
+
+    Raises:
+        InvalidArgumentError, UnsupportedError, UnsupportedDTypeError, FormatError (bytes that are no whole rows of
+        the experts), before any launch.
+
+    Example:
+        >>> y = mn.moe_ggml_ffn(x, x @ router_w.T, 8, (gate_raw, "Q4_K"), (up_raw, "Q4_K"), (down_raw, "Q6_K"))
+    """
+    flat = _ggml_parts("moe_ggml_ffn", (gate, up, down))
+    return _moe_ggml_ffn(x, router_logits, top_k, *flat, activation, scoring, bool(renormalize), selection_bias)
 
 
 # --------------------------------------------------------------------------- moe_weighted_reduce

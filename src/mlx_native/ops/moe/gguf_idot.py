@@ -25,6 +25,7 @@ from typing import Optional
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_wait
 
 from ...kernels.launch import Launch
 from ...kernels.math import gated_act
@@ -33,14 +34,25 @@ from ..ggml import formats
 from ..ggml.q4k_idot import Q5K_SBW, SBW, _step, _tiles, tile_offsets
 from ..ggml.q4k_mv import Q4K_ID, Q5K_ID
 from ..quant.affine_mv import MAGIC, row_tile
-from .slots import SlotMix, routed_slot, store_or_mix
+from .slots import H_LINK, SlotMix, routed_slot, routing_link, store_or_mix
 
 
 @triton.jit
 def _project(acc, w_ptr, w_off, h_off, sa, sh, keep, q_sh, magic, x_ptr, x_off, STEPS: tl.constexpr,
-             TAIL: tl.constexpr, STEP_W: tl.constexpr, CH: tl.constexpr, Q5K: tl.constexpr, ASM: tl.constexpr):
+             TAIL: tl.constexpr, STEP_W: tl.constexpr, CH: tl.constexpr, Q5K: tl.constexpr, ASM: tl.constexpr,
+             WAIT: tl.constexpr = False):
     """``acc [CH, BN]`` + the whole row of one projection (``w_ptr``: its expert's first word): ``STEPS`` whole
-    steps, then the ``TAIL`` chunks of a partial one (masked)."""
+    steps, then the ``TAIL`` chunks of a partial one (masked). ``WAIT`` (a programmatic dependent launch whose x the
+    launch before writes): a row of one step requests its tiles, then waits for that launch; longer rows wait
+    first."""
+    if WAIT:
+        if STEPS + (TAIL > 0) == 1:
+            w_mask = None if STEPS else (tl.arange(0, 4 * CH) // 4 < TAIL)[:, None]
+            x_mask = None if STEPS else (tl.arange(0, CH) < TAIL)[:, None]
+            wa, wb, h, qa, qb = _tiles(w_ptr, w_off, h_off, 0, Q5K, w_mask)
+            gdc_wait()
+            return _step(acc, wa, wb, h, qa, qb, sa, sh, keep, q_sh, magic, x_ptr, x_off, Q5K, ASM, x_mask)
+        gdc_wait()
     for s in range(STEPS):
         wa, wb, h, qa, qb = _tiles(w_ptr, w_off, h_off, s * STEP_W, Q5K)
         acc = _step(acc, wa, wb, h, qa, qb, sa, sh, keep, q_sh, magic, x_ptr + s * (CH * 64), x_off, Q5K, ASM)
@@ -63,17 +75,19 @@ def moe_q4k_idot_kernel(
     STRIDE_W: tl.constexpr, STRIDE_E: tl.constexpr,  # words per row / per expert
     BN: tl.constexpr, CH: tl.constexpr, STEPS: tl.constexpr, TAIL: tl.constexpr, EVEN_N: tl.constexpr,
     X_DIV: tl.constexpr, HAS_UP: tl.constexpr, ACT: tl.constexpr, Q5K: tl.constexpr, ASM: tl.constexpr,
-    MIX: tl.constexpr = False, TOPK: tl.constexpr = 1,
+    MIX: tl.constexpr = False, TOPK: tl.constexpr = 1, PDL: tl.constexpr = 0,
 ):
     """Program ``(tile, slot)``: ``BN`` rows of the slot's expert (and ``BN`` of its up projection); with ``MIX`` the
-    token's ``TOPK`` slots mixed in the launch (``slots.store_or_mix``)."""
+    token's ``TOPK`` slots mixed in the launch (``slots.store_or_mix``); ``PDL``: a link of ``moe_ggml_ffn``'s chain
+    (``slots.routing_link``)."""
+    routing_link(PDL)
     slot, e, e_ok, x_ptr = routed_slot(ids_ptr, x_ptr, stride_x, n_experts, X_DIV)
     STEP_W: tl.constexpr = CH // 4 * (Q5K_SBW if Q5K else SBW)  # words of a row per loop step
     rows, row_ok = row_tile(N, BN, EVEN_N)
     sa, sh, keep, q_sh, h_off, w_off, x_off = tile_offsets(rows, STRIDE_W, CH, Q5K)
     zero = tl.zeros([CH, BN], dtype=tl.float32)
     acc = _project(zero, w_ptr + e * STRIDE_E, w_off, h_off, sa, sh, keep, q_sh, magic, x_ptr, x_off, STEPS, TAIL,
-                   STEP_W, CH, Q5K, ASM)
+                   STEP_W, CH, Q5K, ASM, PDL == H_LINK)
     res = tl.sum(acc, axis=0)
     if HAS_UP:
         up = _project(zero, wu_ptr + e * STRIDE_E, w_off, h_off, sa, sh, keep, q_sh, magic, x_ptr, x_off, STEPS, TAIL,
@@ -102,10 +116,11 @@ class MoeGgmlIdotLaunch:
     contiguous): calls ``(x [t or slots, k] (any row stride), ids [slots], raw, raw_up, mix)`` return ``[slots, n]``;
     ``x_div``: the slots per row of x; ``act``: the fused gate/up pair (an activation code of ``qmm.ACT_CODES``);
     ``mix``: the ``top_k`` slots of each token mixed in the launch with the routing weights ``mix [slots]`` (``[slots
-    / top_k, n]``; ``self.mix.mixes`` False during a CUDA-graph capture: then unmixed)."""
+    / top_k, n]``; ``self.mix.mixes`` False during a CUDA-graph capture: then unmixed); ``link``: launched as a link of
+    ``moe_ggml_ffn``'s chain (``slots.ROUTE_LINK`` / ``H_LINK``; 0 a plain launch)."""
 
     def __init__(self, type_id: int, slots: int, n: int, k: int, n_experts: int, x_div: int, out_dtype: torch.dtype,
-                 device, act: Optional[int] = None, mix: bool = False, top_k: int = 1):
+                 device, act: Optional[int] = None, mix: bool = False, top_k: int = 1, link: int = 0):
         self.n, self.n_experts = n, n_experts
         q5k = type_id == Q5K_ID
         stride_w = formats.row_bytes(formats.BY_ID[type_id], k) // 4
@@ -114,7 +129,8 @@ class MoeGgmlIdotLaunch:
         self.launch = Launch(moe_q4k_idot_kernel, (triton.cdiv(n, BN), slots), dict(
             STRIDE_W=stride_w, STRIDE_E=n * stride_w, BN=BN, CH=32, STEPS=sbs // 8, TAIL=sbs % 8 * 4,
             EVEN_N=n % BN == 0, X_DIV=x_div, HAS_UP=act is not None, ACT=act or 0, Q5K=q5k,
-            ASM=not env.settings.triton_interpret, MIX=self.mix.mixes, TOPK=top_k), num_warps=1, num_stages=1)
+            ASM=not env.settings.triton_interpret, MIX=self.mix.mixes, TOPK=top_k, PDL=link), num_warps=1, num_stages=1,
+            pdl=link > 0)
 
     def __call__(self, x: torch.Tensor, ids: torch.Tensor, raw: torch.Tensor, raw_up: Optional[torch.Tensor] = None,
                  mix: Optional[torch.Tensor] = None) -> torch.Tensor:

@@ -25,6 +25,7 @@ from typing import Optional
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_wait
 
 from ...kernels.launch import Launch
 from ...kernels.math import gated_act
@@ -32,7 +33,7 @@ from ...kernels.words import word_aligned
 from ...runtime import env
 from ..ggml import q6k_mv, q8_mv
 from ..quant.affine_mv import MAGIC, row_tile
-from .slots import SlotMix, routed_slot, store_or_mix
+from .slots import H_LINK, SlotMix, routed_slot, routing_link, store_or_mix
 
 Q6K = tl.constexpr(q6k_mv.Q6K_ID)  # FMT of Q6_K experts (else Q8_0)
 
@@ -78,10 +79,15 @@ def moe_gguf_mv_kernel(
     FMT: tl.constexpr, K: tl.constexpr, BN: tl.constexpr, STEP: tl.constexpr, TAIL: tl.constexpr,
     EVEN_N: tl.constexpr, X_DIV: tl.constexpr, HAS_UP: tl.constexpr, ACT: tl.constexpr, UPT: tl.constexpr,
     WPL: tl.constexpr, FENCE: tl.constexpr, ASM: tl.constexpr, MIX: tl.constexpr = False, TOPK: tl.constexpr = 1,
+    PDL: tl.constexpr = 0,
 ):
     """Program ``(tile, slot)``: ``BN`` rows of the slot's expert (and ``BN`` of its up projection); with ``MIX`` the
-    token's ``TOPK`` slots mixed in the launch (``slots.store_or_mix``)."""
+    token's ``TOPK`` slots mixed in the launch (``slots.store_or_mix``); ``PDL``: a link of ``moe_ggml_ffn``'s chain
+    (``slots.routing_link``; as ``H_LINK`` it waits for x once it has its expert)."""
+    routing_link(PDL)
     slot, e, e_ok, x_ptr = routed_slot(ids_ptr, x_ptr, stride_x, n_experts, X_DIV)
+    if PDL == H_LINK:
+        gdc_wait()
     rows, row_ok = row_tile(N, BN, EVEN_N)
     res = _project(w_ptr, e, rows, N, x_ptr, k0, k1, FMT, K, BN, STEP, TAIL, EVEN_N, UPT, WPL, FENCE, ASM)
     if HAS_UP:
@@ -110,7 +116,8 @@ class MoeGgufMvLaunch:
     ``[slots, n]``; ``x_div``: the slots per row of x (an odd row stride is copied: x is read as words); ``act``: the
     fused gate/up pair (an activation code of ``qmm.ACT_CODES``); ``warps``, ``bn``: the sweep's knobs (0: the rules
     below); ``mix``: the ``top_k`` slots of each token mixed in the launch (``slots.SlotMix``: calls take the routing
-    weights ``mix [slots]`` and return ``[slots / top_k, n]``).
+    weights ``mix [slots]`` and return ``[slots / top_k, n]``); ``link``: launched as a link of ``moe_ggml_ffn``'s
+    chain (``slots.ROUTE_LINK`` / ``H_LINK``; 0 a plain launch).
 
     Tiles (H200, session 41 run 6, ``moe_mv_sweep.py``, one token of the Qwen3-30B-A3B shapes, us): Q6_K rows of whole
     4-super-block steps 4 warps and 8 rows a thread (the gate/up pair, K 2048: 16 rows a program 11.4 against 14.6
@@ -120,7 +127,8 @@ class MoeGgufMvLaunch:
     Qwen3-30B-A3B-shaped step with these tiles (session 42 run 2): Q6_K 28.65 -> 23.91 us, Q8_0 25.11 -> 25.03."""
 
     def __init__(self, type_id: int, slots: int, n: int, k: int, n_experts: int, x_div: int, out_dtype: torch.dtype,
-                 device, act: Optional[int] = None, warps: int = 0, bn: int = 0, mix: bool = False, top_k: int = 1):
+                 device, act: Optional[int] = None, warps: int = 0, bn: int = 0, mix: bool = False, top_k: int = 1,
+                 link: int = 0):
         self.n, self.n_experts = n, n_experts
         self.q6k = type_id == q6k_mv.Q6K_ID
         if self.q6k:
@@ -137,7 +145,8 @@ class MoeGgufMvLaunch:
         self.launch = Launch(moe_gguf_mv_kernel, (triton.cdiv(n, bn), slots), dict(
             FMT=type_id, K=k, BN=bn, STEP=step, TAIL=tail, EVEN_N=n % bn == 0, X_DIV=x_div, HAS_UP=act is not None,
             ACT=act or 0, UPT=q6k_mv.Q6K_UPT, WPL=q8_mv.Q8_WPL, FENCE=q8_mv.Q8_FENCE,
-            ASM=not env.settings.triton_interpret, MIX=self.mix.mixes, TOPK=top_k), num_warps=warps, num_stages=1)
+            ASM=not env.settings.triton_interpret, MIX=self.mix.mixes, TOPK=top_k, PDL=link), num_warps=warps,
+            num_stages=1, pdl=link > 0)
 
     def __call__(self, x: torch.Tensor, ids: torch.Tensor, raw: torch.Tensor, raw_up: Optional[torch.Tensor] = None,
                  mix: Optional[torch.Tensor] = None) -> torch.Tensor:

@@ -21,6 +21,7 @@ from ..quant import kernel as qkernel
 from ..quant.gemv import AFFINE
 from ..quant.qmm import ACT_CODES, RoutedLaunch, WeightSpec
 from . import grouped, gguf_idot, gguf_mv, idot as moe_idot
+from .slots import H_LINK, ROUTE_LINK
 from . import ref
 
 
@@ -267,6 +268,54 @@ class MoeFfnPlan:
         return self.mix(h, ids, wd, sd, bd, mix=w.reshape(-1))
 
 
+def routed_decode(type_id: int, x_dtype: torch.dtype, k: int, slots: int, nbytes: int):
+    """``(launch class, kind)`` of the routed decode kernel that takes ``slots`` rows of x against GGUF experts of
+    type ``type_id``, rows of ``k`` values, ``nbytes`` in all (``gguf_idot``: "idot", ``gguf_mv``: "routed mv"), or
+    None."""
+    for supports, launch, kind in ((gguf_idot.supports, gguf_idot.MoeGgmlIdotLaunch, "idot"),
+                                   (gguf_mv.supports, gguf_mv.MoeGgufMvLaunch, "routed mv")):
+        if supports(type_id, x_dtype, k, slots, nbytes):
+            return launch, kind
+    return None
+
+
+class MoeGgmlFfnPlan:
+    """``moe_ggml_ffn``. Decode-sized calls whose gate/up pair (one type) and down projection the routed decode
+    kernels take (:func:`routed_decode`), with the down projection mixing the slots (its counters made now: not a
+    plan built during a CUDA-graph capture) are ``fused``: the route kernel, the gate/up pair and the mixed down
+    projection chained by programmatic dependent launch on sm_90+ (``slots.ROUTE_LINK`` / ``H_LINK``). Otherwise
+    the caller runs moe_route and moe_ggml_matmul. ``dims``: ``(experts, hidden, inter)``."""
+
+    def __init__(self, x, logits, top_k, types, n_experts, hidden, inter, activation, scoring, renormalize, bias,
+                 nbytes):
+        self.dims = (n_experts, hidden, inter)
+        self.empty = x.numel() == 0
+        self.fused = False
+        gate_t, up_t, down_t = types
+        if self.empty or gate_t != up_t:
+            return
+        t = x.numel() // hidden
+        glu = routed_decode(gate_t, x.dtype, hidden, t * top_k, max(nbytes[:2]))
+        down = routed_decode(down_t, x.dtype, inter, t * top_k, nbytes[2])
+        if glu is None or down is None:
+            return
+        pdl = pdl_available(x.device)
+        self.route = RoutePlan(logits.reshape(t, n_experts), top_k, scoring, renormalize, bias, pdl)
+        self.glu = glu[0](gate_t, t * top_k, inter, hidden, n_experts, top_k, x.dtype, x.device,
+                          act=ACT_CODES[activation], link=ROUTE_LINK.value if pdl else 0)
+        self.down = down[0](down_t, t * top_k, hidden, inter, n_experts, 1, x.dtype, x.device, mix=True, top_k=top_k,
+                            link=H_LINK.value if pdl else 0)
+        self.fused = self.down.mix.mixes
+
+    def run_fused(self, x2, logits2, bias, raws):
+        """``x2 [t, hidden]``, ``logits2 [t, E]``, ``raws`` the gate / up / down bytes -> ``[t, hidden]``."""
+        g, u, d = (aligned(r.reshape(-1)) for r in raws)
+        ids, w = self.route(logits2, bias)
+        ids = ids.reshape(-1)
+        h = self.glu(x2, ids, g, u)
+        return self.down(h, ids, d, None, w.reshape(-1))
+
+
 class MoeGgmlPlan:
     """``moe_ggml_matmul``. ``mix``: routing weights will be given; the decode kernels (``idot``, ``routed mv``) mix
     the slots in their launch (``mixed``, output ``[tokens, n]``), the others return ``[tokens, k, n]`` for the
@@ -286,15 +335,15 @@ class MoeGgmlPlan:
         strides = (x2.stride(0), self.n * rb, rb, 0, 0)
         act = ACT_CODES[activation] if has_up else None
         x_div = k if x.dim() == 2 else 1
-        for supports, launch, kind in ((gguf_idot.supports, gguf_idot.MoeGgmlIdotLaunch, "idot"),
-                                       (gguf_mv.supports, gguf_mv.MoeGgufMvLaunch, "routed mv")):  # decode kernels
-            if supports(t.id, x.dtype, self.kf, tt * k, raw.numel()):
-                self.launch, self.kind = launch(t.id, tt * k, self.n, self.kf, self.n_experts, x_div, x.dtype,
-                                                x.device, act, mix=mix, top_k=k), kind
-                self.mixed = self.launch.mix.mixes
-                if self.mixed:
-                    self.out_shape = (tt, self.n)
-                return
+        decode = routed_decode(t.id, x.dtype, self.kf, tt * k, raw.numel())
+        if decode is not None:
+            launch, self.kind = decode
+            self.launch = launch(t.id, tt * k, self.n, self.kf, self.n_experts, x_div, x.dtype, x.device, act, mix=mix,
+                                 top_k=k)
+            self.mixed = self.launch.mix.mixes
+            if self.mixed:
+                self.out_shape = (tt, self.n)
+            return
         self.kind = "tiled"
         launch = grouped.grouped_launch(t.id, self.n, self.kf, tt * k, self.n_experts, x_div, x.dtype, strides,
                                         x.device, rows_dequantizer(t, self.kf), act)

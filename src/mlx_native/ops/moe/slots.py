@@ -16,9 +16,29 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ...kernels.arrival import arrive_last, can_fuse, counters, rearm
 from ...runtime.memory import empty
+
+# The links of ``moe_ggml_ffn``'s chain of programmatic dependent launches (a routed kernel's ``PDL``; 0: a plain
+# launch). H200, session 43 run 1 (``bench/moe_gguf_decode.py``, the Qwen3-30B-A3B-shaped step, us, the three plain
+# launches with the mix -> the chain): Q4_K 19.83-20.00 -> 17.99-18.12, Q5_K 23.04-23.29 -> 21.51-21.69, Q6_K
+# 23.96-24.20 -> 22.55-22.65, Q8_0 23.97-24.00 -> 22.64-22.65; Q4_K gate/up with a Q6_K down 19.50-19.63.
+# The gate/up launch waits for the routing launch, then lets the down projection be scheduled
+ROUTE_LINK = tl.constexpr(1)
+# the down projection reads its routing (final before the gate/up launch let it start) and requests its weights where
+# the kernel can (rows of one loop step), then waits for h
+H_LINK = tl.constexpr(2)
+
+
+@triton.jit
+def routing_link(PDL: tl.constexpr):
+    """The start of a routed kernel that is ``ROUTE_LINK`` of the chain: wait for the routing, then let the next
+    launch be scheduled (other links: nothing)."""
+    if PDL == ROUTE_LINK:
+        gdc_wait()
+        gdc_launch_dependents()
 
 
 @triton.jit
