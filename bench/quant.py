@@ -53,6 +53,11 @@ MOE = [  # (name, experts, top_k, hidden, intermediate, tokens)
     ("qwen3.6-35b-a3b", 256, 8, 2048, 512, 1),
     ("qwen3-30b-a3b", 128, 8, 2048, 768, 512),
 ]
+MOE_GGML = [  # (name, gate / up type, down type, experts, top_k, hidden, intermediate, tokens): GGUF experts
+    ("qwen3-30b-a3b", "Q4_K", "Q4_K", 128, 8, 2048, 768, 1),
+    ("qwen3-30b-a3b", "Q4_K", "Q6_K", 128, 8, 2048, 768, 1),  # a Q4_K_M file's Q6_K layers
+    ("qwen3-30b-a3b", "Q5_K", "Q5_K", 128, 8, 2048, 768, 1),
+]
 FP16_FIELDS = {"Q4_0": (0,), "Q4_1": (0, 2), "Q8_0": (0,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,)}
 
 
@@ -206,7 +211,22 @@ def _moe_case(label, e, topk, hidden, inter, tokens):
         h = mn.moe_qmm(x, ids, *gq, w_up=uq[0], scales_up=uq[1], biases_up=uq[2])
         return mn.moe_qmm(h, ids, *dq, topk_weights=w)
 
-    def torch_bf16(x, logits):
+    impls = {"mlx-native": Impl(ours), "mlx-native[3 launches]": Impl(three_launches),
+             TORCH_MOE: Impl(_torch_moe(gd, ud, dd, topk), tolerance=5e-2)}
+    flops = 2 * tokens * topk * 3 * hidden * inter
+    case = Case("quant", f"moe_ffn_{label}", f"T{tokens} E{e} top{topk} H{hidden} I{inter}", str(DT), regime, nbytes,
+                make, impls, flops=flops)
+    return add_read_ceiling(case, used * per_expert) if regime == "decode" else case
+
+
+TORCH_MOE = "torch bf16 (gather experts + bmm)"
+
+
+def _torch_moe(gd, ud, dd, topk):
+    """The peer of the MoE rows: softmax top-k routing and the experts' dequantized bf16 weights gathered per slot,
+    ``bmm`` for gate / up / down, the mix in fp32."""
+    def step(x, logits):
+        tokens, hidden = x.shape
         p = torch.softmax(logits, -1)
         w, ids = torch.topk(p, topk, -1)
         w = w / w.sum(-1, keepdim=True)
@@ -217,13 +237,37 @@ def _moe_case(label, e, topk, hidden, inter, tokens):
         h = torch.nn.functional.silu(g) * u
         y = torch.bmm(dd.index_select(0, flat), h).squeeze(-1).reshape(tokens, topk, hidden)
         return (y.float() * w.unsqueeze(-1)).sum(1).to(x.dtype)
+    return step
+
+
+def _moe_ggml_case(label, gate_type, down_type, e, topk, hidden, inter, tokens):
+    """``moe_ggml_ffn`` at decode sizes (GGUF gate / up of ``gate_type``, down of ``down_type``)."""
+    raws = (gguf_raw(gate_type, inter, hidden, e), gguf_raw(gate_type, inter, hidden, e),
+            gguf_raw(down_type, hidden, inter, e))
+    shapes = ((e, inter, hidden), (e, inter, hidden), (e, hidden, inter))
+    types = (gate_type, gate_type, down_type)
+    gd, ud, dd = (mn.ggml_dequantize(r, t, sh, dtype=DT) for r, t, sh in zip(raws, types, shapes))
+    per_expert = sum(sh[1] * formats.row_bytes(formats.BY_NAME[t], sh[2]) for t, sh in zip(types, shapes))
+    used = min(e, tokens * topk)
+    nbytes = used * per_expert + 4 * tokens * hidden
+
+    def make():
+        return (torch.randn(tokens, hidden, device=common.DEVICE, dtype=DT),
+                torch.randn(tokens, e, device=common.DEVICE, dtype=torch.float32))
+
+    def ours(x, logits):
+        return mn.moe_ggml_ffn(x, logits, topk, *zip(raws, types))
+
+    def three_launches(x, logits):  # route, gate/up, down mixed over the slots
+        ids, w = mn.moe_route(logits, topk)
+        h = mn.moe_ggml_matmul(x, ids, raws[0], gate_type, shapes[0], raw_up=raws[1])
+        return mn.moe_ggml_matmul(h, ids, raws[2], down_type, shapes[2], topk_weights=w)
 
     impls = {"mlx-native": Impl(ours), "mlx-native[3 launches]": Impl(three_launches),
-             "torch bf16 (gather experts + bmm)": Impl(torch_bf16, tolerance=5e-2)}
-    flops = 2 * tokens * topk * 3 * hidden * inter
-    case = Case("quant", f"moe_ffn_{label}", f"T{tokens} E{e} top{topk} H{hidden} I{inter}", str(DT), regime, nbytes,
-                make, impls, flops=flops)
-    return add_read_ceiling(case, used * per_expert) if regime == "decode" else case
+             TORCH_MOE: Impl(_torch_moe(gd, ud, dd, topk), tolerance=5e-2)}
+    case = Case("quant", f"moe_ggml_ffn_{label}", f"T{tokens} E{e} top{topk} H{hidden} I{inter} {gate_type}/{down_type}",
+                str(DT), "decode", nbytes, make, impls, flops=2 * tokens * topk * 3 * hidden * inter)
+    return add_read_ceiling(case, used * per_expert)
 
 
 def cases() -> list[Case]:
@@ -256,6 +300,8 @@ def cases() -> list[Case]:
             out.append(_gguf_case("large", name, m, k, n))
     for spec in MOE:
         out.append(_moe_case(*spec))
+    for spec in MOE_GGML:
+        out.append(_moe_ggml_case(*spec))
     return out
 
 

@@ -489,21 +489,23 @@ def test_moe_ggml_decode_kernels(device, monkeypatch, name, k, dtype, up, per_sl
     assert torch.equal(out_bad[keep], out.cpu()[keep])
 
 
-@pytest.mark.parametrize("name, dtype, tokens", [
-    ("Q4_K", torch.bfloat16, 2), ("Q5_K", torch.float16, 1), ("Q6_K", torch.bfloat16, 2), ("Q8_0", torch.float16, 3),
+@pytest.mark.parametrize("name, dtype, tokens, k", [
+    ("Q4_K", torch.bfloat16, 2, 768), ("Q5_K", torch.float16, 1, 768), ("Q4_K", torch.float16, 1, 2304),
+    ("Q6_K", torch.bfloat16, 2, 768), ("Q8_0", torch.float16, 3, 768),
 ])
-def test_moe_ggml_decode_topk_weights(device, monkeypatch, name, dtype, tokens):
-    """``topk_weights`` mixes the down projection's slots in the routed decode launch (``ops/moe/slots.py``: each slot
-    stores its weighted fp32 partial, the last of a token's slots to arrive sums them): within the error bar of the
-    fp64 per-expert oracle mixed, the same bits on a second call (the counters rearm), an expert id out of range NaN
-    in its own token's row only; the plain call unchanged."""
+def test_moe_ggml_decode_topk_weights(device, monkeypatch, name, dtype, tokens, k):
+    """``topk_weights`` mixes the down projection's slots in the routed decode launch: Q4_K / Q5_K rows of one loop
+    step in one program set per token (``gguf_idot.moe_q4k_mix_kernel``), other rows by arrival (``ops/moe/slots.py``:
+    each slot stores its weighted fp32 partial, the last of a token's slots to arrive sums them). Within the error bar
+    of the fp64 per-expert oracle mixed, the same bits on a second call (the counters rearm), an expert id out of range
+    NaN in its own token's row only; the plain call unchanged."""
     from mlx_native.ops.moe import gguf_idot, gguf_mv
 
     streamed = name in ("Q6_K", "Q8_0")
     built = spy_plans(monkeypatch, gguf_mv.MoeGgufMvLaunch if streamed else gguf_idot.MoeGgmlIdotLaunch)
     rng = np.random.default_rng(tokens)
     t = formats.BY_NAME[name]
-    e, n, k, topk = 7, 70, 768, 3
+    e, n, topk = 7, 70, 3
     raw = crafted_blocks(name, e * n * k // t.block_elems, rng)
     x = randn(tokens, topk, k, dtype=dtype, scale=0.01)
     ids = torch.randint(0, e, (tokens, topk), dtype=torch.int32)
@@ -511,7 +513,9 @@ def test_moe_ggml_decode_topk_weights(device, monkeypatch, name, dtype, tokens):
     rd = torch.from_numpy(raw).to(device)
     args = (x.to(device), ids.to(device), rd, name, (e, n, k))
     mixed = mn.moe_ggml_matmul(*args, topk_weights=w.to(device))
-    assert len(built) == 1 and built[0].launch.constexprs["MIX"] and built[0].launch.constexprs["TOPK"] == topk
+    c = built[0].launch.constexprs
+    by_token = not streamed and k <= 2048
+    assert len(built) == 1 and c["TOPK"] == topk and (c["CHUNKS"] == k // 64 if by_token else c["MIX"])
     assert mixed.shape == (tokens, n) and mixed.dtype == dtype
     v = torch.from_numpy(gguf_values(raw, name, (e, n, k)))
     oracle, lowp = _routed_oracles(x, ids, v.double(), v.to(dtype))

@@ -11,6 +11,13 @@ Rows of any number of super-blocks: ``STEPS`` whole loop steps of 8 super-blocks
 the remaining ``TAIL`` chunks (Qwen3-MoE's down projection has K = 768, three super-blocks: a partial step only), its
 loads masked. Expert ids outside ``[0, E)`` read expert 0 and give NaN rows, as the other expert kernels do.
 
+The down projection with the routing weights (``moe_ggml_matmul(topk_weights=)``, ``moe_ggml_ffn``) on rows of one
+loop step (up to 2048 values) mixes a token's slots in one program set (:func:`moe_q4k_mix_kernel`: program ``(tile,
+token)``, the slots end to end along the chunk axis, each chunk row's sum weighted by its slot's routing weight before
+the sum over chunk rows), its whole tile requested before it waits for h; other rows mix by arrival (``slots.py``).
+H200, session 43 run 2 (Qwen3-30B-A3B-shaped step, ``moe_ggml_ffn``, us, arrival -> one program set): Q4_K 18.0-18.1
+-> 14.7-14.8, Q5_K 21.5-21.7 -> 17.3-17.5 (16.0 with 8-row tiles, ``MIX_BN``).
+
 H200, session 36 run 5 (``bench/moe_gguf_decode.py``, Qwen3-30B-A3B shapes, the step through ``moe_route``, the
 gate/up pair, the down projection and ``moe_weighted_reduce``; CUDA-graph replay): one token Q4_K 33.3 -> 19.5 us,
 Q5_K 42.2 -> 22.7 (the tiled routed kernel before); MLX affine ``moe_ffn`` 12.5 (three launches chained by
@@ -33,6 +40,7 @@ from ...runtime import env
 from ..ggml import formats
 from ..ggml.q4k_idot import Q5K_SBW, SBW, _step, _tiles, tile_offsets
 from ..ggml.q4k_mv import Q4K_ID, Q5K_ID
+from ..common import next_pow2
 from ..quant.affine_mv import MAGIC, row_tile
 from .slots import H_LINK, SlotMix, routed_slot, routing_link, store_or_mix
 
@@ -97,11 +105,72 @@ def moe_q4k_idot_kernel(
     store_or_mix(out_ptr, res, slot, N, row_ok, mix_ptr, part_ptr, cnt_ptr, MIX, TOPK)
 
 
+@triton.jit(do_not_specialize=["magic"])
+def moe_q4k_mix_kernel(
+    x_ptr,  # [T * TOPK, K] one x row per slot, row stride stride_x
+    ids_ptr,  # [T * TOPK] expert ids, int32 or int64
+    mix_ptr,  # [T * TOPK] routing weights
+    w_ptr,  # [E, N, K / 256 * SBW] int32 words of the raw experts
+    out_ptr,  # [T, N]
+    N, stride_x, n_experts, magic,
+    STRIDE_W: tl.constexpr, STRIDE_E: tl.constexpr, BN: tl.constexpr, CH: tl.constexpr, CHUNKS: tl.constexpr,
+    SLOTS: tl.constexpr, TOPK: tl.constexpr, EVEN_N: tl.constexpr, Q5K: tl.constexpr, ASM: tl.constexpr,
+    PDL: tl.constexpr = 0,
+):
+    """Program ``(tile, token)``: ``BN`` output rows summed over the token's ``TOPK`` slots, rows of one loop step
+    (``CHUNKS`` 64-value chunks, ``CH`` the power of two above). The slots lie end to end along the chunk axis
+    (``SLOTS * CH`` chunk rows, one a thread; ``SLOTS``: TOPK rounded up to a power of two), each chunk row gathering
+    its slot's expert and x row; each chunk row's sum is weighted by its slot's routing weight before the one sum
+    over the chunk rows, which mixes the slots (no partials, no counters, deterministic). The routing and the whole
+    tile are requested first; as ``H_LINK`` of ``moe_ggml_ffn``'s chain the program then waits for x."""
+    token = tl.program_id(1).to(tl.int64)
+    CT: tl.constexpr = SLOTS * CH  # chunk rows
+    rows, row_ok = row_tile(N, BN, EVEN_N)
+    ct = tl.arange(0, CT)
+    slot_ok = ct // CH < TOPK
+    e = tl.load(ids_ptr + token * TOPK + ct // CH, mask=slot_ok, other=0).to(tl.int64)
+    e_ok = (e >= 0) & (e < n_experts)
+    mul = tl.load(mix_ptr + token * TOPK + ct // CH, mask=slot_ok, other=0.0).to(tl.float32)
+    mul = tl.where(e_ok, mul, float("nan"))  # an expert out of range: NaN rows
+    i = tl.arange(0, 4 * CT)  # word i % 4 of chunk row i // 4
+    cw = (i // 4) % CH
+    w_slot = i // (4 * CH) < TOPK
+    ew = tl.load(ids_ptr + token * TOPK + i // (4 * CH), mask=w_slot, other=0).to(tl.int64)
+    ew = tl.where((ew >= 0) & (ew < n_experts), ew, 0)
+    # runs of 4 words of one chunk row (16-byte aligned: STRIDE_E, STRIDE_W and the chunk offsets are multiples of 4)
+    h_row = tl.max_contiguous(tl.multiple_of(ew * STRIDE_E + (cw // 4) * (Q5K_SBW if Q5K else SBW) + i % 4, 4), 4)
+    h_off = h_row[:, None] + rows[None, :] * STRIDE_W
+    w_off = h_off + ((12 if Q5K else 4) + (cw % 4) * 8)[:, None]
+    w_ok = (w_slot & (cw < CHUNKS))[:, None]
+    sa, sh, keep, q_sh, _, _, _ = tile_offsets(rows, STRIDE_W, CT, Q5K)  # per chunk row: its chunk % 4
+    x_off = ((token * TOPK + ct // CH) * stride_x + (ct % CH) * 64)[:, None] + tl.arange(0, 8)[None, :]
+    x_ok = (slot_ok & (ct % CH < CHUNKS))[:, None]
+    wa, wb, h, qa, qb = _tiles(w_ptr, w_off, h_off, 0, Q5K, w_ok)
+    if PDL == H_LINK:
+        gdc_wait()
+    acc = _step(tl.zeros([CT, BN], dtype=tl.float32), wa, wb, h, qa, qb, sa, sh, keep, q_sh, magic, x_ptr, x_off, Q5K,
+                ASM, x_ok)
+    res = tl.sum(acc * mul[:, None], axis=0)
+    tl.store(out_ptr + token * N + rows, res.to(out_ptr.dtype.element_ty), mask=row_ok)
+
+
 # ----------------------------------------------------------------------------- launch plans
 
 BN = 4  # rows of each projection per program
 MAX_SLOTS = 16  # routed rows (tokens x top_k) up to this many take it (decode; from 17 the grouped kernels)
 TYPES = (Q4K_ID, Q5K_ID)
+# Output rows per program of moe_q4k_mix_kernel (H200, session 43 run 2, the Qwen3-30B-A3B-shaped moe_ggml_ffn step,
+# us at 2 / 4 / 8 rows: Q4_K 18.0-18.4 / 14.8-14.9 / 15.4, Q5_K 18.3-18.4 / 17.6 / 16.0)
+MIX_BN = {Q4K_ID: 4, Q5K_ID: 8}
+MIX_MAX_CHUNK_ROWS = 256  # its chunk rows (top_k and the row's chunks, each rounded up to a power of two): 8 warps
+
+
+def mix_chunk_rows(k: int, top_k: int) -> int:
+    """Chunk rows of :func:`moe_q4k_mix_kernel` for ``top_k`` slots of rows of ``k`` values (0: rows of more than
+    one loop step or more than ``MIX_MAX_CHUNK_ROWS``: the kernel does not take them)."""
+    chunks = k // 64
+    rows = next_pow2(top_k) * next_pow2(chunks)
+    return rows if chunks <= 32 and rows <= MIX_MAX_CHUNK_ROWS else 0
 
 
 def supports(type_id: int, x_dtype: torch.dtype, k: int, slots: int, nbytes: int) -> bool:
@@ -125,17 +194,30 @@ class MoeGgmlIdotLaunch:
         q5k = type_id == Q5K_ID
         stride_w = formats.row_bytes(formats.BY_ID[type_id], k) // 4
         sbs = k // 256
+        asm = not env.settings.triton_interpret
+        rows = mix_chunk_rows(k, top_k) if mix and x_div == 1 else 0
+        self.by_token = rows > 0
+        if self.by_token:  # the token's slots mixed by one program set: no partials, no counters
+            self.mix = SlotMix(mix, slots, top_k, n, 0, out_dtype, device, arrival=False)
+            bn = MIX_BN[type_id]
+            self.launch = Launch(moe_q4k_mix_kernel, (triton.cdiv(n, bn), slots // top_k), dict(
+                STRIDE_W=stride_w, STRIDE_E=n * stride_w, BN=bn, CH=next_pow2(k // 64), CHUNKS=k // 64,
+                SLOTS=next_pow2(top_k), TOPK=top_k, EVEN_N=n % bn == 0, Q5K=q5k, ASM=asm, PDL=link),
+                num_warps=rows // 32, num_stages=1, pdl=link > 0)
+            return
         self.mix = SlotMix(mix, slots, top_k, n, triton.cdiv(n, BN), out_dtype, device)
         self.launch = Launch(moe_q4k_idot_kernel, (triton.cdiv(n, BN), slots), dict(
             STRIDE_W=stride_w, STRIDE_E=n * stride_w, BN=BN, CH=32, STEPS=sbs // 8, TAIL=sbs % 8 * 4,
             EVEN_N=n % BN == 0, X_DIV=x_div, HAS_UP=act is not None, ACT=act or 0, Q5K=q5k,
-            ASM=not env.settings.triton_interpret, MIX=self.mix.mixes, TOPK=top_k, PDL=link), num_warps=1, num_stages=1,
-            pdl=link > 0)
+            ASM=asm, MIX=self.mix.mixes, TOPK=top_k, PDL=link), num_warps=1, num_stages=1, pdl=link > 0)
 
     def __call__(self, x: torch.Tensor, ids: torch.Tensor, raw: torch.Tensor, raw_up: Optional[torch.Tensor] = None,
                  mix: Optional[torch.Tensor] = None) -> torch.Tensor:
         out, part, cnt = self.mix.buffers()
         w = raw.view(torch.int32)
+        if self.by_token:
+            self.launch(x, ids, mix, w, out, self.n, x.stride(0), self.n_experts, MAGIC)
+            return out
         self.launch(x, ids, w, w if raw_up is None else raw_up.view(torch.int32), out, out if mix is None else mix,
                     part, cnt, self.n, x.stride(0), self.n_experts, MAGIC)
         return out

@@ -24,7 +24,8 @@ from ...runtime.memory import empty
 # The links of ``moe_ggml_ffn``'s chain of programmatic dependent launches (a routed kernel's ``PDL``; 0: a plain
 # launch). H200, session 43 run 1 (``bench/moe_gguf_decode.py``, the Qwen3-30B-A3B-shaped step, us, the three plain
 # launches with the mix -> the chain): Q4_K 19.83-20.00 -> 17.99-18.12, Q5_K 23.04-23.29 -> 21.51-21.69, Q6_K
-# 23.96-24.20 -> 22.55-22.65, Q8_0 23.97-24.00 -> 22.64-22.65; Q4_K gate/up with a Q6_K down 19.50-19.63.
+# 23.96-24.20 -> 22.55-22.65, Q8_0 23.97-24.00 -> 22.64-22.65; Q4_K gate/up with a Q6_K down 19.50-19.63. (Run 2:
+# Q4_K / Q5_K down projections mixing by token, ``gguf_idot.moe_q4k_mix_kernel``: Q4_K 14.7-14.8, Q5_K 17.3-17.5.)
 # The gate/up launch waits for the routing launch, then lets the down projection be scheduled
 ROUTE_LINK = tl.constexpr(1)
 # the down projection reads its routing (final before the gate/up launch let it start) and requests its weights where
@@ -79,16 +80,21 @@ def store_or_mix(out_ptr, res, slot, N, row_ok, mix_ptr, part_ptr, cnt_ptr, MIX:
 class SlotMix:
     """The buffers of a routed launch for ``slots`` rows of ``top_k`` slots a token and ``n`` outputs in ``tiles``
     tiles: ``mixes`` (counters can be made now: not during a CUDA-graph capture), then :meth:`buffers` per call ->
-    ``(out [slots / top_k, n], part [slots, n] fp32, counters)``; without mixing ``(out [slots, n], out, out)``."""
+    ``(out [slots / top_k, n], part [slots, n] fp32, counters)``; without mixing ``(out [slots, n], out, out)``.
+    ``arrival`` False: a kernel that mixes a token's slots in one program set (``gguf_idot.moe_q4k_mix_kernel``),
+    no counters nor partials (``part`` and ``counters`` are ``out``)."""
 
-    def __init__(self, mix: bool, slots: int, top_k: int, n: int, tiles: int, dtype: torch.dtype, device):
+    def __init__(self, mix: bool, slots: int, top_k: int, n: int, tiles: int, dtype: torch.dtype, device,
+                 arrival: bool = True):
         self.slots, self.top_k, self.n, self.dtype, self.device = slots, top_k, n, dtype, device
-        self.mixes = mix and can_fuse(torch.device(device))
-        self.counters = counters((slots // top_k, tiles), device) if self.mixes else None
+        self.mixes = mix and (not arrival or can_fuse(torch.device(device)))
+        self.counters = counters((slots // top_k, tiles), device) if self.mixes and arrival else None
 
     def buffers(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if not self.mixes:
             out = empty((self.slots, self.n), dtype=self.dtype, device=self.device)
             return out, out, out
         out = empty((self.slots // self.top_k, self.n), dtype=self.dtype, device=self.device)
+        if self.counters is None:
+            return out, out, out
         return out, empty((self.slots, self.n), dtype=torch.float32, device=self.device), self.counters
