@@ -998,7 +998,7 @@ def test_gpu_moe_ffn_qwen3_30b(ffn_plans, monkeypatch, tokens):
     """Qwen3-30B-A3B's FFN step (128 experts, top-8, hidden 2048, intermediate 768): the chained launches (1 and
     8 tokens; PDL on and off give the same bits, as does a CUDA graph replay) or the three ops (300 tokens),
     within the error bar of the reference (fp32 math, h in bf16) against fp32 throughout."""
-    from mlx_native.runtime import env, plans
+    from mlx_native.runtime import env
 
     e, hidden, inter, topk = 128, 2048, 768, 8
     gate, up, down = [tuple(t.cuda() for t in experts_affine(e, n, k))
@@ -1014,9 +1014,18 @@ def test_gpu_moe_ffn_qwen3_30b(ffn_plans, monkeypatch, tokens):
     if not ffn_plans[0].fused:
         return
     assert ffn_plans[0].glu.launch.pdl == ffn_plans[0].mix.launch.pdl == env.settings.pdl
+    same_bits_replayed_and_pdl_flipped(monkeypatch, lambda: mn.moe_ffn(x, logits, topk, gate, up, down), out,
+                                       ffn_plans, lambda p: p.mix.launch.pdl)
+
+
+def same_bits_replayed_and_pdl_flipped(monkeypatch, step, out, built, pdl_of):
+    """``step()`` (a chained MoE step whose first plan is ``built[0]``) gives ``out``'s bits in a CUDA graph replay and
+    with ``MLX_NATIVE_PDL`` flipped (a new plan, whose last launch ``pdl_of(plan)`` says is a dependent or not)."""
+    from mlx_native.runtime import env, plans
+
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        replayed = mn.moe_ffn(x, logits, topk, gate, up, down)
+        replayed = step()
     for _ in range(3):
         graph.replay()
         torch.cuda.synchronize()
@@ -1025,8 +1034,8 @@ def test_gpu_moe_ffn_qwen3_30b(ffn_plans, monkeypatch, tokens):
     env.reload_settings()
     try:
         plans.clear_all()
-        assert torch.equal(mn.moe_ffn(x, logits, topk, gate, up, down), out)
-        assert ffn_plans[-1].mix.launch.pdl == env.settings.pdl != ffn_plans[0].mix.launch.pdl
+        assert torch.equal(step(), out)
+        assert pdl_of(built[-1]) == env.settings.pdl != pdl_of(built[0])
     finally:
         monkeypatch.delenv("MLX_NATIVE_PDL")
         env.reload_settings()
@@ -1040,7 +1049,7 @@ def test_gpu_moe_ggml_ffn_qwen3_30b(ggml_ffn_plans, monkeypatch, types, tokens):
     """Qwen3-30B-A3B's FFN step on GGUF experts (128 experts, top-8, hidden 2048, intermediate 768; Q4_K_M's Q6_K down
     projection among them): the chained launches give the bits of the three ops they chain, with PDL on and off and
     in a CUDA graph replay, within the error bar of the fp64 oracle."""
-    from mlx_native.runtime import env, plans
+    from mlx_native.runtime import env
 
     rng = np.random.default_rng(tokens)
     e, hidden, inter, topk = 128, 2048, 768, 8
@@ -1057,20 +1066,5 @@ def test_gpu_moe_ggml_ffn_qwen3_30b(ggml_ffn_plans, monkeypatch, types, tokens):
     ids, w = mn.moe_route(zd, topk)
     h = mn.moe_ggml_matmul(xd, ids, parts[0][0], types[0], (e, inter, hidden), raw_up=parts[1][0])
     assert torch.equal(mn.moe_ggml_matmul(h, ids, parts[2][0], types[2], (e, hidden, inter), topk_weights=w), out)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        replayed = mn.moe_ggml_ffn(xd, zd, topk, *parts)
-    for _ in range(3):
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(replayed, out)
-    monkeypatch.setenv("MLX_NATIVE_PDL", "0" if env.settings.pdl else "1")
-    env.reload_settings()
-    try:
-        plans.clear_all()
-        assert torch.equal(mn.moe_ggml_ffn(xd, zd, topk, *parts), out)
-        assert ggml_ffn_plans[-1].down.launch.pdl == env.settings.pdl != plan.down.launch.pdl
-    finally:
-        monkeypatch.delenv("MLX_NATIVE_PDL")
-        env.reload_settings()
-        plans.clear_all()
+    same_bits_replayed_and_pdl_flipped(monkeypatch, lambda: mn.moe_ggml_ffn(xd, zd, topk, *parts), out,
+                                       ggml_ffn_plans, lambda p: p.down.launch.pdl)

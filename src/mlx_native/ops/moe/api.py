@@ -268,9 +268,8 @@ def moe_qmm(x: torch.Tensor, expert_ids: torch.Tensor, w: torch.Tensor, scales: 
 _FFN_PARTS = ("gate", "up", "down")
 
 
-def _validate_ffn(x, logits, top_k, wg, sg, bg, wu, su, bu, wd, sd, bd, group_size, bits, activation, scoring,
-                  renormalize, bias):
-    op = "moe_ffn"
+def _check_step(op: str, x, logits, top_k, scoring, renormalize, bias, activation) -> None:
+    """The checks of a whole MoE FFN step (``moe_ffn``, ``moe_ggml_ffn``) on x, the routing and the activation."""
     checks.check_tensor(op, "x", x, min_ndim=1)
     checks.check_last_dim_contiguous(op, "x", x)
     _validate_route(logits, top_k, scoring, renormalize, bias)
@@ -278,8 +277,14 @@ def _validate_ffn(x, logits, top_k, wg, sg, bg, wu, su, bu, wd, sd, bd, group_si
     if logits.shape[:-1] != x.shape[:-1]:
         raise InvalidArgumentError(f"{op}: router_logits has shape {tuple(logits.shape)}; expected "
                                    f"[{', '.join(map(str, x.shape[:-1]))}, E] for x {tuple(x.shape)}")
-    check_format(op, group_size, bits)
     _check_activation(op, activation)
+
+
+def _validate_ffn(x, logits, top_k, wg, sg, bg, wu, su, bu, wd, sd, bd, group_size, bits, activation, scoring,
+                  renormalize, bias):
+    op = "moe_ffn"
+    _check_step(op, x, logits, top_k, scoring, renormalize, bias, activation)
+    check_format(op, group_size, bits)
     e, hidden = logits.shape[-1], x.shape[-1]
     widths = []
     for name, (w, s, b) in zip(_FFN_PARTS, ((wg, sg, bg), (wu, su, bu), (wd, sd, bd))):
@@ -487,14 +492,7 @@ def _ggml_rows(op: str, name: str, raw: torch.Tensor, t, experts: int, k: int) -
 def _validate_ggml_ffn(x, logits, top_k, rg, tg, ru, tu, rd, td, activation, scoring, renormalize, bias):
     """-> ``(experts, hidden, inter)``; the intermediate size comes from the gate's bytes."""
     op = "moe_ggml_ffn"
-    checks.check_tensor(op, "x", x, min_ndim=1)
-    checks.check_last_dim_contiguous(op, "x", x)
-    _validate_route(logits, top_k, scoring, renormalize, bias)
-    checks.check_same_device(op, "x", x, router_logits=logits)
-    if logits.shape[:-1] != x.shape[:-1]:
-        raise InvalidArgumentError(f"{op}: router_logits has shape {tuple(logits.shape)}; expected "
-                                   f"[{', '.join(map(str, x.shape[:-1]))}, E] for x {tuple(x.shape)}")
-    _check_activation(op, activation)
+    _check_step(op, x, logits, top_k, scoring, renormalize, bias, activation)
     e, hidden = logits.shape[-1], x.shape[-1]
     types = [formats.BY_ID[i] for i in (tg, tu, td)]
     for name, raw in zip(_FFN_PARTS, (rg, ru, rd)):
