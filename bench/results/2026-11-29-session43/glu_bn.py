@@ -1,5 +1,6 @@
 """Session 43 run 6: the Qwen3-30B-A3B-shaped moe_ggml_ffn step with gguf_idot.BN (rows of each projection per program
-of the routed Q4_K / Q5_K gate/up kernel, one warp) at 2 / 4 / 8, CUDA-graph replay, two alternated rounds."""
+of the routed Q4_K / Q5_K gate/up kernel, one warp) at 2 / 4 / 8, CUDA-graph replay, two alternated rounds. (Run 6
+set BN, which the gate/up pairs then took; main has their own GLU_BN per format since.)"""
 import sys
 
 import torch

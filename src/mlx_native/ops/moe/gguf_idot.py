@@ -16,7 +16,8 @@ loop step (up to 2048 values) mixes a token's slots in one program set (:func:`m
 token)``, the slots end to end along the chunk axis, each chunk row's sum weighted by its slot's routing weight before
 the sum over chunk rows), its whole tile requested before it waits for h; other rows mix by arrival (``slots.py``).
 H200, session 43 run 2 (Qwen3-30B-A3B-shaped step, ``moe_ggml_ffn``, us, arrival -> one program set): Q4_K 18.0-18.1
--> 14.7-14.8, Q5_K 21.5-21.7 -> 17.3-17.5 (16.0 with 8-row tiles, ``MIX_BN``).
+-> 14.7-14.8, Q5_K 21.5-21.7 -> 17.3-17.5 (16.0 with 8-row tiles, ``MIX_BN``; 15.1 with 8-row gate/up tiles too,
+``GLU_BN``, run 7).
 
 H200, session 36 run 5 (``bench/moe_gguf_decode.py``, Qwen3-30B-A3B shapes, the step through ``moe_route``, the
 gate/up pair, the down projection and ``moe_weighted_reduce``; CUDA-graph replay): one token Q4_K 33.3 -> 19.5 us,
@@ -156,7 +157,10 @@ def moe_q4k_mix_kernel(
 
 # ----------------------------------------------------------------------------- launch plans
 
-BN = 4  # rows of each projection per program
+BN = 4  # rows per program (one matrix)
+# Rows of each projection per program of a gate/up pair (H200, session 43 run 6, the Qwen3-30B-A3B-shaped moe_ggml_ffn
+# step, us at 2 / 4 / 8 rows: Q4_K 14.66-15.13 / 14.72-14.74 / 14.92-14.95, Q5_K 16.78-16.80 / 15.75-15.80 / 15.33-15.34)
+GLU_BN = {Q4K_ID: 4, Q5K_ID: 8}
 MAX_SLOTS = 16  # routed rows (tokens x top_k) up to this many take it (decode; from 17 the grouped kernels)
 TYPES = (Q4K_ID, Q5K_ID)
 # Output rows per program of moe_q4k_mix_kernel (H200, session 43 run 2, the Qwen3-30B-A3B-shaped moe_ggml_ffn step,
@@ -205,10 +209,11 @@ class MoeGgmlIdotLaunch:
                 SLOTS=next_pow2(top_k), TOPK=top_k, EVEN_N=n % bn == 0, Q5K=q5k, ASM=asm, PDL=link),
                 num_warps=rows // 32, num_stages=1, pdl=link > 0)
             return
-        self.mix = SlotMix(mix, slots, top_k, n, triton.cdiv(n, BN), out_dtype, device)
-        self.launch = Launch(moe_q4k_idot_kernel, (triton.cdiv(n, BN), slots), dict(
-            STRIDE_W=stride_w, STRIDE_E=n * stride_w, BN=BN, CH=32, STEPS=sbs // 8, TAIL=sbs % 8 * 4,
-            EVEN_N=n % BN == 0, X_DIV=x_div, HAS_UP=act is not None, ACT=act or 0, Q5K=q5k,
+        bn = BN if act is None else GLU_BN[type_id]
+        self.mix = SlotMix(mix, slots, top_k, n, triton.cdiv(n, bn), out_dtype, device)
+        self.launch = Launch(moe_q4k_idot_kernel, (triton.cdiv(n, bn), slots), dict(
+            STRIDE_W=stride_w, STRIDE_E=n * stride_w, BN=bn, CH=32, STEPS=sbs // 8, TAIL=sbs % 8 * 4,
+            EVEN_N=n % bn == 0, X_DIV=x_div, HAS_UP=act is not None, ACT=act or 0, Q5K=q5k,
             ASM=asm, MIX=self.mix.mixes, TOPK=top_k, PDL=link), num_warps=1, num_stages=1, pdl=link > 0)
 
     def __call__(self, x: torch.Tensor, ids: torch.Tensor, raw: torch.Tensor, raw_up: Optional[torch.Tensor] = None,
