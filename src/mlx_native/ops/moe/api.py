@@ -565,8 +565,8 @@ def moe_ggml_ffn(x: torch.Tensor, router_logits: torch.Tensor, top_k: int, gate:
     projections the routed decode kernels take (Q4_K / Q5_K: ``ops/moe/gguf_idot.py``, Q6_K / Q8_0:
     ``ops/moe/gguf_mv.py``; e.g. Q4_K gate/up and a Q6_K down, as in Q4_K_M files) run three launches chained by
     programmatic dependent launch on sm_90+ (``MLX_NATIVE_PDL``): the gate/up launch waits in the kernel for the
-    routing and lets the down projection start, which requests its routing (and, on rows of one loop step, its
-    weights) before it waits for h; the down projection mixes the slots. Other calls (and a first call during a
+    routing and lets the down projection start, which requests its routing (and, Q4_K / Q5_K rows of one loop step,
+    its weights) before it waits for h; the down projection mixes the slots. Other calls (and a first call during a
     CUDA-graph capture) run the ops one after the other.
 
     Args:

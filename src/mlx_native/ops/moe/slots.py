@@ -29,7 +29,7 @@ from ...runtime.memory import empty
 # The gate/up launch waits for the routing launch, then lets the down projection be scheduled
 ROUTE_LINK = tl.constexpr(1)
 # the down projection reads its routing (final before the gate/up launch let it start) and requests its weights where
-# the kernel can (rows of one loop step), then waits for h
+# the kernel can (Q4_K / Q5_K rows of one loop step), then waits for h
 H_LINK = tl.constexpr(2)
 
 
