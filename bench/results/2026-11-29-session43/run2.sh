@@ -9,4 +9,4 @@ for r in 1 2; do
   timeout 100 python3 bench/moe_gguf_decode.py --out $OUT/moe_gguf_$r.json > $OUT/bench_$r.log 2>&1
   echo "bench $r rc $?"; cut -c1-120 $OUT/bench_$r.log
 done
-timeout 120 python3 bench/results/2026-11-29-session43/mix_bn.py 2>&1 | tee $OUT/mix_bn.log
+timeout 120 python3 bench/results/2026-11-29-session43/step_knobs.py MIX_BN 2>&1 | tee $OUT/mix_bn.log
