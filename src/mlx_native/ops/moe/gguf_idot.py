@@ -43,7 +43,7 @@ from ..ggml.q4k_idot import Q5K_SBW, SBW, _step, _tiles, tile_offsets
 from ..ggml.q4k_mv import Q4K_ID, Q5K_ID
 from ..common import next_pow2
 from ..quant.affine_mv import MAGIC, row_tile
-from .slots import H_LINK, SlotMix, routed_slot, routing_link, store_or_mix
+from .slots import H_LINK, SlotMix, routed_slot, routing_link, store_or_mix, token_slots
 
 
 @triton.jit
@@ -128,16 +128,9 @@ def moe_q4k_mix_kernel(
     CT: tl.constexpr = SLOTS * CH  # chunk rows
     rows, row_ok = row_tile(N, BN, EVEN_N)
     ct = tl.arange(0, CT)
-    slot_ok = ct // CH < TOPK
-    e = tl.load(ids_ptr + token * TOPK + ct // CH, mask=slot_ok, other=0).to(tl.int64)
-    e_ok = (e >= 0) & (e < n_experts)
-    mul = tl.load(mix_ptr + token * TOPK + ct // CH, mask=slot_ok, other=0.0).to(tl.float32)
-    mul = tl.where(e_ok, mul, float("nan"))  # an expert out of range: NaN rows
+    slot_ok, _, mul, w_slot, ew = token_slots(ids_ptr, mix_ptr, token, n_experts, CT, CH, TOPK)
     i = tl.arange(0, 4 * CT)  # word i % 4 of chunk row i // 4
     cw = (i // 4) % CH
-    w_slot = i // (4 * CH) < TOPK
-    ew = tl.load(ids_ptr + token * TOPK + i // (4 * CH), mask=w_slot, other=0).to(tl.int64)
-    ew = tl.where((ew >= 0) & (ew < n_experts), ew, 0)
     # runs of 4 words of one chunk row (16-byte aligned: STRIDE_E, STRIDE_W and the chunk offsets are multiples of 4)
     h_row = tl.max_contiguous(tl.multiple_of(ew * STRIDE_E + (cw // 4) * (Q5K_SBW if Q5K else SBW) + i % 4, 4), 4)
     h_off = h_row[:, None] + rows[None, :] * STRIDE_W

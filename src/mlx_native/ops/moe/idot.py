@@ -29,7 +29,7 @@ from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 from ...kernels.math import gated_act
 from ..quant.affine_idot import _step, _tiles, masked_tiles, step_x
 from ..quant.affine_mv import row_tile
-from .slots import routed_slot
+from .slots import routed_slot, token_slots
 
 
 @triton.jit
@@ -142,15 +142,8 @@ def moe_idot_mix_kernel(
     ct = tl.arange(0, CT)
     c = ct % CH
     wt = tl.arange(0, 4 * CT)  # word rows: slot wt // STEP, word wt % STEP
-    slot_ok = ct // CH < TOPK
-    w_slot = wt // STEP < TOPK
-    e = tl.load(ids_ptr + token * TOPK + ct // CH, mask=slot_ok, other=0).to(tl.int64)
-    e_ok = (e >= 0) & (e < n_experts)
-    mul = tl.load(mix_ptr + token * TOPK + ct // CH, mask=slot_ok, other=0.0).to(tl.float32)
-    mul = tl.where(e_ok, mul, float("nan"))[:, None]  # an expert out of range: NaN rows
-    e = tl.where(e_ok, e, 0)
-    ew = tl.load(ids_ptr + token * TOPK + wt // STEP, mask=w_slot, other=0).to(tl.int64)
-    ew = tl.where((ew >= 0) & (ew < n_experts), ew, 0)
+    slot_ok, e, mul, w_slot, ew = token_slots(ids_ptr, mix_ptr, token, n_experts, CT, CH, TOPK)
+    mul = mul[:, None]
     # runs of 4 words of one slot and row, 16-byte aligned (STRIDE_E, STEP and STRIDE_W are multiples of 4):
     # the hint keeps the loads 16 bytes wide although the expert base is gathered
     w_row = tl.max_contiguous(tl.multiple_of(ew * STRIDE_E + wt % STEP, 4), 4)

@@ -281,10 +281,11 @@ def routed_decode(type_id: int, x_dtype: torch.dtype, k: int, slots: int, nbytes
 
 class MoeGgmlFfnPlan:
     """``moe_ggml_ffn``. Decode-sized calls whose gate/up pair (one type) and down projection the routed decode
-    kernels take (:func:`routed_decode`), with the down projection mixing the slots (by token, Q4_K / Q5_K rows of one
-    loop step, or by arrival with counters made now: not a plan built during a CUDA-graph capture) are ``fused``: the route kernel, the gate/up pair and the mixed down
-    projection chained by programmatic dependent launch on sm_90+ (``slots.ROUTE_LINK`` / ``H_LINK``). Otherwise
-    the caller runs moe_route and moe_ggml_matmul. ``dims``: ``(experts, hidden, inter)``."""
+    kernels take (:func:`routed_decode`), with the down projection mixing the slots (by token on Q4_K / Q5_K rows of
+    one loop step, else by arrival with counters made now: not a plan built during a CUDA-graph capture), are
+    ``fused``: the route kernel, the gate/up pair and the mixed down projection chained by programmatic dependent
+    launch on sm_90+ (``slots.ROUTE_LINK`` / ``H_LINK``). Otherwise the caller runs moe_route and moe_ggml_matmul.
+    ``dims``: ``(experts, hidden, inter)``."""
 
     def __init__(self, x, logits, top_k, types, n_experts, hidden, inter, activation, scoring, renormalize, bias,
                  nbytes):

@@ -43,6 +43,25 @@ def routing_link(PDL: tl.constexpr):
 
 
 @triton.jit
+def token_slots(ids_ptr, mix_ptr, token, n_experts, CT: tl.constexpr, CH: tl.constexpr, TOPK: tl.constexpr):
+    """The slots of a program that mixes ``token``'s ``TOPK`` slots (``idot.moe_idot_mix_kernel``,
+    ``gguf_idot.moe_q4k_mix_kernel``), laid end to end along its ``CT`` chunk rows (slot ``ct // CH``) and ``4 CT``
+    word rows (slot ``wt // (4 CH)``): ``(slot_ok, e, mul)`` per chunk row (its expert id, out of range read as 0;
+    its routing weight, NaN for an expert out of range) and ``(w_slot, ew)`` per word row (its expert id, the same)."""
+    ct = tl.arange(0, CT)
+    slot_ok = ct // CH < TOPK
+    e = tl.load(ids_ptr + token * TOPK + ct // CH, mask=slot_ok, other=0).to(tl.int64)
+    e_ok = (e >= 0) & (e < n_experts)
+    mul = tl.load(mix_ptr + token * TOPK + ct // CH, mask=slot_ok, other=0.0).to(tl.float32)
+    mul = tl.where(e_ok, mul, float("nan"))  # an expert out of range: NaN rows
+    wt = tl.arange(0, 4 * CT)
+    w_slot = wt // (4 * CH) < TOPK
+    ew = tl.load(ids_ptr + token * TOPK + wt // (4 * CH), mask=w_slot, other=0).to(tl.int64)
+    ew = tl.where((ew >= 0) & (ew < n_experts), ew, 0)
+    return slot_ok, tl.where(e_ok, e, 0), mul, w_slot, ew
+
+
+@triton.jit
 def routed_slot(ids_ptr, x_ptr, stride_x, n_experts, X_DIV: tl.constexpr):
     """``(slot, e, e_ok, x_ptr)`` of program ``(tile, slot)``: its expert id (int64; an id outside ``[0, n_experts)``
     reads expert 0 with ``e_ok`` False, for NaN rows) and its row of x (``X_DIV`` slots share a row, ``stride_x``
