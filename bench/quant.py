@@ -265,8 +265,9 @@ def _moe_ggml_case(label, gate_type, down_type, e, topk, hidden, inter, tokens):
 
     impls = {"mlx-native": Impl(ours), "mlx-native[3 launches]": Impl(three_launches),
              TORCH_MOE: Impl(_torch_moe(gd, ud, dd, topk), tolerance=5e-2)}
-    case = Case("quant", f"moe_ggml_ffn_{label}", f"T{tokens} E{e} top{topk} H{hidden} I{inter} {gate_type}/{down_type}",
-                str(DT), "decode", nbytes, make, impls, flops=2 * tokens * topk * 3 * hidden * inter)
+    shape = f"T{tokens} E{e} top{topk} H{hidden} I{inter} {gate_type}/{down_type}"
+    case = Case("quant", f"moe_ggml_ffn_{label}", shape, str(DT), "decode", nbytes, make, impls,
+                flops=2 * tokens * topk * 3 * hidden * inter)
     return add_read_ceiling(case, used * per_expert)
 
 

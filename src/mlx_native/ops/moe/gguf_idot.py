@@ -152,7 +152,8 @@ def moe_q4k_mix_kernel(
 
 BN = 4  # rows per program (one matrix)
 # Rows of each projection per program of a gate/up pair (H200, session 43 run 6, the Qwen3-30B-A3B-shaped moe_ggml_ffn
-# step, us at 2 / 4 / 8 rows: Q4_K 14.66-15.13 / 14.72-14.74 / 14.92-14.95, Q5_K 16.78-16.80 / 15.75-15.80 / 15.33-15.34)
+# step, us at 2 / 4 / 8 rows: Q4_K 14.66-15.13 / 14.72-14.74 / 14.92-14.95, Q5_K 16.78-16.80 / 15.75-15.80 /
+# 15.33-15.34)
 GLU_BN = {Q4K_ID: 4, Q5K_ID: 8}
 MAX_SLOTS = 16  # routed rows (tokens x top_k) up to this many take it (decode; from 17 the grouped kernels)
 TYPES = (Q4K_ID, Q5K_ID)
