@@ -16,7 +16,8 @@ Rows, measured in the same process:
     4-bit g64, GGUF Q4_K and Q4_0): tg tokens/s as a fraction of the bandwidth floor
     (bytes of weights + KV read per token / measured device copy bandwidth).
     ``--arch llama2-7b`` takes Llama-2-7B's shapes instead (intermediate 11008,
-    32 KV heads, 32000-vocab head).
+    32 KV heads, 32000-vocab head); ``--arch qwen3-30b-a3b`` Qwen3-30B-A3B's (MoE:
+    the floor counts the 8 chosen experts of each layer, a bf16 router).
 
 Writes DIR/model_results.json and DIR/model_results.md.
 """
@@ -56,7 +57,13 @@ LLAMA8B = dict(model_type="llama", vocab_size=128256, hidden_size=4096, intermed
                max_position_embeddings=8192, tie_word_embeddings=False)
 LLAMA2_7B = dict(LLAMA8B, vocab_size=32000, intermediate_size=11008, num_key_value_heads=32, rope_theta=10000.0,
                  max_position_embeddings=4096)
-ARCHS = {"llama3-8b": ("Llama-3-8B", LLAMA8B), "llama2-7b": ("Llama-2-7B", LLAMA2_7B)}
+# Qwen3-30B-A3B: 48 layers of 128 experts (8 a token, intermediate 768) behind GQA 32:4 attention
+QWEN3_30B_A3B = dict(model_type="qwen3_moe", vocab_size=151936, hidden_size=2048, intermediate_size=6144,
+                     num_attention_heads=32, num_key_value_heads=4, head_dim=128, rms_norm_eps=1e-6,
+                     rope_theta=1000000.0, max_position_embeddings=40960, tie_word_embeddings=False, num_experts=128,
+                     num_experts_per_tok=8, moe_intermediate_size=768, norm_topk_prob=True)
+ARCHS = {"llama3-8b": ("Llama-3-8B", LLAMA8B), "llama2-7b": ("Llama-2-7B", LLAMA2_7B),
+         "qwen3-30b-a3b": ("Qwen3-30B-A3B", QWEN3_30B_A3B)}
 
 
 def stats(xs):
@@ -119,33 +126,63 @@ def synthetic_smollm2_gguf(path: str) -> str:
 
 
 def llama8b_checkpoint(n_layers: int, kind: str, device, config: dict = LLAMA8B) -> Checkpoint:
-    """An 8B-shaped checkpoint (or ``config``'s shapes) with random 4-bit weights, built on the device."""
+    """An 8B-shaped checkpoint (or ``config``'s shapes; Qwen3-MoE: q/k norms, a bf16 router and experts stacked
+    ``[E, out, in]`` in every layer) with random 4-bit weights, built on the device."""
     c = dict(config, num_hidden_layers=n_layers)
     h, inter, kvd = c["hidden_size"], c["intermediate_size"], c["num_key_value_heads"] * c["head_dim"]
     g = torch.Generator(device=device).manual_seed(0)
     rng = np.random.default_rng(0)
 
-    def mat(rows, cols):
+    def mat(rows, cols, experts=1):
+        lead = (experts, rows) if experts > 1 else (rows,)
         if kind == "mlx-affine-4bit-g64":
-            w = torch.randint(0, 2**31 - 1, (rows, cols // 8), generator=g, device=device, dtype=torch.int32)
-            s = (torch.rand(rows, cols // 64, generator=g, device=device) * 0.002 + 0.001).to(torch.bfloat16)
+            w = torch.randint(0, 2**31 - 1, (*lead, cols // 8), generator=g, device=device, dtype=torch.int32)
+            s = (torch.rand(*lead, cols // 64, generator=g, device=device) * 0.002 + 0.001).to(torch.bfloat16)
             b = (-8 * s.float()).to(torch.bfloat16)
             return AffineWeight(w.view(torch.uint32), s, b, 64, 4)
         name = kind.removeprefix("gguf-")
-        raw = torch.from_numpy(_random_blocks(rows, cols, name, rng)).to(device)
-        return GGMLWeight(raw, formats.BY_NAME[name].id, name, (rows, cols))
+        raw = torch.from_numpy(_random_blocks(experts * rows, cols, name, rng)).to(device)
+        return GGMLWeight(raw, formats.BY_NAME[name].id, name, (*lead, cols))
+
+    def ones(n):
+        return DenseWeight(torch.ones(n, device=device))
 
     w = {"model.embed_tokens.weight": mat(c["vocab_size"], h), "lm_head.weight": mat(c["vocab_size"], h),
-         "model.norm.weight": DenseWeight(torch.ones(h, device=device))}
+         "model.norm.weight": ones(h)}
+    experts = c.get("num_experts")
     for layer in range(n_layers):
         p = f"model.layers.{layer}"
-        w[f"{p}.input_layernorm.weight"] = DenseWeight(torch.ones(h, device=device))
-        w[f"{p}.post_attention_layernorm.weight"] = DenseWeight(torch.ones(h, device=device))
-        for n, (r, cl) in {"self_attn.q_proj": (h, h), "self_attn.k_proj": (kvd, h), "self_attn.v_proj": (kvd, h),
-                           "self_attn.o_proj": (h, h), "mlp.gate_proj": (inter, h), "mlp.up_proj": (inter, h),
-                           "mlp.down_proj": (h, inter)}.items():
+        w[f"{p}.input_layernorm.weight"] = ones(h)
+        w[f"{p}.post_attention_layernorm.weight"] = ones(h)
+        mats = {"self_attn.q_proj": (c["num_attention_heads"] * c["head_dim"], h), "self_attn.k_proj": (kvd, h),
+                "self_attn.v_proj": (kvd, h), "self_attn.o_proj": (h, c["num_attention_heads"] * c["head_dim"])}
+        if experts:
+            w[f"{p}.self_attn.q_norm.weight"] = w[f"{p}.self_attn.k_norm.weight"] = ones(c["head_dim"])
+            w[f"{p}.mlp.gate.weight"] = DenseWeight(
+                (torch.randn(experts, h, generator=g, device=device) * 0.02).to(torch.bfloat16))
+            mi = c["moe_intermediate_size"]
+            for n, (r, cl) in {"gate_proj": (mi, h), "up_proj": (mi, h), "down_proj": (h, mi)}.items():
+                w[f"{p}.mlp.experts.{n}.weight"] = mat(r, cl, experts)
+        else:
+            mats.update({"mlp.gate_proj": (inter, h), "mlp.up_proj": (inter, h), "mlp.down_proj": (h, inter)})
+        for n, (r, cl) in mats.items():
             w[f"{p}.{n}.weight"] = mat(r, cl)
     return Checkpoint(path=f"<random {kind}>", format="synthetic", config=c, weights=w, metadata={}, tokenizer={})
+
+
+def bytes_per_token(ckpt: Checkpoint) -> int:
+    """Weight bytes one decode token reads: all but the embedding table (one row of it), and of each layer's
+    experts the ``num_experts_per_tok`` chosen ones."""
+    c = ckpt.config
+    total = 0
+    for name, w in ckpt.weights.items():
+        if name == "model.embed_tokens.weight":
+            total += w.nbytes // c["vocab_size"]
+        elif ".mlp.experts." in name:
+            total += w.nbytes * c["num_experts_per_tok"] // c["num_experts"]
+        else:
+            total += w.nbytes
+    return total
 
 
 # ---------------------------------------------------------------------------- profile
@@ -296,8 +333,7 @@ def llama8b_rows(args, copy_bw: float) -> list[dict]:
                                                   norm_handoff=norm))
             res = {r["test"]: r for r in bench_model(model, 0, args.n_gen, args.reps)}
             tps = res[f"tg{args.n_gen}"]["tps"]
-            weight_bytes = sum(w.nbytes for n, w in ckpt.weights.items() if n != "model.embed_tokens.weight")
-            weight_bytes += ckpt.weights["model.embed_tokens.weight"].nbytes // config["vocab_size"]  # one row
+            weight_bytes = bytes_per_token(ckpt)
             c = ckpt.config
             kv_bytes = 2 * c["num_hidden_layers"] * c["num_key_value_heads"] * c["head_dim"] * 2 * (args.n_gen // 2)
             floor_s = (weight_bytes + kv_bytes) / copy_bw

@@ -180,7 +180,7 @@ def _info(args: argparse.Namespace) -> int:
     print(f"architecture:  {cfg.get('model_type')}  (supported: {supported})")
     keys = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
             "num_key_value_heads", "head_dim", "max_position_embeddings", "rope_theta", "sliding_window",
-            "tie_word_embeddings")
+            "tie_word_embeddings", "num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size")
     for k in keys:
         if cfg.get(k) is not None:
             print(f"  {k + ':':26s}{cfg[k]}")

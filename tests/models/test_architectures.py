@@ -4,7 +4,7 @@ Oracle: the transformers model in float64; the error bar is the error of the
 same transformers model in float32 (or the low dtype on the GPU): ours must be
 within 2x of it (plus one ulp of the logits' scale). Each config exercises its
 architecture's specifics: Llama 3 rope scaling, Mistral's sliding window,
-Qwen2 biases, Qwen3 q/k norms, Gemma 3's interleaved sliding/global layers
+Qwen2 biases, Qwen3 q/k norms, Qwen3-MoE's sparse and dense layers, Gemma 3's interleaved sliding/global layers
 (window 5 < sequence 21, linearly scaled global RoPE, final soft-capping),
 Gemma 4's 16/32 head dims, shared-KV layers, k-as-v global layers,
 proportional RoPE, per-layer embeddings and layer scalars.
@@ -22,7 +22,7 @@ from mlx_native.formats import load_checkpoint
 from mlx_native.models import LoadOptions, build_model
 from tiny import SEQ, make_hf_model, save_hf
 
-ARCHS = ["llama", "llama3_scaled_rope", "mistral_window", "qwen2", "qwen3", "gemma3", "gemma4"]
+ARCHS = ["llama", "llama3_scaled_rope", "mistral_window", "qwen2", "qwen3", "qwen3_moe", "gemma3", "gemma4"]
 
 
 @pytest.fixture(scope="module")

@@ -50,6 +50,11 @@ def configs(tf):
         "qwen3": (tf.Qwen3Config(vocab_size=211, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
                                  num_attention_heads=4, num_key_value_heads=2, head_dim=24,
                                  max_position_embeddings=256, tie_word_embeddings=True), tf.Qwen3ForCausalLM),
+        # layer 1 dense (mlp_only_layers), 0 and 2 sparse: 8 experts, 2 a token
+        "qwen3_moe": (tf.Qwen3MoeConfig(vocab_size=211, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
+                                        num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=24,
+                                        num_experts=8, num_experts_per_tok=2, mlp_only_layers=[1],
+                                        norm_topk_prob=True, max_position_embeddings=256), tf.Qwen3MoeForCausalLM),
         "gemma3": (_gemma3(tf), tf.Gemma3ForCausalLM),
         "gemma4": (_gemma4(tf), tf.Gemma4ForCausalLM),
     }
@@ -61,6 +66,7 @@ def make_hf_model(name: str, seed: int = 0, dtype=torch.float32):
 
     cfg, cls = configs(tf)[name]
     cfg._attn_implementation = "eager"
+    cfg._experts_implementation = "eager"  # transformers' grouped_mm takes no float64 (the oracle)
     torch.manual_seed(seed)
     model = cls(cfg).eval()
     with torch.no_grad():

@@ -30,7 +30,7 @@ GGUF_MAGIC = b"GGUF"
 _SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
 
-SUPPORTED_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "gemma3")
+SUPPORTED_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "qwen3moe", "gemma3")
 
 
 def _ggml_sizes() -> dict[int, tuple[int, int, str]]:
@@ -211,6 +211,12 @@ _LAYER_MAP = {
                "post_attention_norm": "post_attention_layernorm", "post_ffw_norm": "post_feedforward_layernorm"},
 }
 _LAYER_MAP["mistral"] = _LAYER_MAP["llama"]
+# Qwen3-MoE: the router and the experts stacked [E, out, in] (mlx-lm's SwitchGLU names without "switch_mlp")
+_LAYER_MAP["qwen3moe"] = {**_LAYER_MAP["qwen3"], "ffn_gate_inp": "mlp.gate", "ffn_gate_exps": "mlp.experts.gate_proj",
+                          "ffn_up_exps": "mlp.experts.up_proj", "ffn_down_exps": "mlp.experts.down_proj"}
+# GGUF architecture <-> Hugging Face model_type where they differ
+_MODEL_TYPE = {"mistral": "llama", "qwen3moe": "qwen3_moe"}
+_GGUF_ARCH = {"qwen3_moe": "qwen3moe"}
 _GLOBAL_MAP = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head",
                "rope_freqs": "rope_freqs"}
 _BLK = re.compile(r"^blk\.(\d+)\.([a-z_0-9]+)\.(weight|bias)$")
@@ -251,12 +257,12 @@ def hf_config(meta: dict[str, Any], n_vocab: int, has_output: bool) -> dict[str,
     hidden = count("embedding_length")
     heads = count("attention.head_count")
     head_dim = count("attention.key_length", hidden // heads)
-    model_type = {"mistral": "llama"}.get(arch, arch)
+    model_type = _MODEL_TYPE.get(arch, arch)
     cfg: dict[str, Any] = {
         "model_type": model_type,
         "vocab_size": count("vocab_size", n_vocab),
         "hidden_size": hidden,
-        "intermediate_size": count("feed_forward_length"),
+        "intermediate_size": count("feed_forward_length", 0 if arch == "qwen3moe" else REQUIRED),
         "num_hidden_layers": count("block_count"),
         "num_attention_heads": heads,
         "num_key_value_heads": count("attention.head_count_kv", heads, per_layer=True),
@@ -282,6 +288,10 @@ def hf_config(meta: dict[str, Any], n_vocab: int, has_output: bool) -> dict[str,
                                f"(and llama3 frequency factors in rope_freqs.weight)")
     if arch == "qwen2":
         cfg["attention_bias"] = True
+    if arch == "qwen3moe":  # llama.cpp's qwen3moe graph: softmax routing, top-k weights renormalized
+        cfg.update(num_experts=count("expert_count"), num_experts_per_tok=count("expert_used_count"),
+                   moe_intermediate_size=count("expert_feed_forward_length"),
+                   norm_topk_prob=bool(g("expert_weights_norm", True)))
     if arch == "gemma3":
         n_layers = cfg["num_hidden_layers"]
         cfg.update(
@@ -323,6 +333,9 @@ def load_gguf(path: str) -> Checkpoint:
         config = hf_config(meta, n_vocab, has_output="output.weight" in names)
     except FormatError as exc:
         raise FormatError(f"{path}: {exc}") from None
+    if arch == "qwen3moe":  # layers without a router are dense (mlp_only_layers; llama.cpp writes none)
+        config["mlp_only_layers"] = [i for i in range(config["num_hidden_layers"])
+                                     if f"blk.{i}.ffn_gate_inp.weight" not in names]
     weights = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch warns about read-only memmaps; we never write them
@@ -361,9 +374,10 @@ def write_gguf(path: str, config: dict[str, Any], tensors: dict[str, np.ndarray]
 
     Args:
         path: output file.
-        config: Hugging Face style config (``model_type`` llama, qwen2, qwen3 or gemma3).
-        tensors: Hugging Face names -> float32 arrays (``[out, in]`` matrices, 1-D vectors).
-        matrix_type: GGML type of 2-D weights (F32, F16, Q4_0, Q4_1, Q8_0, Q4_K, ...);
+        config: Hugging Face style config (``model_type`` llama, qwen2, qwen3, qwen3_moe or gemma3).
+        tensors: Hugging Face names -> float32 arrays (``[out, in]`` matrices, 1-D vectors; Qwen3-MoE experts
+            stacked ``[E, out, in]`` as ``model.layers.N.mlp.experts.{gate,up,down}_proj.weight``).
+        matrix_type: GGML type of 2-D and 3-D weights (F32, F16, Q4_0, Q4_1, Q8_0, Q4_K, ...);
             1-D tensors are F32.
         types: per-tensor overrides (HF name -> type name); a uint8 array is written as
             raw blocks of its type.
@@ -374,9 +388,10 @@ def write_gguf(path: str, config: dict[str, Any], tensors: dict[str, np.ndarray]
     """
     import gguf
 
-    arch = config["model_type"]
+    arch = _GGUF_ARCH.get(config["model_type"], config["model_type"])
     if arch not in _LAYER_MAP:
-        raise UnsupportedError(f"write_gguf: architecture {arch!r}; supported: {', '.join(_LAYER_MAP)}")
+        raise UnsupportedError(f"write_gguf: architecture {config['model_type']!r}; supported: "
+                               f"{', '.join(_MODEL_TYPE.get(a, a) for a in _LAYER_MAP)}")
     inverse = {v: k for k, v in _LAYER_MAP[arch].items()}
     inverse_global = {v: k for k, v in _GLOBAL_MAP.items()}
     w = gguf.GGUFWriter(path, arch)
@@ -387,6 +402,10 @@ def write_gguf(path: str, config: dict[str, Any], tensors: dict[str, np.ndarray]
     w.add_context_length(config.get("max_position_embeddings", 4096))
     w.add_embedding_length(config["hidden_size"])
     w.add_feed_forward_length(config["intermediate_size"])
+    if arch == "qwen3moe":
+        w.add_expert_count(config.get("num_experts") or config["num_local_experts"])  # transformers 5 renamed it
+        w.add_expert_used_count(config["num_experts_per_tok"])
+        w.add_expert_feed_forward_length(config["moe_intermediate_size"])
     w.add_head_count(heads)
     w.add_head_count_kv(kv)
     w.add_key_length(head_dim)
@@ -432,7 +451,7 @@ def write_gguf(path: str, config: dict[str, Any], tensors: dict[str, np.ndarray]
             data = _permute_qk(data, kv)
         if arch == "gemma3" and name.endswith("norm.weight"):
             data = data + 1.0
-        tname = types.get(name, matrix_type if data.ndim == 2 else "F32")
+        tname = types.get(name, matrix_type if data.ndim >= 2 else "F32")
         qtype = gguf.GGMLQuantizationType[tname]
         if qtype == gguf.GGMLQuantizationType.F32:
             w.add_tensor(gname, data)

@@ -45,7 +45,7 @@ class DenseWeight:
 
 @dataclasses.dataclass
 class GGMLWeight:
-    """Raw GGML blocks of a ``shape = (out, in)`` matrix (or a 1-D ``(n,)`` vector).
+    """Raw GGML blocks of a ``shape = (out, in)`` matrix (a 1-D ``(n,)`` vector, or an ``(experts, out, in)`` stack).
 
     ``raw`` is ``uint8 [rows, row_bytes]``: each row of the matrix is an
     independent run of blocks, so rows can be gathered (embeddings) or
@@ -71,17 +71,18 @@ class GGMLWeight:
 
 @dataclasses.dataclass
 class AffineWeight:
-    """MLX affine-quantized ``[out, in]`` matrix: ``w = scale * q + bias`` per group of ``group_size``."""
+    """MLX affine-quantized ``[out, in]`` matrix (or ``[experts, out, in]`` stack, mlx-lm's ``SwitchLinear``):
+    ``w = scale * q + bias`` per group of ``group_size``."""
 
-    weight: torch.Tensor  # uint32 [out, in * bits / 32]
-    scales: torch.Tensor  # [out, in / group_size]
-    biases: torch.Tensor  # [out, in / group_size]
+    weight: torch.Tensor  # uint32 [..., out, in * bits / 32]
+    scales: torch.Tensor  # [..., out, in / group_size]
+    biases: torch.Tensor  # [..., out, in / group_size]
     group_size: int
     bits: int
 
     @property
-    def shape(self) -> tuple[int, int]:
-        return (self.weight.shape[0], self.weight.shape[1] * 32 // self.bits)
+    def shape(self) -> tuple[int, ...]:
+        return (*self.weight.shape[:-1], self.weight.shape[-1] * 32 // self.bits)
 
     @property
     def quant(self) -> str:

@@ -14,12 +14,13 @@ _ARCHS = {
     "mistral": ("llama", "LlamaModel"),
     "qwen2": ("qwen", "Qwen2Model"),
     "qwen3": ("qwen", "Qwen3Model"),
+    "qwen3_moe": ("qwen", "Qwen3MoeModel"),
     "gemma3": ("gemma3", "Gemma3Model"),
     "gemma3_text": ("gemma3", "Gemma3Model"),
     "gemma4": ("gemma4", "Gemma4Model"),
     "gemma4_text": ("gemma4", "Gemma4Model"),
 }
-SUPPORTED = ("llama (Llama 2/3, SmolLM2)", "mistral", "qwen2", "qwen3", "gemma3 / gemma3_text",
+SUPPORTED = ("llama (Llama 2/3, SmolLM2)", "mistral", "qwen2", "qwen3", "qwen3_moe", "gemma3 / gemma3_text",
              "gemma4 / gemma4_text (dense)")
 
 
@@ -44,7 +45,7 @@ def build_model(ckpt: Checkpoint, opts: LoadOptions) -> CausalLM:
     if model_type is None:
         archs = ckpt.config.get("architectures") or []
         guess = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
-                 "Qwen3ForCausalLM": "qwen3", "Gemma3ForCausalLM": "gemma3_text"}
+                 "Qwen3ForCausalLM": "qwen3", "Qwen3MoeForCausalLM": "qwen3_moe", "Gemma3ForCausalLM": "gemma3_text"}
         model_type = next((guess[a] for a in archs if a in guess), None)
     return model_class(model_type)(ckpt, opts)
 

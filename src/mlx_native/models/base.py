@@ -635,6 +635,10 @@ class WeightSource:
         self.used.add(name)
         return weight
 
+    def placed(self, name: str, shape: Optional[tuple] = None) -> Weight:
+        """The weight ``name`` on the device, in the form the model runs it (:func:`place`)."""
+        return place(self.raw(name, shape), self.opts)
+
     def linear(self, prefix: str, shape: Optional[tuple] = None, bias: Optional[bool] = None) -> Linear:
         """The projection ``prefix.weight`` (``shape`` ``(out, in)``) and its bias ``(out,)`` where present."""
         raw = self.raw(prefix + ".weight", shape)

@@ -152,7 +152,7 @@ class LlamaModel(CausalLM):
                 ws.vector(f"{p}.input_layernorm.weight", size=hidden),
                 LlamaAttention(cfg, ws, f"{p}.self_attn", freqs, rope_scale),
                 ws.vector(f"{p}.post_attention_layernorm.weight", size=hidden),
-                LlamaMLP(cfg, ws, f"{p}.mlp"),
+                self._mlp(cfg, ws, f"{p}.mlp", i),
             ))
         # whether the projection before each norm hands it to the projections after it (Linear.matmul_add_rms_norm)
         self.handoff = [(opts.norm_handoff and attn.takes_handoff(opts.dtype),
@@ -162,6 +162,11 @@ class LlamaModel(CausalLM):
             self.lm_head = Linear(self.embed.weight)
         else:
             self.lm_head = ws.linear("lm_head", (None, hidden))
+
+    def _mlp(self, cfg: LlamaConfig, ws: WeightSource, prefix: str, layer: int):
+        """The FFN of ``layer``: an object with ``hidden(x)``, ``down.matmul_add_rms_norm`` and ``takes_handoff``
+        (:class:`GatedMLP`; Qwen3-MoE's sparse layers override this)."""
+        return LlamaMLP(cfg, ws, prefix)
 
     def layer_cache_shapes(self):
         return [(self.config.num_kv_heads, self.config.head_dim)] * self.config.num_layers
