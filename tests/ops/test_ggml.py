@@ -684,6 +684,14 @@ def test_embedding_rows(device, name, request):
     assert torch.equal(out.cpu(), table[ids].to(torch.bfloat16))
 
 
+def test_embedding_strided_ids(device, request):
+    """A decode step's ids column ``tokens[:, t:t+1]`` (its flattening a strided view) reads the right rows."""
+    raw = valid_blocks("Q8_0", 11, 64, rng_for(request))
+    tokens = torch.randint(0, 11, (3, 7))
+    out = mn.ggml_embedding(tokens.to(device)[:, 4:5], raw_tensor(raw, device), "Q8_0", (11, 64), dtype=torch.float32)
+    assert torch.equal(out.cpu(), torch.from_numpy(gguf_values(raw, "Q8_0", (11, 64)))[tokens[:, 4:5]])
+
+
 # --------------------------------------------------------------------------- bad input
 
 

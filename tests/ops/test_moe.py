@@ -119,6 +119,32 @@ def test_moe_qmm(device, tokens, per_slot):
     assert_error_bar(out.cpu(), oracle, lowp)
 
 
+def _strided_views(tokens, e, topk):
+    """Expert ids and routing weights whose flattening is a strided view, not a copy: a column of a wider tensor
+    (``top_k`` 1) or every other column of one token's row."""
+    if tokens > 1:
+        assert topk == 1
+        return torch.randint(0, e, (tokens, 5), dtype=torch.int32)[:, 2:3], torch.rand(tokens, 5)[:, 1:2]
+    return torch.randint(0, e, (1, 2 * topk), dtype=torch.int32)[:, ::2], torch.rand(1, 2 * topk)[:, 1::2]
+
+
+@pytest.mark.parametrize("tokens,topk", [(3, 1), (1, 3)])
+def test_strided_ids_and_weights(device, tokens, topk):
+    """``moe_qmm`` / ``moe_ggml_matmul`` (routed rows, and the down projection mixing the slots) read strided ids and
+    weights as their contiguous copies (a flattened view kept its stride and was read as contiguous)."""
+    e, n, k = 6, 16, 256
+    wq, s, b = (t.to(device) for t in experts_affine(e, n, k))
+    raw = torch.from_numpy(crafted_blocks("Q8_0", e * n * k // 32, np.random.default_rng(0))).to(device)
+    x, h = randn(tokens, k, dtype=torch.bfloat16).to(device), randn(tokens, topk, k, dtype=torch.bfloat16).to(device)
+    ids, w = (t.to(device) for t in _strided_views(tokens, e, topk))
+    assert not ids.is_contiguous() and ids.reshape(-1)._base is not None
+    for call in (lambda i, m: mn.moe_qmm(x, i, wq, s, b),
+                 lambda i, m: mn.moe_qmm(h, i, wq, s, b, topk_weights=m),
+                 lambda i, m: mn.moe_ggml_matmul(x, i, raw, "Q8_0", (e, n, k)),
+                 lambda i, m: mn.moe_ggml_matmul(h, i, raw, "Q8_0", (e, n, k), topk_weights=m)):
+        assert torch.equal(call(ids, w).cpu(), call(ids.contiguous(), w.contiguous()).cpu())
+
+
 @pytest.mark.parametrize("activation", ["silu", "gelu_tanh"])
 @pytest.mark.parametrize("tokens", [2, 40])
 def test_moe_qmm_fused_gate_up(device, activation, tokens):
@@ -596,6 +622,17 @@ def test_moe_ggml_idot_rules(monkeypatch):
         assert not gguf_idot.supports(formats.BY_NAME[name].id, bf16, 768, 8, 10)
     monkeypatch.setattr(env, "settings", dataclasses.replace(env.settings, ggml_idot=False))
     assert not gguf_idot.supports(q4k, bf16, 768, 8, 10)
+
+
+@pytest.mark.parametrize("k,top_k,warps", [(256, 2, 1), (256, 8, 1), (768, 8, 4), (2048, 8, 8)])
+def test_moe_ggml_mix_launch_warps(k, top_k, warps):
+    """The token-mixing down projection runs a warp per 32 chunk rows, and at least one (a small model's top-2 of
+    rows of one super-block has 8 chunk rows: it launched with 0 warps, which Triton refuses)."""
+    from mlx_native.ops.moe import gguf_idot
+
+    launch = gguf_idot.MoeGgmlIdotLaunch(formats.BY_NAME["Q4_K"].id, top_k, 64, k, 4, 1, torch.bfloat16, "cpu",
+                                         mix=True, top_k=top_k)
+    assert launch.by_token and launch.launch.options["num_warps"] == warps
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])

@@ -116,6 +116,14 @@ def test_quantized_embedding_rows(device, bits, group_size, out):
                        what=f"quantized_embedding {bits}b g{group_size}")
 
 
+def test_quantized_embedding_strided_ids(device):
+    """A decode step's ids column ``tokens[:, t:t+1]`` (its flattening a strided view) reads the right rows."""
+    wq, s, b = qweight(11, 64, 32, 4, torch.bfloat16)
+    tokens = torch.randint(0, 11, (3, 7))
+    ours = mn.quantized_embedding(tokens.to(device)[:, 4:5], wq.to(device), s.to(device), b.to(device), 32, 4)
+    assert torch.equal(ours.cpu(), mn.dequantize(wq, s, b, 32, 4)[tokens[:, 4:5]])
+
+
 def test_quantized_embedding_default_dtype_and_int32_ids(device):
     wq, s, b = qweight(5, 64, 64, 4, torch.bfloat16)
     ids = torch.tensor([4, 0, 4], dtype=torch.int32)

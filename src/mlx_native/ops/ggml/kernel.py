@@ -197,7 +197,7 @@ class EmbeddingPlan:
 
     def __call__(self, ids, raw):
         out = empty(self.out_shape, dtype=self.dtype, device=raw.device)
-        self.launch(aligned(raw.reshape(-1)), ids.reshape(-1), out, *self.ints)
+        self.launch(aligned(raw.reshape(-1)), ids.reshape(-1).contiguous(), out, *self.ints)
         return out
 
 

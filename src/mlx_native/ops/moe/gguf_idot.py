@@ -201,7 +201,7 @@ class MoeGgmlIdotLaunch:
             self.launch = Launch(moe_q4k_mix_kernel, (triton.cdiv(n, bn), slots // top_k), dict(
                 STRIDE_W=stride_w, STRIDE_E=n * stride_w, BN=bn, CH=next_pow2(k // 64), CHUNKS=k // 64,
                 SLOTS=next_pow2(top_k), TOPK=top_k, EVEN_N=n % bn == 0, Q5K=q5k, ASM=asm, PDL=link),
-                num_warps=rows // 32, num_stages=1, pdl=link > 0)
+                num_warps=max(1, rows // 32), num_stages=1, pdl=link > 0)
             return
         bn = BN if act is None else GLU_BN[type_id]
         self.mix = SlotMix(mix, slots, top_k, n, triton.cdiv(n, bn), out_dtype, device)

@@ -221,15 +221,16 @@ class MoeQmmPlan:
                                biases_up[0]).view(self.out_shape)
         if self.kind == "grouped":
             up = None if w_up is None else (words(w_up), scales_up, biases_up)
-            return self.launch(_x2d(x), ids.reshape(-1), (words(w), scales, biases), up).view(self.out_shape)
+            return self.launch(_x2d(x), ids.reshape(-1).contiguous(), (words(w), scales, biases), up).view(self.out_shape)
         if self.kind.startswith("idot"):
-            mix = mix.reshape(-1) if self.kind == "idot_mix" else None
-            out = self.launch(_x2d(x), ids.reshape(-1), words(w), scales, biases, words(w_up), scales_up, biases_up,
+            mix = mix.reshape(-1).contiguous() if self.kind == "idot_mix" else None
+            out = self.launch(_x2d(x), ids.reshape(-1).contiguous(), words(w), scales, biases, words(w_up), scales_up, biases_up,
                               mix=mix)
             return out.view(self.out_shape)
         w, scales, biases, w_up, scales_up, biases_up = (
             None if u is None else u.contiguous() for u in (w, scales, biases, w_up, scales_up, biases_up))
-        out = self.launch(_x2d(x), ids.reshape(-1), words(w), scales, biases, words(w_up), scales_up, biases_up)
+        out = self.launch(_x2d(x), ids.reshape(-1).contiguous(), words(w), scales, biases, words(w_up), scales_up,
+                          biases_up)
         return out.view(self.out_shape)
 
 
@@ -366,9 +367,10 @@ class MoeGgmlPlan:
         r = aligned(raw.reshape(-1))
         r2 = aligned(raw_up.reshape(-1)) if raw_up is not None else None
         if self.kind == "grouped":
-            return self.launch(_x2d(x), ids.reshape(-1), (r,), None if r2 is None else (r2,)).view(self.out_shape)
+            return self.launch(_x2d(x), ids.reshape(-1).contiguous(), (r,), None if r2 is None else (r2,)).view(
+                self.out_shape)
         if self.kind in ("idot", "routed mv"):
-            mix = mix.reshape(-1) if self.mixed else None
-            return self.launch(_x2d(x), ids.reshape(-1), r, r2, mix).view(self.out_shape)
-        out = self.launch(_x2d(x), ids.reshape(-1), r, r, r, r2, r2, r2)
+            mix = mix.reshape(-1).contiguous() if self.mixed else None
+            return self.launch(_x2d(x), ids.reshape(-1).contiguous(), r, r2, mix).view(self.out_shape)
+        out = self.launch(_x2d(x), ids.reshape(-1).contiguous(), r, r, r, r2, r2, r2)
         return out.view(self.out_shape)

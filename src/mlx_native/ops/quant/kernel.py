@@ -124,7 +124,7 @@ class EmbeddingPlan:
 
     def __call__(self, ids, w, scales, biases):
         out = empty(self.out_shape, dtype=self.dtype, device=w.device)
-        self.launch(_words(w), *_scale_rows(scales, biases), ids.reshape(-1), out, *self.ints)
+        self.launch(_words(w), *_scale_rows(scales, biases), ids.reshape(-1).contiguous(), out, *self.ints)
         return out
 
 
