@@ -119,13 +119,15 @@ def test_moe_qmm(device, tokens, per_slot):
     assert_error_bar(out.cpu(), oracle, lowp)
 
 
-def _strided_views(tokens, e, topk):
-    """Expert ids and routing weights whose flattening is a strided view, not a copy: a column of a wider tensor
-    (``top_k`` 1) or every other column of one token's row."""
+def _strided_views(tokens, e, topk, device):
+    """Expert ids and routing weights on ``device`` whose flattening is a strided view, not a copy: a column of a
+    wider tensor (``top_k`` 1) or every other column of one token's row."""
     if tokens > 1:
         assert topk == 1
-        return torch.randint(0, e, (tokens, 5), dtype=torch.int32)[:, 2:3], torch.rand(tokens, 5)[:, 1:2]
-    return torch.randint(0, e, (1, 2 * topk), dtype=torch.int32)[:, ::2], torch.rand(1, 2 * topk)[:, 1::2]
+        ids, w = torch.randint(0, e, (tokens, 5), dtype=torch.int32), torch.rand(tokens, 5)
+        return ids.to(device)[:, 2:3], w.to(device)[:, 1:2]
+    ids, w = torch.randint(0, e, (1, 2 * topk), dtype=torch.int32), torch.rand(1, 2 * topk)
+    return ids.to(device)[:, ::2], w.to(device)[:, 1::2]
 
 
 @pytest.mark.parametrize("tokens,topk", [(3, 1), (1, 3)])
@@ -136,8 +138,8 @@ def test_strided_ids_and_weights(device, tokens, topk):
     wq, s, b = (t.to(device) for t in experts_affine(e, n, k))
     raw = torch.from_numpy(crafted_blocks("Q8_0", e * n * k // 32, np.random.default_rng(0))).to(device)
     x, h = randn(tokens, k, dtype=torch.bfloat16).to(device), randn(tokens, topk, k, dtype=torch.bfloat16).to(device)
-    ids, w = (t.to(device) for t in _strided_views(tokens, e, topk))
-    assert not ids.is_contiguous() and ids.reshape(-1)._base is not None
+    ids, w = _strided_views(tokens, e, topk, device)
+    assert not ids.reshape(-1).is_contiguous() and not w.reshape(-1).is_contiguous()
     for call in (lambda i, m: mn.moe_qmm(x, i, wq, s, b),
                  lambda i, m: mn.moe_qmm(h, i, wq, s, b, topk_weights=m),
                  lambda i, m: mn.moe_ggml_matmul(x, i, raw, "Q8_0", (e, n, k)),
