@@ -89,6 +89,16 @@ class AffineWeight:
         return f"affine-{self.bits}bit-g{self.group_size}"
 
     @property
+    def scheme(self) -> tuple:
+        """``(group_size, bits, scales dtype)``: weights of one scheme run in one quantized op."""
+        return (self.group_size, self.bits, self.scales.dtype)
+
+    @property
+    def tensors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(weight, scales, biases)``, as the quantized ops take them."""
+        return (self.weight, self.scales, self.biases)
+
+    @property
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (self.weight, self.scales, self.biases))
 

@@ -219,8 +219,7 @@ class Linear:
             weight = GGMLWeight(raw, first.ggml_type, first.type_name,
                                 (sum(w.shape[0] for w in ws), first.shape[1]))
         else:
-            if any((w.group_size, w.bits, w.scales.dtype) != (first.group_size, first.bits, first.scales.dtype)
-                   for w in ws):
+            if any(w.scheme != first.scheme for w in ws):
                 return None
             weight = AffineWeight(torch.cat([w.weight for w in ws]), torch.cat([w.scales for w in ws]),
                                   torch.cat([w.biases for w in ws]), first.group_size, first.bits)

@@ -15,8 +15,6 @@ The experts are stacked ``[E, out, in]`` in any weight kind, each run by the op 
 
 from __future__ import annotations
 
-from typing import Union
-
 import torch
 
 import mlx_native as mn
@@ -24,7 +22,6 @@ import mlx_native as mn
 from ..errors import FormatError
 from ..formats.weights import AffineWeight, DenseWeight, GGMLWeight, Weight
 from ..ops.activations.api import gated_mul
-from ..ops.quant.matmul_norm import NormHandoff
 
 EXPERT_PARTS = ("gate_proj", "up_proj", "down_proj")
 
@@ -85,20 +82,19 @@ class SparseMoE:
 
     @staticmethod
     def takes_handoff(dtype: torch.dtype) -> bool:
+        """No: the router reads the normed rows first, so the decoder hands this block a tensor."""
         return False
 
-    def hidden(self, x: Union[torch.Tensor, NormHandoff]) -> torch.Tensor:
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:
         """The block's output ``[..., hidden]`` for ``x [..., hidden]``."""
-        if isinstance(x, NormHandoff):
-            x = x.normed()
         logits = self.router(x)
         g, u, d = self.gate, self.up, self.down_w
         kw = dict(activation=self.activation, renormalize=self.renormalize)
         if isinstance(g, GGMLWeight):
             return mn.moe_ggml_ffn(x, logits, self.top_k, (g.raw, g.ggml_type), (u.raw, u.ggml_type),
                                    (d.raw, d.ggml_type), **kw)
-        if isinstance(g, AffineWeight) and _same_quant(g, u, d):
-            return mn.moe_ffn(x, logits, self.top_k, _parts(g), _parts(u), _parts(d), group_size=g.group_size,
+        if isinstance(g, AffineWeight) and g.scheme == u.scheme == d.scheme:
+            return mn.moe_ffn(x, logits, self.top_k, g.tensors, u.tensors, d.tensors, group_size=g.group_size,
                               bits=g.bits, **kw)
         x2 = x.reshape(-1, x.shape[-1])
         ids, w = mn.moe_route(logits.reshape(x2.shape[0], -1), self.top_k, renormalize=self.renormalize)
@@ -111,13 +107,13 @@ class SparseMoE:
     def _affine(self, x2: torch.Tensor, ids: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """Experts quantized differently (mlx-lm's per-module overrides): the routed ops one by one."""
         g, u, d = self.gate, self.up, self.down_w
-        if _same_quant(g, u):
-            h = mn.moe_qmm(x2, ids, *_parts(g), group_size=g.group_size, bits=g.bits, w_up=u.weight,
+        if g.scheme == u.scheme:
+            h = mn.moe_qmm(x2, ids, *g.tensors, group_size=g.group_size, bits=g.bits, w_up=u.weight,
                            scales_up=u.scales, biases_up=u.biases, activation=self.activation)
         else:
-            h = gated_mul(mn.moe_qmm(x2, ids, *_parts(g), group_size=g.group_size, bits=g.bits),
-                          mn.moe_qmm(x2, ids, *_parts(u), group_size=u.group_size, bits=u.bits), self.activation)
-        return mn.moe_qmm(h, ids, *_parts(d), group_size=d.group_size, bits=d.bits, topk_weights=w)
+            h = gated_mul(mn.moe_qmm(x2, ids, *g.tensors, group_size=g.group_size, bits=g.bits),
+                          mn.moe_qmm(x2, ids, *u.tensors, group_size=u.group_size, bits=u.bits), self.activation)
+        return mn.moe_qmm(h, ids, *d.tensors, group_size=d.group_size, bits=d.bits, topk_weights=w)
 
     def _dense(self, x2: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """Each routed row through its expert: ``[T, k, hidden]`` for ``x2 [T, hidden]``, ``ids [T, k]``."""
@@ -142,12 +138,3 @@ class SparseMoE:
             start += n
         return ys.view(t, k, -1)
 
-
-def _parts(w: AffineWeight) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return w.weight, w.scales, w.biases
-
-
-def _same_quant(*ws: AffineWeight) -> bool:
-    first = ws[0]
-    return all((w.group_size, w.bits, w.scales.dtype) == (first.group_size, first.bits, first.scales.dtype)
-               for w in ws)
