@@ -137,4 +137,3 @@ class SparseMoE:
                 ys[order[start:start + n]] = h @ d[e].T
             start += n
         return ys.view(t, k, -1)
-
