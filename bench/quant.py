@@ -53,6 +53,11 @@ MOE = [  # (name, experts, top_k, hidden, intermediate, tokens)
     ("qwen3.6-35b-a3b", 256, 8, 2048, 512, 1),
     ("qwen3-30b-a3b", 128, 8, 2048, 768, 512),
 ]
+ROUTERS = [  # (name, experts, top_k, hidden, tokens): the router projection + routing at decode sizes
+    ("qwen3-30b-a3b", 128, 8, 2048, 1),
+    ("qwen3-30b-a3b", 128, 8, 2048, 4),
+    ("qwen3.6-35b-a3b", 256, 8, 2048, 1),
+]
 MOE_GGML = [  # (name, gate / up type, down type, experts, top_k, hidden, intermediate, tokens): GGUF experts
     ("qwen3-30b-a3b", "Q4_K", "Q4_K", 128, 8, 2048, 768, 1),
     ("qwen3-30b-a3b", "Q4_K", "Q6_K", 128, 8, 2048, 768, 1),  # a Q4_K_M file's Q6_K layers
@@ -219,6 +224,63 @@ def _moe_case(label, e, topk, hidden, inter, tokens):
     return add_read_ceiling(case, used * per_expert) if regime == "decode" else case
 
 
+def _router_case(label, e, topk, hidden, tokens):
+    """``moe_router`` (the router projection and the routing in one launch) against the two steps (cuBLAS logits,
+    then ``moe_route``) and torch; each returns the chosen weights (sorted: a near tie that two logit roundings
+    order differently does not count)."""
+    rw = torch.randn(e, hidden, device=common.DEVICE, dtype=DT) * 0.02
+    nbytes = rw.numel() * rw.element_size() + 2 * tokens * hidden
+
+    def make():
+        return (torch.randn(tokens, hidden, device=common.DEVICE, dtype=DT),)
+
+    def torch_route(x):
+        w = torch.topk(torch.softmax(torch.nn.functional.linear(x, rw).float(), -1), topk, -1).values
+        return w / w.sum(-1, keepdim=True)
+
+    impls = {"mlx-native": Impl(lambda x: mn.moe_router(x, rw, topk)[1]),
+             "mlx-native[cuBLAS logits + moe_route]": Impl(
+                 lambda x: mn.moe_route(torch.nn.functional.linear(x, rw), topk)[1]),
+             "torch (F.linear + softmax + topk)": Impl(torch_route)}
+    case = Case("quant", f"moe_router_{label}", f"T{tokens} E{e} top{topk} H{hidden}", str(DT), "decode", nbytes,
+                make, impls, flops=2 * tokens * e * hidden)
+    return add_read_ceiling(case, rw.numel() * rw.element_size())
+
+
+def _moe_step_case(label, e, topk, hidden, inter, gguf=None):
+    """One token's whole MoE FFN from the normed row: router, routing, experts, mix (``router_weight=``), against
+    the same step fed cuBLAS logits, and torch. ``gguf``: the experts' GGUF type (None: MLX affine 4-bit)."""
+    rw = torch.randn(e, hidden, device=common.DEVICE, dtype=DT) * 0.02
+    shapes = ((e, inter, hidden), (e, inter, hidden), (e, hidden, inter))
+    if gguf is None:
+        parts = [affine_weight(n, k, lead=(e,)) for _, n, k in shapes]
+        dense = [mn.dequantize(*w) for w in parts]
+        per_expert = 2 * affine_bytes(inter, hidden) + affine_bytes(hidden, inter)
+
+        def step(x, logits=None, router=None):
+            return mn.moe_ffn(x, logits, topk, *parts, router_weight=router)
+    else:
+        parts = [(gguf_raw(gguf, n, k, e), gguf) for _, n, k in shapes]
+        dense = [mn.ggml_dequantize(r, gguf, sh, dtype=DT) for (r, _), sh in zip(parts, shapes)]
+        per_expert = sum(sh[1] * formats.row_bytes(formats.BY_NAME[gguf], sh[2]) for sh in shapes)
+
+        def step(x, logits=None, router=None):
+            return mn.moe_ggml_ffn(x, logits, topk, *parts, router_weight=router)
+    floor = min(e, topk) * per_expert + rw.numel() * rw.element_size()
+    torch_moe = _torch_moe(*dense, topk)
+
+    def make():
+        return (torch.randn(1, hidden, device=common.DEVICE, dtype=DT) * 4,)
+
+    impls = {"mlx-native": Impl(lambda x: step(x, router=rw)),
+             "mlx-native[cuBLAS logits]": Impl(lambda x: step(x, torch.nn.functional.linear(x, rw))),
+             TORCH_MOE: Impl(lambda x: torch_moe(x, torch.nn.functional.linear(x, rw)), tolerance=5e-2)}
+    kind = "mlx4" if gguf is None else gguf
+    case = Case("quant", f"moe_step_{label}", f"T1 E{e} top{topk} H{hidden} I{inter} {kind} +router", str(DT),
+                "decode", floor + 4 * hidden, make, impls, flops=2 * topk * 3 * hidden * inter)
+    return add_read_ceiling(case, floor)
+
+
 TORCH_MOE = "torch bf16 (gather experts + bmm)"
 
 
@@ -303,6 +365,10 @@ def cases() -> list[Case]:
         out.append(_moe_case(*spec))
     for spec in MOE_GGML:
         out.append(_moe_ggml_case(*spec))
+    for spec in ROUTERS:
+        out.append(_router_case(*spec))
+    out.append(_moe_step_case("qwen3-30b-a3b", 128, 8, 2048, 768))
+    out.append(_moe_step_case("qwen3-30b-a3b", 128, 8, 2048, 768, "Q4_K"))
     return out
 
 

@@ -98,6 +98,8 @@ CASES += [
     ("ggml_embedding", lambda i, r: mn.ggml_embedding(i, r, "Q8_0", (6, 64)),
      lambda d: (torch.randint(0, 6, (2, 3), device=d), _q8_0_raw(d, 6, 64))),
     ("moe_route", lambda z: mn.moe_route(z, 4), lambda d: (torch.randn(3, 16, device=d),)),
+    ("moe_router", lambda x, r: mn.moe_router(x, r, 4),
+     lambda d: (torch.randn(3, 64, device=d, dtype=torch.bfloat16), torch.randn(16, 64, device=d))),
     ("moe_qmm", lambda x, i, w, s, b: mn.moe_qmm(x, i, w, s, b, w_up=w, scales_up=s, biases_up=b),
      lambda d: (torch.randn(3, 128, device=d), torch.randint(0, 4, (3, 2), device=d, dtype=torch.int32),
                 *_qweight(d, 4))),

@@ -18,7 +18,7 @@ from .errors import (
 from .ops.activations import gelu_mul, sigmoid_mul, silu_mul, softcap, softmax
 from .ops.attention import KVCache, flash_attn_decode, flash_attn_prefill, kv_cache_write, scaled_dot_product_attention
 from .ops.ggml import ggml_dequantize, ggml_embedding, ggml_matmul, ggml_to_affine
-from .ops.moe import moe_ffn, moe_ggml_ffn, moe_ggml_matmul, moe_qmm, moe_route, moe_weighted_reduce
+from .ops.moe import moe_ffn, moe_ggml_ffn, moe_ggml_matmul, moe_qmm, moe_route, moe_router, moe_weighted_reduce
 from .ops.norms import add_rms_norm, l2_norm, rms_norm
 from .ops.quant import dequantize, gather_qmm, quantize, quantized_embedding, quantized_matmul
 from .ops.rope import RopeSpec, head_norm_rope, head_norm_rope_qk, rope, rope_multi, rope_qk

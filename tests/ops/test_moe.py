@@ -63,6 +63,69 @@ def test_route_no_renormalize_bias_and_batch_dims(device):
     assert_error_bar(w.cpu(), want_w, want_w.float())
 
 
+@pytest.fixture
+def router_plans(monkeypatch):
+    """The moe_router plans built while the test runs (``fused``: one launch)."""
+    from mlx_native.ops.moe import routing
+
+    return spy_plans(monkeypatch, routing.RouterPlan)
+
+
+@pytest.mark.parametrize("tokens, e, k, hidden, dtype, rdtype, scoring, biased, fused", [
+    (1, 128, 8, 2048, torch.bfloat16, torch.bfloat16, "softmax", False, True),  # Qwen3-30B-A3B decode
+    (3, 60, 4, 200, torch.float16, torch.float32, "sigmoid", True, True),  # odd E and hidden, fp32 router
+    (16, 256, 8, 96, torch.float32, torch.bfloat16, "softmax", False, True),  # the most rows of one launch
+    (17, 40, 6, 136, torch.bfloat16, torch.bfloat16, "softmax", True, False),  # more: fp32 matmul + route
+])
+def test_router(device, router_plans, tokens, e, k, hidden, dtype, rdtype, scoring, biased, fused):
+    """moe_router routes x @ router.T: the experts route_loop chooses from fp64 logits, the weights within the
+    error bar of routing the fp32 logits; x rows strided."""
+    x, r = randn(tokens, hidden, dtype=dtype), randn(e, hidden, dtype=rdtype, scale=0.1)
+    bias = randn(e, scale=0.2) if biased else None
+    ids, w = mn.moe_router(row_strided(x, device), r.to(device), k, scoring=scoring,
+                           selection_bias=bias.to(device) if biased else None)
+    z64 = x.double() @ r.double().T
+    want_ids, want_w = route_loop(z64, k, scoring, True, bias)
+    assert [p.fused for p in router_plans] == [fused] and ids.shape == (tokens, k) and w.dtype == torch.float32
+    assert torch.equal(ids.cpu().long(), want_ids)
+    lowp = route_loop((x.float() @ r.float().T), k, scoring, True, bias)[1]
+    assert_error_bar(w.cpu(), want_w, lowp.float())
+
+
+def test_router_again_and_batch_dims(device, router_plans):
+    """A second call of the fused launch (its counter set back to zero by the first) routes its own rows;
+    leading dims ``[B, S]`` are tokens."""
+    r = randn(32, 64, scale=0.3).to(device)
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        x = randn(2, 3, 64)
+        ids, w = mn.moe_router(x.to(device), r, 4)
+        want_ids, want_w = route_loop(x.double() @ r.cpu().double().T, 4, "softmax", True)
+        assert ids.shape == (2, 3, 4) and torch.equal(ids.cpu().long(), want_ids)
+        assert_error_bar(w.cpu(), want_w, want_w.float())
+    assert [p.fused for p in router_plans] == [True]
+
+
+def test_router_ties_and_empty(device):
+    """Tied logits go to the lower expert id; no rows give empty results."""
+    x = torch.zeros(2, 64)
+    x[:, 0] = 1.0
+    r = torch.randint(-1, 2, (24, 64)).float()  # logits in {-1, 0, 1}: many ties
+    ids, _ = mn.moe_router(x.to(device), r.to(device), 5)
+    assert torch.equal(ids.cpu().long(), route_loop(x @ r.T, 5, "softmax", True)[0])
+    ids, w = mn.moe_router(torch.zeros(0, 64, device=device), r.to(device), 5)
+    assert ids.shape == w.shape == (0, 5)
+
+
+def test_router_reference_backend():
+    x, r = randn(3, 48, dtype=torch.bfloat16), randn(10, 48, dtype=torch.bfloat16)
+    with mn.use_backend("reference"):
+        ids, w = mn.moe_router(x, r, 3)
+    want_ids, want_w = route_loop(x.double() @ r.double().T, 3, "softmax", True)
+    assert torch.equal(ids.long(), want_ids)
+    assert_error_bar(w, want_w, want_w.float())
+
+
 # --------------------------------------------------------------------------- expert matmuls
 
 
@@ -750,6 +813,31 @@ def test_moe_ffn_other_paths_run_the_three_ops(device, ffn_plans, bits, dtype):
     assert [p.fused for p in ffn_plans] == [False] and torch.equal(out.cpu(), want.cpu())
 
 
+@pytest.mark.parametrize("dtype, fused", [(torch.bfloat16, True), (torch.float32, False)])
+def test_moe_ffn_router_weight(device, ffn_plans, dtype, fused):
+    """``router_weight`` instead of logits: the step routes ``x @ router.T`` (fp32) in its routing launch (the fused
+    chain) or through moe_router (other calls): the oracle of the fp64 logits; the same bits as moe_router and the
+    two moe_qmm calls."""
+    from mlx_native.ops.moe.routing import RouterPlan
+
+    e, topk, hidden, inter, gs = 24, 4, 128, 64, 32
+    gate, up, down = (experts_affine(e, inter, hidden, gs, 4, dtype), experts_affine(e, inter, hidden, gs, 4, dtype),
+                      experts_affine(e, hidden, inter, gs, 4, dtype))
+    x, r = randn(3, hidden, dtype=dtype), randn(e, hidden, dtype=torch.bfloat16, scale=0.2)
+    dev = lambda ts: tuple(t.to(device) for t in ts)  # noqa: E731
+    xd, r_d = x.to(device), r.to(device)
+    out = mn.moe_ffn(xd, None, topk, dev(gate), dev(up), dev(down), group_size=gs, router_weight=r_d)
+    assert [p.fused for p in ffn_plans] == [fused]
+    if fused:
+        assert isinstance(ffn_plans[0].route, RouterPlan) and ffn_plans[0].route.fused
+    assert_error_bar(out.cpu(), *ffn_oracles(x, x.double() @ r.double().T, topk, gate, up, down, gs))
+    ids, w = mn.moe_router(xd, r_d, topk)
+    h = mn.moe_qmm(xd, ids, *dev(gate), group_size=gs, w_up=up[0].to(device), scales_up=up[1].to(device),
+                   biases_up=up[2].to(device))
+    want = mn.moe_qmm(h, ids, *dev(down), group_size=gs, topk_weights=w)
+    assert torch.equal(out.cpu(), want.cpu())
+
+
 def test_moe_ffn_reference_backend():
     e, topk, hidden, inter = 5, 2, 64, 64
     gate, up, down = experts_affine(e, inter, hidden), experts_affine(e, inter, hidden), experts_affine(e, hidden, inter)
@@ -822,6 +910,25 @@ def test_moe_ggml_ffn_fused(device, ggml_ffn_plans, types, tokens, e, topk, dtyp
     assert torch.equal(out.cpu(), want.cpu())
     again = mn.moe_ggml_ffn(xd, zd, topk, (rg, types[0]), (ru, types[1]), (rd, types[2]), activation=activation)
     assert torch.equal(again.cpu(), out.cpu())
+
+
+def test_moe_ggml_ffn_router_weight(device, ggml_ffn_plans):
+    """``router_weight``: the chained step routes ``x @ router.T`` in its first launch; bit for bit moe_router and
+    the two ops it chains."""
+    from mlx_native.ops.moe.routing import RouterPlan
+
+    types, e, topk, hidden = ("Q8_0", "Q8_0", "Q8_0"), 12, 3, 256
+    raws, values = _ggml_experts(types, e, hidden, hidden, np.random.default_rng(5))
+    x, r = randn(2, hidden, dtype=torch.bfloat16, scale=0.05), randn(e, hidden, dtype=torch.bfloat16)
+    rg, ru, rd = (t.to(device) for t in raws)
+    xd, r_d = x.to(device), r.to(device)
+    out = mn.moe_ggml_ffn(xd, None, topk, (rg, "Q8_0"), (ru, "Q8_0"), (rd, "Q8_0"), router_weight=r_d)
+    plan, = ggml_ffn_plans
+    assert plan.fused and isinstance(plan.route, RouterPlan) and plan.route.fused
+    assert_error_bar(out.cpu(), *ggml_ffn_oracles(x, x.double() @ r.double().T, topk, values))
+    ids, w = mn.moe_router(xd, r_d, topk)
+    h = mn.moe_ggml_matmul(xd, ids, rg, "Q8_0", (e, hidden, hidden), raw_up=ru)
+    assert torch.equal(out.cpu(), mn.moe_ggml_matmul(h, ids, rd, "Q8_0", (e, hidden, hidden), topk_weights=w).cpu())
 
 
 @pytest.mark.parametrize("types, dtype", [
@@ -907,8 +1014,17 @@ class TestBadInput:
             mn.moe_ffn(x, z, 2, gate, up, down[:2], **kw)
         with pytest.raises(mn.InvalidArgumentError, match=r"moe_ffn: router_logits has shape \(3, 4\); expected"):
             mn.moe_ffn(x, torch.randn(3, e), 2, gate, up, down, **kw)
-        with pytest.raises(mn.InvalidArgumentError, match=r"moe_route: top_k must be an int"):
+        with pytest.raises(mn.InvalidArgumentError, match=r"moe_ffn: top_k must be an int"):
             mn.moe_ffn(x, z, 5, gate, up, down, **kw)
+        with pytest.raises(mn.InvalidArgumentError, match="moe_ffn: give router_logits or router_weight, not both"):
+            mn.moe_ffn(x, z, 2, gate, up, down, router_weight=torch.randn(e, hidden), **kw)
+        with pytest.raises(mn.InvalidArgumentError, match="moe_ffn: give router_logits or router_weight, not neither"):
+            mn.moe_ffn(x, None, 2, gate, up, down, **kw)
+        with pytest.raises(mn.InvalidArgumentError, match=r"moe_ffn: top_k must be an int in \[1, min\(n_experts, 64\)\]"
+                                                          r" = \[1, 3\], got 4"):
+            mn.moe_ffn(x, None, 4, gate, up, down, router_weight=torch.randn(3, hidden), **kw)
+        with pytest.raises(mn.InvalidArgumentError, match=r"moe_ffn: gate must be \[experts=3, N"):
+            mn.moe_ffn(x, None, 2, gate, up, down, router_weight=torch.randn(3, hidden), **kw)
         with pytest.raises(mn.InvalidArgumentError, match=r"moe_ffn: gate must be \[experts=5, N"):
             mn.moe_ffn(x, torch.randn(2, 5), 2, gate, up, down, **kw)
         with pytest.raises(mn.InvalidArgumentError, match=r"moe_ffn: down holds 64 x 64 matrices; expected 64 x 32"):
@@ -942,6 +1058,35 @@ class TestBadInput:
             mn.moe_ggml_ffn(x, z, 2, (gate[0].float(), "Q4_K"), up, down)
         with pytest.raises(mn.InvalidArgumentError, match="moe_ggml_ffn: activation must be one of"):
             mn.moe_ggml_ffn(x, z, 2, gate, up, down, activation="relu")
+        with pytest.raises(mn.InvalidArgumentError, match=r"moe_ggml_ffn: router_weight must be \[n_experts, "
+                                                          r"hidden=256\] \(hidden from x\), got shape \(4, 128\)"):
+            mn.moe_ggml_ffn(x, None, 2, gate, up, down, router_weight=torch.randn(e, 128))
+
+    def test_router_args(self):
+        x, r = torch.randn(2, 64, dtype=torch.bfloat16), torch.randn(8, 64)
+        with pytest.raises(mn.InvalidArgumentError, match=r"moe_router: router_weight must be \[n_experts, hidden=64\]"
+                                                          r" \(hidden from x\), got shape \(8, 32\)"):
+            mn.moe_router(x, r[:, :32], 2)
+        with pytest.raises(mn.InvalidArgumentError, match=r"moe_router: router_weight must be \[n_experts, hidden=64\]"):
+            mn.moe_router(x, r[None], 2)
+        with pytest.raises(mn.UnsupportedDTypeError, match="moe_router: router_weight has dtype int32"):
+            mn.moe_router(x, r.int(), 2)
+        with pytest.raises(mn.InvalidArgumentError, match="moe_router: router_weight must have a contiguous last dim"):
+            mn.moe_router(x, torch.randn(64, 8).T, 2)
+        with pytest.raises(mn.InvalidArgumentError, match=r"moe_router: top_k must be an int in \[1, min\(n_experts, "
+                                                          r"64\)\] = \[1, 8\], got 9"):
+            mn.moe_router(x, r, 9)
+        with pytest.raises(mn.InvalidArgumentError, match=r"moe_router: top_k must be an int"):
+            mn.moe_router(x[:0], r, 0)  # checked for empty x too
+        with pytest.raises(mn.InvalidArgumentError, match=r"moe_router: selection_bias has shape \(7,\)"):
+            mn.moe_router(x, r, 2, selection_bias=torch.randn(7))
+        with pytest.raises(mn.InvalidArgumentError, match="moe_router: scoring must be one of softmax, sigmoid"):
+            mn.moe_router(x, r, 2, scoring="relu")
+        with pytest.raises(mn.UnsupportedDTypeError, match="moe_router: x has dtype int64"):
+            mn.moe_router(torch.ones(2, 64, dtype=torch.int64), r, 2)
+        if torch.cuda.is_available():
+            with pytest.raises(mn.DeviceMismatchError, match="moe_router: router_weight is on cpu but x is on cuda"):
+                mn.moe_router(x.cuda(), r, 2)
 
     def test_route_args(self):
         with pytest.raises(mn.InvalidArgumentError, match=r"moe_route: top_k must be an int in \[1, min\(n_experts, 64\)\] = \[1, 8\], got 9"):
@@ -1012,6 +1157,54 @@ def test_gpu_moe_idot_graph_replay_and_bad_ids(moe_idot_plans):
     ok = mn.moe_qmm(h, ids.clamp(max=e - 1), dq, ds, db, topk_weights=torch.rand(1, topk, device="cuda"))
     assert torch.isfinite(ok).all()
     assert torch.isnan(mn.moe_qmm(h, ids, dq, ds, db, topk_weights=torch.rand(1, topk, device="cuda"))).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tokens, e, hidden", [(1, 128, 2048), (4, 128, 2048), (16, 256, 2048), (3, 60, 4096)])
+def test_gpu_router_real_sizes_and_graph(router_plans, tokens, e, hidden):
+    """moe_router at Qwen3-MoE sizes (and a long row: two steps of the feature loop): the experts of the fp64
+    logits, weights within the error bar; replayed from a CUDA graph on new rows, the eager bits each time (the
+    counter rearms), and the step with ``router_weight`` the same through a graph."""
+    r = randn(e, hidden, dtype=torch.bfloat16, device="cuda", scale=0.02)
+    x = randn(tokens, hidden, dtype=torch.bfloat16, device="cuda", scale=4.0)
+    ids, w = mn.moe_router(x, r, 8)
+    assert [p.fused for p in router_plans] == [True]
+    want_ids, want_w = route_loop((x.double() @ r.double().T).cpu(), 8, "softmax", True)
+    assert torch.equal(ids.cpu().long(), want_ids)
+    assert_error_bar(w.cpu(), want_w, route_loop((x.float() @ r.float().T).cpu(), 8, "softmax", True)[1].float())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        g_ids, g_w = mn.moe_router(x, r, 8)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        x.copy_(randn(tokens, hidden, dtype=torch.bfloat16, device="cuda", scale=4.0))
+        graph.replay()
+        e_ids, e_w = mn.moe_router(x, r, 8)
+        assert torch.equal(g_ids, e_ids) and torch.equal(g_w, e_w)
+        assert torch.equal(e_ids.cpu().long(), route_loop((x.double() @ r.double().T).cpu(), 8, "softmax", True)[0])
+
+
+@pytest.mark.gpu
+def test_gpu_moe_ffn_router_weight_graph(ffn_plans):
+    """The Qwen3-30B-A3B decode step from the normed row (``router_weight``: router, routing, experts, mix in three
+    chained launches) replayed from a CUDA graph gives the eager bits, within the bar of the fp64 oracle."""
+    e, hidden, inter, topk = 128, 2048, 768, 8
+    gate, up, down = (experts_affine(e, inter, hidden), experts_affine(e, inter, hidden),
+                      experts_affine(e, hidden, inter))
+    parts = [tuple(t.cuda() for t in p) for p in (gate, up, down)]
+    x = randn(1, hidden, dtype=torch.bfloat16, scale=4.0)
+    r = randn(e, hidden, dtype=torch.bfloat16, scale=0.02)
+    xd, rd = x.cuda(), r.cuda()
+    eager = mn.moe_ffn(xd, None, topk, *parts, router_weight=rd)
+    assert [p.fused for p in ffn_plans] == [True] and ffn_plans[0].route.fused
+    assert_error_bar(eager.cpu(), *ffn_oracles(x, x.double() @ r.double().T, topk, gate, up, down, 64))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = mn.moe_ffn(xd, None, topk, *parts, router_weight=rd)
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, eager)
 
 
 @pytest.mark.gpu

@@ -26,6 +26,20 @@ from ..ops.activations.api import gated_mul
 EXPERT_PARTS = ("gate_proj", "up_proj", "down_proj")
 
 
+def router_matrix(router) -> torch.Tensor | None:
+    """The ``[E, hidden]`` float matrix of a bias-free router :class:`~.base.Linear` (a quantized router dequantized
+    once, to fp32: 1 MB a layer at 128 x 2048), which :func:`mn.moe_router` and the whole-step ops take; None for a
+    router with a bias (its logits come from the projection)."""
+    w = router.weight
+    if router.bias is not None:
+        return None
+    if isinstance(w, DenseWeight):
+        return w.data
+    if isinstance(w, GGMLWeight):
+        return mn.ggml_dequantize(w.raw, w.ggml_type, w.shape)
+    return mn.dequantize(w.weight, w.scales.float(), w.biases.float(), w.group_size, w.bits)
+
+
 def load_experts(ws, prefix: str, experts: int, hidden: int, inter: int) -> tuple[Weight, Weight, Weight]:
     """``(gate, up, down)`` of ``prefix`` (``model.layers.N.mlp``) stacked ``[E, inter, hidden]`` /
     ``[E, hidden, inter]`` and placed on the device, from whichever layout the checkpoint has: mlx-lm's
@@ -71,14 +85,15 @@ class SparseMoE:
 
     def __init__(self, router, experts: tuple[Weight, Weight, Weight], top_k: int, renormalize: bool,
                  activation: str = "silu"):
-        self.router = router
-        self.gate, self.up, self.down_w = experts
-        self.top_k, self.renormalize, self.activation = top_k, renormalize, activation
-        self.down = _AddNorm()
         kinds = {type(w) for w in experts}
         if len(kinds) != 1:
             raise FormatError(f"MoE experts mix weight kinds {sorted(k.__name__ for k in kinds)}; gate, up and down "
                               f"must all be dense, all GGUF blocks or all MLX affine")
+        self.router = router
+        self.router_weight = router_matrix(router)
+        self.gate, self.up, self.down_w = experts
+        self.top_k, self.renormalize, self.activation = top_k, renormalize, activation
+        self.down = _AddNorm()
 
     @staticmethod
     def takes_handoff(dtype: torch.dtype) -> bool:
@@ -86,10 +101,12 @@ class SparseMoE:
         return False
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
-        """The block's output ``[..., hidden]`` for ``x [..., hidden]``."""
-        logits = self.router(x)
+        """The block's output ``[..., hidden]`` for ``x [..., hidden]``. The router's logits are computed in the
+        routing launch (fp32, :func:`mn.moe_router`) unless the router has a bias."""
+        rw = self.router_weight
+        logits = self.router(x) if rw is None else None
         g, u, d = self.gate, self.up, self.down_w
-        kw = dict(activation=self.activation, renormalize=self.renormalize)
+        kw = dict(activation=self.activation, renormalize=self.renormalize, router_weight=rw)
         if isinstance(g, GGMLWeight):
             return mn.moe_ggml_ffn(x, logits, self.top_k, (g.raw, g.ggml_type), (u.raw, u.ggml_type),
                                    (d.raw, d.ggml_type), **kw)
@@ -97,7 +114,10 @@ class SparseMoE:
             return mn.moe_ffn(x, logits, self.top_k, g.tensors, u.tensors, d.tensors, group_size=g.group_size,
                               bits=g.bits, **kw)
         x2 = x.reshape(-1, x.shape[-1])
-        ids, w = mn.moe_route(logits.reshape(x2.shape[0], -1), self.top_k, renormalize=self.renormalize)
+        if rw is None:
+            ids, w = mn.moe_route(logits.reshape(x2.shape[0], -1), self.top_k, renormalize=self.renormalize)
+        else:
+            ids, w = mn.moe_router(x2, rw, self.top_k, renormalize=self.renormalize)
         if isinstance(g, AffineWeight):
             y = self._affine(x2, ids, w)
         else:

@@ -44,11 +44,8 @@ ID_DTYPES = (torch.int32, torch.int64)
 
 # --------------------------------------------------------------------------- moe_route
 
-def _validate_route(logits, top_k, scoring, renormalize, bias):
-    op = "moe_route"
-    checks.check_tensor(op, "router_logits", logits, checks.FLOAT_DTYPES + (torch.float64,))
-    checks.check_last_dim_contiguous(op, "router_logits", logits)
-    e = logits.shape[-1]
+def _check_choice(op: str, e: int, top_k, scoring, bias, ref_name: str, ref: torch.Tensor) -> None:
+    """The routing arguments of any routing op, for ``e`` experts (``ref``: a tensor on the op's device)."""
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= min(e, 64):
         raise InvalidArgumentError(
             f"{op}: top_k must be an int in [1, min(n_experts, 64)] = [1, {min(e, 64)}], got {top_k!r}")
@@ -56,8 +53,25 @@ def _validate_route(logits, top_k, scoring, renormalize, bias):
         raise InvalidArgumentError(f"{op}: scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
     if bias is not None:
         checks.check_tensor(op, "selection_bias", bias)
-        checks.check_same_device(op, "router_logits", logits, selection_bias=bias)
+        checks.check_same_device(op, ref_name, ref, selection_bias=bias)
         checks.check_vector(op, "selection_bias", bias, e, "the number of experts")
+
+
+def _validate_route(logits, top_k, scoring, renormalize, bias, op="moe_route"):
+    checks.check_tensor(op, "router_logits", logits, checks.FLOAT_DTYPES + (torch.float64,))
+    checks.check_last_dim_contiguous(op, "router_logits", logits)
+    _check_choice(op, logits.shape[-1], top_k, scoring, bias, "router_logits", logits)
+
+
+def _check_router(op: str, x: torch.Tensor, router: torch.Tensor) -> int:
+    """``router`` is the ``[E, hidden]`` float weight of x's router -> E."""
+    checks.check_tensor(op, "router_weight", router, checks.FLOAT_DTYPES + (torch.float64,))
+    if router.dim() != 2 or router.shape[1] != x.shape[-1]:
+        raise InvalidArgumentError(f"{op}: router_weight must be [n_experts, hidden={x.shape[-1]}] (hidden from x), "
+                                   f"got shape {tuple(router.shape)}")
+    checks.check_last_dim_contiguous(op, "router_weight", router)
+    checks.check_same_device(op, "x", x, router_weight=router)
+    return router.shape[0]
 
 
 def _route_plan(logits, top_k, scoring, renormalize, bias):
@@ -119,6 +133,76 @@ def moe_route(router_logits: torch.Tensor, top_k: int, *, scoring: str = "softma
         >>> ids, w = mn.moe_route(h @ router_w.T, 8)
     """
     return _moe_route(router_logits, top_k, scoring, bool(renormalize), selection_bias)
+
+
+# --------------------------------------------------------------------------- moe_router
+
+def _validate_router(x, router, top_k, scoring, renormalize, bias):
+    op = "moe_router"
+    checks.check_tensor(op, "x", x, checks.FLOAT_DTYPES + (torch.float64,))
+    checks.check_last_dim_contiguous(op, "x", x)
+    e = _check_router(op, x, router)
+    _check_choice(op, e, top_k, scoring, bias, "x", x)
+
+
+def _router_plan(x, router, top_k, scoring, renormalize, bias):
+    _validate_router(x, router, top_k, scoring, renormalize, bias)
+    from .routing import RouterPlan
+
+    return RouterPlan(x.reshape(-1, x.shape[-1]), router, top_k, scoring, renormalize, bias)
+
+
+_ROUTER_PLANS = PlanCache(_router_plan)
+
+
+def _fake_router(x, router, top_k, scoring, renormalize, bias):
+    _validate_router(x, router, top_k, scoring, renormalize, bias)
+    shape = (*x.shape[:-1], top_k)
+    return x.new_empty(shape, dtype=torch.int32), x.new_empty(shape, dtype=torch.float32)
+
+
+@register_op("moe_router", fake=_fake_router)
+def _moe_router(x: torch.Tensor, router: torch.Tensor, top_k: int, scoring: str, renormalize: bool,
+                bias: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    shape = (*x.shape[:-1], top_k)
+    if x.shape[:-1].numel() == 0:
+        _validate_router(x, router, top_k, scoring, renormalize, bias)
+        return (empty(shape, dtype=torch.int32, device=x.device),
+                empty(shape, dtype=torch.float32, device=x.device))
+    plan = _ROUTER_PLANS.get((tensor_key(x), tensor_key(router), top_k, scoring, renormalize, tensor_key(bias)), x,
+                             router, top_k, scoring, renormalize, bias)
+    if use_triton("moe_router", x):
+        ids, w = plan(x.reshape(-1, x.shape[-1]), router, bias)
+        return ids.view(shape), w.view(shape)
+    return ref.route(ref.router_logits(x, router), top_k, scoring, renormalize, bias)
+
+
+def moe_router(x: torch.Tensor, router_weight: torch.Tensor, top_k: int, *, scoring: str = "softmax",
+               renormalize: bool = True, selection_bias: Optional[torch.Tensor] = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The router projection and :func:`moe_route` in one: ``moe_route(x @ router_weight.T, top_k, ...)`` with the
+    logits in fp32 (each product exact, fp32 sums; never rounded to x's dtype).
+
+    On CUDA, up to 16 rows (decode) run one launch: the experts spread over the SMs, each program reads its
+    experts' rows of the router once, and the last program to finish ranks the logits (cuBLAS runs a 128 x 2048
+    router as a mat-vec on a few SMs). More rows: one fp32 matmul, then the routing launch.
+
+    Args:
+        x: ``[..., hidden]`` float rows (tokens).
+        router_weight: ``[E, hidden]`` float, the router's weight (``mlp.gate.weight``; a quantized router
+            dequantized once).
+        top_k, scoring, renormalize, selection_bias: as :func:`moe_route`.
+
+    Returns:
+        ``(expert_ids, weights)``: ``[..., top_k]`` int32 and float32, as :func:`moe_route`.
+
+    Raises:
+        InvalidArgumentError, UnsupportedDTypeError, DeviceMismatchError (before any launch).
+
+    Example:
+        >>> ids, w = mn.moe_router(h, router_w, 8)
+    """
+    return _moe_router(x, router_weight, top_k, scoring, bool(renormalize), selection_bias)
 
 
 # --------------------------------------------------------------------------- shared checks
@@ -268,30 +352,52 @@ def moe_qmm(x: torch.Tensor, expert_ids: torch.Tensor, w: torch.Tensor, scales: 
 _FFN_PARTS = ("gate", "up", "down")
 
 
-def _check_step(op: str, x, logits, top_k, scoring, renormalize, bias, activation) -> None:
-    """The checks of a whole MoE FFN step (``moe_ffn``, ``moe_ggml_ffn``) on x, the routing and the activation."""
+def _check_step(op: str, x, logits, router, top_k, scoring, renormalize, bias, activation) -> int:
+    """The checks of a whole MoE FFN step (``moe_ffn``, ``moe_ggml_ffn``) on x, the routing (``router_logits`` or
+    ``router_weight``: one of them) and the activation -> the number of experts."""
     checks.check_tensor(op, "x", x, min_ndim=1)
     checks.check_last_dim_contiguous(op, "x", x)
-    _validate_route(logits, top_k, scoring, renormalize, bias)
-    checks.check_same_device(op, "x", x, router_logits=logits)
-    if logits.shape[:-1] != x.shape[:-1]:
-        raise InvalidArgumentError(f"{op}: router_logits has shape {tuple(logits.shape)}; expected "
-                                   f"[{', '.join(map(str, x.shape[:-1]))}, E] for x {tuple(x.shape)}")
+    if (logits is None) == (router is None):
+        raise InvalidArgumentError(f"{op}: give router_logits or router_weight, not "
+                                   f"{'both' if router is not None else 'neither'}")
+    if router is not None:
+        e = _check_router(op, x, router)
+        _check_choice(op, e, top_k, scoring, bias, "x", x)
+    else:
+        _validate_route(logits, top_k, scoring, renormalize, bias, op)
+        checks.check_same_device(op, "x", x, router_logits=logits)
+        if logits.shape[:-1] != x.shape[:-1]:
+            raise InvalidArgumentError(f"{op}: router_logits has shape {tuple(logits.shape)}; expected "
+                                       f"[{', '.join(map(str, x.shape[:-1]))}, E] for x {tuple(x.shape)}")
+        e = logits.shape[-1]
     _check_activation(op, activation)
+    return e
+
+
+def _routing_inputs(x2, logits, router) -> tuple:
+    """What a whole-step plan's routing launch reads: ``(logits [T, E],)`` or ``(x2, router)``."""
+    return (x2, router) if router is not None else (logits.reshape(-1, logits.shape[-1]),)
+
+
+def _step_routing(x2, logits, router, top_k, scoring, renormalize, bias):
+    """``(ids, weights)`` of a whole step's rows ``x2 [T, hidden]`` when it runs the ops one by one."""
+    if router is not None:
+        return _moe_router(x2, router, top_k, scoring, renormalize, bias)
+    return _moe_route(logits.reshape(-1, logits.shape[-1]), top_k, scoring, renormalize, bias)
 
 
 def _validate_ffn(x, logits, top_k, wg, sg, bg, wu, su, bu, wd, sd, bd, group_size, bits, activation, scoring,
-                  renormalize, bias):
+                  renormalize, bias, router):
     op = "moe_ffn"
-    _check_step(op, x, logits, top_k, scoring, renormalize, bias, activation)
+    e = _check_step(op, x, logits, router, top_k, scoring, renormalize, bias, activation)
     check_format(op, group_size, bits)
-    e, hidden = logits.shape[-1], x.shape[-1]
+    hidden = x.shape[-1]
     widths = []
     for name, (w, s, b) in zip(_FFN_PARTS, ((wg, sg, bg), (wu, su, bu), (wd, sd, bd))):
         widths.append(check_packed(f"{op}: {name}", w, s, b, group_size, bits))
         checks.check_same_device(op, "x", x, **{name: w})
         if w.dim() != 3 or w.shape[0] != e:
-            raise InvalidArgumentError(f"{op}: {name} must be [experts={e}, N, K * bits / 32] (E from router_logits), "
+            raise InvalidArgumentError(f"{op}: {name} must be [experts={e}, N, K * bits / 32] (E from the router), "
                                        f"got shape {tuple(w.shape)}")
     inter = wg.shape[1]
     want = {"gate": (inter, hidden), "up": (inter, hidden), "down": (hidden, inter)}
@@ -304,50 +410,51 @@ def _validate_ffn(x, logits, top_k, wg, sg, bg, wu, su, bu, wd, sd, bd, group_si
 
 
 def _moe_ffn_plan(x, logits, top_k, wg, sg, bg, wu, su, bu, wd, sd, bd, group_size, bits, activation, scoring,
-                  renormalize, bias):
+                  renormalize, bias, router):
     e, hidden, inter = _validate_ffn(x, logits, top_k, wg, sg, bg, wu, su, bu, wd, sd, bd, group_size, bits,
-                                     activation, scoring, renormalize, bias)
+                                     activation, scoring, renormalize, bias, router)
     from .kernel import MoeFfnPlan
 
     contiguous = all(u.is_contiguous() for u in (wg, sg, bg, wu, su, bu, wd, sd, bd))
-    return MoeFfnPlan(x, logits, top_k, e, hidden, inter, group_size, bits, activation, scoring, renormalize,
-                      bias, contiguous)
+    return MoeFfnPlan(x, logits, router, top_k, e, hidden, inter, group_size, bits, activation, scoring,
+                      renormalize, bias, contiguous)
 
 
 _FFN_PLANS = PlanCache(_moe_ffn_plan)
 
 
 def _fake_moe_ffn(x, logits, top_k, wg, sg, bg, wu, su, bu, wd, sd, bd, group_size, bits, activation, scoring,
-                  renormalize, bias):
+                  renormalize, bias, router):
     _validate_ffn(x, logits, top_k, wg, sg, bg, wu, su, bu, wd, sd, bd, group_size, bits, activation, scoring,
-                  renormalize, bias)
+                  renormalize, bias, router)
     return x.new_empty(x.shape)
 
 
 @register_op("moe_ffn", fake=_fake_moe_ffn)
-def _moe_ffn(x: torch.Tensor, logits: torch.Tensor, top_k: int, wg: torch.Tensor, sg: torch.Tensor,
+def _moe_ffn(x: torch.Tensor, logits: Optional[torch.Tensor], top_k: int, wg: torch.Tensor, sg: torch.Tensor,
              bg: torch.Tensor, wu: torch.Tensor, su: torch.Tensor, bu: torch.Tensor, wd: torch.Tensor,
              sd: torch.Tensor, bd: torch.Tensor, group_size: int, bits: int, activation: str, scoring: str,
-             renormalize: bool, bias: Optional[torch.Tensor]) -> torch.Tensor:
+             renormalize: bool, bias: Optional[torch.Tensor], router: Optional[torch.Tensor]) -> torch.Tensor:
     weights = (wg, sg, bg, wu, su, bu, wd, sd, bd)
     key = (tensor_key(x), tensor_key(logits), top_k, *map(tensor_key, weights), group_size, bits, activation,
-           scoring, renormalize, tensor_key(bias))
+           scoring, renormalize, tensor_key(bias), tensor_key(router))
     plan = _FFN_PLANS.get(key, x, logits, top_k, *weights, group_size, bits, activation, scoring, renormalize,
-                          bias)
+                          bias, router)
     if plan.empty:
         return empty(x.shape, dtype=x.dtype, device=x.device)
-    x2, z2 = x.reshape(-1, x.shape[-1]), logits.reshape(-1, logits.shape[-1])
+    x2 = x.reshape(-1, x.shape[-1])
     if plan.fused and use_triton("moe_ffn", x):
-        return plan.run_fused(x2, z2, bias, weights).view(x.shape)
-    ids, w = _moe_route(z2, top_k, scoring, renormalize, bias)
+        return plan.run_fused(x2, _routing_inputs(x2, logits, router), bias, weights).view(x.shape)
+    ids, w = _step_routing(x2, logits, router, top_k, scoring, renormalize, bias)
     h = _moe_qmm(x2, ids, wg, sg, bg, wu, su, bu, group_size, bits, activation, None)
     return _moe_qmm(h, ids, wd, sd, bd, None, None, None, group_size, bits, activation, w).view(x.shape)
 
 
-def moe_ffn(x: torch.Tensor, router_logits: torch.Tensor, top_k: int, gate: Sequence[torch.Tensor],
+def moe_ffn(x: torch.Tensor, router_logits: Optional[torch.Tensor], top_k: int, gate: Sequence[torch.Tensor],
             up: Sequence[torch.Tensor], down: Sequence[torch.Tensor], *, group_size: int = 64, bits: int = 4,
             activation: str = "silu", scoring: str = "softmax", renormalize: bool = True,
-            selection_bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+            selection_bias: Optional[torch.Tensor] = None, router_weight: Optional[torch.Tensor] = None
+            ) -> torch.Tensor:
     """A whole MoE FFN step on MLX-affine experts: route, gate/up with the activation, down, mix.
 
     ``out[t] = sum_j w[t, j] * down_e(act(gate_e(x[t])) * up_e(x[t]))`` over the ``top_k`` experts
@@ -362,7 +469,7 @@ def moe_ffn(x: torch.Tensor, router_logits: torch.Tensor, top_k: int, gate: Sequ
 
     Args:
         x: ``[..., hidden]`` float32/float16/bfloat16 (rows are tokens).
-        router_logits: ``[..., E]``, x's leading shape.
+        router_logits: ``[..., E]``, x's leading shape; or None with ``router_weight``.
         top_k: experts per token, ``1 <= top_k <= min(E, 64)``.
         gate, up: ``(w, scales, biases)`` of the stacked experts, ``[E, inter, hidden * bits / 32]`` /
             ``[E, inter, hidden / group_size]`` (mlx-lm's SwitchGLU ``gate_proj`` / ``up_proj``).
@@ -370,6 +477,8 @@ def moe_ffn(x: torch.Tensor, router_logits: torch.Tensor, top_k: int, gate: Sequ
         group_size, bits: the quantization of all three.
         activation: "silu" (SwiGLU) or "gelu_tanh" (GeGLU).
         scoring, renormalize, selection_bias: the routing, as :func:`moe_route`.
+        router_weight: ``[E, hidden]`` float, instead of ``router_logits``: the step routes ``x @ router_weight.T``
+            in fp32 as :func:`moe_router` does, in the routing launch of the chain (no logits in between).
 
     Returns:
         ``[..., hidden]`` in x's dtype.
@@ -387,7 +496,7 @@ def moe_ffn(x: torch.Tensor, router_logits: torch.Tensor, top_k: int, gate: Sequ
                                        + (f" of {len(part)}" if isinstance(part, (tuple, list)) else ""))
         parts.extend(part)
     return _moe_ffn(x, router_logits, top_k, *parts, int(group_size), int(bits), activation, scoring,
-                    bool(renormalize), selection_bias)
+                    bool(renormalize), selection_bias, router_weight)
 
 
 # --------------------------------------------------------------------------- moe_ggml_matmul
@@ -489,11 +598,11 @@ def _ggml_rows(op: str, name: str, raw: torch.Tensor, t, experts: int, k: int) -
     return raw.numel() // per_row
 
 
-def _validate_ggml_ffn(x, logits, top_k, rg, tg, ru, tu, rd, td, activation, scoring, renormalize, bias):
+def _validate_ggml_ffn(x, logits, top_k, rg, tg, ru, tu, rd, td, activation, scoring, renormalize, bias, router):
     """-> ``(experts, hidden, inter)``; the intermediate size comes from the gate's bytes."""
     op = "moe_ggml_ffn"
-    _check_step(op, x, logits, top_k, scoring, renormalize, bias, activation)
-    e, hidden = logits.shape[-1], x.shape[-1]
+    e = _check_step(op, x, logits, router, top_k, scoring, renormalize, bias, activation)
+    hidden = x.shape[-1]
     types = [formats.BY_ID[i] for i in (tg, tu, td)]
     for name, raw in zip(_FFN_PARTS, (rg, ru, rd)):
         checks.check_tensor(op, name, raw, RAW_DTYPES, min_ndim=0)
@@ -512,36 +621,37 @@ def _validate_ggml_ffn(x, logits, top_k, rg, tg, ru, tu, rd, td, activation, sco
     return e, hidden, inter
 
 
-def _moe_ggml_ffn_plan(x, logits, top_k, rg, tg, ru, tu, rd, td, activation, scoring, renormalize, bias):
+def _moe_ggml_ffn_plan(x, logits, top_k, rg, tg, ru, tu, rd, td, activation, scoring, renormalize, bias, router):
     e, hidden, inter = _validate_ggml_ffn(x, logits, top_k, rg, tg, ru, tu, rd, td, activation, scoring,
-                                          renormalize, bias)
+                                          renormalize, bias, router)
     from .kernel import MoeGgmlFfnPlan
 
-    return MoeGgmlFfnPlan(x, logits, top_k, (tg, tu, td), e, hidden, inter, activation, scoring, renormalize, bias,
-                          (rg.numel(), ru.numel(), rd.numel()))
+    return MoeGgmlFfnPlan(x, logits, router, top_k, (tg, tu, td), e, hidden, inter, activation, scoring,
+                          renormalize, bias, (rg.numel(), ru.numel(), rd.numel()))
 
 
 _GGML_FFN_PLANS = PlanCache(_moe_ggml_ffn_plan)
 
 
-def _fake_moe_ggml_ffn(x, logits, top_k, rg, tg, ru, tu, rd, td, activation, scoring, renormalize, bias):
-    _validate_ggml_ffn(x, logits, top_k, rg, tg, ru, tu, rd, td, activation, scoring, renormalize, bias)
+def _fake_moe_ggml_ffn(x, logits, top_k, rg, tg, ru, tu, rd, td, activation, scoring, renormalize, bias, router):
+    _validate_ggml_ffn(x, logits, top_k, rg, tg, ru, tu, rd, td, activation, scoring, renormalize, bias, router)
     return x.new_empty(x.shape)
 
 
 @register_op("moe_ggml_ffn", fake=_fake_moe_ggml_ffn)
-def _moe_ggml_ffn(x: torch.Tensor, logits: torch.Tensor, top_k: int, rg: torch.Tensor, tg: int, ru: torch.Tensor,
-                  tu: int, rd: torch.Tensor, td: int, activation: str, scoring: str, renormalize: bool,
-                  bias: Optional[torch.Tensor]) -> torch.Tensor:
+def _moe_ggml_ffn(x: torch.Tensor, logits: Optional[torch.Tensor], top_k: int, rg: torch.Tensor, tg: int,
+                  ru: torch.Tensor, tu: int, rd: torch.Tensor, td: int, activation: str, scoring: str,
+                  renormalize: bool, bias: Optional[torch.Tensor], router: Optional[torch.Tensor]) -> torch.Tensor:
     key = (tensor_key(x), tensor_key(logits), top_k, tensor_key(rg), tg, tensor_key(ru), tu, tensor_key(rd), td,
-           activation, scoring, renormalize, tensor_key(bias))
-    plan = _GGML_FFN_PLANS.get(key, x, logits, top_k, rg, tg, ru, tu, rd, td, activation, scoring, renormalize, bias)
+           activation, scoring, renormalize, tensor_key(bias), tensor_key(router))
+    plan = _GGML_FFN_PLANS.get(key, x, logits, top_k, rg, tg, ru, tu, rd, td, activation, scoring, renormalize, bias,
+                               router)
     if plan.empty:
         return empty(x.shape, dtype=x.dtype, device=x.device)
-    x2, z2 = x.reshape(-1, x.shape[-1]), logits.reshape(-1, logits.shape[-1])
+    x2 = x.reshape(-1, x.shape[-1])
     if plan.fused and use_triton("moe_ggml_ffn", x):
-        return plan.run_fused(x2, z2, bias, (rg, ru, rd)).view(x.shape)
-    ids, w = _moe_route(z2, top_k, scoring, renormalize, bias)
+        return plan.run_fused(x2, _routing_inputs(x2, logits, router), bias, (rg, ru, rd)).view(x.shape)
+    ids, w = _step_routing(x2, logits, router, top_k, scoring, renormalize, bias)
     e, hidden, inter = plan.dims
     if tg == tu:
         h = _moe_ggml_matmul(x2, ids, rg, tg, [e, inter, hidden], ru, activation, None)
@@ -551,9 +661,10 @@ def _moe_ggml_ffn(x: torch.Tensor, logits: torch.Tensor, top_k: int, rg: torch.T
     return _moe_ggml_matmul(h, ids, rd, td, [e, hidden, inter], None, activation, w).view(x.shape)
 
 
-def moe_ggml_ffn(x: torch.Tensor, router_logits: torch.Tensor, top_k: int, gate: Sequence, up: Sequence,
+def moe_ggml_ffn(x: torch.Tensor, router_logits: Optional[torch.Tensor], top_k: int, gate: Sequence, up: Sequence,
                  down: Sequence, *, activation: str = "silu", scoring: str = "softmax", renormalize: bool = True,
-                 selection_bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+                 selection_bias: Optional[torch.Tensor] = None, router_weight: Optional[torch.Tensor] = None
+                 ) -> torch.Tensor:
     """A whole MoE FFN step on GGUF experts (``ffn_gate_exps``, ``ffn_up_exps``, ``ffn_down_exps`` of a llama.cpp
     file): route, gate/up with the activation, down, mix; :func:`moe_ffn` for GGUF blocks.
 
@@ -571,13 +682,15 @@ def moe_ggml_ffn(x: torch.Tensor, router_logits: torch.Tensor, top_k: int, gate:
 
     Args:
         x: ``[..., hidden]`` float32/float16/bfloat16 (rows are tokens).
-        router_logits: ``[..., E]``, x's leading shape.
+        router_logits: ``[..., E]``, x's leading shape; or None with ``router_weight``.
         top_k: experts per token, ``1 <= top_k <= min(E, 64)``.
         gate, up: ``(raw, ggml_type)``: the uint8 bytes of the ``E`` stacked ``[inter, hidden]`` matrices as in the
             file, and any type :func:`ggml_matmul` takes (inter follows from the bytes).
         down: ``(raw, ggml_type)`` of the ``[hidden, inter]`` matrices.
         activation: "silu" (SwiGLU) or "gelu_tanh" (GeGLU).
         scoring, renormalize, selection_bias: the routing, as :func:`moe_route`.
+        router_weight: ``[E, hidden]`` float, instead of ``router_logits``: the step routes ``x @ router_weight.T``
+            in fp32 as :func:`moe_router` does, in the routing launch of the chain (no logits in between).
 
     Returns:
         ``[..., hidden]`` in x's dtype.
@@ -590,7 +703,8 @@ def moe_ggml_ffn(x: torch.Tensor, router_logits: torch.Tensor, top_k: int, gate:
         >>> y = mn.moe_ggml_ffn(x, x @ router_w.T, 8, (gate_raw, "Q4_K"), (up_raw, "Q4_K"), (down_raw, "Q6_K"))
     """
     flat = _ggml_parts("moe_ggml_ffn", (gate, up, down))
-    return _moe_ggml_ffn(x, router_logits, top_k, *flat, activation, scoring, bool(renormalize), selection_bias)
+    return _moe_ggml_ffn(x, router_logits, top_k, *flat, activation, scoring, bool(renormalize), selection_bias,
+                         router_weight)
 
 
 # --------------------------------------------------------------------------- moe_weighted_reduce

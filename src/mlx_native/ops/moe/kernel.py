@@ -1,5 +1,5 @@
-"""MoE kernels and plans: routing (softmax/sigmoid + top-k per row), the expert matmuls
-(``quant.qmm.RoutedLaunch``), and the weighted reduce."""
+"""MoE kernels and plans: the expert matmuls (``quant.qmm.RoutedLaunch``), the weighted reduce, and the whole-step
+plans (routing: ``routing.py``)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,8 @@ import math
 import torch
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents
 
 from ...kernels.launch import Launch, pdl_available
-from ...kernels.math import sigmoid
 from ...runtime.memory import empty
 from ..common import next_pow2
 from ..ggml.kernel import aligned, rows_dequantizer, weight_spec
@@ -21,88 +19,9 @@ from ..quant import kernel as qkernel
 from ..quant.gemv import AFFINE
 from ..quant.qmm import ACT_CODES, RoutedLaunch, WeightSpec
 from . import grouped, gguf_idot, gguf_mv, idot as moe_idot
+from .routing import RoutePlan, RouterPlan
 from .slots import H_LINK, ROUTE_LINK
 from . import ref
-
-
-@triton.jit(do_not_specialize=["n_rows"])
-def _route_kernel(
-    z_ptr,  # [T, E] router logits (row stride stride_z)
-    bias_ptr,  # [E] selection bias (HAS_BIAS)
-    ids_ptr,  # [T, TOPK] int32 out
-    w_ptr,  # [T, TOPK] float32 out
-    n_rows, n_experts, stride_z,
-    TOPK: tl.constexpr, SIGMOID: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
-    BR: tl.constexpr, BE: tl.constexpr, BKP: tl.constexpr, PDL: tl.constexpr,
-):
-    """``TOPK`` rounds of (max, lowest id among the maxima) per row; with PDL the next launch (``moe_ffn``'s
-    gate/up, which waits for this one in its kernel) may start at once. (Ranking every expert at once from an
-    ``[E, E]`` table of who beats whom measured slower on the H100: 4.7 against 2.7 us for top-8 of 128; one
-    packed int64 max per round instead of max + min + sum: 2.61 us, no gain, not kept.)"""
-    if PDL:
-        gdc_launch_dependents()
-    rows = tl.program_id(0) * BR + tl.arange(0, BR)
-    row_ok = rows < n_rows
-    cols = tl.arange(0, BE)
-    col_ok = cols < n_experts
-    z = tl.load(z_ptr + rows.to(tl.int64)[:, None] * stride_z + cols[None, :], mask=row_ok[:, None] & col_ok[None, :],
-                other=float("-inf")).to(tl.float32)
-    z = tl.where(row_ok[:, None], z, 0.0)  # rows past the end: finite garbage, never stored
-    if SIGMOID:
-        p = sigmoid(z)
-    else:
-        mx = tl.max(z, axis=1)
-        ez = tl.exp(z - mx[:, None])
-        p = ez / tl.sum(ez, axis=1)[:, None]
-    p = tl.where(col_ok[None, :], p, 0.0)
-    sel = p
-    if HAS_BIAS:
-        sel = p + tl.load(bias_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
-    sel = tl.where(col_ok[None, :], sel, float("-inf"))
-    slots = tl.arange(0, BKP)
-    got_ids = tl.zeros([BR, BKP], dtype=tl.int32)
-    got_w = tl.zeros([BR, BKP], dtype=tl.float32)
-    for j in tl.static_range(TOPK):
-        best = tl.max(sel, axis=1)
-        # the lowest id among the maxima
-        idx = tl.min(tl.where(sel == best[:, None], cols[None, :], BE), axis=1)
-        hit = cols[None, :] == idx[:, None]
-        wj = tl.sum(tl.where(hit, p, 0.0), axis=1)
-        got_ids = tl.where(slots[None, :] == j, idx[:, None], got_ids)
-        got_w = tl.where(slots[None, :] == j, wj[:, None], got_w)
-        sel = tl.where(hit, float("-inf"), sel)
-    if RENORM:
-        got_w = got_w / tl.sum(got_w, axis=1)[:, None]
-    out = rows.to(tl.int64)[:, None] * TOPK + slots[None, :]
-    mask = row_ok[:, None] & (slots < TOPK)[None, :]
-    tl.store(ids_ptr + out, got_ids, mask=mask)
-    tl.store(w_ptr + out, got_w, mask=mask)
-
-
-class RoutePlan:
-    def __init__(self, logits, top_k, scoring, renormalize, bias, pdl=False):
-        self.top_k = top_k
-        self.out_shape = (*logits.shape[:-1], top_k)
-        self.empty = logits.numel() == 0
-        if self.empty:
-            return
-        e = logits.shape[-1]
-        t = logits.numel() // e
-        be = next_pow2(e)
-        br = max(1, min(next_pow2(t), 4096 // be))
-        self.z2 = logits.reshape(t, e)
-        self.ints = (t, e, self.z2.stride(0))
-        self.t, self.e = t, e
-        self.launch = Launch(_route_kernel, (triton.cdiv(t, br),), dict(
-            TOPK=top_k, SIGMOID=scoring == "sigmoid", RENORM=renormalize, HAS_BIAS=bias is not None, BR=br, BE=be,
-            BKP=next_pow2(top_k), PDL=pdl), num_warps=4 if be * br >= 2048 else 1)
-
-    def __call__(self, logits, bias):
-        ids = empty(self.out_shape, dtype=torch.int32, device=logits.device)
-        w = empty(self.out_shape, dtype=torch.float32, device=logits.device)
-        z2 = logits.reshape(self.t, self.e)
-        self.launch(z2, bias if bias is not None else z2, ids, w, *self.ints)
-        return ids, w
 
 
 @triton.jit(do_not_specialize=["n_rows"])
@@ -234,13 +153,21 @@ class MoeQmmPlan:
         return out.view(self.out_shape)
 
 
+def route_plan(x, logits, router, top_k, scoring, renormalize, bias, pdl):
+    """The routing launch of a whole-step plan: from ``logits`` or, when they are None, from ``x @ router.T``."""
+    hidden = x.shape[-1]
+    if logits is None:
+        return RouterPlan(x.reshape(-1, hidden), router, top_k, scoring, renormalize, bias, pdl)
+    return RoutePlan(logits.reshape(-1, logits.shape[-1]), top_k, scoring, renormalize, bias, pdl)
+
+
 class MoeFfnPlan:
     """``moe_ffn``. Decode-sized calls on 4-bit experts with bf16/fp16 x and contiguous weights (``fused``):
     the route kernel, then the routed gate/up pair and the mixed down projection chained by programmatic
     dependent launch on sm_90+ (``MLX_NATIVE_PDL``; ``ops/moe/idot.py``). Otherwise ``fused`` is False and
     the caller runs moe_route and the two moe_qmm calls."""
 
-    def __init__(self, x, logits, top_k, n_experts, hidden, inter, group_size, bits, activation, scoring,
+    def __init__(self, x, logits, router, top_k, n_experts, hidden, inter, group_size, bits, activation, scoring,
                  renormalize, bias, contiguous):
         self.empty = x.numel() == 0
         self.fused = False
@@ -253,17 +180,18 @@ class MoeFfnPlan:
                 and moe_idot.supports(bits, group_size, x.dtype, inter, t * top_k, n_words)):
             return
         pdl = pdl_available(x.device)
-        self.route = RoutePlan(logits.reshape(t, n_experts), top_k, scoring, renormalize, bias, pdl)
+        self.route = route_plan(x, logits, router, top_k, scoring, renormalize, bias, pdl)
         self.glu = moe_idot.MoeIdotLaunch(t, top_k, inter, hidden, n_experts, group_size, top_k, x.dtype, x.device,
                                           act=ACT_CODES[activation], pdl=pdl)
         self.mix = moe_idot.MoeIdotLaunch(t, top_k, hidden, inter, n_experts, group_size, 1, x.dtype, x.device,
                                           mix=True, pdl=pdl)
         self.fused = True
 
-    def run_fused(self, x2, logits2, bias, weights):
-        """``x2 [t, hidden]``, ``logits2 [t, E]``, ``weights`` the nine gate/up/down tensors -> ``[t, hidden]``."""
+    def run_fused(self, x2, routing, bias, weights):
+        """``x2 [t, hidden]``, ``routing`` ``(logits [t, E],)`` or ``(x2, router [E, hidden])``, ``weights`` the
+        nine gate/up/down tensors -> ``[t, hidden]``."""
         wg, sg, bg, wu, su, bu, wd, sd, bd = map(words, weights)
-        ids, w = self.route(logits2, bias)
+        ids, w = self.route(*routing, bias)
         ids = ids.reshape(-1)
         h = self.glu(x2, ids, wg, sg, bg, wu, su, bu)
         return self.mix(h, ids, wd, sd, bd, mix=w.reshape(-1))
@@ -288,8 +216,8 @@ class MoeGgmlFfnPlan:
     launch on sm_90+ (``slots.ROUTE_LINK`` / ``H_LINK``). Otherwise the caller runs moe_route and moe_ggml_matmul.
     ``dims``: ``(experts, hidden, inter)``."""
 
-    def __init__(self, x, logits, top_k, types, n_experts, hidden, inter, activation, scoring, renormalize, bias,
-                 nbytes):
+    def __init__(self, x, logits, router, top_k, types, n_experts, hidden, inter, activation, scoring, renormalize,
+                 bias, nbytes):
         self.dims = (n_experts, hidden, inter)
         self.empty = x.numel() == 0
         self.fused = False
@@ -302,17 +230,18 @@ class MoeGgmlFfnPlan:
         if glu is None or down is None:
             return
         pdl = pdl_available(x.device)
-        self.route = RoutePlan(logits.reshape(t, n_experts), top_k, scoring, renormalize, bias, pdl)
+        self.route = route_plan(x, logits, router, top_k, scoring, renormalize, bias, pdl)
         self.glu = glu[0](gate_t, t * top_k, inter, hidden, n_experts, top_k, x.dtype, x.device,
                           act=ACT_CODES[activation], link=ROUTE_LINK.value if pdl else 0)
         self.down = down[0](down_t, t * top_k, hidden, inter, n_experts, 1, x.dtype, x.device, mix=True, top_k=top_k,
                             link=H_LINK.value if pdl else 0)
         self.fused = self.down.mix.mixes
 
-    def run_fused(self, x2, logits2, bias, raws):
-        """``x2 [t, hidden]``, ``logits2 [t, E]``, ``raws`` the gate / up / down bytes -> ``[t, hidden]``."""
+    def run_fused(self, x2, routing, bias, raws):
+        """``x2 [t, hidden]``, ``routing`` as :meth:`MoeFfnPlan.run_fused`, ``raws`` the gate / up / down bytes ->
+        ``[t, hidden]``."""
         g, u, d = (aligned(r.reshape(-1)) for r in raws)
-        ids, w = self.route(logits2, bias)
+        ids, w = self.route(*routing, bias)
         ids = ids.reshape(-1)
         h = self.glu(x2, ids, g, u)
         return self.down(h, ids, d, None, w.reshape(-1))

@@ -34,6 +34,12 @@ def route(logits: torch.Tensor, top_k: int, scoring: str, renormalize: bool,
     return order.to(torch.int32), w.to(torch.float32)
 
 
+def router_logits(x: torch.Tensor, router: torch.Tensor) -> torch.Tensor:
+    """``x @ router.T`` in fp32 (fp64 for fp64 x): the logits ``moe_router`` routes, ``[..., E]``."""
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    return torch.matmul(x.to(compute), router.to(compute).T)
+
+
 def activate(gate: torch.Tensor, up: torch.Tensor, activation: str) -> torch.Tensor:
     if activation == "silu":
         return F.silu(gate) * up
