@@ -13,10 +13,11 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ...kernels.arrival import arrive_last, can_fuse, counters, rearm
-from ...kernels.launch import Launch
+from ...kernels.launch import Launch, pdl_available
+from ...runtime import env
 from ...kernels.math import sigmoid
 from ...runtime.memory import empty
 from ..common import next_pow2
@@ -49,7 +50,10 @@ def _choose(z, rows, row_ok, cols, col_ok, bias_ptr, ids_ptr, w_ptr, TOPK: tl.co
         best = tl.max(sel, axis=1)
         idx = tl.min(tl.where(sel == best[:, None], cols[None, :], BE), axis=1)
         hit = cols[None, :] == idx[:, None]
-        wj = tl.sum(tl.where(hit, p, 0.0), axis=1)
+        if HAS_BIAS:
+            wj = tl.sum(tl.where(hit, p, 0.0), axis=1)
+        else:  # sel is p
+            wj = best
         got_ids = tl.where(slots[None, :] == j, idx[:, None], got_ids)
         got_w = tl.where(slots[None, :] == j, wj[:, None], got_w)
         sel = tl.where(hit, float("-inf"), sel)
@@ -84,6 +88,15 @@ def _route_kernel(
     _choose(z, rows, row_ok, cols, col_ok, bias_ptr, ids_ptr, w_ptr, TOPK, SIGMOID, RENORM, HAS_BIAS, BR, BE, BKP)
 
 
+@triton.jit
+def _prefetch_l2(ptrs, ASM: tl.constexpr):
+    """Ask L2 for the 128-byte lines at ``ptrs`` (one ``prefetch.global.L2`` per element; a hint: safe before
+    ``griddepcontrol.wait``, since L2 is where every write lands). Without ``ASM`` (the interpreter): nothing."""
+    if ASM:
+        tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [ptrs], dtype=tl.int32,
+                                  is_pure=False, pack=1)
+
+
 @triton.jit(do_not_specialize=["n_rows"])
 def _router_kernel(
     x_ptr,  # [T, hidden] rows (row stride stride_x)
@@ -91,16 +104,24 @@ def _router_kernel(
     z_ptr,  # [T, E] float32 logits, written here
     cnt_ptr,  # [1] int32 arrival counter (zero between launches)
     bias_ptr, ids_ptr, w_ptr,  # as _route_kernel
-    n_rows, n_experts, hidden, stride_x, stride_r,
+    n_rows, n_experts, hidden, stride_x, stride_r, row_bytes,
     TOPK: tl.constexpr, SIGMOID: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
-    EB: tl.constexpr, BK: tl.constexpr, BR: tl.constexpr, BE: tl.constexpr, BKP: tl.constexpr, PDL: tl.constexpr,
+    EB: tl.constexpr, BK: tl.constexpr, BR: tl.constexpr, BE: tl.constexpr, BKP: tl.constexpr,
+    LINES: tl.constexpr, PDL: tl.constexpr, ASM: tl.constexpr,
 ):
     """Program ``p`` dots experts ``[p EB, (p + 1) EB)`` with every row (``BK`` features a step, fp32) and stores
-    their logits; the last program to arrive routes all rows (``n_rows <= BR``)."""
-    if PDL:
-        gdc_launch_dependents()
+    their logits; the last program to arrive routes all rows (``n_rows <= BR``). With ``PDL`` (a programmatic
+    dependent launch) the program first asks L2 for its experts' rows (``LINES`` lines of 128 bytes each; nothing
+    reads them into registers before the wait), lets the next launch be scheduled, then waits for the launch
+    before (which writes x)."""
     experts = tl.program_id(0) * EB + tl.arange(0, EB)
     e_ok = experts < n_experts
+    if PDL:
+        lines = tl.minimum(tl.arange(0, LINES) * 128, row_bytes - 1)
+        row0 = tl.minimum(experts, n_experts - 1).to(tl.int64) * stride_r
+        _prefetch_l2((r_ptr + row0[:, None]).to(tl.pointer_type(tl.int8)) + lines[None, :], ASM)
+        gdc_launch_dependents()
+        gdc_wait()
     rows = tl.arange(0, BR)
     row_ok = rows < n_rows
     acc = tl.zeros([BR, EB], dtype=tl.float32)
@@ -158,12 +179,14 @@ class RouterPlan:
     hidden]``, ``plan(x2, router, bias) -> (ids, weights)`` ``[T, top_k]``.
 
     ``fused`` (up to ``MAX_ROWS`` rows, a plan built outside a CUDA-graph capture: it makes its counter now): one
-    launch of :func:`_router_kernel`. Otherwise the logits as one fp32 matmul, then :class:`RoutePlan`.
+    launch of :func:`_router_kernel`, a programmatic dependent launch on sm_90+ that lets the next one be scheduled
+    at once (``moe_ffn``'s gate/up, which waits for it). Otherwise the logits as one fp32 matmul, then
+    :class:`RoutePlan` (``pdl``: it lets the next launch be scheduled at once).
     """
 
     MAX_ROWS = 16
     EXPERTS_PER_PROGRAM = 1  # E programs: 128-256 for today's MoE models, one wave on a Hopper GPU
-    MAX_TILE = 8192  # weight values a program holds a step (BK x EB)
+    WARP_TILE = 2048  # weight values a warp holds a loop step; one warp a program while the routing fits one too
 
     def __init__(self, x2, router, top_k, scoring, renormalize, bias, pdl=False):
         t, hidden = x2.shape
@@ -173,14 +196,17 @@ class RouterPlan:
             self.route = RoutePlan(x2.new_empty((t, e), dtype=torch.float32), top_k, scoring, renormalize, bias,
                                    pdl)
             return
-        eb = self.EXPERTS_PER_PROGRAM
-        bk = min(next_pow2(hidden), self.MAX_TILE // eb)
+        eb, br, be = self.EXPERTS_PER_PROGRAM, next_pow2(t), next_pow2(e)
+        warps = 1 if br * be < 2048 else 4
+        bk = min(next_pow2(hidden), self.WARP_TILE * warps // eb)
+        dependent = pdl_available(x2.device)
         self.shape = (t, top_k)
         self.cnt = counters((1,), x2.device)
-        self.ints = (t, e, hidden, x2.stride(0), router.stride(0))
+        self.ints = (t, e, hidden, x2.stride(0), router.stride(0), hidden * router.element_size())
         self.launch = Launch(_router_kernel, (triton.cdiv(e, eb),), dict(
-            _route_constexprs(top_k, scoring, renormalize, bias, pdl), EB=eb, BK=bk, BR=next_pow2(t),
-            BE=next_pow2(e)), num_warps=8 if eb * bk > 4096 else 4)
+            _route_constexprs(top_k, scoring, renormalize, bias, False), EB=eb, BK=bk, BR=br, BE=be,
+            LINES=next_pow2(triton.cdiv(hidden * router.element_size(), 128)), PDL=dependent,
+            ASM=not env.settings.triton_interpret), num_warps=warps, pdl=dependent)
 
     def __call__(self, x2, router, bias):
         if not self.fused:
@@ -191,4 +217,3 @@ class RouterPlan:
         w = empty(self.shape, dtype=torch.float32, device=dev)
         self.launch(x2, router, z, self.cnt, bias if bias is not None else z, ids, w, *self.ints)
         return ids, w
-
