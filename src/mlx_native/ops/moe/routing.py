@@ -130,8 +130,9 @@ def _router_kernel(
         k_ok = ks < hidden
         w = tl.load(r_ptr + experts.to(tl.int64)[:, None] * stride_r + ks[None, :],
                     mask=e_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
-        for r in range(n_rows):
-            xr = tl.load(x_ptr + r * stride_x + ks, mask=k_ok, other=0.0).to(tl.float32)
+        for r in tl.static_range(BR):  # unrolled: every row's load issued before the first sum
+            r_ok = tl.full([BK], r, tl.int32) < n_rows
+            xr = tl.load(x_ptr + r * stride_x + ks, mask=k_ok & r_ok, other=0.0).to(tl.float32)
             acc = tl.where(rows[:, None] == r, acc + tl.sum(w * xr[None, :], axis=1)[None, :], acc)
     tl.store(z_ptr + rows[:, None] * n_experts + experts[None, :], acc, mask=row_ok[:, None] & e_ok[None, :])
     if arrive_last(cnt_ptr, tl.num_programs(0)):
@@ -197,7 +198,7 @@ class RouterPlan:
                                    pdl)
             return
         eb, br, be = self.EXPERTS_PER_PROGRAM, next_pow2(t), next_pow2(e)
-        warps = 1 if br * be < 2048 else 4
+        warps = self.warps(br)
         bk = min(next_pow2(hidden), self.WARP_TILE * warps // eb)
         dependent = pdl_available(x2.device)
         self.shape = (t, top_k)
@@ -207,6 +208,12 @@ class RouterPlan:
             _route_constexprs(top_k, scoring, renormalize, bias, False), EB=eb, BK=bk, BR=br, BE=be,
             LINES=next_pow2(triton.cdiv(hidden * router.element_size(), 128)), PDL=dependent,
             ASM=not env.settings.triton_interpret), num_warps=warps, pdl=dependent)
+
+    @staticmethod
+    def warps(rows: int) -> int:
+        """Warps a program for ``rows`` (a power of two) rows of x: a warp a row, up to 4 (above one warp the
+        routing's reductions cross warps)."""
+        return min(rows, 4)
 
     def __call__(self, x2, router, bias):
         if not self.fused:

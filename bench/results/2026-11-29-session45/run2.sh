@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Session 45 run 2: the router kernel at one warp, as a dependent launch with an L2 prefetch of its rows.
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD/src:$PWD/bench
+timeout 150 python3 -m pytest tests/ops/test_moe.py tests/models/test_moe_checkpoints.py -k "router or route or ffn or gpu" \
+  -p no:cacheprovider -n 12 -q --tb=short > $OUT/tests.log 2>&1
+echo "tests rc $?"; grep -E "FAILED|ERROR|passed|failed|Error" $OUT/tests.log | cut -c1-240 | tail -12
+timeout 120 python3 bench/run_all.py --out $OUT/quant --families quant \
+  --ops moe_router_qwen3-30b-a3b,moe_router_qwen3.6-35b-a3b,moe_step_qwen3-30b-a3b,moe_ffn_qwen3-30b-a3b > $OUT/quant.log 2>&1
+echo "quant rc $?"; grep "^\[bench\]" $OUT/quant.log | cut -c1-230; grep "^| moe_" $OUT/quant.log | awk -F'|' '{print $2,$3,$13}' | cut -c1-250
+timeout 125 python3 bench/model.py --out $OUT/model --only llama8b --arch qwen3-30b-a3b --layers-8b 12 \
+  --kinds-8b mlx-affine-4bit-g64,gguf-Q4_K --reps 3 > $OUT/model.log 2>&1
+echo "model rc $?"; grep "tok/s" $OUT/model.log | grep "^\[model\]" | cut -c1-200
