@@ -185,7 +185,7 @@ class RouterPlan:
     :class:`RoutePlan` (``pdl``: it lets the next launch be scheduled at once).
     """
 
-    MAX_ROWS = 16
+    MAX_ROWS = 8  # 16 rows took 11.0 us, cuBLAS bf16 logits and the routing launch 8.9 (session 45 run 3)
     EXPERTS_PER_PROGRAM = 1  # E programs: 128-256 for today's MoE models, one wave on a Hopper GPU
     WARP_TILE = 2048  # weight values a warp holds a loop step; one warp a program while the routing fits one too
 
@@ -211,9 +211,10 @@ class RouterPlan:
 
     @staticmethod
     def warps(rows: int) -> int:
-        """Warps a program for ``rows`` (a power of two) rows of x: a warp a row, up to 4 (above one warp the
-        routing's reductions cross warps)."""
-        return min(rows, 4)
+        """Warps a program for ``rows`` (a power of two) rows of x. Session 45 run 3 (H200, graph replay, us at 1 /
+        2 / 4 / 8 rows): one warp 3.66 / 4.06 / 6.14 / 16.8, four 4.65 / 5.22 / 5.05 / 7.58 (above one warp the
+        routing's reductions cross warps; below four the rows' loads queue)."""
+        return 1 if rows <= 2 else 4
 
     def __call__(self, x2, router, bias):
         if not self.fused:
