@@ -114,10 +114,9 @@ class LlamaAttention:
             q_lin, k_lin, v = self.q(x), self.k(x), self.v(x)
         v = v.unflatten(-1, (hkv, d)).transpose(1, 2)
         if cfg.qk_norm:
-            q = mn.head_norm_rope(q_lin.unflatten(-1, (hq, d)), self.q_norm, positions=pos, eps=cfg.rms_norm_eps,
-                                  dims=cfg.rope_dims, **rope_kw)
-            k = mn.head_norm_rope(k_lin.unflatten(-1, (hkv, d)), self.k_norm, positions=pos,
-                                  eps=cfg.rms_norm_eps, dims=cfg.rope_dims, **rope_kw)
+            q, k = mn.head_norm_rope_qk(q_lin.unflatten(-1, (hq, d)), k_lin.unflatten(-1, (hkv, d)), self.q_norm,
+                                        self.k_norm, positions=pos, eps=cfg.rms_norm_eps, dims=cfg.rope_dims,
+                                        **rope_kw)
             out = step.attend(layer, q.transpose(1, 2), k.transpose(1, 2), v, scale=self.scale,
                               window=cfg.sliding_window)
         else:  # RoPE where the step puts it (in the decode attention kernel itself)

@@ -1,8 +1,8 @@
 """Qwen2 / Qwen2.5 (q/k/v bias), Qwen3 (per-head q/k RMS norm, no bias) and Qwen3-MoE models.
 
 All are the Llama decoder with these switches: Qwen2's biases are read from
-the checkpoint; Qwen3 runs q/k through ``head_norm_rope`` (norm + RoPE in one
-kernel per tensor); Qwen3-MoE is Qwen3 with sparse FFN layers (``moe.SparseMoE``:
+the checkpoint; Qwen3 runs q/k through ``head_norm_rope_qk`` (both norms and
+RoPE in one kernel); Qwen3-MoE is Qwen3 with sparse FFN layers (``moe.SparseMoE``:
 ``num_experts`` experts, ``num_experts_per_tok`` chosen per token).
 """
 
