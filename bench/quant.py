@@ -56,7 +56,8 @@ MOE = [  # (name, experts, top_k, hidden, intermediate, tokens)
 ROUTERS = [  # (name, experts, top_k, hidden, tokens): the router projection + routing at decode sizes
     ("qwen3-30b-a3b", 128, 8, 2048, 1),
     ("qwen3-30b-a3b", 128, 8, 2048, 4),
-    ("qwen3-30b-a3b", 128, 8, 2048, 16),  # past RouterPlan.MAX_ROWS: the fp32 matmul, then the routing launch
+    ("qwen3-30b-a3b", 128, 8, 2048, 16),
+    ("qwen3-30b-a3b", 128, 8, 2048, 32),  # past RouterPlan.MAX_ROWS: the fp32 matmul, then the routing launch
     ("qwen3.6-35b-a3b", 256, 8, 2048, 1),
 ]
 MOE_GGML = [  # (name, gate / up type, down type, experts, top_k, hidden, intermediate, tokens): GGUF experts

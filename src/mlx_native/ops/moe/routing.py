@@ -185,7 +185,7 @@ class RouterPlan:
     :class:`RoutePlan` (``pdl``: it lets the next launch be scheduled at once).
     """
 
-    MAX_ROWS = 8  # 16 rows took 11.0 us, cuBLAS bf16 logits and the routing launch 8.9 (session 45 run 3)
+    MAX_ROWS = 16  # 16 rows: 11.0 us (run 3); the fp32 matmul + routing launch after it 17.6 (run 4)
     EXPERTS_PER_PROGRAM = 1  # E programs: 128-256 for today's MoE models, one wave on a Hopper GPU
     WARP_TILE = 2048  # weight values a warp holds a loop step; one warp a program while the routing fits one too
 
