@@ -23,6 +23,8 @@ from ...runtime.memory import empty
 from ..common import next_pow2
 from .ref import router_logits
 
+_MM_OUT_DTYPE = tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 8)  # torch.mm(out_dtype=)
+
 
 @triton.jit
 def _choose(z, rows, row_ok, cols, col_ok, bias_ptr, ids_ptr, w_ptr, TOPK: tl.constexpr, SIGMOID: tl.constexpr,
@@ -181,11 +183,11 @@ class RouterPlan:
 
     ``fused`` (up to ``MAX_ROWS`` rows, a plan built outside a CUDA-graph capture: it makes its counter now): one
     launch of :func:`_router_kernel`, a programmatic dependent launch on sm_90+ that lets the next one be scheduled
-    at once (``moe_ffn``'s gate/up, which waits for it). Otherwise the logits as one fp32 matmul, then
-    :class:`RoutePlan` (``pdl``: it lets the next launch be scheduled at once).
+    at once (``moe_ffn``'s gate/up, which waits for it). Otherwise the fp32 logits as one matmul
+    (:func:`fp32_logits`), then :class:`RoutePlan` (``pdl``: it lets the next launch be scheduled at once).
     """
 
-    MAX_ROWS = 16  # 16 rows: 11.0 us (run 3); the fp32 matmul + routing launch after it 17.6 (run 4)
+    MAX_ROWS = 8  # 16 rows: 11.5 us; cuBLAS logits + the routing launch 8.6 (session 45 run 5)
     EXPERTS_PER_PROGRAM = 1  # E programs: 128-256 for today's MoE models, one wave on a Hopper GPU
     WARP_TILE = 2048  # weight values a warp holds a loop step; one warp a program while the routing fits one too
 
@@ -218,10 +220,19 @@ class RouterPlan:
 
     def __call__(self, x2, router, bias):
         if not self.fused:
-            return self.route(router_logits(x2, router), bias)
+            return self.route(fp32_logits(x2, router), bias)
         dev = x2.device
         z = empty((self.ints[0], self.ints[1]), dtype=torch.float32, device=dev)
         ids = empty(self.shape, dtype=torch.int32, device=dev)
         w = empty(self.shape, dtype=torch.float32, device=dev)
         self.launch(x2, router, z, self.cnt, bias if bias is not None else z, ids, w, *self.ints)
         return ids, w
+
+
+def fp32_logits(x2: torch.Tensor, router: torch.Tensor) -> torch.Tensor:
+    """``x2 @ router.T`` as fp32 ``[T, E]``. bf16 / fp16 operands of one dtype on CUDA: cuBLAS with an fp32 output
+    (torch >= 2.8; 5.1 us at 16-512 rows of Qwen3-30B-A3B's router, converting both to fp32 first 13-21, session 45
+    run 6); otherwise :func:`~.ref.router_logits`."""
+    if _MM_OUT_DTYPE and x2.is_cuda and x2.dtype == router.dtype and x2.dtype in (torch.bfloat16, torch.float16):
+        return torch.mm(x2, router.T, out_dtype=torch.float32)
+    return router_logits(x2, router)
