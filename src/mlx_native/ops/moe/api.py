@@ -181,11 +181,12 @@ def moe_router(x: torch.Tensor, router_weight: torch.Tensor, top_k: int, *, scor
                renormalize: bool = True, selection_bias: Optional[torch.Tensor] = None
                ) -> tuple[torch.Tensor, torch.Tensor]:
     """The router projection and :func:`moe_route` in one: ``moe_route(x @ router_weight.T, top_k, ...)`` with the
-    logits in fp32 (each product exact, fp32 sums; never rounded to x's dtype).
+    logits in fp32 (never rounded to x's dtype).
 
     On CUDA, up to 8 rows (decode) run one launch: the experts spread over the SMs, each program reads its
-    experts' rows of the router once, and the last program to finish ranks the logits (cuBLAS runs a 128 x 2048
-    router as a mat-vec on a few SMs). More rows: one fp32 matmul, then the routing launch.
+    experts' rows of the router once (exact products, fp32 sums), and the last program to finish ranks the logits
+    (cuBLAS runs a 128 x 2048 router as a mat-vec on a few SMs). More rows: one matmul with an fp32 output, then the
+    routing launch.
 
     Args:
         x: ``[..., hidden]`` float rows (tokens).
