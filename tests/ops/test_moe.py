@@ -74,8 +74,9 @@ def router_plans(monkeypatch):
 @pytest.mark.parametrize("tokens, e, k, hidden, dtype, rdtype, scoring, biased, fused", [
     (1, 128, 8, 2048, torch.bfloat16, torch.bfloat16, "softmax", False, True),  # Qwen3-30B-A3B decode
     (3, 60, 4, 200, torch.float16, torch.float32, "sigmoid", True, True),  # odd E and hidden, fp32 router
-    (8, 256, 8, 96, torch.float32, torch.bfloat16, "softmax", False, True),  # the most rows of one launch
-    (9, 40, 6, 136, torch.bfloat16, torch.bfloat16, "softmax", True, False),  # more: fp32 matmul + route
+    (8, 256, 8, 96, torch.float32, torch.bfloat16, "softmax", False, True),  # the most rows of one group
+    (21, 40, 6, 136, torch.bfloat16, torch.bfloat16, "softmax", True, True),  # three groups, the last of 5 rows
+    (65, 24, 2, 64, torch.bfloat16, torch.float32, "softmax", False, False),  # more: fp32 matmul + route
 ])
 def test_router(device, router_plans, tokens, e, k, hidden, dtype, rdtype, scoring, biased, fused):
     """moe_router routes x @ router.T: the experts route_loop chooses from fp64 logits, the weights within the
@@ -93,15 +94,15 @@ def test_router(device, router_plans, tokens, e, k, hidden, dtype, rdtype, scori
 
 
 def test_router_again_and_batch_dims(device, router_plans):
-    """A second call of the fused launch (its counter set back to zero by the first) routes its own rows;
-    leading dims ``[B, S]`` are tokens."""
+    """A second call of the fused launch (its counters, one per group of rows, set back to zero by the first) routes
+    its own rows; leading dims ``[B, S]`` are tokens."""
     r = randn(32, 64, scale=0.3).to(device)
     for seed in (1, 2):
         torch.manual_seed(seed)
-        x = randn(2, 3, 64)
+        x = randn(3, 7, 64)
         ids, w = mn.moe_router(x.to(device), r, 4)
         want_ids, want_w = route_loop(x.double() @ r.cpu().double().T, 4, "softmax", True)
-        assert ids.shape == (2, 3, 4) and torch.equal(ids.cpu().long(), want_ids)
+        assert ids.shape == (3, 7, 4) and torch.equal(ids.cpu().long(), want_ids)
         assert_error_bar(w.cpu(), want_w, route_loop(x @ r.cpu().T, 4, "softmax", True)[1].float())
     assert [p.fused for p in router_plans] == [True]
 
@@ -1160,7 +1161,8 @@ def test_gpu_moe_idot_graph_replay_and_bad_ids(moe_idot_plans):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("tokens, e, hidden", [(1, 128, 2048), (4, 128, 2048), (8, 256, 2048), (3, 60, 4096)])
+@pytest.mark.parametrize("tokens, e, hidden", [(1, 128, 2048), (4, 128, 2048), (8, 256, 2048), (3, 60, 4096),
+                                              (37, 128, 2048)])
 def test_gpu_router_real_sizes_and_graph(router_plans, tokens, e, hidden):
     """moe_router at Qwen3-MoE sizes (and a long row: two steps of the feature loop): the experts of the fp64
     logits, weights within the error bar; replayed from a CUDA graph on new rows, the eager bits each time (the

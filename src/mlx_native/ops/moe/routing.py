@@ -104,15 +104,16 @@ def _router_kernel(
     x_ptr,  # [T, hidden] rows (row stride stride_x)
     r_ptr,  # [E, hidden] router weight (row stride stride_r)
     z_ptr,  # [T, E] float32 logits, written here
-    cnt_ptr,  # [1] int32 arrival counter (zero between launches)
+    cnt_ptr,  # [groups] int32 arrival counters (zero between launches)
     bias_ptr, ids_ptr, w_ptr,  # as _route_kernel
     n_rows, n_experts, hidden, stride_x, stride_r, row_bytes,
     TOPK: tl.constexpr, SIGMOID: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
     EB: tl.constexpr, BK: tl.constexpr, BR: tl.constexpr, BE: tl.constexpr, BKP: tl.constexpr,
     LINES: tl.constexpr, PDL: tl.constexpr, ASM: tl.constexpr,
 ):
-    """Program ``p`` dots experts ``[p EB, (p + 1) EB)`` with every row (``BK`` features a step, fp32) and stores
-    their logits; the last program to arrive routes all rows (``n_rows <= BR``). With ``PDL`` (a programmatic
+    """Program ``(p, g)`` dots experts ``[p EB, (p + 1) EB)`` with rows ``[g BR, (g + 1) BR)`` (``BK`` features a
+    step, fp32) and stores their logits; the last program of group ``g`` to arrive (on counter ``g``) routes its
+    rows. With ``PDL`` (a programmatic
     dependent launch) the program first asks L2 for its experts' rows (``LINES`` lines of 128 bytes each; nothing
     reads them into registers before the wait), lets the next launch be scheduled, then waits for the launch
     before (which writes x)."""
@@ -124,7 +125,8 @@ def _router_kernel(
         _prefetch_l2((r_ptr + row0[:, None]).to(tl.pointer_type(tl.int8)) + lines[None, :], ASM)
         gdc_launch_dependents()
         gdc_wait()
-    rows = tl.arange(0, BR)
+    row0 = tl.program_id(1) * BR
+    rows = row0 + tl.arange(0, BR)
     row_ok = rows < n_rows
     acc = tl.zeros([BR, EB], dtype=tl.float32)
     for k0 in range(0, hidden, BK):
@@ -133,17 +135,18 @@ def _router_kernel(
         w = tl.load(r_ptr + experts.to(tl.int64)[:, None] * stride_r + ks[None, :],
                     mask=e_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
         for r in tl.static_range(BR):  # unrolled: every row's load issued before the first sum
-            r_ok = tl.full([BK], r, tl.int32) < n_rows
-            xr = tl.load(x_ptr + r * stride_x + ks, mask=k_ok & r_ok, other=0.0).to(tl.float32)
-            acc = tl.where(rows[:, None] == r, acc + tl.sum(w * xr[None, :], axis=1)[None, :], acc)
+            r_ok = tl.full([BK], row0 + r, tl.int32) < n_rows
+            xr = tl.load(x_ptr + (row0 + r).to(tl.int64) * stride_x + ks, mask=k_ok & r_ok, other=0.0)
+            part = tl.sum(w * xr.to(tl.float32)[None, :], axis=1)
+            acc = tl.where(rows[:, None] == row0 + r, acc + part[None, :], acc)
     tl.store(z_ptr + rows[:, None] * n_experts + experts[None, :], acc, mask=row_ok[:, None] & e_ok[None, :])
-    if arrive_last(cnt_ptr, tl.num_programs(0)):
+    if arrive_last(cnt_ptr + tl.program_id(1), tl.num_programs(0)):
         cols = tl.arange(0, BE)
         col_ok = cols < n_experts
         z = tl.load(z_ptr + rows[:, None] * n_experts + cols[None, :], mask=row_ok[:, None] & col_ok[None, :],
                     other=0.0, cache_modifier=".cg")
         _choose(z, rows, row_ok, cols, col_ok, bias_ptr, ids_ptr, w_ptr, TOPK, SIGMOID, RENORM, HAS_BIAS, BR, BE, BKP)
-        rearm(cnt_ptr)
+        rearm(cnt_ptr + tl.program_id(1))
 
 
 def _route_constexprs(top_k: int, scoring: str, renormalize: bool, bias, pdl: bool) -> dict:
@@ -181,32 +184,35 @@ class RouterPlan:
     """``moe_router``: the routing of ``x2 @ router.T`` (fp32 logits) for ``x2 [T, hidden]`` and ``router [E,
     hidden]``, ``plan(x2, router, bias) -> (ids, weights)`` ``[T, top_k]``.
 
-    ``fused`` (up to ``MAX_ROWS`` rows, a plan built outside a CUDA-graph capture: it makes its counter now): one
-    launch of :func:`_router_kernel`, a programmatic dependent launch on sm_90+ that lets the next one be scheduled
-    at once (``moe_ffn``'s gate/up, which waits for it). Otherwise the fp32 logits as one matmul
-    (:func:`fp32_logits`), then :class:`RoutePlan` (``pdl``: it lets the next launch be scheduled at once).
+    ``fused`` (up to ``MAX_ROWS`` rows, a plan built outside a CUDA-graph capture: it makes its counters now): one
+    launch of :func:`_router_kernel`, rows in groups of ``GROUP_ROWS`` each ranked by its own last program; a
+    programmatic dependent launch on sm_90+ that lets the next one be scheduled at once (``moe_ffn``'s gate/up,
+    which waits for it). Otherwise the fp32 logits as one matmul (:func:`fp32_logits`), then :class:`RoutePlan`
+    (``pdl``: it lets the next launch be scheduled at once).
     """
 
-    MAX_ROWS = 8  # 16 rows: 11.5 us in one launch, 9.5 as fp32 cuBLAS logits + the routing launch (runs 5, 7)
-    EXPERTS_PER_PROGRAM = 1  # E programs: 128-256 for today's MoE models, one wave on a Hopper GPU
+    MAX_ROWS = 64  # rows of one launch, in groups of at most GROUP_ROWS
+    GROUP_ROWS = 8  # 16 rows in one group: 11.5 us, as fp32 cuBLAS logits + the routing launch 9.5 (runs 5, 7)
+    EXPERTS_PER_PROGRAM = 1  # E programs a group: 128-256 for today's MoE models
     WARP_TILE = 2048  # weight values a warp holds a loop step
 
     def __init__(self, x2, router, top_k, scoring, renormalize, bias, pdl=False):
         t, hidden = x2.shape
         e = router.shape[0]
-        self.fused = 0 < t <= self.MAX_ROWS and next_pow2(t) * next_pow2(e) <= 4096 and can_fuse(x2.device)
+        br = min(next_pow2(t), self.GROUP_ROWS)
+        self.fused = 0 < t <= self.MAX_ROWS and br * next_pow2(e) <= 4096 and can_fuse(x2.device)
         if not self.fused:
             self.route = RoutePlan(x2.new_empty((t, e), dtype=torch.float32), top_k, scoring, renormalize, bias,
                                    pdl)
             return
-        eb, br, be = self.EXPERTS_PER_PROGRAM, next_pow2(t), next_pow2(e)
+        eb, be, groups = self.EXPERTS_PER_PROGRAM, next_pow2(e), triton.cdiv(t, br)
         warps = self.warps(br)
         bk = min(next_pow2(hidden), self.WARP_TILE * warps // eb)
         dependent = pdl_available(x2.device)
         self.shape = (t, top_k)
-        self.cnt = counters((1,), x2.device)
+        self.cnt = counters((groups,), x2.device)
         self.ints = (t, e, hidden, x2.stride(0), router.stride(0), hidden * router.element_size())
-        self.launch = Launch(_router_kernel, (triton.cdiv(e, eb),), dict(
+        self.launch = Launch(_router_kernel, (triton.cdiv(e, eb), groups), dict(
             _route_constexprs(top_k, scoring, renormalize, bias, False), EB=eb, BK=bk, BR=br, BE=be,
             LINES=next_pow2(triton.cdiv(hidden * router.element_size(), 128)), PDL=dependent,
             ASM=not env.settings.triton_interpret), num_warps=warps, pdl=dependent)
