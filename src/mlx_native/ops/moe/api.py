@@ -183,10 +183,10 @@ def moe_router(x: torch.Tensor, router_weight: torch.Tensor, top_k: int, *, scor
     """The router projection and :func:`moe_route` in one: ``moe_route(x @ router_weight.T, top_k, ...)`` with the
     logits in fp32 (never rounded to x's dtype).
 
-    On CUDA, up to 8 rows (decode) run one launch: the experts spread over the SMs, each program reads its
-    experts' rows of the router once (exact products, fp32 sums), and the last program to finish ranks the logits
-    (cuBLAS runs a 128 x 2048 router as a mat-vec on a few SMs). More rows: one matmul with an fp32 output, then the
-    routing launch.
+    On CUDA, up to 64 rows (decode) run one launch: the experts spread over the SMs, each program reads its
+    experts' rows of the router once and dots them with a group of up to 8 rows (exact products, fp32 sums), and
+    the last program of a group to finish ranks its logits (cuBLAS runs a 128 x 2048 router as a mat-vec on a few
+    SMs). More rows: one matmul with an fp32 output, then the routing launch.
 
     Args:
         x: ``[..., hidden]`` float rows (tokens).
