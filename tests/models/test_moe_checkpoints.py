@@ -22,7 +22,8 @@ from helpers import assert_error_bar
 from mlx_native.formats import AffineWeight, DenseWeight, GGMLWeight, load_checkpoint
 from mlx_native.formats.gguf import write_gguf
 from mlx_native.models import LoadOptions, build_model
-from mlx_native.models.moe import EXPERT_PARTS, SparseMoE
+from mlx_native.models.base import Linear
+from mlx_native.models.moe import EXPERT_PARTS, SparseMoE, router_matrix
 from tiny import SEQ, configs, make_hf_model, save_tokenizer
 
 SPARSE, EXPERTS = (0, 2), 8  # tiny qwen3_moe: layer 1 is dense
@@ -309,6 +310,25 @@ def test_gpu_graph_and_eager_decode_agree(wide_gguf, mlx_bf16_checkpoints, which
 
 
 # ---------------------------------------------------------------------------- errors
+
+def test_router_matrix_of_each_kind():
+    """The router's ``[E, hidden]`` matrix for moe_router: a dense weight as it is; a GGUF Q8_0 router as gguf.quants
+    dequantizes it; an MLX-quantized router as ``mx.dequantize`` in fp32; None for a router with a bias."""
+    w = torch.randn(8, 64)
+    assert router_matrix(Linear(DenseWeight(w))) is w
+    raw = gguf.quants.quantize(w.numpy(), gguf.GGMLQuantizationType.Q8_0)
+    want = torch.from_numpy(gguf.quants.dequantize(raw, gguf.GGMLQuantizationType.Q8_0)).reshape(8, 64)
+    got = router_matrix(Linear(GGMLWeight(torch.from_numpy(raw.reshape(8, -1)), 8, "Q8_0", (8, 64))))
+    assert got.dtype == torch.float32 and torch.equal(got, want)
+    wq, sc, bi = mx.quantize(mx.array(w.numpy()).astype(mx.bfloat16), group_size=32, bits=8)
+    aff = AffineWeight(torch.from_numpy(np.array(wq)), torch.from_numpy(np.array(sc.astype(mx.float32))).bfloat16(),
+                       torch.from_numpy(np.array(bi.astype(mx.float32))).bfloat16(), 32, 8)
+    want = torch.from_numpy(np.array(mx.dequantize(wq, sc.astype(mx.float32), bi.astype(mx.float32), group_size=32,
+                                                   bits=8)))
+    got = router_matrix(Linear(aff))
+    assert got.dtype == torch.float32 and torch.equal(got, want)
+    assert router_matrix(Linear(DenseWeight(w), bias=torch.zeros(8))) is None
+
 
 def test_experts_of_mixed_kinds_are_refused():
     dense = DenseWeight(torch.zeros(8, 32, 64))
