@@ -74,6 +74,7 @@ def router_plans(monkeypatch):
 @pytest.mark.parametrize("tokens, e, k, hidden, dtype, rdtype, scoring, biased, fused", [
     (1, 128, 8, 2048, torch.bfloat16, torch.bfloat16, "softmax", False, True),  # Qwen3-30B-A3B decode
     (3, 60, 4, 200, torch.float16, torch.float32, "sigmoid", True, True),  # odd E and hidden, fp32 router
+    (1, 20, 4, 2100, torch.bfloat16, torch.bfloat16, "softmax", False, True),  # two feature steps, the last short
     (8, 256, 8, 96, torch.float32, torch.bfloat16, "softmax", False, True),  # the most rows of one group
     (21, 40, 6, 136, torch.bfloat16, torch.bfloat16, "softmax", True, True),  # three groups, the last of 5 rows
     (65, 24, 2, 64, torch.bfloat16, torch.float32, "softmax", False, False),  # more: fp32 matmul + route
