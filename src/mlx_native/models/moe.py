@@ -5,12 +5,15 @@
 The experts are stacked ``[E, out, in]`` in any weight kind, each run by the op made for it:
 
 * MLX affine (mlx-lm's ``switch_mlp.{gate,up,down}_proj``): :func:`mn.moe_ffn` (route, gate/up, down and mix; one
-  chain of three programmatic dependent launches at decode sizes), or :func:`mn.moe_route` + :func:`mn.moe_qmm` when
-  the three projections are quantized differently;
+  chain of three programmatic dependent launches at decode sizes), or the routing + :func:`mn.moe_qmm` when the
+  three projections are quantized differently;
 * GGUF blocks (``ffn_{gate,up,down}_exps``): :func:`mn.moe_ggml_ffn`;
-* dense (Hugging Face's per-expert tensors, stacked at load; quantized experts dequantized on the CPU):
-  :func:`mn.moe_route`, then the routed rows as batched matmuls: gathered experts for decode-sized calls and during a
-  CUDA-graph capture (no host sync), tokens grouped by expert otherwise.
+* dense (Hugging Face's per-expert tensors, stacked at load; quantized experts dequantized on the CPU): the routing,
+  then the routed rows as batched matmuls: gathered experts for decode-sized calls and during a CUDA-graph capture
+  (no host sync), tokens grouped by expert otherwise.
+
+The routing is :func:`mn.moe_router` on the router's matrix (the logits in the routing launch; the whole-step ops
+take it as ``router_weight``), or :func:`mn.moe_route` on the logits of a router with a bias.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Mixture-of-experts ops: ``moe_route``, ``moe_qmm`` (MLX affine experts),
-``moe_ggml_matmul`` (GGUF experts), ``moe_weighted_reduce``, and ``moe_ffn`` / ``moe_ggml_ffn`` (the whole step).
+"""Mixture-of-experts ops: ``moe_route`` (from logits), ``moe_router`` (the router projection and the routing in
+one launch), ``moe_qmm`` (MLX affine experts), ``moe_ggml_matmul`` (GGUF experts), ``moe_weighted_reduce``, and
+``moe_ffn`` / ``moe_ggml_ffn`` (the whole step).
 
 A MoE FFN step with these ops (Qwen3-MoE, Qwen3.5/3.6-A3B, Gemma-style)::
 
@@ -9,8 +10,9 @@ A MoE FFN step with these ops (Qwen3-MoE, Qwen3.5/3.6-A3B, Gemma-style)::
     y = mn.moe_qmm(h, ids, down_q, down_s, down_b)                 # [T, 8, H] (x per slot)
     out = mn.moe_weighted_reduce(y, w)                             # [T, H]
 
-or in one call, ``out = mn.moe_ffn(x, router_logits, 8, gate, up, down)`` (GGUF experts: ``mn.moe_ggml_ffn`` with
-``(raw, ggml_type)`` pairs; at decode sizes the three launches overlap by programmatic dependent launch).
+or in one call, ``out = mn.moe_ffn(x, router_logits, 8, gate, up, down)``, or ``mn.moe_ffn(x, None, 8, gate, up,
+down, router_weight=router_w)`` with the logits computed in the routing launch (GGUF experts: ``mn.moe_ggml_ffn``
+with ``(raw, ggml_type)`` pairs; at decode sizes the three launches overlap by programmatic dependent launch).
 
 A few routed rows (decode) run one mat-vec program set per row (``ops/moe/idot.py`` for MLX affine 4-bit,
 ``ops/moe/gguf_idot.py`` for GGUF Q4_K / Q5_K: integer-dot kernels; ``ops/moe/gguf_mv.py`` for GGUF Q6_K / Q8_0:

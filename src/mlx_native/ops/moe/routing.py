@@ -213,8 +213,8 @@ class RouterPlan:
         self.cnt = counters((groups,), x2.device)
         self.ints = (t, e, hidden, x2.stride(0), router.stride(0), hidden * router.element_size())
         self.launch = Launch(_router_kernel, (triton.cdiv(e, eb), groups), dict(
-            _route_constexprs(top_k, scoring, renormalize, bias, False), EB=eb, BK=bk, BR=br, BE=be,
-            LINES=next_pow2(triton.cdiv(hidden * router.element_size(), 128)), PDL=dependent,
+            _route_constexprs(top_k, scoring, renormalize, bias, dependent), EB=eb, BK=bk, BR=br, BE=be,
+            LINES=next_pow2(triton.cdiv(hidden * router.element_size(), 128)),
             ASM=not env.settings.triton_interpret), num_warps=warps, pdl=dependent)
 
     @staticmethod
