@@ -45,7 +45,10 @@ MERGES = ("fused", "pdl", "launch")
 SHAPES = [(1, 64, 8, 8192, 128, False), (1, 64, 8, 32768, 128, False), (1, 64, 8, 131072, 128, False),
           (8, 64, 8, 32768, 128, False), (8, 64, 8, 32768, 128, True), (1, 32, 8, 1024, 128, False),
           (1, 16, 8, 8192, 256, False), (1, 16, 8, 32768, 256, False), (8, 64, 8, 1024, 128, False),
-          (8, 64, 8, 8192, 128, False), (32, 64, 8, 8192, 128, False), (1, 9, 3, 2048, 64, False)]
+          (8, 64, 8, 8192, 128, False), (32, 64, 8, 8192, 128, False), (1, 9, 3, 2048, 64, False),
+          # Qwen3-30B-A3B's attention in the model runner's decode (a cache a little longer than the sequence)
+          (1, 32, 4, 640, 128, False), (1, 32, 4, 2048, 128, False), (1, 32, 4, 4096, 128, False),
+          (1, 32, 4, 8192, 128, False), (1, 32, 4, 32768, 128, False)]
 CONFIGS = [(64, 4, 4), (64, 4, 3), (128, 4, 3), (64, 4, 2), (64, 8, 3)]
 
 

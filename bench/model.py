@@ -331,19 +331,22 @@ def llama8b_rows(args, copy_bw: float) -> list[dict]:
             model = build_model(ckpt, LoadOptions(torch.device("cuda"), torch.bfloat16, keep_quantized=True,
                                                   fused_mlp_decode=fused, fused_decode_attention=attn,
                                                   norm_handoff=norm))
-            res = {r["test"]: r for r in bench_model(model, 0, args.n_gen, args.reps)}
-            tps = res[f"tg{args.n_gen}"]["tps"]
+            depth = args.n_depth
+            res = {r["test"]: r for r in bench_model(model, 0, args.n_gen, args.reps, n_depth=depth)}
+            tps = res[f"tg{args.n_gen}" + (f" @ d{depth}" if depth else "")]["tps"]
             weight_bytes = bytes_per_token(ckpt)
             c = ckpt.config
-            kv_bytes = 2 * c["num_hidden_layers"] * c["num_key_value_heads"] * c["head_dim"] * 2 * (args.n_gen // 2)
+            kv_bytes = (2 * c["num_hidden_layers"] * c["num_key_value_heads"] * c["head_dim"] * 2
+                        * (depth + args.n_gen // 2))
             floor_s = (weight_bytes + kv_bytes) / copy_bw
             mean = statistics.mean(tps)
             rows.append(dict(model=f"{arch}-shaped, {args.layers_8b} layers + {config['vocab_size']}-vocab head, "
-                                   f"random {kind}",
+                                   f"random {kind}" + (f", tg after {depth} cached tokens" if depth else ""),
                              impl="mlx-native", tg=stats(tps), bytes_per_token=weight_bytes + kv_bytes,
                              floor_tps=1 / floor_s, frac_floor=mean * floor_s))
             label = {None: "", False: " unfused MLP", True: " fused MLP"}[fused]
             label += ("" if attn else " unfused attention") + ("" if norm else " norm launches")
+            label += f" @ d{depth}" if depth else ""
             print(f"[model] {arch}-shaped {kind}{label}: tg {mean:.1f} tok/s, floor {1 / floor_s:.1f} tok/s "
                   f"({100 * mean * floor_s:.1f}% of the bandwidth floor)", flush=True)
             if fused is not None or (attn, norm) != FUSION_VARIANTS[0]:
@@ -401,6 +404,8 @@ def main(argv=None) -> int:
     p.add_argument("--n-gen", type=int, default=128)
     p.add_argument("--hf-gen", type=int, default=32, help="decode tokens for transformers eager (slow)")
     p.add_argument("--layers-8b", type=int, default=4)
+    p.add_argument("--n-depth", type=int, default=0,
+                   help="8B-shaped rows: tokens in the cache before the tg test (llama-bench's -d)")
     p.add_argument("--kinds-8b", default="mlx-affine-4bit-g64,gguf-Q4_K,gguf-Q4_0",
                    help="weight formats of the 8B-shaped model (comma-separated)")
     p.add_argument("--skip-hf", action="store_true")

@@ -108,6 +108,33 @@ def test_bench_json_and_markdown(tiny_llama, capsys):
     assert "| pp8 |" in out and "| tg2 |" in out and " ± " in out
 
 
+def test_bench_depth_prefills_before_each_test(tiny_llama, capsys, monkeypatch):
+    """``-d``: every rep fills the cache with that many tokens first (in ``DEPTH_CHUNK`` chunks), the pp test
+    continues from there and the tg test decodes after them; the tests are named as llama-bench names them."""
+    from mlx_native import cli
+    from mlx_native.models.base import CausalLM
+
+    monkeypatch.setattr(cli, "DEPTH_CHUNK", 4)
+    calls = []
+    forward = CausalLM.forward
+
+    def spy(self, tokens, cache, start=None, all_logits=False):
+        calls.append((tokens.shape[1], start, cache.offset if start is None else None, int(cache.lens[0])))
+        return forward(self, tokens, cache, start, all_logits)
+
+    monkeypatch.setattr(CausalLM, "forward", spy)
+    assert main(["bench", "--model", tiny_llama, "--device", "cpu", "-p", "3", "-n", "2", "-d", "10", "-r", "1",
+                 "-o", "json"]) == 0
+    tests = {r["test"]: r for r in json.loads(capsys.readouterr().out)["results"]}
+    assert set(tests) == {"pp3 @ d10", "tg2 @ d10"}
+    fills = [(4, 0, None, 0), (4, 4, None, 4), (2, 8, None, 8)]
+    assert calls[:8] == fills + [(3, 10, None, 10)] + fills + [(3, 10, None, 10)]  # warm-up rep, timed rep
+    steps = [(1, None, 10, 10), (1, None, 10, 11)]  # decode steps (on the CPU no graph) after the depth's tokens
+    assert calls[8:] == fills + fills + steps + fills + steps  # the fill before the capture, then two reps
+    assert main(["bench", "--model", tiny_llama, "--device", "cpu", "-d", "-1"]) == 2
+    assert capsys.readouterr().err.strip() == "mlx-native: error: -p/-n/-d must be >= 0"
+
+
 def test_console_script_error_has_no_traceback():
     exe = os.path.join(os.path.dirname(sys.executable), "mlx-native")
     cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "mlx_native.cli"]

@@ -84,9 +84,15 @@ def _generate(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- bench
 
-def bench_model(model, n_prompt: int, n_gen: int, reps: int, seed: int = 0) -> list[dict]:
+DEPTH_CHUNK = 2048  # prefill chunk of the tokens a tg test starts after (-d)
+
+
+def bench_model(model, n_prompt: int, n_gen: int, reps: int, seed: int = 0, n_depth: int = 0) -> list[dict]:
     """llama-bench's tests: ``pp<n_prompt>`` (prefill of random tokens, one chunk) and
-    ``tg<n_gen>`` (decode of random tokens with the captured step); tokens/s per rep."""
+    ``tg<n_gen>`` (decode of random tokens with the captured step); tokens/s per rep. With ``n_depth``
+    (llama-bench's ``-d``) every rep first prefills that many random tokens (untimed, in chunks of
+    ``DEPTH_CHUNK``) and the tests are named ``pp<n_prompt> @ d<n_depth>`` / ``tg<n_gen> @ d<n_depth>``: the
+    prompt / the decode steps attend to the cached tokens too."""
     from .generate import SamplingSettings, _Decoder
 
     g = torch.Generator().manual_seed(seed)
@@ -97,28 +103,37 @@ def bench_model(model, n_prompt: int, n_gen: int, reps: int, seed: int = 0) -> l
         if device.type == "cuda":
             torch.cuda.synchronize()
 
+    depth = torch.randint(0, model.vocab_size, (1, n_depth), generator=g).to(device)
+    at = f" @ d{n_depth}" if n_depth else ""
+
+    def fill(cache):  # the cache holds the depth's tokens, nothing after them
+        cache.reset()
+        for start in range(0, n_depth, DEPTH_CHUNK):
+            model.forward(depth[:, start:start + DEPTH_CHUNK], cache, start=start)
+
     with torch.inference_mode():
         if n_prompt > 0:
-            cache = model.new_cache(1, n_prompt)
+            cache = model.new_cache(1, n_depth + n_prompt)
             tokens = torch.randint(0, model.vocab_size, (1, n_prompt), generator=g).to(device)
             times = []
             for r in range(reps + 1):
-                cache.reset()
+                fill(cache)
                 sync()
                 t0 = time.perf_counter()
-                model.forward(tokens, cache, start=0)
+                model.forward(tokens, cache, start=n_depth)
                 sync()
                 if r:  # the first rep warms up (kernel compilation)
                     times.append(time.perf_counter() - t0)
-            rows.append({"test": f"pp{n_prompt}", "tokens": n_prompt, "tps": [n_prompt / t for t in times]})
+            rows.append({"test": f"pp{n_prompt}{at}", "tokens": n_prompt, "tps": [n_prompt / t for t in times]})
         if n_gen > 0:
-            dec = _Decoder(model, n_gen + 2, SamplingSettings(), use_graph=True)
+            dec = _Decoder(model, n_depth + n_gen + 2, SamplingSettings(), use_graph=True)
             dec.tok.fill_(int(torch.randint(0, model.vocab_size, (1,), generator=g)))
+            fill(dec.cache)
             if dec.use_graph:
                 dec.capture()
             times = []
             for r in range(reps + 1):
-                dec.cache.reset()
+                fill(dec.cache)
                 sync()
                 t0 = time.perf_counter()
                 for _ in range(n_gen):
@@ -126,7 +141,7 @@ def bench_model(model, n_prompt: int, n_gen: int, reps: int, seed: int = 0) -> l
                 sync()
                 if r:
                     times.append(time.perf_counter() - t0)
-            rows.append({"test": f"tg{n_gen}", "tokens": n_gen, "tps": [n_gen / t for t in times]})
+            rows.append({"test": f"tg{n_gen}{at}", "tokens": n_gen, "tps": [n_gen / t for t in times]})
     for row in rows:
         tps = row["tps"]
         row["mean"] = statistics.mean(tps)
@@ -137,12 +152,12 @@ def bench_model(model, n_prompt: int, n_gen: int, reps: int, seed: int = 0) -> l
 def _bench(args: argparse.Namespace) -> int:
     if args.reps < 1:
         raise errors.InvalidArgumentError(f"--reps must be >= 1, got {args.reps}")
-    if args.n_prompt < 0 or args.n_gen < 0:
-        raise errors.InvalidArgumentError("-p/-n must be >= 0")
+    if args.n_prompt < 0 or args.n_gen < 0 or args.n_depth < 0:
+        raise errors.InvalidArgumentError("-p/-n/-d must be >= 0")
     model, _ = _load(args, progress=False)
-    if args.n_prompt + args.n_gen + 2 > model.max_context:
-        raise errors.InvalidArgumentError(f"-p + -n exceed the model's context of {model.max_context}")
-    rows = bench_model(model, args.n_prompt, args.n_gen, args.reps)
+    if args.n_depth + max(args.n_prompt, args.n_gen + 2) > model.max_context:
+        raise errors.InvalidArgumentError(f"-d + -p / -d + -n exceed the model's context of {model.max_context}")
+    rows = bench_model(model, args.n_prompt, args.n_gen, args.reps, n_depth=args.n_depth)
     src = model.source
     name = f"{src['model_type']} {_human_params(src['parameters'])} {src['format']}"
     backend = f"{'CUDA' if model.device.type == 'cuda' else 'CPU'} ({'Triton' if model.device.type == 'cuda' else 'reference'}, {str(model.dtype).replace('torch.', '')})"
@@ -271,6 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
     _model_args(bench)
     bench.add_argument("-p", "--n-prompt", type=int, default=512, help="prompt tokens (pp test)")
     bench.add_argument("-n", "--n-gen", type=int, default=128, help="generated tokens (tg test)")
+    bench.add_argument("-d", "--n-depth", type=int, default=0,
+                       help="tokens already in the cache when each test starts (llama-bench's -d)")
     bench.add_argument("-r", "--reps", type=int, default=5, help="repetitions")
     bench.add_argument("-o", "--output", choices=("md", "json"), default="md")
     bench.set_defaults(func=_bench)
