@@ -13,6 +13,8 @@ of its main loop (the largest backward-branch block).
         decode of GGUF Q6_K (14) / Q8_0 (8) blocks)
     python scripts/sass_probe.py mmv [--bn 64] --warps 4 [--mp 16] --stages 3  (the tensor-core decode of MLX affine
         4-bit g64 at 2-16 rows: packed tiles, 128 codes a step, a fused K split)
+    python scripts/sass_probe.py decode --bn 64 --warps 4 --stages 4 [--d 128] [--g 8] [--rope 1] [--pdl 1]  (split-KV
+        decode attention of one query token, as the model runner's step launches it at batch 1 on an H200)
     ... moe_idot / moe_mix --pdl 1: as moe_ffn launches them (programmatic dependent launch)
 
 It also prints the kernel's shared memory and local (spill) bytes, and the loop's shared-memory accesses.
@@ -38,7 +40,11 @@ BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin"
 
 
 PTR_TYPES = {"x_ptr": "*bf16", "out_ptr": "*bf16", "part_ptr": "*fp32", "cnt_ptr": "*i32", "s_ptr": "*bf16",
-             "b_ptr": "*bf16", "su_ptr": "*bf16", "bu_ptr": "*bf16", "mix_ptr": "*fp32"}  # others: int32 words
+             "b_ptr": "*bf16", "su_ptr": "*bf16", "bu_ptr": "*bf16", "mix_ptr": "*fp32",  # others: int32 words
+             # the decode attention kernel's
+             "q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*bf16", "kn_ptr": "*bf16",
+             "vn_ptr": "*bf16", "po_ptr": "*fp32", "plse_ptr": "*fp32", "freq_ptr": "*fp32"}
+FLOAT_ARGS = {"eps", "w_offset", "qk_scale", "softcap_in", "softcap_out", "rope_scale"}  # others: int32
 
 
 def signature_of(fn, constexprs: dict) -> tuple[dict, dict]:
@@ -49,7 +55,8 @@ def signature_of(fn, constexprs: dict) -> tuple[dict, dict]:
         if p.is_constexpr:
             const.setdefault(p.name, p.default)
         else:
-            sig[p.name] = PTR_TYPES.get(p.name, "*i32") if p.name.endswith("_ptr") else "i32"
+            sig[p.name] = (PTR_TYPES.get(p.name, "*i32") if p.name.endswith("_ptr")
+                           else "fp32" if p.name in FLOAT_ARGS else "i32")
     return sig, const
 
 
@@ -109,7 +116,7 @@ def main_loop(sass: str) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("kernel", choices=("affine_idot", "affine_mv", "q4k_idot", "q4k_mv", "q6k_idot", "moe_idot",
-                                           "moe_mix", "block_mmv", "mmv"))
+                                           "moe_mix", "block_mmv", "mmv", "decode"))
     ap.add_argument("--bn", type=int, default=8)
     ap.add_argument("--warps", type=int, default=2)
     ap.add_argument("--k", type=int, default=4096)
@@ -120,6 +127,9 @@ def main() -> int:
     ap.add_argument("--mp", type=int, default=16, help="x tile rows (block_mmv)")
     ap.add_argument("--fmt", type=int, default=14, help="GGUF type id (block_mmv)")
     ap.add_argument("--stages", type=int, default=1, help="software pipeline stages")
+    ap.add_argument("--d", type=int, default=128, help="head dim (decode)")
+    ap.add_argument("--g", type=int, default=8, help="query heads per KV head (decode)")
+    ap.add_argument("--rope", type=int, default=1, help="rotate q and append the new K / V rows (decode)")
     args = ap.parse_args()
     k, gs = args.k, 64
     warps = args.warps
@@ -166,6 +176,13 @@ def main() -> int:
         const = dict(FMT=AFFINE.value, BN=args.bn, GS=gs, MP=args.mp, GPS=2, X_F16=False, SPLIT_K=True, FUSE=True,
                      ONE_ROW=False, PRESCALE=True, PACKED=True, ASM=True, PDL=0)
         codes_per_iter = args.bn * 128
+    elif args.kernel == "decode":  # one query token, split-KV with a reduce launch, BN keys a loop step
+        from mlx_native.ops.attention.decode import _decode_kernel as fn
+        const = dict(G=args.g, SINGLE=False, FUSE=False, WINDOW=False, MULTI_Q=False, SOFTCAP=False, BALANCE=False,
+                     BLOCK_B=1, BLOCK_M=max(16, args.g), BLOCK_N=args.bn, BLOCK_S=8, BLOCK_D=args.d, HEAD_D=args.d,
+                     EVEN_D=True, PRECISION="tf32", APPEND=bool(args.rope), ROPE=bool(args.rope),
+                     ROPE_TRADITIONAL=False, ROPE_FREQS=False, BLOCK_L=16, PDL=2 if args.pdl else 0)
+        codes_per_iter = args.bn  # keys
     else:
         from mlx_native.ops.ggml.q4k_mv import Q4K_MAX_WPS, q4k_mv_kernel as fn
         from mlx_native.ops.quant.affine_mv import AMV_WARPS
@@ -182,8 +199,9 @@ def main() -> int:
     total = sum(ops.values())
     threads = 32 * warps
     shared = sum(ops[op] for op in ("LDS", "STS", "BAR"))
+    unit = "key" if args.kernel == "decode" else "code"
     print(f"{args.kernel} BN{args.bn} warps{warps} K{k}: {regs} registers, loop {total} instructions per "
-          f"thread = {total * threads / codes_per_iter:.2f} per code, {shared} shared-memory ops in the loop")
+          f"thread = {total * threads / codes_per_iter:.2f} per {unit}, {shared} shared-memory ops in the loop")
     print(f"  {usage.strip()}")
     print("  " + ", ".join(f"{op} {n}" for op, n in ops.most_common(24)))
     return 0
