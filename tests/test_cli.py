@@ -130,7 +130,7 @@ def test_bench_depth_prefills_before_each_test(tiny_llama, capsys, monkeypatch):
     fills = [(4, 0, None, 0), (4, 4, None, 4), (2, 8, None, 8)]
     assert calls[:8] == fills + [(3, 10, None, 10)] + fills + [(3, 10, None, 10)]  # warm-up rep, timed rep
     steps = [(1, None, 10, 10), (1, None, 10, 11)]  # decode steps (on the CPU no graph) after the depth's tokens
-    assert calls[8:] == fills + fills + steps + fills + steps  # the fill before the capture, then two reps
+    assert calls[8:] == fills + steps + fills + steps  # two reps (warm-up, timed), each filling the cache first
     assert main(["bench", "--model", tiny_llama, "--device", "cpu", "-d", "-1"]) == 2
     assert capsys.readouterr().err.strip() == "mlx-native: error: -p/-n/-d must be >= 0"
 

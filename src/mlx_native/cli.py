@@ -128,8 +128,7 @@ def bench_model(model, n_prompt: int, n_gen: int, reps: int, seed: int = 0, n_de
         if n_gen > 0:
             dec = _Decoder(model, n_depth + n_gen + 2, SamplingSettings(), use_graph=True)
             dec.tok.fill_(int(torch.randint(0, model.vocab_size, (1,), generator=g)))
-            fill(dec.cache)
-            if dec.use_graph:
+            if dec.use_graph:  # the graph reads the positions from the cache: each rep fills it below
                 dec.capture()
             times = []
             for r in range(reps + 1):
