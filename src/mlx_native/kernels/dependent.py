@@ -33,6 +33,7 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
+from ..runtime import env
 from .launch import Launch, pdl_available
 
 
@@ -67,6 +68,34 @@ def enter(PDL: tl.constexpr):
         gdc_wait()
     if PDL == 2:
         gdc_launch_dependents()
+
+
+@triton.jit
+def prefetch_l2(ptrs, ASM: tl.constexpr):
+    """Ask L2 for the 128-byte lines at ``ptrs`` (one ``prefetch.global.L2`` per element; a hint: safe before
+    ``griddepcontrol.wait``, since L2 is where every write lands). Without ``ASM`` (the interpreter): nothing."""
+    if ASM:
+        tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [ptrs], dtype=tl.int32,
+                                  is_pure=False, pack=1)
+
+
+@triton.jit
+def prefetch_vector_l2(ptr, NBYTES: tl.constexpr, LINES: tl.constexpr):
+    """Ask L2 for the ``LINES`` (a power of two covering ``NBYTES``, or 0: nothing) 128-byte lines of the
+    vector at ``ptr``. A decode launch calls it before :func:`enter` for its small constant operands (norm
+    weights): they are rarely still in L2, and their DRAM latency then overlaps the wait for the launch before
+    instead of following it."""
+    if LINES > 0:
+        lines = tl.minimum(tl.arange(0, LINES) * 128, NBYTES - 1)
+        prefetch_l2(ptr.to(tl.pointer_type(tl.int8)) + lines, True)
+
+
+def prefetch_lines(nbytes: int, device) -> int:
+    """``LINES`` of :func:`prefetch_vector_l2` for a vector of ``nbytes`` read by a launch on ``device``: 0 off
+    CUDA, in the interpreter or without programmatic dependent launch (no wait to hide the latency behind)."""
+    if nbytes <= 0 or env.settings.triton_interpret or not pdl_available(torch.device(device)):
+        return 0
+    return triton.next_power_of_2(triton.cdiv(nbytes, 128))
 
 
 @triton.jit

@@ -16,6 +16,7 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ...kernels.arrival import arrive_last, can_fuse, counters, rearm
+from ...kernels.dependent import prefetch_l2
 from ...kernels.launch import Launch, pdl_available
 from ...kernels.math import sigmoid
 from ...runtime import env
@@ -90,15 +91,6 @@ def _route_kernel(
     _choose(z, rows, row_ok, cols, col_ok, bias_ptr, ids_ptr, w_ptr, TOPK, SIGMOID, RENORM, HAS_BIAS, BR, BE, BKP)
 
 
-@triton.jit
-def _prefetch_l2(ptrs, ASM: tl.constexpr):
-    """Ask L2 for the 128-byte lines at ``ptrs`` (one ``prefetch.global.L2`` per element; a hint: safe before
-    ``griddepcontrol.wait``, since L2 is where every write lands). Without ``ASM`` (the interpreter): nothing."""
-    if ASM:
-        tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [ptrs], dtype=tl.int32,
-                                  is_pure=False, pack=1)
-
-
 @triton.jit(do_not_specialize=["n_rows"])
 def _router_kernel(
     x_ptr,  # [T, hidden] rows (row stride stride_x)
@@ -122,7 +114,7 @@ def _router_kernel(
     if PDL:
         lines = tl.minimum(tl.arange(0, LINES) * 128, row_bytes - 1)
         row0 = tl.minimum(experts, n_experts - 1).to(tl.int64) * stride_r
-        _prefetch_l2((r_ptr + row0[:, None]).to(tl.pointer_type(tl.int8)) + lines[None, :], ASM)
+        prefetch_l2((r_ptr + row0[:, None]).to(tl.pointer_type(tl.int8)) + lines[None, :], ASM)
         gdc_launch_dependents()
         gdc_wait()
     row0 = tl.program_id(1) * BR

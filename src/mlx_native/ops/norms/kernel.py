@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...kernels.dependent import dependent_launch, enter
+from ...kernels.dependent import dependent_launch, enter, prefetch_lines, prefetch_vector_l2
 from ...kernels.rows import row_offsets
 from ...runtime.memory import contiguous_rows, is_canonical, output_like, plan_rows, strided_vector
 from ..common import next_pow2
@@ -58,9 +58,12 @@ def _norm_kernel(
     EVEN_ROWS: tl.constexpr,  # n_rows % BLOCK_R == 0: no row mask
     NARROW: tl.constexpr,  # single-level layouts whose offsets fit int32: int32 row offsets
     ONE_PROGRAM: tl.constexpr,  # one program: rows from 0, so a one-row launch reads no row stride (no 2nd line)
+    W_BYTES: tl.constexpr = 0,  # the weight's bytes ...
+    W_LINES: tl.constexpr = 0,  # ... and its 128-byte lines asked of L2 before the wait (0: none)
     PDL: tl.constexpr = False,
 ):
-    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
+    prefetch_vector_l2(w_ptr, W_BYTES, W_LINES)  # a hint, the only thing before the wait
+    enter(PDL)  # a programmatic dependent launch: nothing else before this (kernels/dependent.py)
     if ONE_PROGRAM:
         rows = tl.arange(0, BLOCK_R)
     else:
@@ -168,13 +171,15 @@ class NormPlan:
         self.ints = (xl.n_rows, xl.inner, xl.stride_outer, xl.stride_inner, rl.inner, rl.stride_outer,
                      rl.stride_inner)
         grid = triton.cdiv(xl.n_rows, block_r)
+        # one tile (decode rows): the weight is read after the wait, most often from DRAM; ask L2 for it before
+        w_bytes = n_cols * weight.element_size() if weight is not None and single else 0
         self.launch = dependent_launch(
             _norm_kernel, (grid,),
             dict(N=n_cols, INV_N=1.0 / n_cols if mean else 1.0, HAS_WEIGHT=weight is not None,
                  HAS_RESIDUAL=residual is not None, X_TWO_LEVEL=xl.two_level, R_TWO_LEVEL=rl.two_level,
                  BLOCK_R=block_r, BLOCK_N=block_n, SINGLE_TILE=single,
                  EVEN_ROWS=LEAN_ROWS and xl.n_rows % block_r == 0, NARROW=narrow,
-                 ONE_PROGRAM=grid == 1),
+                 ONE_PROGRAM=grid == 1, W_BYTES=w_bytes, W_LINES=prefetch_lines(w_bytes, x.device)),
             x.device, True, num_warps=num_warps,
         )
 

@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...kernels.dependent import dependent_launch, enter
+from ...kernels.dependent import dependent_launch, enter, prefetch_lines, prefetch_vector_l2
 from ...kernels.math import sincos
 from ...kernels.rows import row_offsets
 from ...runtime.device import device_info
@@ -302,9 +302,14 @@ def _rope_kernel(
     P_L1: tl.constexpr,
     P_L2: tl.constexpr,
     POLY_SINCOS: tl.constexpr,
+    W_BYTES: tl.constexpr = 0,  # the norm weights' bytes ...
+    W_LINES: tl.constexpr = 0,  # ... and their 128-byte lines asked of L2 before the wait (0: none)
     PDL: tl.constexpr = False,
 ):
-    enter(PDL)  # a programmatic dependent launch: nothing before this (kernels/dependent.py)
+    prefetch_vector_l2(w_ptr, W_BYTES, W_LINES)  # hints, the only thing before the wait
+    if PAIR:
+        prefetch_vector_l2(w2_ptr, W_BYTES, W_LINES)
+    enter(PDL)  # a programmatic dependent launch: nothing else before this (kernels/dependent.py)
     pid_r = tl.program_id(0)
     pid_g = tl.program_id(1)
     second = False
@@ -493,6 +498,10 @@ class RopePlan:
                           index.s1, index.s2, p_sec, max(seq_len, 1), sec1, sec2, sec3)
         self.n_groups = lay.n_groups
         levels = pos_levels(n_rows, index.n1, index.n2, index.s0, index.s1, index.s2)
+        # the norm weights are read after the wait, at decode most often from DRAM: ask L2 for them before it
+        w_bytes = head_dim * weight.element_size() if norm and weight is not None else 0
+        if x2 is not None and weight2 is not None and weight2.dtype != getattr(weight, "dtype", None):
+            w_bytes = 0
         self.launch = dependent_launch(
             _rope_kernel, (triton.cdiv(n_rows, block_r), grid_g),
             dict(BLOCK_R=block_r, BLOCK_G=block_g, BLOCK_H=block_h, BLOCK_T=block_t, X_TWO_LEVEL=lay.x.two_level,
@@ -500,7 +509,8 @@ class RopePlan:
                  PAIR=x2 is not None, HAS_POS_TENSOR=view is not None, ADD_ROW_INDEX=seq_len > 0,
                  TRADITIONAL=traditional, HAS_FREQS=freqs is not None, DO_NORM=norm, HAS_WEIGHT=weight is not None,
                  HAS_TAIL=tail > 0, N_SECTIONS=1 if sections is None else len(sections), INTERLEAVED=interleaved,
-                 P_L0=levels[0], P_L1=levels[1], P_L2=levels[2], POLY_SINCOS=POLY_SINCOS),
+                 P_L0=levels[0], P_L1=levels[1], P_L2=levels[2], POLY_SINCOS=POLY_SINCOS, W_BYTES=w_bytes,
+                 W_LINES=prefetch_lines(w_bytes, x.device)),
             x.device, True, num_warps=num_warps,
         )
 
