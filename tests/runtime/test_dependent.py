@@ -3,6 +3,7 @@ chain of them computes the same bits as plain launches (eagerly and in CUDA-grap
 
 import pytest
 import torch
+import triton
 
 import mlx_native as mn
 from helpers import randn
@@ -99,6 +100,26 @@ def test_decode_launches_are_dependents(device):
         if name in TRIGGERS:
             assert ln.pdl == on, name
             assert ln.constexprs["PDL"] == (TRIGGERS[name] if on else 0), name
+    plans.clear_all()
+
+
+def test_norm_weights_asked_of_l2_before_the_wait(device):
+    """The norm and head-norm-rope launches of the chain prefetch their weight vectors before the wait
+    (``W_LINES``: the 128-byte lines covering ``W_BYTES``, a power of two) exactly where the launch is a dependent
+    one; ``prefetch_lines`` is 0 off CUDA."""
+    assert dependent.prefetch_lines(8192, "cpu") == 0 and dependent.prefetch_lines(0, device) == 0
+    k = 4096 if device == "cuda" else 1024
+    on = pdl_available(torch.device(device))
+    plans.clear_all()
+    with recording(run=False) as seen:
+        _chain_ops(device, *((k, k) if device == "cuda" else ()))()
+    expected = {"_norm_kernel": k * 2, "_rope_kernel": 128 * 2}  # bf16 weights: the norm's [k], the heads' [128]
+    got = [(ln.kernel.__name__, ln.constexprs["W_BYTES"], ln.constexprs["W_LINES"]) for ln, _ in seen
+           if ln.kernel.__name__ in expected]
+    assert {name for name, _, _ in got} == set(expected)
+    for name, n_bytes, lines in got:
+        assert n_bytes == expected[name], name
+        assert lines == (triton.next_power_of_2(triton.cdiv(n_bytes, 128)) if on else 0), name
     plans.clear_all()
 
 
