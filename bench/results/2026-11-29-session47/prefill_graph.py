@@ -14,16 +14,13 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-import model as bm  # noqa: E402  (bench/model.py)
-
-import mlx_native as mn  # noqa: E402
-from mlx_native.models import LoadOptions, build_model  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from prefill_profile import models  # noqa: E402
 
 
 def timed(fn, sync, reps=7) -> float:
@@ -88,20 +85,10 @@ def main() -> int:
     args = ap.parse_args()
     device = torch.device(args.device)
     lengths = [int(v) for v in args.lengths.split(",")]
-    bm.SMOLLM2["num_hidden_layers"] = args.smollm2_layers
-    path = bm.synthetic_smollm2_gguf(os.path.join(tempfile.mkdtemp(), "smollm2-shaped.gguf"))
-    model, _ = mn.load(path, device=str(device))
-    for n in lengths:
-        case(f"SmolLM2-shaped Q4_1 ({args.smollm2_layers} layers)", model, n, device)
-    del model
-    for kind in [k for k in args.kinds.split(",") if k]:
-        ckpt = bm.llama8b_checkpoint(args.layers, kind, device)
-        model = build_model(ckpt, LoadOptions(device, torch.bfloat16, keep_quantized=True))
+    for label, model in models(device, args.layers, args.kinds, args.smollm2_layers):
         for n in lengths:
-            case(f"Llama-3-8B-shaped {args.layers} layers {kind}", model, n, device)
-        del model, ckpt
+            case(label, model, n, device)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

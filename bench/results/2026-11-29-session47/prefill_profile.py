@@ -69,6 +69,23 @@ def measure(label: str, model, n: int, device: torch.device) -> None:
         print(f"[pp]     {t / 1e3:8.3f} ms  x{c:4d}  {name}", flush=True)
 
 
+def models(device: torch.device, layers: int, kinds: str, smollm2_layers: int = 30):
+    """``(label, model)`` of the SmolLM2-135M-shaped GGUF (random Q4_1 blocks, ``smollm2_layers`` layers), then of
+    the ``layers``-layer Llama-3-8B-shaped model in each of ``kinds`` (comma-separated), one at a time."""
+    bm.SMOLLM2["num_hidden_layers"] = smollm2_layers
+    path = bm.synthetic_smollm2_gguf(os.path.join(tempfile.mkdtemp(), "smollm2-shaped.gguf"))
+    model, _ = mn.load(path, device=str(device))
+    yield "SmolLM2-135M-shaped Q4_1", model
+    del model
+    for kind in [k for k in kinds.split(",") if k]:
+        ckpt = bm.llama8b_checkpoint(layers, kind, device)
+        model = build_model(ckpt, LoadOptions(device, torch.bfloat16, keep_quantized=True))
+        yield f"Llama-3-8B-shaped {layers} layers {kind}", model
+        del model, ckpt
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda")
@@ -78,21 +95,10 @@ def main() -> int:
     args = ap.parse_args()
     device = torch.device(args.device)
     prompts = [int(v) for v in args.prompts.split(",")]
-    path = bm.synthetic_smollm2_gguf(os.path.join(tempfile.mkdtemp(), "smollm2-shaped.gguf"))
-    model, _ = mn.load(path, device=str(device))
-    for n in prompts:
-        measure("SmolLM2-135M-shaped Q4_1", model, n, device)
-    del model
-    for kind in [k for k in args.kinds.split(",") if k]:
-        ckpt = bm.llama8b_checkpoint(args.layers, kind, device)
-        model = build_model(ckpt, LoadOptions(device, torch.bfloat16, keep_quantized=True))
+    for label, model in models(device, args.layers, args.kinds):
         for n in prompts:
-            measure(f"Llama-3-8B-shaped {args.layers} layers {kind}", model, n, device)
-        del model, ckpt
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+            measure(label, model, n, device)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
