@@ -28,4 +28,4 @@ from .runtime import current_backend, device_info, use_backend
 __version__ = "0.1.0"
 
 # the model runner (last: it builds on the ops above)
-from .generate import generate, load, stream_generate  # noqa: E402
+from .generate import PrefillGraph, generate, load, stream_generate  # noqa: E402

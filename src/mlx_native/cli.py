@@ -87,13 +87,16 @@ def _generate(args: argparse.Namespace) -> int:
 DEPTH_CHUNK = 2048  # prefill chunk of the tokens a tg test starts after (-d)
 
 
-def bench_model(model, n_prompt: int, n_gen: int, reps: int, seed: int = 0, n_depth: int = 0) -> list[dict]:
-    """llama-bench's tests: ``pp<n_prompt>`` (prefill of random tokens, one chunk) and
+def bench_model(model, n_prompt: int, n_gen: int, reps: int, seed: int = 0, n_depth: int = 0,
+                prefill_graph: bool = False) -> list[dict]:
+    """llama-bench's tests: ``pp<n_prompt>`` (prefill of random tokens, one eager chunk) and
     ``tg<n_gen>`` (decode of random tokens with the captured step); tokens/s per rep. With ``n_depth``
     (llama-bench's ``-d``) every rep first prefills that many random tokens (untimed, in chunks of
     ``DEPTH_CHUNK``) and the tests are named ``pp<n_prompt> @ d<n_depth>`` / ``tg<n_gen> @ d<n_depth>``: the
-    prompt / the decode steps attend to the cached tokens too."""
-    from .generate import SamplingSettings, _Decoder
+    prompt / the decode steps attend to the cached tokens too. ``prefill_graph`` (CUDA): also
+    ``pp<n_prompt> graph``, the chunk replayed from a :class:`~mlx_native.generate.PrefillGraph` captured before
+    the reps (the token copy and the replay timed)."""
+    from .generate import PrefillGraph, SamplingSettings, _Decoder
 
     g = torch.Generator().manual_seed(seed)
     device = model.device
@@ -125,6 +128,20 @@ def bench_model(model, n_prompt: int, n_gen: int, reps: int, seed: int = 0, n_de
                 if r:  # the first rep warms up (kernel compilation)
                     times.append(time.perf_counter() - t0)
             rows.append({"test": f"pp{n_prompt}{at}", "tokens": n_prompt, "tps": [n_prompt / t for t in times]})
+            if prefill_graph and device.type == "cuda":
+                fill(cache)
+                graph = PrefillGraph(model, cache, n_prompt)
+                times = []
+                for _ in range(reps):
+                    fill(cache)
+                    sync()
+                    t0 = time.perf_counter()
+                    graph(tokens)
+                    sync()
+                    times.append(time.perf_counter() - t0)
+                del graph
+                rows.append({"test": f"pp{n_prompt} graph{at}", "tokens": n_prompt,
+                             "tps": [n_prompt / t for t in times]})
         if n_gen > 0:
             dec = _Decoder(model, n_depth + n_gen + 2, SamplingSettings(), use_graph=True)
             dec.tok.fill_(int(torch.randint(0, model.vocab_size, (1,), generator=g)))
@@ -156,7 +173,8 @@ def _bench(args: argparse.Namespace) -> int:
     model, _ = _load(args, progress=False)
     if args.n_depth + max(args.n_prompt, args.n_gen + 2) > model.max_context:
         raise errors.InvalidArgumentError(f"-d + -p / -d + -n exceed the model's context of {model.max_context}")
-    rows = bench_model(model, args.n_prompt, args.n_gen, args.reps, n_depth=args.n_depth)
+    rows = bench_model(model, args.n_prompt, args.n_gen, args.reps, n_depth=args.n_depth,
+                       prefill_graph=args.prefill_graph)
     src = model.source
     name = f"{src['model_type']} {_human_params(src['parameters'])} {src['format']}"
     backend = f"{'CUDA' if model.device.type == 'cuda' else 'CPU'} ({'Triton' if model.device.type == 'cuda' else 'reference'}, {str(model.dtype).replace('torch.', '')})"
@@ -288,6 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("-d", "--n-depth", type=int, default=0,
                        help="tokens already in the cache when each test starts (llama-bench's -d)")
     bench.add_argument("-r", "--reps", type=int, default=5, help="repetitions")
+    bench.add_argument("--prefill-graph", action="store_true",
+                       help="also time the prompt chunk replayed from a CUDA graph (test 'pp<N> graph'; CUDA)")
     bench.add_argument("-o", "--output", choices=("md", "json"), default="md")
     bench.set_defaults(func=_bench)
 

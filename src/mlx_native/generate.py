@@ -222,6 +222,47 @@ class _Decoder:
             self.step()
 
 
+class PrefillGraph:
+    """``model.forward(tokens, cache)`` of one chunk shape ``[B, L]`` captured in a CUDA graph (CUDA only).
+
+    The chunk is device-driven (``start=None``): it reads its positions and key counts from ``cache.lens``, so
+    one graph serves the chunk at any cache length with room for it. A batch-1 prefill chunk is a chain of
+    hundreds of small launches whose host issue time exceeds the GPU's work; replayed, only the GPU's remains.
+    Capturing costs a warm-up forward (which writes K/V past ``cache.lens`` and then restores the lengths, so
+    nothing it writes is ever read) and the capture itself: it pays where a chunk shape repeats.
+
+        g = PrefillGraph(model, cache, 512)
+        logits = g(tokens)  # tokens [1, 512]: logits [1, V] of the last one; cache.lens += 512
+    """
+
+    def __init__(self, model: CausalLM, cache: ModelCache, length: int, batch: int = 1):
+        if model.device.type != "cuda":
+            raise InvalidArgumentError(f"PrefillGraph: CUDA graphs need a CUDA model, this one is on {model.device}")
+        self.cache = cache
+        self.tokens = torch.zeros(batch, length, dtype=torch.int64, device=model.device)
+        saved = cache.counts.clone()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # compile every kernel and build every plan outside the capture
+            model.forward(self.tokens, cache)
+        torch.cuda.current_stream().wait_stream(stream)
+        cache.counts.copy_(saved)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.logits = model.forward(self.tokens, cache)
+
+    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``tokens [B, L]`` (the captured shape) at the cache's current lengths -> logits ``[B, V]`` (a buffer
+        the next call overwrites)."""
+        if tokens.shape != self.tokens.shape:
+            raise InvalidArgumentError(f"PrefillGraph: tokens of shape {tuple(tokens.shape)}, captured for "
+                                       f"{tuple(self.tokens.shape)}")
+        self.tokens.copy_(tokens)
+        self.graph.replay()
+        self.cache.offset += self.tokens.shape[1]
+        return self.logits
+
+
 # ---------------------------------------------------------------------------- generation
 
 @dataclasses.dataclass

@@ -115,6 +115,28 @@ def test_chunked_prefill_then_decode_steps(saved, name, device, fused):
     assert_error_bar(got, oracle, baseline, factor=factor, what=f"{name} chunked + decode")
 
 
+@pytest.mark.parametrize("name", ARCHS)
+def test_device_driven_prefill_chunks(saved, name, device):
+    """Prefill chunks with ``start=None`` (positions and key counts read from the device cache lengths, as a
+    captured chunk does): a chunk longer than ``DECODE_QUERIES_MAX`` (``flash_attn_prefill(kv_lens=)``), a short
+    one (``flash_attn_decode``), a long one continuing the cache: the same logits as transformers."""
+    from mlx_native.models.base import DECODE_QUERIES_MAX
+
+    hf, path = saved(name)
+    ids = _ids(hf.config.vocab_size).to(device)
+    cuts = [0, DECODE_QUERIES_MAX + 1, DECODE_QUERIES_MAX + 4, SEQ]
+    assert SEQ - cuts[2] > DECODE_QUERIES_MAX
+    model = _build(path, device)
+    with torch.no_grad():
+        cache = model.new_cache(2, 40)
+        got = torch.cat([model.forward(ids[:, a:b], cache, start=None, all_logits=True)
+                         for a, b in zip(cuts, cuts[1:])], 1).cpu()
+        assert int(cache.lens[0]) == SEQ and int(cache.lens[1]) == SEQ
+    oracle, baseline = _oracle_and_baseline(hf, ids.cpu())
+    factor = 2.0 if device == "cpu" else 8.0
+    assert_error_bar(got, oracle, baseline, factor=factor, what=f"{name} device-driven chunks")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("name", ARCHS)

@@ -130,3 +130,34 @@ def test_gpu_graph_and_eager_decode_agree(tiny_llama):
         g = [r.token for r in mn.stream_generate(model, tok, [5, 9, 11], max_tokens=30, cuda_graph=True, **kw)]
         e = [r.token for r in mn.stream_generate(model, tok, [5, 9, 11], max_tokens=30, cuda_graph=False, **kw)]
         assert g == e
+
+
+def test_prefill_graph_needs_cuda(loaded):
+    model, _ = loaded
+    with pytest.raises(mn.InvalidArgumentError, match="PrefillGraph: CUDA graphs need a CUDA model"):
+        mn.PrefillGraph(model, model.new_cache(1, 16), 8)
+
+
+@pytest.mark.gpu
+def test_gpu_prefill_graph_replays_equal_eager_chunks(tiny_llama):
+    """One graph of a 12-token chunk replayed at cache lengths 0, 12 and 24 (as a chunked prompt runs): the
+    logits and the cache equal the eager device-driven chunks', and the host-known one-chunk prefill's within
+    float32 (TF32 dots) rounding."""
+    model, _ = mn.load(tiny_llama, device="cuda", dtype=torch.float32)
+    ids = torch.randint(0, model.vocab_size, (1, 36), generator=torch.Generator().manual_seed(3)).cuda()
+    with torch.inference_mode():
+        eager = model.new_cache(1, 48)
+        want = [model.forward(ids[:, i:i + 12], eager, start=None) for i in (0, 12, 24)]
+        cache = model.new_cache(1, 48)
+        graph = mn.PrefillGraph(model, cache, 12)
+        assert int(cache.lens[0]) == 0  # the warm-up's lengths restored
+        got = [graph(ids[:, i:i + 12]).clone() for i in (0, 12, 24)]
+        assert int(cache.lens[0]) == 36 and int(cache.next_lens[0]) == 37 and cache.offset == 36
+        for w, g in zip(want, got):
+            assert torch.equal(w, g)
+        for a, b in zip(eager.layers, cache.layers):
+            assert torch.equal(a.k[:, :, :36], b.k[:, :, :36]) and torch.equal(a.v[:, :, :36], b.v[:, :, :36])
+        host = model.forward(ids, model.new_cache(1, 48), start=0)
+        assert (host - got[-1]).abs().max().item() <= 5e-3 * host.abs().max().item()
+        with pytest.raises(mn.InvalidArgumentError, match=r"PrefillGraph: tokens of shape \(1, 5\)"):
+            graph(ids[:, :5])

@@ -186,6 +186,67 @@ def test_prefill_strided_inputs(device):
     check_prefill(q, k, v, causal=True, what="strided")
 
 
+def check_prefill_kv_lens(q, cache_k, cache_v, lens, *, causal=True, window=None, softcap=None, what=""):
+    """``flash_attn_prefill(kv_lens=lens)`` over a cache whose slots past each sequence's length hold NaN,
+    against the fp64 oracle of each sequence's prefix alone (error bar of the same-dtype PyTorch math)."""
+    lens_host = [int(n) for n in lens.cpu()]
+    out, lse = mn.flash_attn_prefill(q, cache_k, cache_v, causal=causal, window=window, softcap=softcap,
+                                     kv_lens=lens, return_lse=True)
+    scale = q.shape[-1] ** -0.5
+    for b, n in enumerate(lens_host):
+        k, v = cache_k[b:b + 1, :, :n], cache_v[b:b + 1, :, :n]
+        o_ref, lse_ref = oracle(q[b:b + 1], k, v, scale, causal, None, window, softcap)
+        base = lowp_attention(q[b:b + 1], k, v, scale, causal, None, window, softcap)
+        assert_error_bar(out[b:b + 1], o_ref, base, what=f"{what} sequence {b} ({n} keys)")
+        finite = torch.isfinite(lse_ref)
+        assert torch.equal(torch.isfinite(lse[b:b + 1]), finite), f"{what}: lse -inf pattern differs"
+    return out
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_prefill_kv_lens_reads_each_sequence_prefix(device, causal):
+    """k / v a cache of 50 slots, NaN past each sequence's length: the chunk of 9 queries continues each
+    sequence at its own length (rows at kv_lens[b] - 9 + i), nothing past it is read into the result."""
+    b, hq, hkv, lq, cap, d = 3, 4, 2, 9, 50, 64
+    q = randn(b, hq, lq, d, dtype=torch.bfloat16, device=device)
+    cache_k = randn(b, hkv, cap, d, dtype=torch.bfloat16, device=device)
+    cache_v = randn(b, hkv, cap, d, dtype=torch.bfloat16, device=device)
+    lens = torch.tensor([9, 31, 50], dtype=torch.int32, device=device)
+    for i, n in enumerate(lens.tolist()):
+        cache_k[i, :, n:] = float("nan")
+        cache_v[i, :, n:] = float("nan")
+    out = check_prefill_kv_lens(q, cache_k, cache_v, lens, causal=causal, what=f"kv_lens causal={causal}")
+    assert not torch.isnan(out).any()
+    # the same chunk through host-sliced keys: identical results (one kernel, one tile order)
+    for i, n in enumerate(lens.tolist()):
+        sliced = mn.flash_attn_prefill(q[i:i + 1], cache_k[i:i + 1, :, :n], cache_v[i:i + 1, :, :n], causal=causal)
+        assert torch.equal(out[i:i + 1], sliced), f"sequence {i}: kv_lens and slicing differ"
+
+
+def test_prefill_kv_lens_window_softcap_gqa_int64(device):
+    q = randn(2, 8, 17, 64, dtype=torch.float16, device=device)
+    cache_k = randn(2, 1, 70, 64, dtype=torch.float16, device=device)
+    cache_v = randn(2, 1, 70, 64, dtype=torch.float16, device=device)
+    lens = torch.tensor([17, 66], dtype=torch.int64, device=device)
+    cache_k[0, :, 17:] = float("nan")
+    cache_v[1, :, 66:] = float("nan")
+    check_prefill_kv_lens(q, cache_k, cache_v, lens, window=20, softcap=30.0, what="kv_lens window softcap")
+
+
+def test_prefill_kv_lens_errors():
+    q = torch.ones(2, 2, 4, 64)
+    kc = torch.ones(2, 2, 10, 64)
+    with pytest.raises(mn.InvalidArgumentError, match=r"flash_attn_prefill: kv_lens\[1\] = 11 is out of range"):
+        mn.flash_attn_prefill(q, kc, kc, causal=True, kv_lens=torch.tensor([4, 11], dtype=torch.int32))
+    with pytest.raises(mn.InvalidArgumentError, match="flash_attn_prefill: kv_lens"):
+        mn.flash_attn_prefill(q, kc, kc, causal=True, kv_lens=torch.tensor([4], dtype=torch.int32))
+    with pytest.raises(mn.UnsupportedDTypeError, match="flash_attn_prefill: kv_lens"):
+        mn.flash_attn_prefill(q, kc, kc, causal=True, kv_lens=torch.tensor([4.0, 5.0]))
+    with pytest.raises(mn.InvalidArgumentError, match="flash_attn_prefill: mask and kv_lens together"):
+        mn.flash_attn_prefill(q, kc, kc, mask=torch.ones(4, 10, dtype=torch.bool),
+                              kv_lens=torch.tensor([4, 5], dtype=torch.int32))
+
+
 def test_prefill_custom_scale(device):
     q, k, v = make_qkv(1, 2, 1, 20, 20, 64, torch.bfloat16, device)
     check_prefill(q, k, v, scale=0.37, causal=True, what="scale")
@@ -1087,6 +1148,31 @@ def test_gpu_prefill_dtypes_window_softcap_mask(dtype):
     mask[:, 1000:1800] = False
     mask[7] = False
     check_prefill(q, k, v, mask=mask, causal=True, what="bool mask")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lq", [128, 2048])
+def test_gpu_prefill_kv_lens_real_sizes(lq):
+    """Chunks continuing caches of 4096 slots at four lengths, NaN past them; also inside a CUDA graph replayed
+    after the lengths change."""
+    b, hq, hkv, cap, d = 4, 32, 8, 4096, 128
+    q = randn(b, hq, lq, d, dtype=torch.bfloat16, device="cuda")
+    cache_k = randn(b, hkv, cap, d, dtype=torch.bfloat16, device="cuda")
+    cache_v = randn(b, hkv, cap, d, dtype=torch.bfloat16, device="cuda")
+    lens = torch.tensor([lq, lq + 1, cap // 2 + 7, cap], dtype=torch.int32, device="cuda")
+    for i, n in enumerate(lens.tolist()):
+        cache_k[i, :, n:] = float("nan")
+        cache_v[i, :, n:] = float("nan")
+    eager = check_prefill_kv_lens(q, cache_k, cache_v, lens, what=f"gpu kv_lens Lq={lq}")
+    graph_lens = torch.full_like(lens, lq)
+    mn.flash_attn_prefill(q, cache_k, cache_v, causal=True, kv_lens=graph_lens)  # compile outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = mn.flash_attn_prefill(q, cache_k, cache_v, causal=True, kv_lens=graph_lens)
+    graph_lens.copy_(lens)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured, eager)
 
 
 @pytest.mark.gpu

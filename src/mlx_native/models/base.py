@@ -450,14 +450,19 @@ class ModelCache:
 
 # ---------------------------------------------------------------------------- model driver
 
+DECODE_QUERIES_MAX = 8  # device-driven steps of up to this many tokens attend with flash_attn_decode
+
+
 class Step:
     """What one forward pass needs besides the tokens (built by the model per call).
 
     Prefill (``start`` is an int, host-known): positions ``start .. start + L``,
     attention over the cache prefix ``[0, start + L)`` with ``flash_attn_prefill``.
-    Decode (``start`` None): positions come from the device ``lens`` tensor and
-    attention uses ``flash_attn_decode``: no host value is read, so the step can
-    be captured in a CUDA graph.
+    Device-driven (``start`` None): positions come from the device ``lens`` tensor, and the
+    attention reads the cache up to ``lens + L`` (``flash_attn_decode`` for up to
+    ``DECODE_QUERIES_MAX`` tokens, ``flash_attn_prefill(kv_lens=)`` for a longer chunk): no
+    host value is read, so the step (a decode token or a prefill chunk) can be captured in a
+    CUDA graph.
     """
 
     def __init__(self, cache: ModelCache, length: int, start: Optional[int], fused: bool = True):
@@ -487,7 +492,8 @@ class Step:
         ``rope``: q and k are not rotated yet; they are rotated at the step's positions. Decode steps do the
         rotation, the cache write and the attention in one launch (``flash_attn_decode(k_new=, rope=)``)."""
         kv = self.cache.layers[layer]
-        if self.start is None and self.fused:
+        few = self.length <= DECODE_QUERIES_MAX
+        if self.start is None and self.fused and few:
             if k is not None:
                 return mn.flash_attn_decode(q, kv.k, kv.v, self.cache.lens, k_new=k, v_new=v, rope=rope, scale=scale,
                                             window=window, softcap=softcap)
@@ -503,7 +509,10 @@ class Step:
         if k is not None:
             mn.kv_cache_write(kv.k, kv.v, self.cache.lens, k, v, advance=False)
         if self.start is None:
-            return mn.flash_attn_decode(q, kv.k, kv.v, self.kv_lens, scale=scale, window=window, softcap=softcap)
+            if few:
+                return mn.flash_attn_decode(q, kv.k, kv.v, self.kv_lens, scale=scale, window=window, softcap=softcap)
+            return mn.flash_attn_prefill(q, kv.k, kv.v, scale=scale, causal=True, window=window, softcap=softcap,
+                                         kv_lens=self.kv_lens)
         end = self.start + self.length
         return mn.flash_attn_prefill(q, kv.k[:, :, :end], kv.v[:, :, :end], scale=scale, causal=True,
                                      window=window, softcap=softcap)

@@ -126,12 +126,19 @@ def _check_mask(op: str, q: torch.Tensor, mask: torch.Tensor, target: tuple) -> 
         )
 
 
-def _validate_prefill(q, k, v, scale, causal, mask, window, softcap) -> None:
+def _validate_prefill(q, k, v, scale, causal, mask, window, softcap, kv_lens) -> None:
     op = "flash_attn_prefill"
     _check_attn_tensors(op, q, k, v, "k", "v", "length")
     _check_options(op, scale, window, softcap)
     if mask is not None:
         _check_mask(op, q, mask, (q.shape[0], q.shape[1], q.shape[2], k.shape[2]))
+    if kv_lens is not None:
+        if mask is not None:
+            raise InvalidArgumentError(f"{op}: mask and kv_lens together are not supported (a mask's key axis "
+                                       f"would have to follow each sequence's length)")
+        _check_lens(op, "kv_lens", kv_lens, q, q.shape[0])
+        _check_lens_values(op, "kv_lens", kv_lens, 0, k.shape[2], f"expected 0 <= kv_lens <= Lk = {k.shape[2]} "
+                           f"(the keys k / v hold)")
 
 
 def _check_lens(op: str, name: str, lens: torch.Tensor, q_like: torch.Tensor, batch: int) -> None:
@@ -175,18 +182,19 @@ def _check_decode_lens(kv_lens: torch.Tensor, cap: int, window: int, appended: i
 
 # --------------------------------------------------------------------------- flash_attn_prefill
 
-def _build_prefill(q, k, v, scale, causal, mask, window, softcap):
-    _validate_prefill(q, k, v, scale, causal, mask, window, softcap)
+def _build_prefill(q, k, v, scale, causal, mask, window, softcap, kv_lens):
+    _validate_prefill(q, k, v, scale, causal, mask, window, softcap, kv_lens)
     if q.numel() == 0:
         return EMPTY
-    return PrefillPlan(q, k, v, causal=causal, mask=mask, window=window, softcap=softcap)
+    return PrefillPlan(q, k, v, causal=causal, mask=mask, window=window, softcap=softcap,
+                       device_lens=kv_lens is not None)
 
 
 _PREFILL_PLANS = PlanCache(_build_prefill)
 
 
-def _fake_prefill(q, k, v, scale, causal, mask, window, softcap):
-    _validate_prefill(q, k, v, scale, causal, mask, window, softcap)
+def _fake_prefill(q, k, v, scale, causal, mask, window, softcap, kv_lens):
+    _validate_prefill(q, k, v, scale, causal, mask, window, softcap, kv_lens)
     b, h, lq, d = q.shape
     return (torch.empty((b, h, lq, d), dtype=q.dtype, device=q.device),
             torch.empty((b, h, lq), dtype=torch.float32, device=q.device))
@@ -194,16 +202,21 @@ def _fake_prefill(q, k, v, scale, causal, mask, window, softcap):
 
 @register_op("flash_attn_prefill", fake=_fake_prefill)
 def _flash_attn_prefill(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: bool,
-                        mask: Optional[torch.Tensor], window: int, softcap: float) -> tuple[torch.Tensor, torch.Tensor]:
-    key = (tensor_key(q), tensor_key(k), tensor_key(v), tensor_key(mask), scale, causal, window, softcap)
-    plan = _PREFILL_PLANS.get(key, q, k, v, scale, causal, mask, window, softcap)
+                        mask: Optional[torch.Tensor], window: int, softcap: float,
+                        kv_lens: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    key = (tensor_key(q), tensor_key(k), tensor_key(v), tensor_key(mask), scale, causal, window, softcap,
+           tensor_key(kv_lens))
+    plan = _PREFILL_PLANS.get(key, q, k, v, scale, causal, mask, window, softcap, kv_lens)
+    if kv_lens is not None:  # values may change between calls of one plan
+        _check_lens_values("flash_attn_prefill", "kv_lens", kv_lens, 0, k.shape[2],
+                           f"expected 0 <= kv_lens <= Lk = {k.shape[2]} (the keys k / v hold)")
     if plan is EMPTY:
         b, h, lq, d = q.shape
         return (empty((b, h, lq, d), dtype=q.dtype, device=q.device),
                 empty((b, h, lq), dtype=torch.float32, device=q.device))
     if use_triton("flash_attn_prefill", q):
-        return plan(q, k, v, mask, scale, softcap)
-    out, lse = ref.flash_attn_prefill(q, k, v, scale, causal, mask, window or None, softcap or None)
+        return plan(q, k, v, mask, scale, softcap, kv_lens)
+    out, lse = ref.flash_attn_prefill(q, k, v, scale, causal, mask, window or None, softcap or None, kv_lens)
     return out, lse.float()
 
 
@@ -218,6 +231,7 @@ def flash_attn_prefill(
     window: Optional[int] = None,
     softcap: Optional[float] = None,
     return_lse: bool = False,
+    kv_lens: Optional[torch.Tensor] = None,
 ) -> Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """Tiled (flash) attention over a whole query chunk, fp32 softmax and accumulation.
 
@@ -243,6 +257,13 @@ def flash_attn_prefill(
         softcap: logit soft-capping (Gemma 2): ``s = softcap * tanh(s / softcap)``
             after scaling.
         return_lse: also return the log-sum-exp of each row's final scores.
+        kv_lens: ``[B]`` int32/int64 on q's device, or None (every sequence has
+            ``Lk`` keys): sequence ``b`` has ``kv_lens[b]`` keys, k / v being a
+            cache of capacity ``Lk`` (past them nothing is read into the
+            result), and its rows sit at key positions ``kv_lens[b] - Lq + i``
+            (causal / window follow them). The lengths are read on the device,
+            so a chunk continuing a cache (``kv_lens`` = cached + Lq) needs no
+            host value and can be captured in a CUDA graph. Not with ``mask``.
 
     Returns:
         ``out [B, Hq, Lq, D]`` contiguous in q's dtype, or ``(out, lse)`` with
@@ -251,18 +272,20 @@ def flash_attn_prefill(
 
     Raises:
         InvalidArgumentError: shapes, head dim, GQA ratio, mask shape, window,
-            softcap or scale out of range. UnsupportedDTypeError: dtypes
+            softcap, scale or kv_lens out of range (kv_lens values checked
+            only on the CPU), kv_lens with mask. UnsupportedDTypeError: dtypes
             (including q/k/v mismatches). DeviceMismatchError.
 
     Example:
         >>> out = mn.flash_attn_prefill(q, k, v, causal=True)              # [B, 32, L, 128]
         >>> out = mn.flash_attn_prefill(q, k, v, window=4096, softcap=50.0)  # Gemma 2 local layer
+        >>> out = mn.flash_attn_prefill(q, cache.k, cache.v, causal=True, kv_lens=cache.lens + q.shape[2])
     """
     op = "flash_attn_prefill"
     w = _window_arg(op, window)
     cap = _softcap_arg(op, softcap)
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() > 0 else 0
-    out, lse = _flash_attn_prefill(q, k, v, _scale_arg(op, scale, d), bool(causal), mask, w, cap)
+    out, lse = _flash_attn_prefill(q, k, v, _scale_arg(op, scale, d), bool(causal), mask, w, cap, kv_lens)
     return (out, lse) if return_lse else out
 
 

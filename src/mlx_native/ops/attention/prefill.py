@@ -17,6 +17,11 @@ products when the tile is entirely masked.
 Rows that see nothing keep ``l == 0`` and are written as zeros with
 ``lse = -inf``; ``m`` is replaced by 0 in the exponentials while it is
 ``-inf`` so no ``-inf - -inf`` NaN appears.
+
+Device key lengths (``DEVICE_LK``): k / v are a cache of ``Lk`` positions, and
+sequence ``b`` reads its key count from ``kv_lens[b]`` on the device, so a
+chunk that continues a cache needs no host value and can be captured in a
+CUDA graph (the model runner's prefill).
 """
 
 from __future__ import annotations
@@ -140,6 +145,7 @@ def _prefill_kernel(
     o_ptr,  # [B, Hq, Lq, D] contiguous, q's dtype
     lse_ptr,  # [B, Hq, Lq] contiguous fp32
     mask_ptr,  # mask broadcast to [B, Hq, Lq, Lk] (strides sm_*, 0 on broadcast dims); HAS_MASK
+    kvlen_ptr,  # [B] int32 keys of each sequence (DEVICE_LK; Lk is then the capacity of k / v)
     sq_b, sq_h, sq_l,
     sk_b, sk_h, sk_l,
     sv_b, sv_h, sv_l,
@@ -162,6 +168,7 @@ def _prefill_kernel(
     PRECISION: tl.constexpr,
     REVERSE: tl.constexpr,  # heavy (late) query blocks first: causal load balance
     IDX64: tl.constexpr,  # key offsets need int64
+    DEVICE_LK: tl.constexpr = False,  # sequence b has kvlen_ptr[b] keys (read on the device: graph-capturable)
 ):
     n_mblocks = tl.cdiv(Lq, BLOCK_M)
     pid_m = tl.program_id(0)
@@ -171,6 +178,8 @@ def _prefill_kernel(
     b = pid_bh // Hq
     h = pid_bh % Hq
     hk = h // GQA
+    if DEVICE_LK:
+        Lk = tl.load(kvlen_ptr + b).to(tl.int32)
     m0 = pid_m * BLOCK_M
     offs_m = m0 + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
@@ -253,7 +262,7 @@ class PrefillPlan:
     """The prefill kernel prepared for one signature of (q, k, v, mask) and options."""
 
     def __init__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
-                 mask: Optional[torch.Tensor], window: int, softcap: float):
+                 mask: Optional[torch.Tensor], window: int, softcap: float, device_lens: bool = False):
         b, hq, lq, d = q.shape
         hkv, lk = k.shape[1], k.shape[2]
         self.shape, self.dtype, self.device = (b, hq, lq, d), q.dtype, q.device
@@ -270,12 +279,13 @@ class PrefillPlan:
                  MASK_BOOL=self.mask_bool, SOFTCAP=softcap > 0, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=block_d,
                  HEAD_D=d, EVEN_D=block_d == d, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
                  REVERSE=causal or window > 0,
-                 IDX64=lk * max(k.stride(2), v.stride(2), 1) >= 2**31 - 2**20),
+                 IDX64=lk * max(k.stride(2), v.stride(2), 1) >= 2**31 - 2**20, DEVICE_LK=device_lens),
             num_warps=warps, num_stages=stages,
         )
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor],
-                 scale: float, softcap: float) -> tuple[torch.Tensor, torch.Tensor]:
+                 scale: float, softcap: float, kv_lens: Optional[torch.Tensor] = None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
         b, hq, lq, d = self.shape
         out = empty((b, hq, lq, d), dtype=self.dtype, device=self.device)
         lse = empty((b, hq, lq), dtype=torch.float32, device=self.device)
@@ -284,5 +294,6 @@ class PrefillPlan:
         elif self.mask_bool:
             mask = mask.view(torch.uint8)
         cap_in = scale / softcap if softcap > 0 else 0.0
-        self.launch(q, k, v, out, lse, mask, *self.ints, scale * LOG2E, cap_in, softcap * LOG2E)
+        self.launch(q, k, v, out, lse, mask, q if kv_lens is None else kv_lens, *self.ints, scale * LOG2E, cap_in,
+                    softcap * LOG2E)
         return out, lse

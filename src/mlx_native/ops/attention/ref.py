@@ -69,8 +69,11 @@ def flash_attn_prefill(
     mask: Optional[torch.Tensor] = None,
     window: Optional[int] = None,
     softcap: Optional[float] = None,
+    kv_lens: Optional[torch.Tensor] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention of ``q [B, Hq, Lq, D]`` over ``k, v [B, Hkv, Lk, D]``.
+    """Attention of ``q [B, Hq, Lq, D]`` over ``k, v [B, Hkv, Lk, D]``; with ``kv_lens [B]`` sequence ``b`` has
+    only its first ``kv_lens[b]`` keys (k / v a cache; what lies past them, NaN included, is never read into the
+    result) and its query rows sit at key positions ``kv_lens[b] - Lq + i``.
 
     Returns ``(out [B, Hq, Lq, D] in q's dtype, lse [B, Hq, Lq])`` with lse in
     the compute dtype (natural log of the sum of exp of the final scores).
@@ -83,11 +86,30 @@ def flash_attn_prefill(
             s = s.masked_fill(~mask, float("-inf"))
         else:
             s = s + mask.to(cd)
-    vis = visible_positions(lq, lk, causal or window is not None, window, q.device)
+    if kv_lens is None:
+        vis = visible_positions(lq, lk, causal or window is not None, window, q.device)
+    else:
+        vis = visible_by_lens(kv_lens, lq, lk, causal or window is not None, window)
+        v = v.masked_fill(~(torch.arange(lk, device=v.device) < kv_lens[:, None])[:, None, :, None], 0)
     if vis is not None:
         s = s.masked_fill(~vis, float("-inf"))
     out, lse = _softmax_av(s, _expand_kv(v, hq, cd))
     return out.to(q.dtype), lse
+
+
+def visible_by_lens(kv_lens: torch.Tensor, lq: int, lk: int, causal: bool, window: Optional[int]) -> torch.Tensor:
+    """``[B, 1, Lq, Lk]`` bool: :func:`visible_positions` with sequence ``b``'s key count ``kv_lens[b]`` (a device
+    tensor; no host sync): key ``j`` is visible iff ``j < kv_lens[b]`` and, with ``causal``, ``j <= kv_lens[b] - Lq
+    + i`` (and the window's lower edge)."""
+    n = kv_lens.to(torch.int64)[:, None, None]
+    kpos = torch.arange(lk, device=kv_lens.device)[None, None, :]
+    vis = kpos < n
+    if causal:
+        qpos = torch.arange(lq, device=kv_lens.device)[None, :, None] + (n - lq)
+        vis = vis & (kpos <= qpos)
+        if window is not None:
+            vis = vis & (kpos > qpos - window)
+    return vis[:, None]
 
 
 def slot_positions(kv_lens: torch.Tensor, capacity: int, ring: bool) -> tuple[torch.Tensor, torch.Tensor]:
