@@ -33,6 +33,12 @@ from .runtime import checks
 
 SEED_STEP = 0x9E3779B97F4A7C15 - (1 << 64)  # splitmix64's increment, as a signed int64
 DEFAULT_PREFILL_STEP = 512
+# A prompt of more whole chunks than this replays them from a PrefillGraph (CUDA, cuda_graph=True) when its first
+# chunk is host-bound: the host's issue time at least HOST_BOUND_SHARE of the chunk's wall time. Session 48
+# (H100): a SmolLM2-shaped 512-token chunk 11.6 ms eager (host-bound), 1.9 ms replayed; a Llama-3-8B-shaped one
+# mostly GPU time (4 layers 2.9 -> 2.5 ms), where a capture (about one chunk's host time) would not pay back.
+PREFILL_GRAPH_MIN_CHUNKS = 2
+HOST_BOUND_SHARE = 0.8
 CAPACITY_ROUND = 256
 
 
@@ -235,18 +241,21 @@ class PrefillGraph:
         logits = g(tokens)  # tokens [1, 512]: logits [1, V] of the last one; cache.lens += 512
     """
 
-    def __init__(self, model: CausalLM, cache: ModelCache, length: int, batch: int = 1):
+    def __init__(self, model: CausalLM, cache: ModelCache, length: int, batch: int = 1, warm: bool = True):
+        """``warm=False``: the caller has just run ``model.forward(t, cache)`` eagerly on contiguous int64 tokens
+        ``t [batch, length]`` (every kernel compiled, every plan built), so no warm-up forward is needed."""
         if model.device.type != "cuda":
             raise InvalidArgumentError(f"PrefillGraph: CUDA graphs need a CUDA model, this one is on {model.device}")
         self.cache = cache
         self.tokens = torch.zeros(batch, length, dtype=torch.int64, device=model.device)
-        saved = cache.counts.clone()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):  # compile every kernel and build every plan outside the capture
-            model.forward(self.tokens, cache)
-        torch.cuda.current_stream().wait_stream(stream)
-        cache.counts.copy_(saved)
+        if warm:
+            saved = cache.counts.clone()
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):  # compile every kernel and build every plan outside the capture
+                model.forward(self.tokens, cache)
+            torch.cuda.current_stream().wait_stream(stream)
+            cache.counts.copy_(saved)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
             self.logits = model.forward(self.tokens, cache)
@@ -261,6 +270,31 @@ class PrefillGraph:
         self.graph.replay()
         self.cache.offset += self.tokens.shape[1]
         return self.logits
+
+
+def _prefill(model: CausalLM, cache: ModelCache, prompt: torch.Tensor, step: int, use_graph: bool) -> torch.Tensor:
+    """Prefill ``prompt [1, n]`` into the empty ``cache`` in chunks of ``step`` tokens; the logits ``[1, V]`` of the
+    last token. With ``use_graph`` (CUDA) and more than ``PREFILL_GRAPH_MIN_CHUNKS`` whole chunks, the first runs
+    eagerly device-driven and timed; if it was host-bound the next whole chunks replay a :class:`PrefillGraph`
+    captured from it."""
+    n = prompt.shape[1]
+    graph, logits = None, None
+    for start in range(0, n, step):
+        chunk = prompt[:, start:start + step]
+        if graph is not None and chunk.shape[1] == step:
+            logits = graph(chunk)
+        elif start == 0 and use_graph and n // step > PREFILL_GRAPH_MIN_CHUNKS:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            logits = model.forward(chunk.contiguous(), cache)  # as the graph will run it
+            issued = time.perf_counter() - t0
+            torch.cuda.synchronize()
+            cache.offset += step
+            if issued >= HOST_BOUND_SHARE * (time.perf_counter() - t0):
+                graph = PrefillGraph(model, cache, step, warm=False)
+        else:
+            logits = model.forward(chunk, cache, start=start)
+    return logits
 
 
 # ---------------------------------------------------------------------------- generation
@@ -373,9 +407,7 @@ def stream_generate(
     tic = time.perf_counter()
     with torch.inference_mode():
         prompt_t = torch.tensor([ids], dtype=torch.int64, device=device)
-        logits = None
-        for start in range(0, n_prompt, prefill_step_size):
-            logits = model.forward(prompt_t[:, start:start + prefill_step_size], dec.cache, start=start)
+        logits = _prefill(model, dec.cache, prompt_t, prefill_step_size, dec.use_graph)
         dec.tok.copy_(dec.select(logits).view(1, 1))
         if dec.use_graph and max_tokens > 1:
             dec.capture()

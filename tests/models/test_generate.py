@@ -161,3 +161,24 @@ def test_gpu_prefill_graph_replays_equal_eager_chunks(tiny_llama):
         assert (host - got[-1]).abs().max().item() <= 5e-3 * host.abs().max().item()
         with pytest.raises(mn.InvalidArgumentError, match=r"PrefillGraph: tokens of shape \(1, 5\)"):
             graph(ids[:, :5])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("host_bound_share,graphs", [(0.0, 1), (2.0, 0)])
+def test_gpu_generate_prefill_chunks_from_a_graph(tiny_llama, monkeypatch, host_bound_share, graphs):
+    """A prompt of 4 whole chunks and a partial one: with its first chunk taken as host-bound (share 0) the
+    next whole chunks replay one captured PrefillGraph, else (share 2) none is captured; the tokens equal the
+    eager generation's either way."""
+    from mlx_native import generate as gen
+
+    model, tok = mn.load(tiny_llama, device="cuda")
+    prompt = [5 + (7 * i) % 90 for i in range(41)]  # the model's context is 64
+    made = []
+    real = gen.PrefillGraph
+    monkeypatch.setattr(gen, "PrefillGraph", lambda *a, **k: made.append(a[2]) or real(*a, **k))
+    monkeypatch.setattr(gen, "HOST_BOUND_SHARE", host_bound_share)
+    got = [r.token for r in mn.stream_generate(model, tok, prompt, max_tokens=16, prefill_step_size=9)]
+    assert made == [9] * graphs
+    want = [r.token for r in mn.stream_generate(model, tok, prompt, max_tokens=16, prefill_step_size=9,
+                                                cuda_graph=False)]
+    assert got == want
