@@ -136,9 +136,7 @@ def _validate_prefill(q, k, v, scale, causal, mask, window, softcap, kv_lens) ->
         if mask is not None:
             raise InvalidArgumentError(f"{op}: mask and kv_lens together are not supported (a mask's key axis "
                                        f"would have to follow each sequence's length)")
-        _check_lens(op, "kv_lens", kv_lens, q, q.shape[0])
-        _check_lens_values(op, "kv_lens", kv_lens, 0, k.shape[2], f"expected 0 <= kv_lens <= Lk = {k.shape[2]} "
-                           f"(the keys k / v hold)")
+        _check_lens(op, "kv_lens", kv_lens, q, q.shape[0])  # its values: per call (_flash_attn_prefill)
 
 
 def _check_lens(op: str, name: str, lens: torch.Tensor, q_like: torch.Tensor, batch: int) -> None:
