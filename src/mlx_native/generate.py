@@ -242,19 +242,15 @@ class PrefillGraph:
     """
 
     def __init__(self, model: CausalLM, cache: ModelCache, length: int, batch: int = 1, warm: bool = True):
-        """``warm=False``: the caller has just run ``model.forward(t, cache)`` eagerly on contiguous int64 tokens
-        ``t [batch, length]`` (every kernel compiled, every plan built), so no warm-up forward is needed."""
+        """``warm=False``: the caller has just run :func:`side_stream_forward` on contiguous int64 tokens
+        ``[batch, length]``, so no warm-up forward is needed."""
         if model.device.type != "cuda":
             raise InvalidArgumentError(f"PrefillGraph: CUDA graphs need a CUDA model, this one is on {model.device}")
         self.cache = cache
         self.tokens = torch.zeros(batch, length, dtype=torch.int64, device=model.device)
         if warm:
             saved = cache.counts.clone()
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):  # compile every kernel and build every plan outside the capture
-                model.forward(self.tokens, cache)
-            torch.cuda.current_stream().wait_stream(stream)
+            side_stream_forward(model, cache, self.tokens)
             cache.counts.copy_(saved)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
@@ -272,11 +268,22 @@ class PrefillGraph:
         return self.logits
 
 
+def side_stream_forward(model: CausalLM, cache: ModelCache, tokens: torch.Tensor) -> torch.Tensor:
+    """``model.forward(tokens, cache)`` (device-driven) on a side stream, the current stream then waiting for it:
+    the warm-up a CUDA graph capture wants (every kernel compiled and every plan built off the capture)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        logits = model.forward(tokens, cache)
+    torch.cuda.current_stream().wait_stream(stream)
+    return logits
+
+
 def _prefill(model: CausalLM, cache: ModelCache, prompt: torch.Tensor, step: int, use_graph: bool) -> torch.Tensor:
     """Prefill ``prompt [1, n]`` into the empty ``cache`` in chunks of ``step`` tokens; the logits ``[1, V]`` of the
     last token. With ``use_graph`` (CUDA) and more than ``PREFILL_GRAPH_MIN_CHUNKS`` whole chunks, the first runs
-    eagerly device-driven and timed; if it was host-bound the next whole chunks replay a :class:`PrefillGraph`
-    captured from it."""
+    eagerly as a :class:`PrefillGraph`'s warm-up does, timed; if it was host-bound the next whole chunks replay a
+    graph captured right after it."""
     n = prompt.shape[1]
     graph, logits = None, None
     for start in range(0, n, step):
@@ -286,7 +293,7 @@ def _prefill(model: CausalLM, cache: ModelCache, prompt: torch.Tensor, step: int
         elif start == 0 and use_graph and n // step > PREFILL_GRAPH_MIN_CHUNKS:
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            logits = model.forward(chunk.contiguous(), cache)  # as the graph will run it
+            logits = side_stream_forward(model, cache, chunk.contiguous())  # as PrefillGraph's warm-up
             issued = time.perf_counter() - t0
             torch.cuda.synchronize()
             cache.offset += step

@@ -2,6 +2,8 @@
 template, the Python API's typed errors."""
 
 
+import importlib
+
 import pytest
 import torch
 
@@ -169,7 +171,7 @@ def test_gpu_generate_prefill_chunks_from_a_graph(tiny_llama, monkeypatch, host_
     """A prompt of 4 whole chunks and a partial one: with its first chunk taken as host-bound (share 0) the
     next whole chunks replay one captured PrefillGraph, else (share 2) none is captured; the tokens equal the
     eager generation's either way."""
-    from mlx_native import generate as gen
+    gen = importlib.import_module("mlx_native.generate")  # the module: mlx_native.generate is the function
 
     model, tok = mn.load(tiny_llama, device="cuda")
     prompt = [5 + (7 * i) % 90 for i in range(41)]  # the model's context is 64
@@ -182,3 +184,38 @@ def test_gpu_generate_prefill_chunks_from_a_graph(tiny_llama, monkeypatch, host_
     want = [r.token for r in mn.stream_generate(model, tok, prompt, max_tokens=16, prefill_step_size=9,
                                                 cuda_graph=False)]
     assert got == want
+
+
+@pytest.mark.parametrize("host_bound_share", [0.0, 2.0])
+def test_prefill_chunk_rule_bookkeeping(loaded, monkeypatch, host_bound_share):
+    """``generate._prefill``'s orchestration on the CPU, CUDA graphs stood in for by eager device-driven forwards: a
+    prompt of 4 whole chunks and a partial one gives the logits and cache lengths of the plain chunked prefill, with
+    a graph made from the first chunk when it counts as host-bound (share 0), none otherwise (share 2)."""
+    gen = importlib.import_module("mlx_native.generate")  # the module: mlx_native.generate is the function
+
+    model, _ = loaded
+    made = []
+
+    class EagerGraph:
+        def __init__(self, model_, cache, length, warm=True):
+            assert not warm and cache.offset == length == int(cache.lens[0])
+            made.append(length)
+            self.model, self.cache = model_, cache
+
+        def __call__(self, tokens):
+            self.cache.offset += tokens.shape[1]
+            return self.model.forward(tokens, self.cache)
+
+    monkeypatch.setattr(gen, "PrefillGraph", EagerGraph)
+    monkeypatch.setattr(gen, "side_stream_forward", lambda m, c, t: m.forward(t, c))
+    monkeypatch.setattr(gen.torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(gen, "HOST_BOUND_SHARE", host_bound_share)
+    prompt = torch.tensor([[5 + (7 * i) % 90 for i in range(41)]])
+    with torch.no_grad():
+        cache = model.new_cache(1, 64)
+        got = gen._prefill(model, cache, prompt, 9, True)
+        assert made == ([9] if host_bound_share == 0.0 else [])
+        assert cache.offset == 41 and int(cache.lens[0]) == 41 and int(cache.next_lens[0]) == 42
+        plain = model.new_cache(1, 64)
+        want = gen._prefill(model, plain, prompt, 9, False)
+    assert torch.allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -5,6 +5,7 @@ without its graph rule, on a long prompt in chunks of 512: wall ms, and whether 
     python prefill_runner.py [--n 4096] [--reps 3]
 """
 import argparse
+import importlib
 import os
 import sys
 import time
@@ -14,7 +15,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2026-11-29-session47"))
 from prefill_profile import models  # noqa: E402
 
-from mlx_native import generate as gen  # noqa: E402
+gen = importlib.import_module("mlx_native.generate")  # the module (mlx_native.generate is the function)
 
 
 def main() -> int:
