@@ -179,6 +179,7 @@ def test_gpu_generate_prefill_chunks_from_a_graph(tiny_llama, monkeypatch, host_
     real = gen.PrefillGraph
     monkeypatch.setattr(gen, "PrefillGraph", lambda *a, **k: made.append(a[2]) or real(*a, **k))
     monkeypatch.setattr(gen, "HOST_BOUND_SHARE", host_bound_share)
+    monkeypatch.setattr(gen, "PREFILL_GRAPHS_IN_GENERATE", True)
     got = [r.token for r in mn.stream_generate(model, tok, prompt, max_tokens=16, prefill_step_size=9)]
     assert made == [9] * graphs
     want = [r.token for r in mn.stream_generate(model, tok, prompt, max_tokens=16, prefill_step_size=9,
@@ -210,6 +211,7 @@ def test_prefill_chunk_rule_bookkeeping(loaded, monkeypatch, host_bound_share):
     monkeypatch.setattr(gen, "side_stream_forward", lambda m, c, t: m.forward(t, c))
     monkeypatch.setattr(gen.torch.cuda, "synchronize", lambda: None)
     monkeypatch.setattr(gen, "HOST_BOUND_SHARE", host_bound_share)
+    monkeypatch.setattr(gen, "PREFILL_GRAPHS_IN_GENERATE", True)
     prompt = torch.tensor([[5 + (7 * i) % 90 for i in range(41)]])
     with torch.no_grad():
         cache = model.new_cache(1, 64)

@@ -28,6 +28,7 @@ def main() -> int:
     made = []
     real = gen.PrefillGraph
     gen.PrefillGraph = lambda *a, **k: made.append(1) or real(*a, **k)
+    gen.PREFILL_GRAPHS_IN_GENERATE = True
     for label, model in models(torch.device("cuda"), args.layers, "mlx-affine-4bit-g64"):
         prompt = torch.randint(0, model.vocab_size, (1, args.n), generator=torch.Generator().manual_seed(1)).cuda()
         times = {False: [], True: []}
