@@ -114,50 +114,43 @@ def bench_model(model, n_prompt: int, n_gen: int, reps: int, seed: int = 0, n_de
         for start in range(0, n_depth, DEPTH_CHUNK):
             model.forward(depth[:, start:start + DEPTH_CHUNK], cache, start=start)
 
+    def timed(cache, run, warm_up: int) -> list[float]:  # seconds of run() after fill(cache), reps after warm_up
+        times = []
+        for r in range(warm_up + reps):
+            fill(cache)
+            sync()
+            t0 = time.perf_counter()
+            run()
+            sync()
+            if r >= warm_up:
+                times.append(time.perf_counter() - t0)
+        return times
+
+    def row(test: str, tokens: int, times: list[float]) -> dict:
+        return {"test": f"{test}{at}", "tokens": tokens, "tps": [tokens / t for t in times]}
+
     with torch.inference_mode():
         if n_prompt > 0:
             cache = model.new_cache(1, n_depth + n_prompt)
             tokens = torch.randint(0, model.vocab_size, (1, n_prompt), generator=g).to(device)
-            times = []
-            for r in range(reps + 1):
-                fill(cache)
-                sync()
-                t0 = time.perf_counter()
-                model.forward(tokens, cache, start=n_depth)
-                sync()
-                if r:  # the first rep warms up (kernel compilation)
-                    times.append(time.perf_counter() - t0)
-            rows.append({"test": f"pp{n_prompt}{at}", "tokens": n_prompt, "tps": [n_prompt / t for t in times]})
+            # the first rep warms up (kernel compilation)
+            rows.append(row(f"pp{n_prompt}", n_prompt,
+                            timed(cache, lambda: model.forward(tokens, cache, start=n_depth), 1)))
             if prefill_graph and device.type == "cuda":
                 fill(cache)
-                graph = PrefillGraph(model, cache, n_prompt)
-                times = []
-                for _ in range(reps):
-                    fill(cache)
-                    sync()
-                    t0 = time.perf_counter()
-                    graph(tokens)
-                    sync()
-                    times.append(time.perf_counter() - t0)
+                graph = PrefillGraph(model, cache, n_prompt)  # its capture warmed up
+                rows.append(row(f"pp{n_prompt} graph", n_prompt, timed(cache, lambda: graph(tokens), 0)))
                 del graph
-                rows.append({"test": f"pp{n_prompt} graph{at}", "tokens": n_prompt,
-                             "tps": [n_prompt / t for t in times]})
         if n_gen > 0:
             dec = _Decoder(model, n_depth + n_gen + 2, SamplingSettings(), use_graph=True)
             dec.tok.fill_(int(torch.randint(0, model.vocab_size, (1,), generator=g)))
-            if dec.use_graph:  # the graph reads the positions from the cache: each rep fills it below
+            if dec.use_graph:  # the graph reads the positions from the cache: each rep fills it
                 dec.capture()
-            times = []
-            for r in range(reps + 1):
-                fill(dec.cache)
-                sync()
-                t0 = time.perf_counter()
+
+            def decode():
                 for _ in range(n_gen):
                     dec.replay()
-                sync()
-                if r:
-                    times.append(time.perf_counter() - t0)
-            rows.append({"test": f"tg{n_gen}{at}", "tokens": n_gen, "tps": [n_gen / t for t in times]})
+            rows.append(row(f"tg{n_gen}", n_gen, timed(dec.cache, decode, 1)))
     for row in rows:
         tps = row["tps"]
         row["mean"] = statistics.mean(tps)

@@ -26,13 +26,19 @@ from ..common import compute_dtype
 from ..rope import ref as rope_ref
 
 
-def visible_positions(lq: int, lk: int, causal: bool, window: Optional[int], device) -> Optional[torch.Tensor]:
-    """``[Lq, Lk]`` bool: which keys each query row may see (None: all)."""
-    if not causal and window is None:
+def visible_positions(lq: int, lk: int, causal: bool, window: Optional[int], device,
+                      kv_lens: Optional[torch.Tensor] = None) -> Optional[torch.Tensor]:
+    """``[Lq, Lk]`` bool: which keys each query row may see (None: all). With ``kv_lens [B]`` (a device tensor; no
+    host sync) ``[B, 1, Lq, Lk]``: sequence ``b`` has keys ``j < kv_lens[b]`` and its rows sit at
+    ``kv_lens[b] - Lq + i``."""
+    if not causal and window is None and kv_lens is None:
         return None
-    qpos = torch.arange(lq, device=device)[:, None] + (lk - lq)
-    kpos = torch.arange(lk, device=device)[None, :]
-    vis = kpos <= qpos
+    n = lk if kv_lens is None else kv_lens.to(torch.int64)[:, None, None, None]
+    qpos = torch.arange(lq, device=device)[:, None] + (n - lq)
+    kpos = torch.arange(lk, device=device)
+    vis = kpos < n
+    if causal:
+        vis = vis & (kpos <= qpos)
     if window is not None:
         vis = vis & (kpos > qpos - window)
     return vis
@@ -86,30 +92,13 @@ def flash_attn_prefill(
             s = s.masked_fill(~mask, float("-inf"))
         else:
             s = s + mask.to(cd)
-    if kv_lens is None:
-        vis = visible_positions(lq, lk, causal or window is not None, window, q.device)
-    else:
-        vis = visible_by_lens(kv_lens, lq, lk, causal or window is not None, window)
+    vis = visible_positions(lq, lk, causal or window is not None, window, q.device, kv_lens)
+    if kv_lens is not None:  # past the lengths: 0, not NaN times a zero weight
         v = v.masked_fill(~(torch.arange(lk, device=v.device) < kv_lens[:, None])[:, None, :, None], 0)
     if vis is not None:
         s = s.masked_fill(~vis, float("-inf"))
     out, lse = _softmax_av(s, _expand_kv(v, hq, cd))
     return out.to(q.dtype), lse
-
-
-def visible_by_lens(kv_lens: torch.Tensor, lq: int, lk: int, causal: bool, window: Optional[int]) -> torch.Tensor:
-    """``[B, 1, Lq, Lk]`` bool: :func:`visible_positions` with sequence ``b``'s key count ``kv_lens[b]`` (a device
-    tensor; no host sync): key ``j`` is visible iff ``j < kv_lens[b]`` and, with ``causal``, ``j <= kv_lens[b] - Lq
-    + i`` (and the window's lower edge)."""
-    n = kv_lens.to(torch.int64)[:, None, None]
-    kpos = torch.arange(lk, device=kv_lens.device)[None, None, :]
-    vis = kpos < n
-    if causal:
-        qpos = torch.arange(lq, device=kv_lens.device)[None, :, None] + (n - lq)
-        vis = vis & (kpos <= qpos)
-        if window is not None:
-            vis = vis & (kpos > qpos - window)
-    return vis[:, None]
 
 
 def slot_positions(kv_lens: torch.Tensor, capacity: int, ring: bool) -> tuple[torch.Tensor, torch.Tensor]:
